@@ -1,0 +1,38 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= $(abspath ../shared/data)
+export PROTOEMBED_DATA ?= $(DATA)
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, pinned to the CPU build on this machine; an unpinned torch would pull a CUDA build.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/protoembed eval sts --model default --variant senteval
+	$(BIN)/protoembed eval sts --model default --variant raw
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+test: install lint
+	$(BIN)/python -m pytest -q tests
+
+bench: install
+	$(BIN)/python benchmarks/encode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

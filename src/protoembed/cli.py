@@ -1,0 +1,50 @@
+"""The ``protoembed`` command line: ``protoembed {encode,eval,data,train} ...``.
+
+Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
+which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
+User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from protoembed.errors import ProtoembedError
+
+COMMANDS = ("encode", "eval", "data", "train")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(prog="protoembed", description="Train and evaluate sentence embeddings.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"protoembed.commands.{name}")
+        except ModuleNotFoundError as err:  # a command not shipped yet
+            if err.name == f"protoembed.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ProtoembedError as err:
+        print(f"protoembed: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("protoembed: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

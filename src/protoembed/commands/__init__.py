@@ -1,0 +1,1 @@
+"""Sub-commands of the ``protoembed`` CLI; each module exposes ``register(subparsers)``."""
