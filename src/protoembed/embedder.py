@@ -1,0 +1,354 @@
+"""Embedder = backbone encoder (+ template / soft prompt) + head, and :func:`load`.
+
+Data flow (DESIGN.md §2): text -> :class:`~protoembed.encoder.PromptEncoder` (formatting, truncation,
+soft prompt, backbone) -> pooling module (head) -> vector. :meth:`Embedder.save` writes the
+sentence-transformers layout (DESIGN.md §6), so ``SentenceTransformer(path)`` loads the model and
+produces the same vectors as ``protoembed.load(path)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sentence_transformers.base.modules.module import Module
+from tqdm.auto import tqdm
+
+from protoembed.backbones import resolve_model_dir
+from protoembed.encoder import PromptEncoder
+from protoembed.errors import ProtoembedError
+from protoembed.heads import HEADS, get_head
+
+PROTOEMBED_CONFIG = "protoembed.json"
+#: modules.json types written for standard modules (aliases every sentence-transformers version knows).
+_ST_TYPES = {
+    "Pooling": "sentence_transformers.models.Pooling",
+    "Normalize": "sentence_transformers.models.Normalize",
+}
+
+
+class Embedder(torch.nn.Module):
+    """A sentence encoder: ``encoder`` (input module) then ``pooler`` (head), optionally L2-normalised.
+
+    Args:
+        encoder: the input module (tokenizer + backbone + template / soft prompt).
+        pooler: a module turning ``token_embeddings`` into ``sentence_embedding``.
+        head: the head's registry name (see :data:`protoembed.heads.HEADS`).
+        normalize: L2-normalise the output vectors (as a saved ``Normalize`` module does).
+    """
+
+    def __init__(self, encoder: PromptEncoder, pooler: Module, head: str, normalize: bool = False) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.pooler = pooler
+        self.head = head
+        self.normalize = normalize
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the backbone's parameters."""
+        return next(self.encoder.auto_model.parameters()).device
+
+    @property
+    def dimension(self) -> int:
+        """Width of the sentence vectors."""
+        return int(self.pooler.get_embedding_dimension())
+
+    @property
+    def tokenizer(self):
+        """The backbone's tokenizer."""
+        return self.encoder.tokenizer
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Padded batch features -> sentence vectors (B, D), with gradients if enabled."""
+        features = self.pooler(self.encoder(features))
+        embeddings = features["sentence_embedding"]
+        return torch.nn.functional.normalize(embeddings, dim=-1) if self.normalize else embeddings
+
+    def features(self, sentences: Sequence[str], allow_empty: bool = False) -> dict[str, torch.Tensor]:
+        """Tokenise and pad ``sentences`` into one batch on this embedder's device."""
+        batch = self.encoder.collate(*self.encoder.tokenize_ids(sentences, allow_empty))
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def encode(
+        self,
+        sentences: Sequence[str] | str,
+        batch_size: int = 64,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = False,
+        allow_empty: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Encode sentences to vectors.
+
+        Every sentence is tokenised once up front; batches are formed from sentences of similar token
+        length (longest first) and padded to the batch's own length; the forward runs in inference mode.
+
+        Args:
+            sentences: the sentences (a single string gives a single vector).
+            batch_size: sentences per forward pass.
+            normalize: L2-normalise the vectors (default: the model's own setting).
+            show_progress_bar: show a progress bar (default: only for more than 1000 sentences).
+            convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
+            allow_empty: encode empty sentences as the bare template instead of raising an error.
+        Returns:
+            float32 array (N, D) in the input order ((D,) for a single string).
+        """
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else list(sentences)
+        ids, masks = self.encoder.tokenize_ids(texts, allow_empty)
+        order = np.argsort([-len(x) for x in ids], kind="stable")
+        out = torch.empty((len(texts), self.dimension), dtype=torch.float32, device=self.device)
+        show = len(texts) > 1000 if show_progress_bar is None else show_progress_bar
+        was_training = self.training
+        self.eval()
+        with torch.inference_mode():
+            for start in tqdm(
+                range(0, len(texts), batch_size), desc="Encoding", disable=not show, unit="batch"
+            ):
+                index = order[start : start + batch_size]
+                batch = self.encoder.collate(
+                    [ids[i] for i in index], None if masks is None else [masks[i] for i in index]
+                )
+                vectors = self({k: v.to(self.device) for k, v in batch.items()}).float()
+                if normalize or (normalize is None and self.normalize):
+                    vectors = torch.nn.functional.normalize(vectors, dim=-1)
+                elif normalize is False and self.normalize:
+                    raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
+                out[torch.as_tensor(index, device=self.device)] = vectors
+        self.train(was_training)
+        result = out if convert_to_tensor else out.cpu().numpy()
+        return result[0] if single else result
+
+    # ----------------------------------------------------------- persistence
+    def modules_for_sentence_transformers(self) -> list[Module]:
+        """The module list a ``SentenceTransformer`` built from this embedder runs."""
+        from sentence_transformers.base.modules.normalize import Normalize
+
+        return [self.encoder, self.pooler] + ([Normalize()] if self.normalize else [])
+
+    def to_sentence_transformer(self):
+        """A ``sentence_transformers.SentenceTransformer`` sharing this embedder's modules."""
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(modules=self.modules_for_sentence_transformers(), device=str(self.device))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the model in the sentence-transformers layout; atomic (temp folder, then rename).
+
+        Layout: root = backbone + tokenizer + ``protoembed_encoder.json`` (+ ``soft_prompt.safetensors``),
+        ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
+        ``config_sentence_transformers.json``, ``protoembed.json`` (the head's name).
+        Returns the final path.
+        """
+        import sentence_transformers
+        import transformers
+
+        from protoembed import __version__
+
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            entries = []
+            for idx, module in enumerate(self.modules_for_sentence_transformers()):
+                name = type(module).__name__
+                sub = "" if idx == 0 else f"{idx}_{name}"
+                (tmp / sub).mkdir(exist_ok=True)
+                module.save(str(tmp / sub))
+                kind = _ST_TYPES.get(name, f"{type(module).__module__}.{name}")
+                if (
+                    idx == 0 and self.encoder.template is None
+                ):  # plain input: sentence-transformers' own class
+                    kind = "sentence_transformers.models.Transformer"
+                entries.append({"idx": idx, "name": str(idx), "path": sub, "type": kind})
+            _write_json(tmp / "modules.json", entries)
+            versions = {
+                "sentence_transformers": sentence_transformers.__version__,
+                "transformers": transformers.__version__,
+                "pytorch": torch.__version__,
+            }
+            _write_json(
+                tmp / "config_sentence_transformers.json",
+                {
+                    "__version__": versions,
+                    "prompts": {},
+                    "default_prompt_name": None,
+                    "similarity_fn_name": "cosine",
+                },
+            )
+            _write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
+            if target.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+                os.replace(target, old / "model")
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
+    """Read a sentence-transformers / protoembed folder: (encoder, pooler, head name, normalize)."""
+    from sentence_transformers.sentence_transformer.modules.pooling import Pooling
+
+    from protoembed.heads import MaskTokenPooling
+
+    modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    encoder: PromptEncoder | None = None
+    pooler: Module | None = None
+    normalize = False
+    for entry in sorted(modules, key=lambda e: e["idx"]):
+        kind = entry["type"].rsplit(".", 1)[-1]
+        if entry["idx"] == 0 and kind in ("Transformer", "PromptEncoder"):
+            encoder = PromptEncoder.load(str(path), entry["path"])
+        elif kind == "Pooling":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                pooler = Pooling.load(str(path), subfolder=entry["path"])
+        elif kind == "MaskTokenPooling":
+            pooler = MaskTokenPooling.load(str(path), subfolder=entry["path"])
+        elif kind == "Normalize":
+            normalize = True
+        else:
+            pooler = _load_registered_module(path, entry)
+    if encoder is None or pooler is None:
+        raise ProtoembedError(f"{path / 'modules.json'}: expected an input module and a pooling module")
+    head = _saved_head_name(path, encoder, pooler)
+    return encoder, pooler, head, normalize
+
+
+def _load_registered_module(path: Path, entry: dict[str, Any]) -> Module:
+    """Load a pooling module of one of our registered heads by its dotted type (e.g. a CNN head)."""
+    import importlib
+
+    module_name, _, class_name = entry["type"].rpartition(".")
+    if not module_name.startswith("protoembed."):
+        raise ProtoembedError(f"{path / 'modules.json'}: module type {entry['type']!r} is not supported")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls.load(str(path), subfolder=entry["path"])
+
+
+def _saved_head_name(path: Path, encoder: PromptEncoder, pooler: Module) -> str:
+    config = path / PROTOEMBED_CONFIG
+    if config.is_file():
+        return json.loads(config.read_text(encoding="utf-8"))["head"]
+    if encoder.template is not None:
+        return "soft_prompt" if encoder.n_soft_prompt else "mask"
+    mode = getattr(pooler, "pooling_mode", "mean")
+    mode = mode[0] if isinstance(mode, (list, tuple)) and len(mode) == 1 else mode
+    return mode if isinstance(mode, str) else "+".join(mode)
+
+
+def load(
+    spec: str = "default",
+    head: str | None = None,
+    *,
+    template: str | None = None,
+    max_seq_length: int | None = None,
+    n_soft_prompt: int | None = None,
+    soft_prompt_init: str | None = None,
+    normalize: bool | None = None,
+    device: str | torch.device | None = None,
+) -> Embedder:
+    """Load a backbone with a head.
+
+    Args:
+        spec: ``default`` (packaged all-MiniLM-L6-v2), a Hugging Face model dir, a protoembed /
+            sentence-transformers model dir, or a hub id.
+        head: ``cls``, ``mean``, ``max``, ``mask``, ``soft_prompt`` (see :data:`protoembed.heads.HEADS`);
+            default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
+        template: template for prompt heads (``<S>`` and ``[MASK]`` placeholders).
+        max_seq_length: token budget (sentence tokens only for prompt heads).
+        n_soft_prompt: number of soft-prompt vectors (``soft_prompt`` head; default 4).
+        soft_prompt_init: ``uniform`` or ``template``.
+        normalize: L2-normalise outputs (default: as saved; False for a bare backbone).
+        device: torch device (default: CUDA if available, else CPU).
+    Returns:
+        an :class:`Embedder` in eval mode.
+    """
+    path = resolve_model_dir(spec)
+    saved_normalize = False
+    embedder: Embedder | None = None
+    if (path / "modules.json").is_file():
+        encoder, pooler, saved_head, saved_normalize = _load_saved(path)
+        overrides = (template, n_soft_prompt, soft_prompt_init)
+        if (head is None or head == saved_head) and all(v is None for v in overrides):
+            if max_seq_length is not None:
+                encoder.max_seq_length = max_seq_length
+            embedder = Embedder(encoder, pooler, saved_head, saved_normalize)
+        else:
+            embedder = build(
+                encoder.auto_model,
+                encoder.tokenizer,
+                head or saved_head,
+                template=template,
+                max_seq_length=max_seq_length or encoder.max_seq_length,
+                n_soft_prompt=n_soft_prompt,
+                soft_prompt_init=soft_prompt_init,
+                normalize=saved_normalize,
+            )
+    else:
+        from protoembed.backbones import load_backbone
+
+        tokenizer, model = load_backbone(path)
+        embedder = build(
+            model,
+            tokenizer,
+            head or "mean",
+            template=template,
+            max_seq_length=max_seq_length,
+            n_soft_prompt=n_soft_prompt,
+            soft_prompt_init=soft_prompt_init,
+        )
+    if normalize is not None:
+        embedder.normalize = normalize
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return embedder.to(device).eval()
+
+
+def build(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    head: str,
+    *,
+    template: str | None = None,
+    max_seq_length: int | None = None,
+    n_soft_prompt: int | None = None,
+    soft_prompt_init: str | None = None,
+    normalize: bool = False,
+) -> Embedder:
+    """Put a head on an already-loaded backbone (see :func:`load` for the arguments)."""
+    spec = get_head(head)
+    if not spec.uses_template and (template is not None or n_soft_prompt):
+        raise ProtoembedError(
+            f"head {head!r} takes no template; use one of "
+            f"{', '.join(n for n, s in HEADS.items() if s.uses_template)}"
+        )
+    if n_soft_prompt and not spec.n_soft_prompt:
+        raise ProtoembedError(f"head {head!r} has no soft prompt; use head 'soft_prompt'")
+    encoder = PromptEncoder(
+        max_seq_length=max_seq_length,
+        template=template or spec.default_template,
+        n_soft_prompt=spec.n_soft_prompt if n_soft_prompt is None else n_soft_prompt,
+        soft_prompt_init=soft_prompt_init or "uniform",
+        tokenizer=tokenizer,
+        model=model,
+    )
+    return Embedder(encoder, spec.make_pooler(encoder.hidden_size, {}), head, normalize)

@@ -1,0 +1,258 @@
+"""The input module: tokenizer + Hugging Face encoder, with optional template and soft prompt.
+
+``PromptEncoder`` is a sentence-transformers ``InputModule`` (saved in the model's root folder), so
+``SentenceTransformer(path)`` imports it by dotted path and runs exactly our code.
+
+Input formats (DESIGN.md §3):
+- no template: ``[CLS] sentence [SEP]``, truncated to ``max_seq_length`` tokens in all (as
+  sentence-transformers' ``Transformer`` does);
+- template ``T`` with ``<S>``/``[MASK]``: ``[CLS] prefix(T) sentence suffix(T) [SEP]``; only the sentence is
+  truncated, ``max_seq_length`` counts sentence tokens;
+- soft prompt (ConPVP anchor): ``n_soft_prompt`` placeholder slots right before the mask token whose input
+  embeddings are replaced by a trainable ``(n_soft_prompt, hidden)`` matrix; positions are added as usual.
+
+Features out of :meth:`forward`: ``token_embeddings`` (B, T, H), plus the inputs (``input_ids``,
+``attention_mask`` and, with a template, ``mask_index`` (B,)).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from sentence_transformers.base.modules.input_module import InputModule
+
+from protoembed.backbones import load_backbone
+from protoembed.errors import ProtoembedError
+from protoembed.prompts import Template, TemplateIds, tokenize_template
+
+SOFT_PROMPT_FILE = "soft_prompt.safetensors"
+SOFT_PROMPT_INITS = ("uniform", "template")
+
+
+class PromptEncoder(InputModule):
+    """Backbone encoder with optional discrete template and continuous (soft) prompt.
+
+    Args:
+        model_name_or_path: local Hugging Face model directory (weights + tokenizer).
+        max_seq_length: token budget (whole input without a template, the sentence alone with one);
+            ``None`` = what the backbone's position embeddings allow.
+        template: a template with ``<S>`` and ``[MASK]``; the sentence embedding is the mask state.
+        n_soft_prompt: number of trainable prompt vectors placed right before the mask token.
+        soft_prompt_init: ``uniform`` (U[0, 1), the ConPVP authors' code) or ``template`` (the word
+            embeddings of ``soft_prompt_init_text``'s first tokens, cycled).
+        soft_prompt_init_text: words whose embeddings seed the ``template`` initialisation.
+        do_lower_case: lower-case sentences before tokenising.
+        tokenizer, model: already-loaded objects (skip loading from ``model_name_or_path``).
+    """
+
+    config_file_name = "protoembed_encoder.json"
+    config_keys = [
+        "max_seq_length",
+        "template",
+        "n_soft_prompt",
+        "soft_prompt_init",
+        "soft_prompt_init_text",
+        "do_lower_case",
+    ]
+    save_in_root = True
+
+    def __init__(
+        self,
+        model_name_or_path: str | None = None,
+        *,
+        max_seq_length: int | None = None,
+        template: str | None = None,
+        n_soft_prompt: int = 0,
+        soft_prompt_init: str = "uniform",
+        soft_prompt_init_text: str = 'This sentence : " means',
+        do_lower_case: bool = False,
+        tokenizer: Any = None,
+        model: torch.nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        if tokenizer is None or model is None:
+            tokenizer, model = load_backbone(model_name_or_path)
+        self.tokenizer = tokenizer
+        self.auto_model = model
+        self.max_seq_length = max_seq_length
+        self.do_lower_case = do_lower_case
+        self.n_soft_prompt = int(n_soft_prompt)
+        self.soft_prompt_init = soft_prompt_init
+        self.soft_prompt_init_text = soft_prompt_init_text
+        if self.n_soft_prompt and template is None:
+            raise ProtoembedError("a soft prompt needs a template with a [MASK] slot")
+        self.template = template
+        self._template_ids: TemplateIds | None = None
+        if template is not None:
+            self._template_ids = tokenize_template(Template(template), tokenizer, self.n_soft_prompt)
+        self.soft_prompt: torch.nn.Parameter | None = None
+        if self.n_soft_prompt:
+            self.soft_prompt = torch.nn.Parameter(self._init_soft_prompt())
+
+    # ----------------------------------------------------------------- set-up
+    @property
+    def hidden_size(self) -> int:
+        """Width H of the backbone's token states."""
+        return int(self.auto_model.config.hidden_size)
+
+    def get_embedding_dimension(self) -> int:
+        """Width of the token embeddings this module outputs (sentence-transformers API)."""
+        return self.hidden_size
+
+    def _init_soft_prompt(self) -> torch.Tensor:
+        """Initial ``(n_soft_prompt, H)`` soft prompt (ConPVP authors' code: uniform on [0, 1))."""
+        if self.soft_prompt_init not in SOFT_PROMPT_INITS:
+            raise ProtoembedError(
+                f"soft_prompt_init {self.soft_prompt_init!r}: expected one of {', '.join(SOFT_PROMPT_INITS)}"
+            )
+        if self.soft_prompt_init == "uniform":
+            return torch.rand(self.n_soft_prompt, self.hidden_size)
+        ids = self.tokenizer(self.soft_prompt_init_text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ProtoembedError("soft_prompt_init_text has no tokens")
+        ids = [ids[i % len(ids)] for i in range(self.n_soft_prompt)]
+        return self.auto_model.get_input_embeddings().weight[ids].detach().clone()
+
+    @property
+    def position_budget(self) -> int:
+        """Most tokens (special tokens included) the backbone's position embeddings accept."""
+        config = self.auto_model.config
+        limit = int(getattr(config, "max_position_embeddings", 512))
+        if "roberta" in str(getattr(config, "model_type", "")):  # positions start after the pad index
+            limit -= int(config.pad_token_id or 1) + 1
+        model_max = getattr(self.tokenizer, "model_max_length", limit) or limit
+        return min(limit, int(model_max))
+
+    # ----------------------------------------------------------- tokenising
+    def tokenize_ids(
+        self, sentences: Sequence[str], allow_empty: bool = False
+    ) -> tuple[list[list[int]], list[int] | None]:
+        """Tokenise sentences without padding.
+
+        Args:
+            sentences: the raw sentences.
+            allow_empty: if False, a sentence with no tokens (after stripping) raises an error naming its
+                index; if True it is encoded as the template (or ``[CLS] [SEP]``) alone.
+        Returns:
+            ``(input_ids per sentence, mask index per sentence or None without a template)``.
+        """
+        texts = [str(s).strip() for s in sentences]
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        if self._template_ids is None:
+            budget = min(self.max_seq_length or self.position_budget, self.position_budget)
+            ids = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=budget)[
+                "input_ids"
+            ]
+            n_special = len(self.tokenizer("", add_special_tokens=True)["input_ids"]) if texts else 0
+            self._check_empty([len(x) - n_special for x in ids], allow_empty)
+            return [list(x) for x in ids], None
+        template = self._template_ids
+        room = self.position_budget - len(template.head) - len(template.tail)
+        budget = min(self.max_seq_length or room, room)
+        sentence_ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        self._check_empty([len(x) for x in sentence_ids], allow_empty)
+        built = [template.build(list(x[:budget])) for x in sentence_ids]
+        return [ids for ids, _ in built], [mask for _, mask in built]
+
+    @staticmethod
+    def _check_empty(lengths: list[int], allow_empty: bool) -> None:
+        if allow_empty:
+            return
+        empty = [i for i, n in enumerate(lengths) if n <= 0]
+        if empty:
+            shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
+            raise ProtoembedError(
+                f"{len(empty)} sentence(s) have no tokens after stripping (index {shown}); "
+                "remove them or pass allow_empty=True to encode them as the template alone"
+            )
+
+    def collate(
+        self, input_ids: list[list[int]], mask_index: list[int] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Pad a batch of token id lists into model features (right padding)."""
+        length = max((len(x) for x in input_ids), default=0)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(input_ids), length), pad, dtype=torch.long)
+        attention = torch.zeros((len(input_ids), length), dtype=torch.long)
+        for row, seq in enumerate(input_ids):
+            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            attention[row, : len(seq)] = 1
+        features = {"input_ids": ids, "attention_mask": attention}
+        if mask_index is not None:
+            features["mask_index"] = torch.tensor(mask_index, dtype=torch.long)
+        return features
+
+    def preprocess(
+        self, inputs: Sequence[str], prompt: str | None = None, **kwargs
+    ) -> dict[str, torch.Tensor]:
+        """sentence-transformers hook: tokenise and pad a batch of sentences."""
+        if prompt:
+            inputs = [prompt + text for text in inputs]
+        return self.collate(*self.tokenize_ids(inputs))
+
+    # ---------------------------------------------------------------- forward
+    def input_embeddings(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Word embeddings of ``input_ids`` with the soft-prompt slots overwritten (B, T, H)."""
+        embeds = self.auto_model.get_input_embeddings()(features["input_ids"])
+        k = self.n_soft_prompt
+        slots = features["mask_index"].unsqueeze(1) - k + torch.arange(k, device=embeds.device)  # (B, k)
+        rows = torch.arange(embeds.size(0), device=embeds.device).unsqueeze(1).expand_as(slots)
+        embeds = embeds.clone()
+        embeds[rows, slots] = self.soft_prompt.to(embeds.dtype).unsqueeze(0).expand(embeds.size(0), -1, -1)
+        return embeds
+
+    def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
+        """Run the backbone; adds ``token_embeddings`` (B, T, H) to ``features``."""
+        inputs: dict[str, torch.Tensor] = {"attention_mask": features["attention_mask"]}
+        if self.soft_prompt is not None:
+            inputs["inputs_embeds"] = self.input_embeddings(features)
+        else:
+            inputs["input_ids"] = features["input_ids"]
+        output = self.auto_model(**inputs, return_dict=True)
+        features["token_embeddings"] = output.last_hidden_state
+        return features
+
+    # ----------------------------------------------------------- persistence
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        """Write the backbone, tokenizer, our config and (if any) ``soft_prompt.safetensors``.
+
+        Also writes ``sentence_bert_config.json`` so that sentence-transformers' own ``Transformer``
+        module can load the same folder when no template is used.
+        """
+        self.auto_model.save_pretrained(output_path, safe_serialization=safe_serialization)
+        self.tokenizer.save_pretrained(output_path)
+        self.save_config(output_path)
+        st_config = {
+            "max_seq_length": self.max_seq_length or self.position_budget,
+            "do_lower_case": self.do_lower_case,
+        }
+        with open(os.path.join(output_path, "sentence_bert_config.json"), "w", encoding="utf-8") as handle:
+            json.dump(st_config, handle, indent=2)
+        if self.soft_prompt is not None:
+            save_file(
+                {"soft_prompt": self.soft_prompt.detach().cpu().contiguous()},
+                os.path.join(output_path, SOFT_PROMPT_FILE),
+            )
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> PromptEncoder:
+        """Load from a folder written by :meth:`save` (or a plain Hugging Face / sentence-transformers one)."""
+        root = Path(model_name_or_path) / subfolder
+        config: dict[str, Any] = {}
+        if (root / cls.config_file_name).is_file():
+            config = json.loads((root / cls.config_file_name).read_text(encoding="utf-8"))
+        elif (root / "sentence_bert_config.json").is_file():
+            st_config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
+            config = {k: st_config[k] for k in ("max_seq_length", "do_lower_case") if k in st_config}
+        config.update({k: v for k, v in kwargs.items() if k in cls.config_keys and v is not None})
+        encoder = cls(str(root), **{k: v for k, v in config.items() if k in cls.config_keys})
+        if encoder.soft_prompt is not None and (root / SOFT_PROMPT_FILE).is_file():
+            encoder.soft_prompt.data.copy_(load_file(str(root / SOFT_PROMPT_FILE))["soft_prompt"])
+        return encoder
