@@ -199,18 +199,36 @@ class PromptEncoder(InputModule):
 
     # ---------------------------------------------------------------- forward
     def input_embeddings(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Word embeddings of ``input_ids`` with the soft-prompt slots overwritten (B, T, H)."""
+        """Word embeddings of ``input_ids`` with the soft-prompt slots overwritten (B, T, H).
+
+        The ``n_soft_prompt`` slots right before ``mask_index`` are replaced in every row, or only in the
+        rows flagged by an optional boolean feature ``soft_prompt_rows`` (B,) (batches that mix anchors with
+        discrete-template prototypes, ConPVP).
+        """
         embeds = self.auto_model.get_input_embeddings()(features["input_ids"])
+        rows = torch.arange(embeds.size(0), device=embeds.device)
+        if "soft_prompt_rows" in features:
+            rows = rows[features["soft_prompt_rows"].to(embeds.device)]
         k = self.n_soft_prompt
-        slots = features["mask_index"].unsqueeze(1) - k + torch.arange(k, device=embeds.device)  # (B, k)
-        rows = torch.arange(embeds.size(0), device=embeds.device).unsqueeze(1).expand_as(slots)
+        slots = (
+            features["mask_index"].to(embeds.device)[rows].unsqueeze(1)
+            - k
+            + torch.arange(k, device=embeds.device)
+        )
         embeds = embeds.clone()
-        embeds[rows, slots] = self.soft_prompt.to(embeds.dtype).unsqueeze(0).expand(embeds.size(0), -1, -1)
+        prompt = self.soft_prompt.to(embeds.dtype).unsqueeze(0).expand(rows.numel(), -1, -1)
+        embeds[rows.unsqueeze(1).expand_as(slots), slots] = prompt
         return embeds
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
-        """Run the backbone; adds ``token_embeddings`` (B, T, H) to ``features``."""
+        """Run the backbone; adds ``token_embeddings`` (B, T, H) to ``features``.
+
+        Optional features: ``position_ids`` (B, T) (e.g. position-shifted template denoising) and
+        ``soft_prompt_rows`` (see :meth:`input_embeddings`).
+        """
         inputs: dict[str, torch.Tensor] = {"attention_mask": features["attention_mask"]}
+        if "position_ids" in features:
+            inputs["position_ids"] = features["position_ids"]
         if self.soft_prompt is not None:
             inputs["inputs_embeds"] = self.input_embeddings(features)
         else:
