@@ -92,10 +92,15 @@ def load_backbone(path: str | os.PathLike):
         a fast tokenizer and an ``AutoModel`` encoder (no task head) on the CPU, in eval mode.
     """
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # an unused task pooler "missing" from an encoder checkpoint is expected
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModel.from_pretrained(str(path))
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise ProtoembedError(f"cannot load a Hugging Face model from {path}: {err}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return tokenizer, model.eval()

@@ -106,13 +106,14 @@ class PromptEncoder(InputModule):
         return self.hidden_size
 
     def _init_soft_prompt(self) -> torch.Tensor:
-        """Initial ``(n_soft_prompt, H)`` soft prompt (ConPVP authors' code: uniform on [0, 1))."""
+        """Initial ``(n_soft_prompt, E)`` soft prompt (E = word-embedding width) (ConPVP authors' code: uniform on [0, 1))."""
         if self.soft_prompt_init not in SOFT_PROMPT_INITS:
             raise ProtoembedError(
                 f"soft_prompt_init {self.soft_prompt_init!r}: expected one of {', '.join(SOFT_PROMPT_INITS)}"
             )
         if self.soft_prompt_init == "uniform":
-            return torch.rand(self.n_soft_prompt, self.hidden_size)
+            width = self.auto_model.get_input_embeddings().embedding_dim  # ALBERT: E, not H
+            return torch.rand(self.n_soft_prompt, width)
         ids = self.tokenizer(self.soft_prompt_init_text, add_special_tokens=False)["input_ids"]
         if not ids:
             raise ProtoembedError("soft_prompt_init_text has no tokens")

@@ -1,0 +1,113 @@
+"""Tiny random BERT / ALBERT / RoBERTa backbones with tokenizers trained here on a little text.
+
+Hub downloads are impossible here, so tests build their own: a ``tokenizers`` tokenizer of the right
+kind (WordPiece / SentencePiece-Unigram / byte-level BPE) trained on :data:`CORPUS`, wrapped in the
+matching ``transformers`` tokenizer class, and a 2-layer model with random weights, saved to a folder
+that ``protoembed.load`` reads like any Hugging Face model directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = [
+    "a man is playing a guitar .",
+    "a woman is slicing an onion .",
+    "the quick brown fox jumps over the lazy dog .",
+    "this sentence : means something . is this review positive ? negative news topic article",
+    "given , we assume that in summary they mean without inconsistent with totally different from",
+    "which does not denote is not a one belongs to a definitely about the of",
+    "two dogs are running through a field of grass .",
+    "a child is riding a horse while people watch the game .",
+    "stocks fell sharply after the report on monday .",
+    "the cat sat on the mat and looked out of the window .",
+    'this sentence : " a dog " means [MASK] . by " it " they mean <mask> .',
+] * 20
+
+KINDS = ("bert", "albert", "roberta")
+
+
+def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Create a tiny random ``kind`` model + tokenizer in ``path`` and return ``path``."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
+    from tokenizers.processors import RobertaProcessing, TemplateProcessing
+    from transformers import (
+        AlbertConfig,
+        AlbertModel,
+        AlbertTokenizerFast,
+        BertConfig,
+        BertModel,
+        BertTokenizerFast,
+        RobertaConfig,
+        RobertaModel,
+        RobertaTokenizerFast,
+    )
+
+    torch.manual_seed(seed)
+    common = dict(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=128,
+    )
+    if kind == "bert":
+        raw = BertWordPieceTokenizer(lowercase=True)
+        raw.train_from_iterator(
+            CORPUS, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        )
+        tokenizer = BertTokenizerFast(
+            tokenizer_object=raw._tokenizer,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+        model = BertModel(BertConfig(vocab_size=len(tokenizer), **common), add_pooling_layer=False)
+    elif kind == "albert":
+        raw = SentencePieceUnigramTokenizer()
+        specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+        raw.train_from_iterator(CORPUS, vocab_size=200, special_tokens=specials, unk_token="<unk>")
+        raw._tokenizer.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+        )
+        tokenizer = AlbertTokenizerFast(
+            tokenizer_object=raw._tokenizer,
+            unk_token="<unk>",
+            pad_token="<pad>",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+        config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, pad_token_id=0, **common)
+        model = AlbertModel(config, add_pooling_layer=False)
+    elif kind == "roberta":
+        raw = ByteLevelBPETokenizer()
+        raw.train_from_iterator(
+            CORPUS, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        )
+        raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
+        tokenizer = RobertaTokenizerFast(
+            tokenizer_object=raw._tokenizer,
+            bos_token="<s>",
+            eos_token="</s>",
+            unk_token="<unk>",
+            pad_token="<pad>",
+            cls_token="<s>",
+            sep_token="</s>",
+            mask_token="<mask>",
+        )
+        config = RobertaConfig(
+            vocab_size=len(tokenizer), pad_token_id=1, **{**common, "max_position_embeddings": 130}
+        )
+        model = RobertaModel(config, add_pooling_layer=False)
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(path))
+    model.save_pretrained(str(path))
+    return path
