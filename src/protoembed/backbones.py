@@ -95,7 +95,9 @@ def load_backbone(path: str | os.PathLike):
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # an unused task pooler "missing" from an encoder checkpoint is expected
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # an unused task pooler "missing" from an encoder checkpoint is expected
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModel.from_pretrained(str(path))
@@ -103,4 +105,6 @@ def load_backbone(path: str | os.PathLike):
         raise ProtoembedError(f"cannot load a Hugging Face model from {path}: {err}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     return tokenizer, model.eval()

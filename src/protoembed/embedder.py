@@ -282,9 +282,9 @@ def load(
     Returns:
         an :class:`Embedder` in eval mode.
     """
+    if head is not None:
+        get_head(head)  # fail before loading weights
     path = resolve_model_dir(spec)
-    saved_normalize = False
-    embedder: Embedder | None = None
     if (path / "modules.json").is_file():
         encoder, pooler, saved_head, saved_normalize = _load_saved(path)
         overrides = (template, n_soft_prompt, soft_prompt_init)

@@ -1,0 +1,57 @@
+"""Options shared by the sub-commands that load a model, and atomic file writing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from protoembed.errors import ProtoembedError
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``."""
+    parser.add_argument("--model", default="default", help="default | model dir | hub id (default: default)")
+    parser.add_argument(
+        "--head", default=None, help="cls, mean, max, mask, soft_prompt (default: the model's own)"
+    )
+    parser.add_argument(
+        "--template", default=None, help="prompt template with <S> and [MASK], e.g. '\"<S>\" means [MASK] .'"
+    )
+    parser.add_argument(
+        "--max-seq-length", type=int, default=None, help="token budget (sentence tokens for prompts)"
+    )
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+
+
+def load_from_args(args: argparse.Namespace):
+    """Load the :class:`~protoembed.Embedder` that the model options describe."""
+    from protoembed import load
+
+    return load(
+        args.model,
+        head=args.head,
+        template=args.template,
+        max_seq_length=args.max_seq_length,
+        device=args.device,
+    )
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> None:
+    """Call ``write(temp_path)`` on a temp file beside ``path``, then rename it into place."""
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        raise ProtoembedError(f"cannot write {target}: directory {target.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=suffix or target.suffix, dir=target.parent or "."
+    )
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

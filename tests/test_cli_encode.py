@@ -1,0 +1,50 @@
+"""``protoembed encode``: file in, .npy out, same vectors as the API; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+import protoembed
+from protoembed.cli import main
+
+
+def test_encode_writes_the_api_vectors(tiny_model_dirs, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_bytes("a man is playing a guitar .\r\nhello\r\n".encode())
+    out = tmp_path / "out.npy"
+    model = str(tiny_model_dirs["bert"])
+    assert (
+        main(["encode", str(src), "-o", str(out), "--model", model, "--head", "mask", "--no-progress"]) == 0
+    )
+    expected = protoembed.load(model, head="mask").encode(["a man is playing a guitar .", "hello"])
+    np.testing.assert_array_equal(np.load(out), expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.npy"]  # no temp files left
+
+
+def test_encode_errors_are_one_line_without_traceback(tiny_model_dirs, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("fine\n\nalso fine\n")
+    cases = [
+        (
+            ["encode", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "o.npy")],
+            "missing.txt: no such file",
+        ),
+        (
+            ["encode", str(src), "-o", str(tmp_path / "o.npy"), "--model", str(tiny_model_dirs["bert"])],
+            "index 1",
+        ),
+        (["encode", str(src), "-o", str(tmp_path / "o.npy"), "--head", "bogus"], "unknown head 'bogus'"),
+        (
+            ["encode", str(src), "-o", str(tmp_path / "o.npy"), "--model", str(tmp_path)],
+            "neither a Hugging Face",
+        ),
+    ]
+    for argv, message in cases:
+        proc = subprocess.run([sys.executable, "-m", "protoembed", *argv], capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "o.npy").exists()

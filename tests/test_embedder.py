@@ -1,0 +1,193 @@
+"""Embedder: every head on tiny BERT / ALBERT / RoBERTa, save/load round trips, sentence-transformers interop."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+
+import protoembed
+from protoembed.errors import ProtoembedError
+from protoembed.heads import HEADS
+
+SENTENCES = [
+    "a man is playing a guitar .",
+    "two dogs are running through a field of grass while the cat sat on the mat .",
+    "hello",
+    "stocks fell sharply after the report on monday .",
+    "a woman is slicing an onion .",
+]
+PROMPT_HEADS = [name for name, spec in HEADS.items() if spec.uses_template]
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_save_load_round_trip_matches_sentence_transformers(tiny_model_dir, head, tmp_path):
+    embedder = protoembed.load(str(tiny_model_dir), head=head)
+    vectors = embedder.encode(SENTENCES, batch_size=2)
+    assert vectors.shape == (len(SENTENCES), embedder.dimension)
+    assert vectors.dtype == np.float32
+
+    saved = embedder.save(tmp_path / "model")
+    modules = json.loads((saved / "modules.json").read_text())
+    assert [m["idx"] for m in modules] == [0, 1]
+    assert modules[0]["path"] == "" and modules[1]["path"].startswith("1_")
+
+    reloaded = protoembed.load(str(saved))
+    assert reloaded.head == head
+    assert reloaded.encoder.template == embedder.encoder.template
+    assert reloaded.encoder.n_soft_prompt == embedder.encoder.n_soft_prompt
+    np.testing.assert_array_equal(reloaded.encode(SENTENCES, batch_size=2), vectors)
+
+    # Plain heads are sentence-transformers' own modules; prompt heads import ours (needs trust in ST >= 6).
+    st = SentenceTransformer(str(saved), device="cpu", trust_remote_code=head in PROMPT_HEADS)
+    assert np.abs(st.encode(SENTENCES, batch_size=3) - vectors).max() <= 1e-5
+
+
+def test_encode_keeps_input_order(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    batched = embedder.encode(SENTENCES, batch_size=2)
+    one_by_one = np.stack([embedder.encode(s) for s in SENTENCES])
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+    as_tensor = embedder.encode(SENTENCES, convert_to_tensor=True)
+    assert isinstance(as_tensor, torch.Tensor) and as_tensor.shape == batched.shape
+
+
+def test_mean_head_equals_masked_average_of_token_states(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["albert"]), head="mean")
+    tok = embedder.tokenizer
+    for sentence, vector in zip(SENTENCES, embedder.encode(SENTENCES)):
+        ids = tok(sentence, return_tensors="pt")
+        with torch.no_grad():
+            states = embedder.encoder.auto_model(**ids).last_hidden_state[0]
+        np.testing.assert_allclose(vector, states.mean(0).numpy(), atol=1e-5)
+
+
+def test_cls_and_max_heads_by_hand(tiny_model_dirs):
+    path = str(tiny_model_dirs["roberta"])
+    cls, mx = protoembed.load(path, head="cls"), protoembed.load(path, head="max")
+    ids = cls.tokenizer(SENTENCES[0], return_tensors="pt")
+    with torch.no_grad():
+        states = cls.encoder.auto_model(**ids).last_hidden_state[0]
+    np.testing.assert_allclose(cls.encode(SENTENCES[0]), states[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(mx.encode(SENTENCES[0]), states.max(0).values.numpy(), atol=1e-5)
+
+
+def test_mask_head_reads_the_rendered_mask_token(tiny_model_dir):
+    embedder = protoembed.load(str(tiny_model_dir), head="mask")
+    tok = embedder.tokenizer
+    ids, masks = embedder.encoder.tokenize_ids(["a man is playing"])
+    assert ids[0][masks[0]] == tok.convert_tokens_to_ids(tok.mask_token)
+    assert ids[0].count(tok.convert_tokens_to_ids(tok.mask_token)) == 1
+    # the full input is [CLS] template-with-sentence [SEP], built from pieces
+    with torch.no_grad():
+        states = embedder.encoder.auto_model(input_ids=torch.tensor(ids)).last_hidden_state[0]
+    np.testing.assert_allclose(embedder.encode("a man is playing"), states[masks[0]].numpy(), atol=1e-5)
+
+
+def test_roberta_renders_its_own_mask_token(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["roberta"]), head="mask")
+    ids, masks = embedder.encoder.tokenize_ids(["a dog"])
+    assert embedder.tokenizer.convert_ids_to_tokens(ids[0])[masks[0]] == "<mask>"
+
+
+def test_prompt_heads_truncate_only_the_sentence(tiny_model_dir):
+    long = " ".join(["the quick brown fox jumps over the lazy dog ."] * 30)
+    for head in PROMPT_HEADS:
+        embedder = protoembed.load(str(tiny_model_dir), head=head, max_seq_length=5)
+        tmpl = embedder.encoder._template_ids
+        ids, masks = embedder.encoder.tokenize_ids([long, "a man"])
+        sentence_ids = embedder.tokenizer(long, add_special_tokens=False)["input_ids"][:5]
+        assert ids[0] == [*tmpl.head, *sentence_ids, *tmpl.tail]
+        mask_id = embedder.tokenizer.convert_tokens_to_ids(embedder.tokenizer.mask_token)
+        assert ids[0][masks[0]] == mask_id and ids[1][masks[1]] == mask_id
+        # with no explicit budget the backbone's positions bound the sentence, template kept whole
+        unbounded = protoembed.load(str(tiny_model_dir), head=head)
+        ids, masks = unbounded.encoder.tokenize_ids([long])
+        assert len(ids[0]) == unbounded.encoder.position_budget and ids[0][masks[0]] == mask_id
+        assert unbounded.encode(long).shape == (unbounded.dimension,)
+
+
+def test_plain_heads_truncate_like_sentence_transformers(tiny_model_dirs, tmp_path):
+    long = " ".join(["the quick brown fox jumps over the lazy dog ."] * 30)
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=8)
+    ids, _ = embedder.encoder.tokenize_ids([long])
+    assert len(ids[0]) == 8
+    st = SentenceTransformer(str(embedder.save(tmp_path / "m")), device="cpu")
+    assert np.abs(st.encode([long]) - embedder.encode([long])).max() <= 1e-5
+
+
+def test_soft_prompt_overwrites_the_slots_before_the_mask(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["albert"]), head="soft_prompt", n_soft_prompt=3)
+    encoder = embedder.encoder
+    assert encoder.soft_prompt.shape == (3, encoder.auto_model.get_input_embeddings().embedding_dim)
+    assert (
+        float(encoder.soft_prompt.detach().min()) >= 0.0 and float(encoder.soft_prompt.detach().max()) < 1.0
+    )  # U[0, 1)
+    ids, masks = encoder.tokenize_ids(["a man is playing"])
+    words = encoder.auto_model.get_input_embeddings()(torch.tensor(ids)).detach().clone()
+    words[0, masks[0] - 3 : masks[0]] = encoder.soft_prompt.detach()
+    with torch.no_grad():
+        states = encoder.auto_model(inputs_embeds=words).last_hidden_state[0]
+    np.testing.assert_allclose(embedder.encode("a man is playing"), states[masks[0]].numpy(), atol=1e-5)
+
+
+def test_soft_prompt_template_initialisation(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="soft_prompt", soft_prompt_init="template")
+    encoder = embedder.encoder
+    ids = embedder.tokenizer(encoder.soft_prompt_init_text, add_special_tokens=False)["input_ids"][:4]
+    table = encoder.auto_model.get_input_embeddings().weight
+    torch.testing.assert_close(encoder.soft_prompt.detach(), table[ids].detach())
+
+
+def test_user_template_and_reload(tiny_model_dirs, tmp_path):
+    template = 'By "<S>" they mean [MASK] .'
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mask", template=template)
+    reloaded = protoembed.load(str(embedder.save(tmp_path / "m")))
+    assert reloaded.encoder.template == template
+    np.testing.assert_array_equal(reloaded.encode(SENTENCES), embedder.encode(SENTENCES))
+
+
+def test_empty_sentence_is_named_or_encoded_on_request(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mask")
+    with pytest.raises(ProtoembedError, match=r"index 1\b"):
+        embedder.encode(["ok", "   "])
+    vectors = embedder.encode(["ok", "   "], allow_empty=True)
+    assert np.isfinite(vectors).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"head": "nope"}, "unknown head 'nope'"),
+        ({"head": "mask", "template": "no sentence slot [MASK]"}, "must contain <S>"),
+        ({"head": "mask", "template": "only <S> here"}, r"must contain \[MASK\]"),
+        ({"head": "cls", "template": "<S> [MASK]"}, "takes no template"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tiny_model_dirs, kwargs, message):
+    with pytest.raises(ProtoembedError, match=message) as info:
+        protoembed.load(str(tiny_model_dirs["bert"]), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_model_specs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ProtoembedError, match="neither a Hugging Face model"):
+        protoembed.load(str(tmp_path))
+    with pytest.raises(ProtoembedError, match="cannot be reached"):
+        protoembed.load("some-org/no-such-model-here")
+    with pytest.raises(ProtoembedError, match="no such directory"):
+        protoembed.load("./missing/dir/../x")
+
+
+@pytest.mark.slow
+def test_default_model_equals_sentence_transformers():
+    from protoembed.backbones import default_model_path
+
+    embedder = protoembed.load("default")
+    assert embedder.head == "mean" and embedder.normalize
+    st = SentenceTransformer(default_model_path(), device="cpu")
+    assert np.abs(st.encode(SENTENCES) - embedder.encode(SENTENCES)).max() <= 1e-5
