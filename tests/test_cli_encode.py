@@ -13,7 +13,7 @@ from protoembed.cli import main
 
 def test_encode_writes_the_api_vectors(tiny_model_dirs, tmp_path):
     src = tmp_path / "in.txt"
-    src.write_bytes("a man is playing a guitar .\r\nhello\r\n".encode())
+    src.write_bytes(b"a man is playing a guitar .\r\nhello\r\n")
     out = tmp_path / "out.npy"
     model = str(tiny_model_dirs["bert"])
     assert (
