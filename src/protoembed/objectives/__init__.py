@@ -1,0 +1,54 @@
+"""Training objectives: name -> :class:`Objective` class. A new objective is one file plus one line here.
+
+``build_objective(name, embedder, **options)`` validates the options (an unknown key is an error naming
+it) and returns an :class:`Objective` whose ``forward(sentences)`` is the training loss and whose
+``eval_embedder()`` is the model to evaluate and save.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.conpvp import ConPVP
+from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
+from protoembed.objectives.mlp import MLPPooling
+from protoembed.objectives.promptbert import PromptBERT
+from protoembed.objectives.simcse import SimCSE
+
+OBJECTIVES: dict[str, type[Objective]] = {cls.name: cls for cls in (SimCSE, PromptBERT, ConPVP)}
+
+
+def build_objective(name: str, embedder: Embedder, **options: Any) -> Objective:
+    """Build the objective ``name`` around ``embedder``.
+
+    Args:
+        name: a key of :data:`OBJECTIVES` (``simcse``, ``promptbert``, ``conpvp``).
+        embedder: the model to train (its head must suit the objective).
+        **options: the objective's options (see each class); unknown keys raise.
+    Raises:
+        ProtoembedError: unknown objective, unknown option, bad option value, or an unsuitable head.
+    """
+    try:
+        cls = OBJECTIVES[name]
+    except KeyError:
+        raise ProtoembedError(
+            f"unknown objective {name!r}: expected one of {', '.join(OBJECTIVES)}"
+        ) from None
+    return cls(embedder, **options)
+
+
+__all__ = [
+    "OBJECTIVES",
+    "ConPVP",
+    "MLPPooling",
+    "Objective",
+    "PromptBERT",
+    "SimCSE",
+    "build_objective",
+    "contrastive_loss",
+    "gather_with_grad",
+    "scale_for_ddp_average",
+]

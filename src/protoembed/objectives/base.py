@@ -1,0 +1,148 @@
+"""What an objective is: an embedder plus training-only parts, mapping a batch of sentences to a loss.
+
+An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.embedder.Embedder` being
+trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the soft
+prompt and the training MLP) and returns a scalar loss from :meth:`Objective.forward`. What is evaluated
+and saved is :meth:`Objective.eval_embedder` (the MLP dropped unless ``mlp: keep``).
+
+The contrastive core shared by SimCSE, PromptBERT and ConPVP is :func:`contrastive_loss`: cosine
+similarity divided by a temperature, cross-entropy with target ``i`` for anchor ``i``, over the batch
+gathered from every process (:mod:`protoembed.objectives.distributed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
+from protoembed.objectives.mlp import MLP, MLP_MODES, MLPPooling
+from protoembed.objectives.views import Rows, ViewBuilder
+
+
+def contrastive_loss(
+    anchors: torch.Tensor,
+    positives: torch.Tensor,
+    negatives: torch.Tensor | None = None,
+    temperature: float = 0.05,
+) -> torch.Tensor:
+    """InfoNCE with in-batch (and cross-process) negatives.
+
+    ``logits = [cos(a, P) | cos(a, Q)] / temperature`` ((N, N) or (N, 2N)), target ``i`` for row ``i``,
+    mean cross-entropy. Inputs are gathered over processes first (global batch ``N·W``); the gradient
+    is scaled so that DDP's averaging reproduces the one-process gradient on the concatenated batch.
+
+    Args:
+        anchors: (N, D) anchor vectors ``v``.
+        positives: (N, D) positive of each anchor (row ``i`` pairs with anchor ``i``).
+        negatives: optional (N, D) extra candidates (ConPVP's negative prototypes).
+        temperature: ``tau``.
+    Returns:
+        the scalar loss.
+    """
+    anchors = F.normalize(gather_with_grad(anchors), dim=-1)
+    candidates = [gather_with_grad(positives)] + ([] if negatives is None else [gather_with_grad(negatives)])
+    logits = anchors @ F.normalize(torch.cat(candidates), dim=-1).T / temperature
+    target = torch.arange(anchors.size(0), device=anchors.device)
+    return scale_for_ddp_average(F.cross_entropy(logits, target))
+
+
+class Objective(torch.nn.Module):
+    """Base class: an embedder, its training-only parts, and a loss over a batch of sentences.
+
+    Subclasses set :attr:`name`, :attr:`defaults` (every option and its default) and :attr:`choices`
+    (allowed values of string options), and implement :meth:`forward`.
+
+    Args:
+        embedder: the model being trained (kept as ``self.embedder``).
+        **options: objective options; unknown keys are an error naming the key.
+    """
+
+    name: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __init__(self, embedder: Embedder, **options: Any) -> None:
+        super().__init__()
+        self.options = self.check_options(options)
+        self.embedder = embedder
+        self.views = ViewBuilder(embedder.encoder)
+        mode = self.options.get("mlp", "none")
+        hidden = int(embedder.pooler.get_embedding_dimension())
+        self.mlp = MLP(hidden).to(embedder.device) if mode != "none" else None
+
+    # ------------------------------------------------------------- options
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Validate ``options`` against :attr:`defaults` / :attr:`choices`; return them with defaults."""
+        for key in options:
+            if key not in cls.defaults:
+                known = ", ".join(sorted(cls.defaults)) or "none"
+                raise ProtoembedError(f"objective {cls.name!r}: unknown option {key!r} (known: {known})")
+        merged = {**cls.defaults, **options}
+        for key, value in merged.items():
+            default = cls.defaults[key]
+            if key in cls.choices and value not in cls.choices[key]:
+                raise ProtoembedError(
+                    f"objective {cls.name!r}: option {key} = {value!r}, expected one of "
+                    f"{', '.join(map(str, cls.choices[key]))}"
+                )
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be true or false")
+            if isinstance(default, float) and not (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            ):
+                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be a positive number")
+            if isinstance(default, int) and not isinstance(default, bool) and not isinstance(value, int):
+                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be an integer")
+            if isinstance(default, str) and not isinstance(value, str):
+                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be a string")
+        if "temperature" in merged:
+            merged["temperature"] = float(merged["temperature"])
+        return merged
+
+    def config(self) -> dict[str, Any]:
+        """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""
+        return {"objective": self.name, **self.options}
+
+    # ------------------------------------------------------------- forward
+    def forward(self, sentences: Sequence[str]) -> torch.Tensor:  # pragma: no cover - abstract
+        """The training loss of one batch of sentences (scalar)."""
+        raise NotImplementedError
+
+    def embed_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Encoder + head on padded features -> (B, H) pooled vectors (no normalisation, no MLP).
+
+        The embedder's own ``normalize`` is skipped on purpose: losses use cosine similarity, and the
+        training MLP must see the raw head output, as at evaluation with ``mlp: keep``.
+        """
+        features = self.embedder.pooler(self.embedder.encoder(features))
+        return features["sentence_embedding"]
+
+    def embed_rows(self, rows: Rows) -> torch.Tensor:
+        """Pad ``rows`` into one batch and run the backbone once -> (len(rows), H)."""
+        return self.embed_features(self.views.collate(rows, self.embedder.device))
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the training MLP if there is one."""
+        return self.mlp(x) if self.mlp is not None else x
+
+    # ---------------------------------------------------------- evaluation
+    def eval_embedder(self) -> Embedder:
+        """The model to evaluate and save: the embedder, with the MLP appended only for ``mlp: keep``.
+
+        With ``keep`` the returned embedder shares its modules (backbone, soft prompt, MLP) with this
+        objective, so it always reflects the current weights.
+        """
+        if self.options.get("mlp") != "keep":
+            return self.embedder
+        e = self.embedder
+        return Embedder(e.encoder, MLPPooling(e.pooler, self.mlp), e.head, e.normalize)
+
+
+MLP_CHOICES = {"mlp": MLP_MODES}

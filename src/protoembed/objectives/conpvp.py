@@ -1,0 +1,171 @@
+"""ConPVP: contrastive learning with prompt-derived virtual semantic prototypes (and its ablations)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+from protoembed.objectives.distributed import world
+from protoembed.prompts import TemplateIds
+from protoembed.templates import template_set
+
+
+class ConPVP(Objective):
+    """ConPVP (Zeng et al., 2022, Eq. 1): pull each anchor towards its positive prototype, away from the
+    other sentences' prototypes and from every negative prototype.
+
+    For sentence ``x_i``: the anchor ``v_i`` is the ``[MASK]`` state of ``[x_i; t_1..t_4; [MASK]]`` (a
+    4-vector continuous prompt: head ``soft_prompt``, what is evaluated); the positive prototype
+    ``c+_i`` is the ``[MASK]`` state of ``x_i`` in a template drawn uniformly from T+, the negative
+    prototype ``c-_i`` the same with a template from T- (one draw per sentence, seeded generator). With
+    ``sim`` the cosine similarity and ``tau`` the temperature, Eq. 1 is::
+
+        l_i = -log( e^{sim(v_i, c+_i)/tau} / sum_k ( e^{sim(v_i, c+_k)/tau} + e^{sim(v_i, c-_k)/tau} ) )
+
+    i.e. cross-entropy over the (N, 2N) logits ``[cos(V, C+) | cos(V, C-)] / tau`` with target ``i``.
+    The three views (3N rows) go through the backbone in ONE padded forward, in train mode (dropout on),
+    with gradients through all three (nothing detached), as in the authors' code. Across processes the
+    anchors and both prototype sets are gathered (logits (N·W, 2N·W)).
+
+    Inputs:
+        a list of N raw sentences.
+
+    Requirements:
+        head ``soft_prompt`` (``anchor: soft``) or head ``mask`` (``anchor: manual``); the anchor is the
+        embedder's own input format, so training and evaluation see the same input.
+
+    Options:
+        temperature (float, 0.05): ``tau``.
+        templates (``paper`` | ``official`` | path, ``paper``): the T+ / T- sets
+            (:func:`protoembed.templates.template_set`).
+        denoise (``none`` | ``attention_mask``, ``none``): ``none`` is the paper; ``attention_mask`` is
+            the authors' code: a second pass (same forward, 3N more rows) whose attention mask keeps only
+            the template tokens; its ``[MASK]`` state is subtracted from the full pass for every view
+            (training only; evaluation uses the plain anchor state).
+        mlp (``train`` | ``keep`` | ``none``, ``train``): Linear+Tanh on every view in training only
+            (authors' code), also at evaluation, or not at all.
+        anchor (``soft`` | ``manual``, ``soft``): ablation ``w/ manual``: the anchor is the discrete
+            template of a ``mask`` head (PromptBERT's by default) instead of the soft prompt.
+        negative_prototypes (bool, true): false = ablation ``w/o c-`` (logits (N, N) against C+ only).
+        prototypes (bool, true): false = ablation ``w/o c+ & c-``: SimCSE-style, the positive of ``v_i``
+            is a second dropout view of the same anchor input (``negative_prototypes`` is then unused).
+        seed (int, 0): seed of the template draws (offset by the process rank).
+    The soft-prompt initialisation (``uniform`` / ``template``) belongs to the embedder
+    (``protoembed.load(..., soft_prompt_init=...)``).
+
+    Example::
+
+        embedder = protoembed.load("default", head="soft_prompt")
+        objective = build_objective("conpvp", embedder, templates="official", denoise="attention_mask")
+        loss = objective.train()(sentences)
+
+    Citation: Jiali Zeng, Yongjing Yin, Yufan Jiang, Shuangzhi Wu, Yunbo Cao. "Contrastive Learning with
+    Prompt-derived Virtual Semantic Prototypes for Unsupervised Sentence Embedding." Findings of EMNLP
+    2022. https://arxiv.org/abs/2211.03348
+    """
+
+    name = "conpvp"
+    defaults = {
+        "temperature": 0.05,
+        "templates": "paper",
+        "denoise": "none",
+        "mlp": "train",
+        "anchor": "soft",
+        "negative_prototypes": True,
+        "prototypes": True,
+        "seed": 0,
+    }
+    choices = {**MLP_CHOICES, "denoise": ("none", "attention_mask"), "anchor": ("soft", "manual")}
+
+    def __init__(self, embedder: Embedder, **options: Any) -> None:
+        super().__init__(embedder, **options)
+        encoder = embedder.encoder
+        if self.options["anchor"] == "soft" and encoder.soft_prompt is None:
+            raise ProtoembedError(
+                f"objective 'conpvp' (anchor: soft) needs head 'soft_prompt'; the embedder has head "
+                f"{embedder.head!r} (use anchor: manual with head 'mask' for the w/ manual ablation)"
+            )
+        if self.options["anchor"] == "manual" and (
+            encoder.template is None or encoder.soft_prompt is not None
+        ):
+            raise ProtoembedError(
+                f"objective 'conpvp' with anchor: manual needs head 'mask' (a discrete template); "
+                f"the embedder has head {embedder.head!r}"
+            )
+        self.anchor: TemplateIds = self.views.anchor_template
+        positives, negatives = template_set(self.options["templates"])
+        self.positive_texts = [t.text for t in positives]
+        self.negative_texts = [t.text for t in negatives]
+        self.positives = [self.views.template(t) for t in self.positive_texts]
+        self.negatives = [self.views.template(t) for t in self.negative_texts]
+        self._generator: torch.Generator | None = None
+        #: the (T+, T-) template texts drawn for each sentence of the last batch (for logs and tests).
+        self.last_templates: list[tuple[str | None, str | None]] = []
+
+    # ------------------------------------------------------------ draws
+    @property
+    def generator(self) -> torch.Generator:
+        """The template-draw generator, seeded with ``seed + rank`` on first use."""
+        if self._generator is None:
+            rank, _ = world()
+            self._generator = torch.Generator().manual_seed(int(self.options["seed"]) + 1_000_003 * rank)
+        return self._generator
+
+    def draw(self, n: int, count: int) -> list[int]:
+        """``n`` indices drawn uniformly from ``range(count)``."""
+        return torch.randint(count, (n,), generator=self.generator).tolist()
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """The draw generator's state, so that a resumed run draws the same templates."""
+        return {"generator": None if self._generator is None else self._generator.get_state()}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        if state.get("generator") is not None:
+            self.generator.set_state(state["generator"])
+
+    # ----------------------------------------------------------- forward
+    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Loss of one batch (Eq. 1, or the selected ablation); every view in one forward."""
+        ids = self.views.sentence_ids(sentences)
+        n = len(ids)
+        soft = self.options["anchor"] == "soft"
+        rows = self.views.wrap(self.anchor, ids, soft=soft)
+        if self.options["prototypes"]:
+            pos = self.draw(n, len(self.positives))
+            rows.extend(self.views.wrap([self.positives[i] for i in pos], ids))
+            neg: list[int | None] = [None] * n
+            if self.options["negative_prototypes"]:
+                neg = self.draw(n, len(self.negatives))
+                rows.extend(self.views.wrap([self.negatives[i] for i in neg], ids))
+            self.last_templates = [
+                (self.positive_texts[p], None if q is None else self.negative_texts[q])
+                for p, q in zip(pos, neg)
+            ]
+        else:
+            rows.extend(self.views.wrap(self.anchor, ids, soft=soft))  # second dropout view of the anchor
+            self.last_templates = [(None, None)] * n
+        views = len(rows) // n
+        if self.options["denoise"] == "attention_mask":
+            rows.extend(self.views.template_only_attention(rows))
+        states = self.embed_rows(rows)
+        if self.options["denoise"] == "attention_mask":
+            states = states[: views * n] - states[views * n :]
+        z = self.project(states)
+        return contrastive_loss(
+            z[:n], z[n : 2 * n], z[2 * n :] if views == 3 else None, temperature=self.options["temperature"]
+        )
+
+    def config(self) -> dict[str, Any]:
+        """Options plus the embedder's soft-prompt settings."""
+        encoder = self.embedder.encoder
+        extra = {"n_soft_prompt": encoder.n_soft_prompt, "soft_prompt_init": encoder.soft_prompt_init}
+        return {**super().config(), **(extra if encoder.soft_prompt is not None else {})}
+
+
+__all__ = ["ConPVP"]

@@ -1,0 +1,54 @@
+"""Cross-process negatives for contrastive objectives (SimCSE's all-gather trick).
+
+With ``W`` processes each holding ``N`` sentences, every process gathers the anchors and candidates of
+all processes and computes the loss of the *global* batch (``N·W`` anchor rows, targets ``arange(N·W)``,
+i.e. local row ``i`` has target ``rank·N + i``). :func:`gather_with_grad` replaces the process's own
+slice of the gathered tensor with the original tensor, so gradients flow through the local slice only.
+
+Gradient bookkeeping. Each process then back-propagates ``dL/d(local slices)``, and the sum over
+processes of those terms is exactly ``dL/dθ`` of the global-batch loss ``L``. DDP (and therefore
+Accelerate and the Hugging Face Trainer) *averages* gradients over processes, which would give
+``dL/dθ / W``. :func:`scale_for_ddp_average` multiplies the gradient (not the value) by ``W`` to undo
+that, so that, with dropout off, ``W`` processes with ``N`` sentences each produce the same loss value
+and the same averaged gradients as one process on the concatenated ``N·W`` sentences.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> tuple[int, int]:
+    """``(rank, world_size)``; ``(0, 1)`` when torch.distributed is not initialised."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """All-gather ``x`` (N, ...) from every process into (N·W, ...), in rank order.
+
+    The slice of this process is ``x`` itself (differentiable); the other slices carry no gradient.
+    Identity when torch.distributed is not initialised or has a single process. Every process must
+    call it with the same ``N``.
+    """
+    rank, size = world()
+    if size == 1:
+        return x
+    parts = [torch.empty_like(x) for _ in range(size)]
+    dist.all_gather(parts, x.detach().contiguous())
+    parts[rank] = x
+    return torch.cat(parts, dim=0)
+
+
+def scale_for_ddp_average(loss: torch.Tensor) -> torch.Tensor:
+    """Same value as ``loss``, gradient multiplied by the world size (see the module docstring).
+
+    Use on a loss computed over the gathered global batch, when the gradients are then averaged over
+    processes (DDP). Identity for a single process.
+    """
+    _, size = world()
+    if size == 1:
+        return loss
+    return loss + (size - 1) * (loss - loss.detach())

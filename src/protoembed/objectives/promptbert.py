@@ -1,0 +1,95 @@
+"""PromptBERT: two discrete templates as the two views, the ``[MASK]`` state as the sentence vector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, Template
+
+
+class PromptBERT(Objective):
+    """Unsupervised PromptBERT (Jiang et al., 2022, §5: prompt-based contrastive learning).
+
+    The two views of sentence ``x_i`` are the ``[MASK]`` states of ``x_i`` in two different templates:
+    the embedder's own template (the one used at evaluation, by default
+    ``This sentence : "<S>" means [MASK] .``) and ``second_template`` (default
+    ``This sentence of "<S>" means [MASK] .``), both in one forward of 2N rows. With template denoising
+    (PromptBERT Eq. 3) each view is ``h_i - \\hat h_i``, where ``\\hat h_i`` is the ``[MASK]`` state of
+    the template alone, run with the position ids its tokens would have if the ``len(x_i)`` sentence
+    tokens were present (computed in the same forward, one row per template and sentence length, with
+    gradients). The loss is SimCSE's InfoNCE between the two views::
+
+        l_i = -log( e^{cos(h_i, h_i')/tau} / sum_j e^{cos(h_i, h_j')/tau} )
+
+    As in the authors' unsupervised runs, denoising is used in training only (evaluation is the plain
+    ``[MASK]`` state), and the MLP is applied after the subtraction, in training only by default.
+
+    Inputs:
+        a list of N raw sentences.
+
+    Requirements:
+        head ``mask`` (a discrete template, no soft prompt).
+
+    Options:
+        temperature (float, 0.05): ``tau``.
+        second_template (str): the template of the second view.
+        denoise (bool, true): template denoising as above.
+        mlp (``train`` | ``keep`` | ``none``, ``train``): see :class:`~protoembed.objectives.SimCSE`.
+
+    Example::
+
+        embedder = protoembed.load("default", head="mask")
+        loss = build_objective("promptbert", embedder, denoise=True).train()(sentences)
+
+    Citation: Ting Jiang, Jian Jiao, Shaohan Huang, Zihan Zhang, Deqing Wang, Fuzhen Zhuang, Furu Wei,
+    Haizhen Huang, Denvy Deng, Qi Zhang. "PromptBERT: Improving BERT Sentence Embeddings with Prompts."
+    EMNLP 2022. https://arxiv.org/abs/2201.04337
+    """
+
+    name = "promptbert"
+    defaults = {
+        "temperature": 0.05,
+        "second_template": PROMPTBERT_SECOND_TEMPLATE,
+        "denoise": True,
+        "mlp": "train",
+    }
+    choices = MLP_CHOICES
+
+    def __init__(self, embedder: Embedder, **options: Any) -> None:
+        super().__init__(embedder, **options)
+        encoder = embedder.encoder
+        if encoder.template is None or encoder.soft_prompt is not None:
+            raise ProtoembedError(
+                f"objective 'promptbert' needs head 'mask' (a discrete template); the embedder has head "
+                f"{embedder.head!r}"
+            )
+        Template(self.options["second_template"], source="option second_template")
+        self.first = self.views.template(encoder.template)
+        self.second = self.views.template(self.options["second_template"])
+
+    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Loss of one batch: 2N view rows (+ template-alone rows when denoising) in one forward."""
+        ids = self.views.sentence_ids(sentences)
+        n = len(ids)
+        rows = self.views.wrap(self.first, ids).extend(self.views.wrap(self.second, ids))
+        lookups = []
+        if self.options["denoise"]:
+            for view, template in enumerate((self.first, self.second)):
+                lengths = [length for _, length in rows.span[view * n : (view + 1) * n]]
+                unique = sorted(set(lengths))
+                base = len(rows)
+                rows.extend(self.views.template_alone(template, unique))
+                lookups.append([base + unique.index(length) for length in lengths])
+        states = self.embed_rows(rows)
+        views = states[: 2 * n]
+        if lookups:
+            index = torch.tensor(lookups[0] + lookups[1], device=states.device)
+            views = views - states[index]
+        z = self.project(views)
+        return contrastive_loss(z[:n], z[n:], temperature=self.options["temperature"])

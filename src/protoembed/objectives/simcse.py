@@ -1,0 +1,67 @@
+"""Unsupervised SimCSE: two dropout views of each sentence, InfoNCE over in-batch negatives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from protoembed.embedder import Embedder
+from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+
+
+class SimCSE(Objective):
+    """Unsupervised SimCSE (Gao et al., 2021, Eq. 4 with dropout as the only augmentation).
+
+    Each sentence is encoded twice in one forward (the batch ``[x; x]``, train mode, so the two copies
+    see different dropout masks), giving ``h_i`` and ``h_i'``; with ``sim`` the cosine similarity::
+
+        l_i = -log( e^{sim(h_i, h_i')/tau} / sum_j e^{sim(h_i, h_j')/tau} )
+
+    i.e. cross-entropy over the (N, N) logits ``cos(H, H')/tau`` with target ``i``. The other sentences
+    of the batch (of every process, see :mod:`protoembed.objectives.distributed`) are the negatives.
+
+    Inputs:
+        a list of N raw sentences (no labels, no pairs); N >= 2 for the loss to be meaningful.
+
+    Requirements:
+        any head: ``cls`` (SimCSE's choice), ``mean``, ``mask``, ...; dropout must be on in the backbone
+        (``objective.train()``), otherwise both views are identical.
+
+    Options:
+        temperature (float, 0.05): ``tau``.
+        mlp (``train`` | ``keep`` | ``none``, ``train``): the Linear+Tanh layer on the pooled vector,
+            used in training only (SimCSE's unsupervised setting), also at evaluation, or not at all.
+
+    Example::
+
+        import protoembed
+        from protoembed.objectives import build_objective
+
+        embedder = protoembed.load("default", head="cls")
+        objective = build_objective("simcse", embedder).train()
+        loss = objective(["a man plays a guitar .", "a woman slices an onion ."])
+        loss.backward()
+        objective.eval_embedder().save("out/simcse")
+
+    Citation: Tianyu Gao, Xingcheng Yao, Danqi Chen. "SimCSE: Simple Contrastive Learning of Sentence
+    Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
+    """
+
+    name = "simcse"
+    defaults = {"temperature": 0.05, "mlp": "train"}
+    choices = MLP_CHOICES
+
+    def __init__(self, embedder: Embedder, **options: Any) -> None:
+        super().__init__(embedder, **options)
+
+    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Loss of one batch: both dropout views in one forward of 2N rows."""
+        encoder = self.embedder.encoder
+        ids, masks = encoder.tokenize_ids(sentences)
+        n = len(ids)
+        features = encoder.collate(ids + ids, None if masks is None else masks + masks)
+        states = self.embed_features({k: v.to(self.embedder.device) for k, v in features.items()})
+        z = self.project(states)
+        return contrastive_loss(z[:n], z[n:], temperature=self.options["temperature"])
