@@ -1,0 +1,152 @@
+"""``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
+
+Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)`` function listed in
+:data:`SUITES` (``sts`` now; ``transfer`` and ``clustering`` plug in the same way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options every suite uses to build the model (``--model``, ``--head``, ...)."""
+    parser.add_argument(
+        "--model", required=True, metavar="SPEC", help="'default', a HF name/path or a saved model dir"
+    )
+    parser.add_argument("--head", default=None, help="pooling head (default: the model's own)")
+    parser.add_argument("--template", default=None, metavar="T", help="prompt template for prompt heads")
+    parser.add_argument(
+        "--max-seq-length", type=int, default=None, metavar="N", help="truncate inputs to N tokens"
+    )
+    parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0 (default: auto)")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, metavar="N", help="encoding batch size (default: 64)"
+    )
+
+
+def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
+    """Return ``encode(sentences) -> array`` that loads the model on its first call.
+
+    Loading lazily lets a suite read (and validate) its data before the slow model load.
+    """
+    state: dict[str, Any] = {}
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        if "model" not in state:
+            from protoembed import load
+
+            opts = {"template": args.template, "max_seq_length": args.max_seq_length, "device": args.device}
+            state["model"] = load(
+                args.model, head=args.head, **{k: v for k, v in opts.items() if v is not None}
+            )
+        progress = sys.stderr.isatty()
+        return np.asarray(
+            state["model"].encode(sentences, batch_size=args.batch_size, show_progress_bar=progress)
+        )
+
+    return encode
+
+
+def _finite_or_none(value: Any) -> Any:
+    """JSON-safe copy of ``value``: NaN / inf become ``null``, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
+    """Write ``data`` as indented JSON to ``path`` via a temp file and ``os.replace`` (never half-written)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(_finite_or_none(data), handle, indent=2, allow_nan=False)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def run_sts(args: argparse.Namespace) -> int:
+    """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
+    if args.batch_size < 1:
+        raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
+    tasks = args.tasks
+    if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
+        tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
+    result = evaluate_sts(
+        lazy_encoder(args), args.data_dir, variant=args.variant, tasks=tasks, split=args.split
+    )
+    meta: dict[str, Any] = {"model": args.model, "head": args.head}
+    if args.template is not None:
+        meta["template"] = args.template
+    result = {**meta, **result}
+    print(format_sts_table(result))
+    if args.output:
+        target = write_json_atomic(args.output, result)
+        print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _register_sts(suites: argparse._SubParsersAction) -> None:
+    parser = suites.add_parser(
+        "sts",
+        help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
+        description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
+    )
+    add_model_arguments(parser)
+    parser.add_argument(
+        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+    )
+    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=STS_TASKS,
+        default=None,
+        metavar="TASK",
+        help=f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("test", "dev", "train"),
+        default="test",
+        help="split of STSBenchmark/SICKRelatedness (default: test)",
+    )
+    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
+    parser.set_defaults(func=run_sts)
+
+
+#: Suites of ``protoembed eval``: name -> function adding its sub-parser.
+SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {"sts": _register_sts}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``eval`` and its suites to the top-level sub-parsers."""
+    parser = subparsers.add_parser("eval", help="evaluate a model on a benchmark suite")
+    suites = parser.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for add in SUITES.values():
+        add(suites)

@@ -1,0 +1,12 @@
+"""Readers for the benchmark data formats, the data-directory lookup, and ``data download``.
+
+Benchmark data lives outside the repository in a *data directory* (``--data-dir`` or
+``$PROTOEMBED_DATA``) laid out as ``senteval/`` (SentEval's ``data/downstream``) and ``sts_raw/``
+(the original STS releases).
+"""
+
+from __future__ import annotations
+
+from protoembed.data.paths import DATA_ENV, resolve_data_dir
+
+__all__ = ["DATA_ENV", "resolve_data_dir"]

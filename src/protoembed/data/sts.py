@@ -1,0 +1,288 @@
+"""Readers for the STS benchmarks: STS12-16, STS Benchmark and SICK-Relatedness.
+
+Every reader returns an :class:`StsPairs` (two aligned sentence lists and their gold scores). Two data
+variants sit in the data directory:
+
+- ``senteval``: SentEval's copy (``senteval/STS/...``), Moses-tokenised and lower-cased; what the
+  papers evaluate on. Whitespace is normalised (``" ".join(s.split())``) exactly as SentEval splits
+  the sentences into tokens and SimCSE's batcher joins them back.
+- ``raw``: the original cased releases (``sts_raw/...``); sentences are only stripped.
+
+SICK has one copy (``senteval/SICK``), read for both variants. Format quirks handled here: blank
+gold lines in STS15/16 (unscored pairs, skipped as SentEval does), CRLF line ends, a UTF-8 BOM, the
+SICK header, STS16 raw inputs with 4 columns, and raw STS-B lines with 7 or 9 columns and unbalanced
+quotes (split on tabs only, never CSV quoting). Lines are split on ``\\n`` only, never on the other
+characters ``str.splitlines`` treats as line breaks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from protoembed.data.paths import resolve_data_dir
+from protoembed.errors import ProtoembedError
+
+VARIANTS = ("senteval", "raw")
+
+#: Subsets of each STS year, as SentEval evaluates them (STS13 without the unlicensed SMT subset).
+STS_YEAR_SUBSETS: dict[str, tuple[str, ...]] = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+
+#: Splits of the two tasks that have them; ``trial`` is SICK's name for its dev split.
+SPLITS = ("train", "dev", "test")
+_SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+
+@dataclass(frozen=True)
+class StsPairs:
+    """Sentence pairs with gold similarity scores.
+
+    ``sentences1[i]`` and ``sentences2[i]`` form pair ``i`` with gold score ``scores[i]`` (float64).
+    """
+
+    name: str
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def concat_pairs(name: str, parts: Iterable[StsPairs]) -> StsPairs:
+    """Pool several :class:`StsPairs` into one named ``name`` (SentEval's "all" setting)."""
+    parts = list(parts)
+    s1 = [s for p in parts for s in p.sentences1]
+    s2 = [s for p in parts for s in p.sentences2]
+    scores = np.concatenate([p.scores for p in parts]) if parts else np.zeros(0)
+    return StsPairs(name, s1, s2, scores.astype(np.float64))
+
+
+# --------------------------------------------------------------------------- low-level helpers
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
+
+
+def _missing(path: Path, raw: bool) -> ProtoembedError:
+    if raw:
+        return ProtoembedError(
+            f"{path}: file not found; the raw variant reads the original STS releases under sts_raw/, "
+            "which `protoembed data download` does not fetch (use --variant senteval, or stage sts_raw/)"
+        )
+    return ProtoembedError(
+        f"{path}: file not found; run `protoembed data download` to fetch the SentEval data "
+        "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
+    )
+
+
+def read_lines(path: Path, raw: bool = False) -> list[str]:
+    """Read a UTF-8 text file as lines.
+
+    In: ``path``; ``raw`` only chooses the wording of the missing-file error. Out: the lines without
+    their ``\\n`` / ``\\r\\n`` ends; a leading BOM is dropped, a final newline does not make an extra
+    empty line. Raises :class:`ProtoembedError` when the file is missing or not UTF-8.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _missing(path, raw) from None
+    except IsADirectoryError:
+        raise ProtoembedError(f"{path}: expected a file, found a directory") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        lineno = data.count(b"\n", 0, err.start) + 1
+        raise ProtoembedError(f"{path}:{lineno}: expected UTF-8 text ({err.reason})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _columns(path: Path, lineno: int, line: str, expected: tuple[int, ...], what: str) -> list[str]:
+    cols = line.split("\t")
+    if len(cols) not in expected:
+        want = " or ".join(str(n) for n in expected)
+        raise ProtoembedError(
+            f"{path}:{lineno}: expected {want} tab-separated columns ({what}), got {len(cols)}"
+        )
+    return cols
+
+
+def _score(path: Path, lineno: int, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ProtoembedError(f"{path}:{lineno}: expected a numeric similarity score, got {text[:40]!r}")
+    return value
+
+
+def _clean(sentence: str, variant: str) -> str:
+    return " ".join(sentence.split()) if variant == "senteval" else sentence.strip()
+
+
+def _root(data_dir: str | os.PathLike[str] | None) -> Path:
+    return resolve_data_dir(data_dir)
+
+
+# --------------------------------------------------------------------------- STS12-16
+
+
+def sts_subset_files(data_dir: Path, year: str, subset: str, variant: str) -> tuple[Path, Path]:
+    """Return ``(input_file, gold_file)`` for one subset of an STS year in ``variant``."""
+    if variant == "senteval":
+        folder = data_dir / "senteval" / "STS" / f"{year}-en-test"
+        prefix = "STS"
+    else:
+        folder = data_dir / "sts_raw" / f"{year}-en-test"
+        prefix = "STS2016" if year == "STS16" else "STS"
+    return folder / f"{prefix}.input.{subset}.txt", folder / f"{prefix}.gs.{subset}.txt"
+
+
+def read_sts_subset(
+    data_dir: str | os.PathLike[str] | None, year: str, subset: str, variant: str = "senteval"
+) -> StsPairs:
+    """Read one subset of an STS year (e.g. ``("STS15", "belief")``).
+
+    In: the data directory (``None``: ``$PROTOEMBED_DATA``), the year ``STS12``..``STS16``, a subset
+    name from :data:`STS_YEAR_SUBSETS`, the variant. Out: the scored pairs, named ``"STS15/belief"``;
+    pairs whose gold line is blank are skipped.
+    """
+    _check_variant(variant)
+    if year not in STS_YEAR_SUBSETS:
+        raise ProtoembedError(f"unknown STS year {year!r}; choose one of: {', '.join(STS_YEAR_SUBSETS)}")
+    if subset not in STS_YEAR_SUBSETS[year]:
+        raise ProtoembedError(
+            f"unknown {year} subset {subset!r}; choose one of: {', '.join(STS_YEAR_SUBSETS[year])}"
+        )
+    raw = variant == "raw"
+    input_path, gold_path = sts_subset_files(_root(data_dir), year, subset, variant)
+    inputs = read_lines(input_path, raw)
+    golds = read_lines(gold_path, raw)
+    if len(inputs) != len(golds):
+        raise ProtoembedError(
+            f"{gold_path} has {len(golds)} lines but {input_path} has {len(inputs)}; "
+            "gold scores and sentence pairs must align line by line"
+        )
+    n_cols = (4,) if raw and year == "STS16" else (2,)
+    what = "sentence1, sentence2, source1, source2" if n_cols == (4,) else "sentence1, sentence2"
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    for lineno, (line, gold) in enumerate(zip(inputs, golds), start=1):
+        cols = _columns(input_path, lineno, line, n_cols, what)
+        gold = gold.strip()
+        if not gold:  # unscored pair (STS15/16)
+            continue
+        scores.append(_score(gold_path, lineno, gold))
+        s1.append(_clean(cols[0], variant))
+        s2.append(_clean(cols[1], variant))
+    return StsPairs(f"{year}/{subset}", s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def read_sts_year(data_dir: str | os.PathLike[str] | None, year: str, variant: str = "senteval") -> StsPairs:
+    """Read every subset of an STS year and pool them in SentEval's order (the "all" setting)."""
+    _check_variant(variant)
+    if year not in STS_YEAR_SUBSETS:
+        raise ProtoembedError(f"unknown STS year {year!r}; choose one of: {', '.join(STS_YEAR_SUBSETS)}")
+    root = _root(data_dir)
+    return concat_pairs(year, (read_sts_subset(root, year, s, variant) for s in STS_YEAR_SUBSETS[year]))
+
+
+# --------------------------------------------------------------------------- STS-B and SICK
+
+
+def _split(split: str, task: str) -> str:
+    split = "dev" if split == "trial" else split
+    if split not in SPLITS:
+        raise ProtoembedError(f"unknown {task} split {split!r}; choose one of: train, dev (= trial), test")
+    return split
+
+
+def read_stsb(
+    data_dir: str | os.PathLike[str] | None, split: str = "test", variant: str = "senteval"
+) -> StsPairs:
+    """Read an STS Benchmark split (``train``/``dev``/``test``).
+
+    Lines are ``genre, file, year, id, score, sentence1, sentence2`` (the raw release adds two source
+    columns on some lines). Out: pairs named ``"STSBenchmark/<split>"``.
+    """
+    _check_variant(variant)
+    split = _split(split, "STSBenchmark")
+    raw = variant == "raw"
+    folder = ("sts_raw", "stsbenchmark") if raw else ("senteval", "STS", "STSBenchmark")
+    path = _root(data_dir).joinpath(*folder, f"sts-{split}.csv")
+    n_cols = (7, 9) if raw else (7,)
+    what = "genre, file, year, id, score, sentence1, sentence2" + (" [, source1, source2]" if raw else "")
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    for lineno, line in enumerate(read_lines(path, raw), start=1):
+        cols = _columns(path, lineno, line, n_cols, what)
+        scores.append(_score(path, lineno, cols[4].strip()))
+        s1.append(_clean(cols[5], variant))
+        s2.append(_clean(cols[6], variant))
+    return StsPairs(f"STSBenchmark/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def read_sick(
+    data_dir: str | os.PathLike[str] | None, split: str = "test", variant: str = "senteval"
+) -> StsPairs:
+    """Read a SICK relatedness split (``train``/``dev`` (= ``trial``)/``test``).
+
+    One copy (``senteval/SICK``) serves both variants. Lines are ``pair_ID, sentence_A, sentence_B,
+    relatedness_score, entailment_judgment`` after a header. Out: pairs named
+    ``"SICKRelatedness/<split>"``.
+    """
+    _check_variant(variant)
+    split = _split(split, "SICKRelatedness")
+    path = _root(data_dir) / "senteval" / "SICK" / _SICK_FILES[split]
+    what = "pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment"
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    for lineno, line in enumerate(read_lines(path), start=1):
+        if lineno == 1 and line.startswith("pair_ID"):
+            continue
+        cols = _columns(path, lineno, line, (5,), what)
+        scores.append(_score(path, lineno, cols[3].strip()))
+        s1.append(_clean(cols[1], variant))
+        s2.append(_clean(cols[2], variant))
+    return StsPairs(f"SICKRelatedness/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def load_sts_task(
+    task: str, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", split: str = "test"
+) -> StsPairs:
+    """Read one STS task by name: ``STS12``..``STS16`` (pooled), ``STSBenchmark``, ``SICKRelatedness``.
+
+    ``split`` applies to STSBenchmark and SICKRelatedness; STS12-16 only have ``test``.
+    """
+    if task in STS_YEAR_SUBSETS:
+        if split != "test":
+            raise ProtoembedError(f"{task} has only a test split (asked for {split!r})")
+        return read_sts_year(data_dir, task, variant)
+    if task == "STSBenchmark":
+        return read_stsb(data_dir, split, variant)
+    if task == "SICKRelatedness":
+        return read_sick(data_dir, split, variant)
+    names = [*STS_YEAR_SUBSETS, "STSBenchmark", "SICKRelatedness"]
+    raise ProtoembedError(f"unknown STS task {task!r}; choose from: {', '.join(names)}")

@@ -1,0 +1,143 @@
+"""STS evaluation: cosine similarity of two embeddings against gold scores, no training.
+
+Protocol (DESIGN §5, as SentEval's ``all`` / SimCSE report it): for STS12-16 the subsets of a year
+are pooled and one Spearman / Pearson correlation is computed over all scored pairs; STS-B and
+SICK-R use their test split. Correlations are reported x100. Every distinct sentence of all
+requested tasks is encoded in one call, so a model sees each sentence once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from protoembed.data.paths import resolve_data_dir
+from protoembed.data.sts import VARIANTS, StsPairs, load_sts_task
+from protoembed.errors import ProtoembedError
+
+STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+
+#: Column names of the papers' tables.
+SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def _unique_sentences(datasets: Sequence[StsPairs]) -> tuple[list[str], dict[str, int]]:
+    """All distinct sentences of ``datasets`` in order of first appearance, and their row index."""
+    index: dict[str, int] = {}
+    for pairs in datasets:
+        for sentence in (*pairs.sentences1, *pairs.sentences2):
+            if sentence not in index:
+                index[sentence] = len(index)
+    return list(index), index
+
+
+def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (float64); all-zero rows stay zero, so their cosine is 0."""
+    emb = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    return emb / np.where(norms > 0, norms, 1.0)
+
+
+def cosine_scores(pairs: StsPairs, unit: np.ndarray, index: dict[str, int]) -> np.ndarray:
+    """Cosine similarity of each pair, given unit-length embeddings ``unit`` indexed by ``index``.
+
+    A pair of identical sentences scores exactly 1 (not 1 +- rounding noise), so such pairs tie as
+    they should instead of being ranked by float noise; values are clipped to [-1, 1].
+    """
+    rows1 = np.fromiter((index[s] for s in pairs.sentences1), dtype=np.int64, count=len(pairs))
+    rows2 = np.fromiter((index[s] for s in pairs.sentences2), dtype=np.int64, count=len(pairs))
+    sims = np.clip(np.einsum("ij,ij->i", unit[rows1], unit[rows2]), -1.0, 1.0)
+    same = (rows1 == rows2) & unit[rows1].any(axis=1)
+    sims[same] = 1.0
+    return sims
+
+
+def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """(Spearman, Pearson) x100 of ``predicted`` against ``gold``; NaN when either is constant."""
+    if len(gold) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
+        return math.nan, math.nan
+    return float(spearmanr(predicted, gold)[0]) * 100, float(pearsonr(predicted, gold)[0]) * 100
+
+
+def evaluate_sts(
+    encode: Encode,
+    data_dir: str | os.PathLike[str] | None,
+    variant: str = "senteval",
+    tasks: Sequence[str] = STS_TASKS,
+    split: str = "test",
+) -> dict[str, Any]:
+    """Evaluate an encoder on STS tasks.
+
+    In: ``encode(sentences) -> array (len(sentences), dim)``, called exactly once on the deduplicated
+    sentences of all ``tasks``; the data directory (``None``: ``$PROTOEMBED_DATA``); the data
+    ``variant`` (``senteval`` or ``raw``); ``split`` for STSBenchmark / SICKRelatedness (``test``,
+    ``dev``, ``train``; STS12-16 have only ``test``).
+    Out: ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` with
+    correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
+    """
+    if variant not in VARIANTS:
+        raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
+    tasks = list(dict.fromkeys(tasks))
+    if not tasks:
+        raise ProtoembedError("no STS task to evaluate")
+    root = resolve_data_dir(data_dir)
+    datasets = [load_sts_task(task, root, variant, split) for task in tasks]
+    sentences, index = _unique_sentences(datasets)
+    embeddings = np.asarray(encode(sentences))
+    if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
+        raise ProtoembedError(
+            f"the encoder returned an array of shape {embeddings.shape} for {len(sentences)} sentences; "
+            "expected (number of sentences, dimension)"
+        )
+    unit = _unit_rows(embeddings)
+    results: dict[str, dict[str, Any]] = {}
+    for task, pairs in zip(tasks, datasets):
+        spearman, pearson = correlations(cosine_scores(pairs, unit, index), pairs.scores)
+        results[task] = {"spearman": spearman, "pearson": pearson, "n": len(pairs)}
+    avg = float(np.mean([r["spearman"] for r in results.values()]))
+    return {"variant": variant, "split": split, "tasks": results, "avg": avg}
+
+
+def stsb_dev_spearman(
+    encode: Encode, data_dir: str | os.PathLike[str] | None, variant: str = "senteval"
+) -> float:
+    """Spearman x100 on the STS Benchmark dev split: the model-selection metric during training."""
+    result = evaluate_sts(encode, data_dir, variant=variant, tasks=("STSBenchmark",), split="dev")
+    return result["tasks"]["STSBenchmark"]["spearman"]
+
+
+def _num(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+def format_sts_table(result: dict[str, Any]) -> str:
+    """Render an :func:`evaluate_sts` result as two markdown tables.
+
+    First: one row per task with Spearman, Pearson (x100, 2 decimals) and the number of pairs, then
+    an ``Avg.`` row. Second: the papers' one-row layout (STS12 ... SICK-R, Avg.; Spearman x100).
+    """
+    tasks: dict[str, dict[str, Any]] = result["tasks"]
+    title = f"STS ({result.get('variant', '?')} data, {result.get('split', 'test')} split"
+    title += f", model {result['model']})" if result.get("model") else ")"
+    lines = [title, "", "| Task | Spearman | Pearson | n |", "|---|---:|---:|---:|"]
+    for task, r in tasks.items():
+        lines.append(f"| {task} | {_num(r['spearman'])} | {_num(r['pearson'])} | {r['n']} |")
+    pearson_avg = float(np.mean([r["pearson"] for r in tasks.values()])) if tasks else math.nan
+    lines.append(f"| Avg. | {_num(result['avg'])} | {_num(pearson_avg)} | |")
+    names = [SHORT_NAMES.get(task, task) for task in tasks]
+    lines += [
+        "",
+        "Spearman x100 (papers' layout):",
+        "",
+        "| " + " | ".join([*names, "Avg."]) + " |",
+        "|" + "---:|" * (len(names) + 1),
+        "| " + " | ".join([_num(r["spearman"]) for r in tasks.values()] + [_num(result["avg"])]) + " |",
+    ]
+    return "\n".join(lines) + "\n"
