@@ -11,31 +11,15 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from protoembed.commands.common import add_model_options, load_from_args, write_atomic
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options every suite uses to build the model (``--model``, ``--head``, ...)."""
-    parser.add_argument(
-        "--model", required=True, metavar="SPEC", help="'default', a HF name/path or a saved model dir"
-    )
-    parser.add_argument("--head", default=None, help="pooling head (default: the model's own)")
-    parser.add_argument("--template", default=None, metavar="T", help="prompt template for prompt heads")
-    parser.add_argument(
-        "--max-seq-length", type=int, default=None, metavar="N", help="truncate inputs to N tokens"
-    )
-    parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0 (default: auto)")
-    parser.add_argument(
-        "--batch-size", type=int, default=64, metavar="N", help="encoding batch size (default: 64)"
-    )
 
 
 def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
@@ -47,12 +31,7 @@ def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
 
     def encode(sentences: list[str]) -> np.ndarray:
         if "model" not in state:
-            from protoembed import load
-
-            opts = {"template": args.template, "max_seq_length": args.max_seq_length, "device": args.device}
-            state["model"] = load(
-                args.model, head=args.head, **{k: v for k, v in opts.items() if v is not None}
-            )
+            state["model"] = load_from_args(args)
         progress = sys.stderr.isatty()
         return np.asarray(
             state["model"].encode(sentences, batch_size=args.batch_size, show_progress_bar=progress)
@@ -78,15 +57,8 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Pat
     """Write ``data`` as indented JSON to ``path`` via a temp file and ``os.replace`` (never half-written)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(_finite_or_none(data), handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = json.dumps(_finite_or_none(data), indent=2, allow_nan=False) + "\n"
+    write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return target
 
 
@@ -117,7 +89,7 @@ def _register_sts(suites: argparse._SubParsersAction) -> None:
         help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
         description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
     )
-    add_model_arguments(parser)
+    add_model_options(parser)
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
