@@ -1,0 +1,47 @@
+"""``protoembed train --config FILE.yaml [--set key=value ...] [--output-dir DIR] [--resume]``.
+
+Runs under ``torchrun --nproc_per_node N -m protoembed train ...`` and ``accelerate launch -m protoembed
+train ...`` as well (Accelerate reads the launcher's environment); see :mod:`protoembed.training.trainer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Load and validate the config, then train."""
+    from protoembed.training.config import load_config
+    from protoembed.training.trainer import train
+
+    cfg = load_config(args.config, list(args.set or []))
+    if args.output_dir:  # a path is not YAML: keep it verbatim
+        cfg.output_dir = args.output_dir
+    train(cfg, resume=args.resume)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``train`` to the top-level sub-parsers."""
+    parser = subparsers.add_parser(
+        "train",
+        help="train an embedder from a YAML config (ConPVP, SimCSE, PromptBERT)",
+        description="Train an embedder from a YAML config; writes OUTPUT_DIR/best (sentence-transformers "
+        "layout), results.json (STS test results of best), training_log.jsonl and checkpoints.",
+    )
+    parser.add_argument("--config", required=True, metavar="FILE.yaml", help="training config (see configs/)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set training.lr=1e-5 --set objective.tau=0.1 (repeatable)",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, metavar="DIR", help="output directory (overrides the config)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUTPUT_DIR/checkpoint (a finished run is left as is)",
+    )
+    parser.set_defaults(func=run_train)

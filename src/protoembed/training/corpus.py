@@ -1,0 +1,99 @@
+"""The unsupervised training corpus: one sentence per line.
+
+Rules (issue 3, "Bad input"):
+- leading/trailing white space is stripped; empty (or all-blank) lines are skipped and counted;
+- a file that does not end with a newline may have been cut mid-sentence (the staged
+  ``wiki1m_for_simcse.head-1280000B.txt`` is the first 1,280,000 bytes of SimCSE's corpus, so its last
+  line is a fragment): with ``drop_unterminated_last_line`` (the default) that last line is dropped and
+  the drop is reported; set it to false to keep it;
+- ``max_sentences`` keeps the first N usable sentences (file order, before shuffling);
+- a corpus without any usable sentence is an error.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from protoembed.errors import ProtoembedError
+
+
+@dataclass
+class Corpus:
+    """Sentences read from a corpus file and what was skipped."""
+
+    path: Path
+    sentences: list[str]
+    empty_lines: int
+    dropped_last_line: bool
+    truncated_to: int | None
+
+    def summary(self) -> dict[str, object]:
+        """What ``training_log.jsonl`` records about the corpus."""
+        return {
+            "path": str(self.path),
+            "sentences": len(self.sentences),
+            "empty_lines_skipped": self.empty_lines,
+            "dropped_unterminated_last_line": self.dropped_last_line,
+            "max_sentences": self.truncated_to,
+        }
+
+
+def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) -> Path:
+    """Absolute path of the corpus: as given if absolute or existing, else under the data directory.
+
+    A relative path is tried against the working directory first, then against ``data_dir`` (the
+    config's ``data.data_dir``, else ``$PROTOEMBED_DATA``).
+    """
+    path = Path(corpus).expanduser()
+    if path.is_absolute() or path.exists():
+        if not path.is_file():
+            raise ProtoembedError(f"corpus file {path.absolute()} not found")
+        return path.absolute()
+    base = data_dir or os.environ.get("PROTOEMBED_DATA")
+    tried = [str(path.absolute())]
+    if base:
+        candidate = Path(base).expanduser().absolute() / path
+        if candidate.is_file():
+            return candidate
+        tried.append(str(candidate))
+    hint = (
+        "" if base else " (relative corpus paths are also looked up under $PROTOEMBED_DATA, which is not set)"
+    )
+    raise ProtoembedError(f"corpus file {corpus!r} not found (tried {', '.join(tried)}){hint}")
+
+
+def read_corpus(
+    path: str | os.PathLike[str], max_sentences: int | None = None, drop_unterminated_last_line: bool = True
+) -> Corpus:
+    """Read a one-sentence-per-line UTF-8 file (see the module docstring for the rules)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ProtoembedError(f"corpus {path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise ProtoembedError(f"cannot read corpus {path}: {err.strerror}") from None
+    lines = text.split("\n")
+    dropped = False
+    if lines and lines[-1] == "":
+        lines.pop()  # the file ends with a newline: nothing after it
+    elif lines and drop_unterminated_last_line:
+        dropped = bool(lines.pop().strip())
+    sentences: list[str] = []
+    empty = 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            empty += 1
+            continue
+        sentences.append(line)
+    if not sentences:
+        detail = f"{empty} empty line(s)" + (", an unterminated last line dropped" if dropped else "")
+        raise ProtoembedError(f"corpus {path} has no usable sentence ({detail})")
+    if max_sentences is not None and len(sentences) > max_sentences:
+        sentences = sentences[:max_sentences]
+    else:
+        max_sentences = None
+    return Corpus(path, sentences, empty, dropped, max_sentences)

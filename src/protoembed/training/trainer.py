@@ -1,0 +1,496 @@
+"""The training loop, on Hugging Face Accelerate.
+
+In: a :class:`~protoembed.training.config.TrainConfig`. Out, in ``output_dir``: ``best/`` (the objective's
+evaluation embedder with the best STS-B dev Spearman, sentence-transformers layout), ``results.json``
+(STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
+``best_step``, ``stsb_dev_spearman``, ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
+logged step, evaluation and event), ``config.yaml`` (the resolved config) and, while running,
+``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
+
+The loop: AdamW (no weight decay on biases and LayerNorm weights), a linear schedule with optional
+warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the corpus with a
+permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
+sees exactly ``batch_size`` sentences (and as many in-batch negatives). STS-B dev Spearman every
+``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
+
+Processes: ``torchrun --nproc_per_node N -m protoembed train ...`` or ``accelerate launch -m protoembed
+train ...`` (on a CPU-only machine: ``accelerate launch --multi_gpu --num_processes N``, the processes then
+use gloo). ``batch_size`` is the global batch: Accelerate splits each batch over the processes
+(``split_batches``), so N processes see the same batches as one process; the objective gathers the other
+processes' embeddings for its negatives. Only the main process evaluates and writes files.
+
+Resuming (``resume=True``) restores model, optimizer, scheduler and every RNG from the checkpoint and skips
+the batches already done in the current epoch; on CPU the final model equals the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from protoembed.errors import ProtoembedError
+from protoembed.training.checkpoint import (
+    find_checkpoint,
+    read_state,
+    remove_checkpoint,
+    save_checkpoint,
+    write_json_atomic,
+)
+from protoembed.training.config import TrainConfig, dump_config
+from protoembed.training.corpus import Corpus, read_corpus, resolve_corpus_path
+
+#: Head used when the config names none.
+DEFAULT_HEADS = {"simcse": "cls", "promptbert": "mask", "conpvp": "soft_prompt"}
+
+ObjectiveFactory = Callable[[TrainConfig, Any], torch.nn.Module]
+Callback = Callable[[dict[str, Any]], None]
+
+
+class EpochShuffleSampler(torch.utils.data.Sampler):
+    """A permutation of ``range(n)`` drawn from ``seed + epoch`` (independent of the global RNGs)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the permutation of ``epoch`` (Accelerate calls this too)."""
+        self.epoch = epoch
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _collate(batch: list[str]) -> list[str]:
+    return list(batch)
+
+
+def build_objective_from_config(cfg: TrainConfig, embedder) -> torch.nn.Module:
+    """``protoembed.objectives.build_objective(name, embedder, **options)``.
+
+    An objective with a ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config
+    sets ``objective.seed``, so that the seeds of a study vary every random choice.
+    """
+    from protoembed.objectives import OBJECTIVES, build_objective
+
+    options = dict(cfg.objective.options)
+    defaults = getattr(OBJECTIVES.get(cfg.objective.name), "defaults", {})
+    if "seed" in defaults and "seed" not in options:
+        options["seed"] = cfg.training.seed
+    return build_objective(cfg.objective.name, embedder, **options)
+
+
+def _head_for(cfg: TrainConfig) -> str | None:
+    if cfg.head is not None:
+        return cfg.head
+    if cfg.objective.name == "conpvp" and cfg.objective.options.get("anchor") == "manual":
+        return "mask"
+    return DEFAULT_HEADS.get(cfg.objective.name)
+
+
+def _nan_to_none(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: no decay for 1-d parameters (biases, LayerNorm weights), as HF Trainer does."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (no_decay if param.ndim <= 1 else decay).append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+class Trainer:
+    """One training run; see the module docstring. Use :func:`train`."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        resume: bool = False,
+        objective_factory: ObjectiveFactory | None = None,
+        callback: Callback | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        if not cfg.output_dir:
+            raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
+        self.cfg = cfg
+        self.resume = resume
+        self.objective_factory = objective_factory or build_objective_from_config
+        self.callback = callback
+        self.output_dir = Path(cfg.output_dir).expanduser().absolute()
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.data_dir = cfg.data.data_dir
+
+    # ------------------------------------------------------------ set-up
+    def _check_output_dir(self) -> dict[str, Any] | None:
+        """Refuse to overwrite a run; on resume, return the results of an already finished one."""
+        results = self.output_dir / "results.json"
+        checkpoint = find_checkpoint(self.output_dir)
+        if not self.resume:
+            if results.exists() or checkpoint is not None:
+                raise ProtoembedError(
+                    f"{self.output_dir} already holds a training run; pass --resume to continue or "
+                    "reuse it, or choose another --output-dir"
+                )
+            return None
+        saved = self.output_dir / "config.yaml"
+        if saved.is_file():
+            import yaml
+
+            before = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
+            now = self.cfg.to_dict()
+            for data in (before, now):
+                data.pop("output_dir", None)
+            diff = _first_difference(before, now)
+            if diff is not None:
+                raise ProtoembedError(
+                    f"--resume: config key {diff!r} differs from the interrupted run's "
+                    f"({saved}); resume with the same config"
+                )
+        if results.exists():
+            return json.loads(results.read_text(encoding="utf-8"))
+        return None
+
+    def _read_corpus(self) -> Corpus:
+        data = self.cfg.data
+        path = resolve_corpus_path(data.corpus, self.data_dir)
+        corpus = read_corpus(path, data.max_sentences, data.drop_unterminated_last_line)
+        batch = self.cfg.training.batch_size
+        if batch > len(corpus.sentences):
+            raise ProtoembedError(
+                f"training.batch_size {batch} is larger than the corpus ({len(corpus.sentences)} usable "
+                f"sentences in {path}); lower the batch size or use a larger corpus"
+            )
+        return corpus
+
+    def _build(self):
+        from accelerate import Accelerator, DataLoaderConfiguration, DistributedDataParallelKwargs
+        from accelerate.utils import set_seed
+        from transformers import get_linear_schedule_with_warmup
+
+        import protoembed
+
+        cfg, tcfg = self.cfg, self.cfg.training
+        accelerator = Accelerator(
+            cpu=not torch.cuda.is_available(),
+            dataloader_config=DataLoaderConfiguration(split_batches=True),
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+        )
+        if tcfg.batch_size % accelerator.num_processes:
+            raise ProtoembedError(
+                f"training.batch_size {tcfg.batch_size} is not a multiple of the {accelerator.num_processes} "
+                "processes (the batch is split over them)"
+            )
+        self.accelerator = accelerator
+        set_seed(tcfg.seed)
+        embedder = protoembed.load(
+            cfg.model,
+            head=_head_for(cfg),
+            template=cfg.template,
+            max_seq_length=cfg.max_seq_length,
+            n_soft_prompt=cfg.n_soft_prompt,
+            soft_prompt_init=cfg.soft_prompt_init,
+            device=accelerator.device,
+        )
+        objective = self.objective_factory(cfg, embedder).to(accelerator.device)
+        objective.train()
+
+        n = len(self.corpus.sentences)
+        self.steps_per_epoch = n // tcfg.batch_size
+        self.total_steps = tcfg.max_steps or tcfg.epochs * self.steps_per_epoch
+        warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
+        self.sampler = EpochShuffleSampler(n, tcfg.seed)
+        loader = torch.utils.data.DataLoader(
+            self.corpus.sentences,
+            batch_size=tcfg.batch_size,
+            sampler=self.sampler,
+            drop_last=True,
+            collate_fn=_collate,
+            generator=torch.Generator(),  # keeps DataLoader iterators off the global RNG
+        )
+        optimizer = torch.optim.AdamW(_param_groups(objective, tcfg.weight_decay), lr=tcfg.lr)
+        scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
+        self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
+            objective, optimizer, loader, scheduler
+        )
+
+    # ------------------------------------------------------------ logging
+    def _log(self, entry: dict[str, Any]) -> None:
+        if self.accelerator.is_main_process:
+            with open(self.output_dir / "training_log.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    def _truncate_log(self, step: int) -> None:
+        """On resume: drop log entries of steps done after the checkpoint (they are redone)."""
+        path = self.output_dir / "training_log.jsonl"
+        if not self.accelerator.is_main_process or not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("step", 0) <= step:
+                kept.append(line)
+        path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+
+    def _say(self, message: str) -> None:
+        if self.accelerator.is_main_process:
+            print(f"protoembed train: {message}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------ evaluation
+    def _evaluate(self, step: int) -> None:
+        """STS-B dev Spearman of the evaluation embedder; keep it as ``best/`` if it improved."""
+        if self.accelerator.is_main_process:
+            from protoembed.evaluation.sts import stsb_dev_spearman
+
+            embedder = self.accelerator.unwrap_model(self.objective).eval_embedder()
+            batch = self.cfg.training.eval_batch_size
+            score = stsb_dev_spearman(
+                lambda s: embedder.encode(s, batch_size=batch, show_progress_bar=False),
+                self.data_dir,
+                variant=self.cfg.training.eval_variant,
+            )
+            best = self.state["best_score"]
+            improved = self.state["best_step"] is None or (
+                not math.isnan(score) and (best is None or score > best)
+            )
+            if improved:
+                embedder.save(self.output_dir / "best")
+                self.state.update(best_score=_nan_to_none(score), best_step=step)
+            self.state["last_score"] = _nan_to_none(score)
+            self._log(
+                {
+                    "event": "eval",
+                    "step": step,
+                    "stsb_dev_spearman": _nan_to_none(score),
+                    "best_score": self.state["best_score"],
+                    "best_step": self.state["best_step"],
+                }
+            )
+        self.accelerator.wait_for_everyone()
+
+    def _checkpoint(self, step: int) -> None:
+        self.state.update(
+            step=step, wall_time_s=self.wall_before + time.monotonic() - self.started, finished=False
+        )
+        save_checkpoint(self.accelerator, self.output_dir, self.state)
+        self.last_checkpoint_step = step
+
+    def _final_results(self) -> dict[str, Any]:
+        import protoembed
+        from protoembed.evaluation.sts import evaluate_sts
+
+        tcfg = self.cfg.training
+        best = protoembed.load(str(self.output_dir / "best"), device=self.accelerator.device)
+        results = evaluate_sts(
+            lambda s: best.encode(s, batch_size=tcfg.eval_batch_size, show_progress_bar=False),
+            self.data_dir,
+            variant=tcfg.eval_variant,
+            tasks=tcfg.test_tasks,
+            split="test",
+        )
+        results.update(
+            model=str(self.output_dir / "best"),
+            best_step=self.state["best_step"],
+            stsb_dev_spearman=self.state["best_score"],
+            train_wall_time_s=round(self.state["wall_time_s"], 1),
+        )
+        return results
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> dict[str, Any]:
+        """Train, evaluate, write the outputs; return the results dict."""
+        finished = self._check_output_dir()
+        if finished is not None:
+            print(f"protoembed train: {self.output_dir} is already finished (results.json)", file=sys.stderr)
+            return finished
+        self.corpus = self._read_corpus()
+        self._build()
+        acc, tcfg = self.accelerator, self.cfg.training
+        if acc.is_main_process:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        acc.wait_for_everyone()
+        self.started = time.monotonic()
+        self.wall_before = 0.0
+        self.state: dict[str, Any] = {"step": 0, "best_score": None, "best_step": None, "last_score": None}
+        self.last_checkpoint_step: int | None = None
+        checkpoint = find_checkpoint(self.output_dir) if self.resume else None
+        if checkpoint is not None:
+            saved = read_state(checkpoint)
+            if saved.get("world_size") != acc.num_processes:
+                raise ProtoembedError(
+                    f"--resume: the checkpoint was written by {saved.get('world_size')} process(es), this run "
+                    f"has {acc.num_processes}; resume with the same number of processes"
+                )
+            acc.load_state(str(checkpoint))
+            self.state.update(saved)
+            self.wall_before = float(saved.get("wall_time_s", 0.0))
+            self.last_checkpoint_step = saved["step"]
+            self._truncate_log(saved["step"])
+        elif acc.is_main_process:
+            (self.output_dir / "config.yaml").write_text(dump_config(self.cfg), encoding="utf-8")
+            (self.output_dir / "training_log.jsonl").write_text("", encoding="utf-8")
+        self.state.update(world_size=acc.num_processes, total_steps=self.total_steps)
+        step = int(self.state["step"])
+        self._log(
+            {
+                "event": "resume" if checkpoint is not None else "start",
+                "step": step,
+                "total_steps": self.total_steps,
+                "steps_per_epoch": self.steps_per_epoch,
+                "world_size": acc.num_processes,
+                "corpus": self.corpus.summary(),
+                "objective": self._objective_config(),
+            }
+        )
+        summary = self.corpus.summary()
+        self._say(
+            f"{summary['sentences']} sentences from {summary['path']} ({summary['empty_lines_skipped']} empty "
+            f"line(s) skipped{', unterminated last line dropped' if summary['dropped_unterminated_last_line'] else ''}); "
+            f"{'resuming at step ' + str(step) + ' of ' if step else ''}{self.total_steps} steps of "
+            f"{tcfg.batch_size} on {acc.num_processes} process(es)"
+        )
+        if step < self.total_steps:
+            self._loop(step)
+        results: dict[str, Any] = {}
+        if acc.is_main_process:
+            results = self._final_results()
+            write_json_atomic(self.output_dir / "results.json", results)
+            self._log(
+                {
+                    "event": "end",
+                    "step": self.total_steps,
+                    "best_step": self.state["best_step"],
+                    "best_score": self.state["best_score"],
+                    "test_avg": _nan_to_none(results["avg"]),
+                    "wall_time_s": results["train_wall_time_s"],
+                }
+            )
+            if not tcfg.keep_checkpoint:
+                remove_checkpoint(self.output_dir)
+            self._say(
+                f"best STS-B dev Spearman {results['stsb_dev_spearman']} at step {results['best_step']}; "
+                f"STS avg {results['avg']:.2f}; model in {self.output_dir / 'best'}"
+            )
+        acc.wait_for_everyone()
+        return results
+
+    def _objective_config(self) -> dict[str, Any]:
+        objective = self.accelerator.unwrap_model(self.objective)
+        config = getattr(objective, "config", None)
+        return {"name": self.cfg.objective.name, **(config() if callable(config) else {})}
+
+    def _loop(self, step: int) -> None:
+        from tqdm.auto import tqdm
+
+        acc, tcfg = self.accelerator, self.cfg.training
+        bar = tqdm(
+            total=self.total_steps,
+            initial=step,
+            desc="train",
+            unit="step",
+            disable=not (self.progress and acc.is_main_process),
+            dynamic_ncols=True,
+        )
+        window: list[float] = []
+        try:
+            while step < self.total_steps:
+                epoch, done_in_epoch = divmod(step, self.steps_per_epoch)
+                self.sampler.set_epoch(epoch)
+                loader = acc.skip_first_batches(self.loader, done_in_epoch) if done_in_epoch else self.loader
+                loader.set_epoch(epoch)
+                for batch in loader:
+                    loss = self.objective(batch)
+                    value = float(acc.reduce(loss.detach().float().reshape(1), reduction="mean").item())
+                    if not math.isfinite(value):
+                        self._stop_on_nan(step + 1, epoch, value)
+                    acc.backward(loss)
+                    if tcfg.grad_clip is not None:
+                        acc.clip_grad_norm_(self.objective.parameters(), tcfg.grad_clip)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    step += 1
+                    window.append(value)
+                    bar.update(1)
+                    bar.set_postfix(
+                        loss=f"{value:.4f}", dev=_fmt(self.state.get("last_score")), refresh=False
+                    )
+                    if step % tcfg.log_steps == 0 or step == self.total_steps:
+                        self._log(
+                            {
+                                "event": "train",
+                                "step": step,
+                                "epoch": epoch,
+                                "loss": sum(window) / len(window),
+                                "lr": self.scheduler.get_last_lr()[0],
+                                "elapsed_s": round(self.wall_before + time.monotonic() - self.started, 2),
+                            }
+                        )
+                        window = []
+                    if self.callback is not None:
+                        self.callback({"step": step, "loss": value, "epoch": epoch})
+                    if step % tcfg.eval_steps == 0 or step == self.total_steps:
+                        self._evaluate(step)
+                        self._checkpoint(step)
+                        bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.get("last_score")))
+                    if step >= self.total_steps:
+                        break
+        finally:
+            bar.close()
+
+    def _stop_on_nan(self, step: int, epoch: int, value: float) -> None:
+        kept = (
+            f"the last good checkpoint (step {self.last_checkpoint_step}) is kept in "
+            f"{self.output_dir / 'checkpoint'}"
+            if self.last_checkpoint_step is not None
+            else "no checkpoint had been written yet"
+        )
+        self._log({"event": "non_finite_loss", "step": step, "epoch": epoch, "loss": str(value)})
+        raise ProtoembedError(f"loss is {value} at step {step} (epoch {epoch + 1}); training stopped, {kept}")
+
+
+def _fmt(score: float | None) -> str:
+    return "-" if score is None else f"{score:.2f}"
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """Dotted key of the first difference between two nested dicts, or ``None``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(dict.fromkeys([*a, *b])):
+            diff = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+            if diff is not None:
+                return diff
+        return None
+    return None if a == b else prefix.rstrip(".")
+
+
+def train(
+    cfg: TrainConfig,
+    resume: bool = False,
+    objective_factory: ObjectiveFactory | None = None,
+    callback: Callback | None = None,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Run a training described by ``cfg`` (see the module docstring); returns the results dict.
+
+    ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests); ``callback(event)`` is called
+    after every optimizer step with ``{"step", "loss", "epoch"}`` (an exception from it stops the run).
+    """
+    return Trainer(cfg, resume, objective_factory, callback, progress).run()

@@ -1,0 +1,142 @@
+"""Training config files (base includes, --set overrides, unknown keys) and the corpus reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from protoembed.errors import ProtoembedError
+from protoembed.training.config import dump_config, load_config
+from protoembed.training.corpus import read_corpus, resolve_corpus_path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+MINIMAL = "objective: {name: simcse}\ndata: {corpus: c.txt}\n"
+
+
+def test_defaults_and_types(tmp_path):
+    cfg = load_config(_write(tmp_path / "a.yaml", MINIMAL + "training: {lr: 1e-5, warmup: 0.1}\n"))
+    assert cfg.model == "default" and cfg.max_seq_length == 32 and cfg.head is None
+    assert cfg.training.epochs == 1 and cfg.training.eval_steps == 125 and cfg.training.lr == 1e-5
+    assert cfg.training.warmup == 0.1 and cfg.objective.options == {}
+    assert load_config(tmp_path / "a.yaml", ["training.warmup=100"]).training.warmup == 100
+
+
+def test_base_includes_merge_and_set_overrides(tmp_path):
+    _write(
+        tmp_path / "base" / "model.yaml",
+        "model: bert-base-uncased\ntraining: {batch_size: 128, lr: 3.0e-5}\n",
+    )
+    _write(tmp_path / "base" / "method.yaml", "objective: {name: conpvp, denoise: none, tau_unused: 1}\n")
+    child = _write(
+        tmp_path / "rows" / "row.yaml",
+        "base: [../base/model.yaml, ../base/method.yaml]\n"
+        "objective: {denoise: attention_mask}\ndata: {corpus: c.txt}\ntraining: {lr: 1.0e-5}\n",
+    )
+    cfg = load_config(child, ["objective.anchor=manual", "training.max_steps=7", "output_dir=runs/x"])
+    assert cfg.model == "bert-base-uncased" and cfg.training.batch_size == 128 and cfg.training.lr == 1e-5
+    assert cfg.objective.name == "conpvp"
+    assert cfg.objective.options == {"denoise": "attention_mask", "tau_unused": 1, "anchor": "manual"}
+    assert cfg.training.max_steps == 7 and cfg.output_dir == "runs/x"
+    assert load_config(_write(tmp_path / "dump.yaml", dump_config(cfg))) == cfg  # the dump round-trips
+
+
+@pytest.mark.parametrize(
+    ("extra", "overrides", "message"),
+    [
+        ("modle: x\n", [], "unknown config key 'modle'"),
+        ("training: {bacth_size: 8}\n", [], "unknown config key 'training.bacth_size'"),
+        ("data: {corpus: c.txt, max_sentence: 3}\n", [], "unknown config key 'data.max_sentence'"),
+        ("", ["training.eval_step=5"], "unknown config key 'training.eval_step'"),
+        ("", ["training.batch_size=0"], "'training.batch_size': must be at least 1"),
+        ("", ["training.lr=fast"], "'training.lr': expected a number"),
+        ("", ["training.warmup=1.5"], "fraction of the steps"),
+        ("", ["training.eval_variant=tokenised"], "expected senteval or raw"),
+        ("", ["training.test_tasks=[STS17]"], "unknown task 'STS17'"),
+        ("", ["head=pooler"], "unknown head 'pooler'"),
+        ("", ["training"], "expected KEY=VALUE"),
+        ("", ["data.corpus.x=1"], "'corpus' is not a section"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path, extra, overrides, message):
+    path = _write(tmp_path / "bad.yaml", MINIMAL + extra)
+    with pytest.raises(ProtoembedError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        load_config(path, overrides)
+
+
+def test_missing_required_keys_and_include_cycle(tmp_path):
+    with pytest.raises(ProtoembedError, match="'objective' is required"):
+        load_config(_write(tmp_path / "a.yaml", "data: {corpus: c.txt}\n"))
+    with pytest.raises(ProtoembedError, match="'data.corpus' is required"):
+        load_config(_write(tmp_path / "b.yaml", "objective: {name: simcse}\n"))
+    _write(tmp_path / "x.yaml", "base: y.yaml\n")
+    _write(tmp_path / "y.yaml", "base: x.yaml\n")
+    with pytest.raises(ProtoembedError, match="include cycle"):
+        load_config(tmp_path / "x.yaml")
+    with pytest.raises(ProtoembedError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_corpus_rules(tmp_path):
+    path = _write(tmp_path / "c.txt", "one\n\n  \ntwo  \nthree\nfragm")  # no final newline: cut mid-line
+    corpus = read_corpus(path)
+    assert (
+        corpus.sentences == ["one", "two", "three"] and corpus.empty_lines == 2 and corpus.dropped_last_line
+    )
+    kept = read_corpus(path, drop_unterminated_last_line=False)
+    assert kept.sentences[-1] == "fragm" and not kept.dropped_last_line
+    assert read_corpus(path, max_sentences=2).sentences == ["one", "two"]
+    terminated = read_corpus(_write(tmp_path / "d.txt", "one\ntwo\n"))
+    assert terminated.sentences == ["one", "two"] and not terminated.dropped_last_line
+    with pytest.raises(ProtoembedError, match="no usable sentence"):
+        read_corpus(_write(tmp_path / "e.txt", "\n \n"))
+    with pytest.raises(ProtoembedError, match="no usable sentence"):
+        read_corpus(_write(tmp_path / "f.txt", "only a fragment"))
+
+
+def test_corpus_paths_relative_to_the_data_dir(tmp_path, monkeypatch, data_dir):
+    monkeypatch.chdir(tmp_path)
+    rel = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    path = resolve_corpus_path(rel, None)
+    assert path == data_dir.absolute() / rel
+    wiki = read_corpus(path)
+    assert wiki.dropped_last_line and len(wiki.sentences) > 10000  # the byte-cut sample ends mid-sentence
+    with pytest.raises(ProtoembedError, match="not found"):
+        resolve_corpus_path("unsup/nothing.txt", None)
+
+
+def test_every_shipped_config_is_valid():
+    configs = sorted((REPO / "configs").rglob("*.yaml"))
+    rows = [p for p in configs if "base" not in p.relative_to(REPO / "configs").parts]
+    assert len(rows) >= 31
+    for path in rows:
+        cfg = load_config(path)
+        assert cfg.output_dir, path
+        assert cfg.objective.name in ("simcse", "promptbert", "conpvp"), path
+
+
+def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
+    """Objective names and options of every config are accepted by build_objective (tiny BERT backbone)."""
+    import protoembed
+    from protoembed.training.trainer import _head_for, build_objective_from_config
+
+    configs = [p for p in sorted((REPO / "configs").rglob("*.yaml")) if p.parent.name != "base"]
+    built = {}
+    for path in configs:
+        cfg = load_config(path)
+        key = (_head_for(cfg), repr(sorted(cfg.objective.options.items())), cfg.objective.name)
+        if key in built:
+            continue
+        embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=key[0], max_seq_length=16, device="cpu")
+        built[key] = build_objective_from_config(cfg, embedder)
+        assert built[key].config()["objective"] == cfg.objective.name
+    assert len(built) >= 7

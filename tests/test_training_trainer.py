@@ -1,0 +1,131 @@
+"""The Accelerate training loop on the tiny BERT with a stand-in objective (no dependency on objectives/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import protoembed
+from protoembed.errors import ProtoembedError
+from protoembed.training import train
+from protoembed.training.checkpoint import CHECKPOINT
+from training_helpers import standin_factory, tiny_config, write_corpus
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest (and deterministically) on one thread, above all on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+
+
+@pytest.fixture(autouse=True)
+def benchmark_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+
+
+def _final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
+    files = list((output_dir / CHECKPOINT).glob("pytorch_model*.bin"))
+    assert len(files) == 1, files
+    return torch.load(files[0], map_location="cpu", weights_only=True)
+
+
+def _losses(output_dir: Path) -> dict[int, float]:
+    entries = [json.loads(x) for x in (output_dir / "training_log.jsonl").read_text().splitlines()]
+    return {e["step"]: e["loss"] for e in entries if e["event"] == "train"}
+
+
+def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path):
+    out = tmp_path / "run"
+    results = train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory())
+    saved = json.loads((out / "results.json").read_text())
+    assert saved == json.loads(json.dumps(results))
+    assert set(saved["tasks"]) == {"STSBenchmark"} and saved["model"] == str(out / "best")
+    assert saved["best_step"] in (2, 4, 5)
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert log[0]["event"] == "start" and log[0]["corpus"]["empty_lines_skipped"] == 1
+    assert [e["step"] for e in log if e["event"] == "eval"] == [2, 4, 5]  # every eval_steps and at the end
+    assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
+    assert log[-1]["event"] == "end"
+    assert not (out / CHECKPOINT).exists()  # removed once finished (keep_checkpoint: false)
+    # the best model is a loadable sentence-transformers folder that reproduces the dev score
+    model = protoembed.load(str(out / "best"), device="cpu")
+    assert model.encode(["a man is playing a guitar ."]).shape == (1, 32)
+    assert (out / "best" / "modules.json").is_file()
+    # a second run into the same folder is refused; --resume on a finished run returns its results
+    with pytest.raises(ProtoembedError, match="already holds a training run"):
+        train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory())
+    again = train(
+        tiny_config(tiny_model_dirs["bert"], corpus, out), resume=True, objective_factory=standin_factory()
+    )
+    assert again["avg"] == saved["avg"]
+
+
+def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(tiny_model_dirs, corpus, tmp_path):
+    """Stop after step 3 (checkpoint at step 2), resume, compare with a straight run (crosses an epoch)."""
+    model = tiny_model_dirs["bert"]
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    settings = {"max_steps": 6, "eval_steps": 2, "keep_checkpoint": True, "warmup": 1}
+    train(tiny_config(model, corpus, straight, **settings), objective_factory=standin_factory())
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_3(event):
+        if event["step"] == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(
+            tiny_config(model, corpus, broken, **settings),
+            objective_factory=standin_factory(),
+            callback=stop_after_3,
+        )
+    assert not (broken / "results.json").exists()
+    assert json.loads((broken / CHECKPOINT / "trainer_state.json").read_text())["step"] == 2
+    train(tiny_config(model, corpus, broken, **settings), resume=True, objective_factory=standin_factory())
+
+    a, b = _final_weights(straight), _final_weights(broken)
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6, msg=key)
+    assert _losses(straight) == pytest.approx(_losses(broken), abs=1e-6)
+    assert json.loads((straight / "results.json").read_text())["avg"] == pytest.approx(
+        json.loads((broken / "results.json").read_text())["avg"], abs=1e-6
+    )
+    log = [json.loads(x)["event"] for x in (broken / "training_log.jsonl").read_text().splitlines()]
+    assert log.count("resume") == 1 and log.count("end") == 1
+
+
+def test_nan_loss_stops_naming_the_step_and_keeps_the_checkpoint(tiny_model_dirs, corpus, tmp_path):
+    out = tmp_path / "nan"
+    with pytest.raises(ProtoembedError, match=r"loss is nan at step 3 .*checkpoint \(step 2\) is kept"):
+        train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory(nan_at=3))
+    state = json.loads((out / CHECKPOINT / "trainer_state.json").read_text())
+    assert state["step"] == 2 and (out / "best").is_dir() and not (out / "results.json").exists()
+    last = json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])
+    assert last == {"event": "non_finite_loss", "step": 3, "epoch": 0, "loss": "nan"}
+
+
+def test_bad_inputs(tiny_model_dirs, corpus, tmp_path):
+    model = tiny_model_dirs["bert"]
+    with pytest.raises(ProtoembedError, match=r"batch_size 64 is larger than the corpus \(32 usable"):
+        train(tiny_config(model, corpus, tmp_path / "a", batch_size=64), objective_factory=standin_factory())
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n\n", encoding="utf-8")
+    with pytest.raises(ProtoembedError, match="no usable sentence"):
+        train(tiny_config(model, empty, tmp_path / "b"), objective_factory=standin_factory())
+    cfg = tiny_config(model, corpus, tmp_path / "c")
+    cfg.output_dir = None
+    with pytest.raises(ProtoembedError, match="no output directory"):
+        train(cfg, objective_factory=standin_factory())
