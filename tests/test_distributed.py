@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import protoembed
-from protoembed.objectives import build_objective
+from protoembed.objectives import build_objective, gather_with_grad
 
 SENTENCES = [
     "a man is playing a guitar .",
@@ -63,6 +63,11 @@ def _worker(rank: int, world: int, port: int, model_dir: str, templates: str, ou
             loss.backward()
             grads = {k: p.grad.clone() for k, p in objective.named_parameters() if p.grad is not None}
             torch.save({"loss": loss.item(), "grads": grads}, Path(out) / f"{case}-{rank}.pt")
+        # unequal slices (a short last batch): rank r holds r + 1 rows
+        x = torch.full((rank + 1, 2), float(rank), requires_grad=True)
+        gathered = gather_with_grad(x)
+        (gathered * 3).sum().backward()
+        torch.save({"gathered": gathered.detach(), "grad": x.grad}, Path(out) / f"gather-{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -96,3 +101,8 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_model_di
                 torch.testing.assert_close(
                     result["grads"][key], grad, rtol=1e-5, atol=1e-5, msg=f"{case} {key}"
                 )
+
+    for rank in range(world):
+        result = torch.load(tmp_path / f"gather-{rank}.pt")
+        torch.testing.assert_close(result["gathered"], torch.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]))
+        torch.testing.assert_close(result["grad"], torch.full((rank + 1, 2), 3.0))  # local slice only

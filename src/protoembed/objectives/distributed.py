@@ -30,16 +30,24 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """All-gather ``x`` (N, ...) from every process into (N·W, ...), in rank order.
 
     The slice of this process is ``x`` itself (differentiable); the other slices carry no gradient.
-    Identity when torch.distributed is not initialised or has a single process. Every process must
-    call it with the same ``N``.
+    Identity when torch.distributed is not initialised or has a single process. Processes may hold
+    different ``N`` (e.g. a short last batch): sizes are exchanged first and the slices padded.
     """
     rank, size = world()
     if size == 1:
         return x
-    parts = [torch.empty_like(x) for _ in range(size)]
-    dist.all_gather(parts, x.detach().contiguous())
-    parts[rank] = x
-    return torch.cat(parts, dim=0)
+    counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(size)]
+    dist.all_gather(counts, torch.tensor([x.size(0)], dtype=torch.long, device=x.device))
+    sizes = [int(c.item()) for c in counts]
+    longest = max(sizes)
+    padded = x.detach()
+    if x.size(0) < longest:
+        padded = torch.cat([padded, padded.new_zeros((longest - x.size(0), *x.shape[1:]))])
+    parts = [torch.empty_like(padded) for _ in range(size)]
+    dist.all_gather(parts, padded.contiguous())
+    pieces = [part[:n] for part, n in zip(parts, sizes)]
+    pieces[rank] = x
+    return torch.cat(pieces, dim=0)
 
 
 def scale_for_ddp_average(loss: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,211 @@
+"""Training-step cost: ConPVP (3 views, no denoising) vs SimCSE (2 views), same batch and sentence length.
+
+Both objectives train the default backbone (all-MiniLM-L6-v2) with AdamW; a step is forward + backward
++ optimizer step. Sentences come from the unsupervised Wikipedia sample (``$PROTOEMBED_DATA``), keeping
+those with at least ``--tokens`` word pieces, so after truncation every sentence has exactly that many
+tokens in both objectives (ConPVP's template tokens come on top, as in the paper; SimCSE gets
+``[CLS] sentence [SEP]``). The two objectives alternate step by step in one process (the order swapped
+every step) on the same batches; the step time reported is the best of the steps (the least disturbed by
+other load on a shared machine; the median is printed too).
+
+Peak memory: on CUDA, ``torch.cuda.max_memory_allocated`` over a step minus the memory allocated before
+it (in this process); on CPU, each objective runs a few steps in a fresh subprocess and reports the rise of
+its maximum resident set size (``getrusage``) over the high-water mark after set-up (model and optimizer
+built, nothing trained), plus that absolute maximum.
+
+    python benchmarks/train_step.py [--batch-size 16] [--steps 10] [--device cpu|cuda] [--tokens 32]
+
+Last line: ``ratio=<conpvp step time / simcse step time>`` (target: at most 1.6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+OBJECTIVES = {"conpvp": ("soft_prompt", {}), "simcse": ("cls", {})}
+WORDS = [
+    "the",
+    "of",
+    "a",
+    "in",
+    "to",
+    "and",
+    "was",
+    "is",
+    "for",
+    "on",
+    "as",
+    "by",
+    "with",
+    "he",
+    "at",
+    "from",
+    "his",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "be",
+    "it",
+]
+
+
+def sentences(count: int, tokens: int, data_dir: Path) -> list[str]:
+    """``count`` sentences of at least ``tokens`` word pieces (Wikipedia sample, or synthetic text)."""
+    from transformers import AutoTokenizer
+
+    from protoembed.backbones import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    found: list[str] = []
+    for path in sorted((data_dir / "unsup" / "wiki1m_sample").glob("*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if (
+                len(found) < count
+                and len(tokenizer(line.strip(), add_special_tokens=False)["input_ids"]) >= tokens
+            ):
+                found.append(line.strip())
+    while len(found) < count:  # no data staged: deterministic synthetic sentences
+        i = len(found)
+        found.append(" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(tokens + 8)))
+    return found
+
+
+def build(name: str, tokens: int, device: str):
+    """(objective in train mode, AdamW) on a fresh copy of the default backbone."""
+    import protoembed
+    from protoembed.objectives import build_objective
+
+    head, options = OBJECTIVES[name]
+    # prompt heads count sentence tokens; plain heads count the whole input ([CLS] + sentence + [SEP])
+    max_len = tokens if name == "conpvp" else tokens + 2
+    torch.manual_seed(0)
+    embedder = protoembed.load("default", head=head, max_seq_length=max_len, device=device)
+    objective = build_objective(name, embedder, **options).to(device).train()
+    return objective, torch.optim.AdamW(objective.parameters(), lr=3e-5)
+
+
+def step(objective, optimizer, batch: list[str]) -> float:
+    """One training step; returns the loss."""
+    loss = objective(batch)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure_rss(name: str, args: argparse.Namespace) -> None:
+    """Subprocess mode: max-RSS rise of ``steps`` training steps of one objective, printed as JSON."""
+    data = sentences(args.batch_size * args.memory_steps, args.tokens, Path(args.data_dir))
+    objective, optimizer = build(name, args.tokens, "cpu")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    for i in range(args.memory_steps):
+        step(objective, optimizer, data[i * args.batch_size : (i + 1) * args.batch_size])
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"rise_mib": (after - before) / 1024, "max_rss_mib": after / 1024}))
+
+
+def cpu_memory(name: str, args: argparse.Namespace) -> str:
+    command = [sys.executable, __file__, "--measure-rss", name, "--batch-size", str(args.batch_size)]
+    command += [
+        "--tokens",
+        str(args.tokens),
+        "--data-dir",
+        args.data_dir,
+        "--memory-steps",
+        str(args.memory_steps),
+    ]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    result = json.loads(out)
+    return (
+        f"peak memory +{result['rise_mib']:.0f} MiB max RSS over set-up "
+        f"({result['max_rss_mib']:.0f} MiB in all; fresh process, {args.memory_steps} steps)"
+    )
+
+
+def main() -> None:
+    """Alternate ConPVP and SimCSE steps, print both, then ``ratio=``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--tokens", type=int, default=32, help="sentence length in word pieces")
+    parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
+    parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure_rss:
+        measure_rss(args.measure_rss, args)
+        return
+
+    device = args.device
+    memory: dict[str, str] = {}
+    if not device.startswith("cuda"):  # first: a child's max RSS starts at its parent's at fork time
+        memory = {name: cpu_memory(name, args) for name in OBJECTIVES}
+    data = sentences(args.batch_size * (args.steps + 1), args.tokens, Path(args.data_dir))
+    batches = [data[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.steps + 1)]
+    runs = {name: build(name, args.tokens, device) for name in OBJECTIVES}
+    print(
+        f"default backbone (all-MiniLM-L6-v2), device {device}, batch {args.batch_size}, "
+        f"{args.tokens} sentence tokens, {args.steps} timed steps each (+1 warm-up), "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    shapes: dict[str, tuple[int, int, int]] = {}
+    for name, (objective, optimizer) in runs.items():  # warm-up, and the tokens one step encodes
+        hook = objective.embedder.encoder.auto_model.register_forward_pre_hook(
+            lambda module, a, kw, name=name: shapes.__setitem__(
+                name, (*kw["attention_mask"].shape, int(kw["attention_mask"].sum()))
+            ),
+            with_kwargs=True,
+        )
+        step(objective, optimizer, batches[0])
+        hook.remove()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    peaks: dict[str, float] = dict.fromkeys(runs, 0.0)
+    order = list(runs)
+    for i in range(args.steps):
+        for name in order if i % 2 == 0 else order[::-1]:
+            objective, optimizer = runs[name]
+            _sync(device)
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+            start = time.perf_counter()
+            step(objective, optimizer, batches[i + 1])
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+            if device.startswith("cuda"):
+                peaks[name] = max(peaks[name], (torch.cuda.max_memory_allocated() - base) / 2**20)
+    median = {name: statistics.median(values) for name, values in times.items()}
+    best = {name: min(values) for name, values in times.items()}
+    for name in runs:
+        if device.startswith("cuda"):
+            memory[name] = f"peak memory +{peaks[name]:.0f} MiB allocated during a step"
+        rows, width, real = shapes[name]
+        print(
+            f"{name:>7}: {1 / best[name]:6.2f} steps/s (best step {best[name] * 1000:.0f} ms, "
+            f"median {median[name] * 1000:.0f} ms); "
+            f"one forward of {rows} rows x {width} tokens ({real} non-padding); {memory[name]}"
+        )
+    print(f"median-step ratio {median['conpvp'] / median['simcse']:.3f} (sensitive to other load)")
+    print(f"ratio={best['conpvp'] / best['simcse']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
