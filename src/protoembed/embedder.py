@@ -334,7 +334,7 @@ def build(
     soft_prompt_init: str | None = None,
     normalize: bool = False,
 ) -> Embedder:
-    """Put a head on an already-loaded backbone (see :func:`load` for the arguments)."""
+    """Put a head on an already-loaded backbone (see :func:`load` for the arguments); eval mode."""
     spec = get_head(head)
     if not spec.uses_template and (template is not None or n_soft_prompt):
         raise ProtoembedError(
@@ -351,4 +351,4 @@ def build(
         tokenizer=tokenizer,
         model=model,
     )
-    return Embedder(encoder, spec.make_pooler(encoder.hidden_size, {}), head, normalize)
+    return Embedder(encoder, spec.make_pooler(encoder.hidden_size, {}), head, normalize).eval()
