@@ -316,6 +316,17 @@ class Trainer:
     # ------------------------------------------------------------ the loop
     def run(self) -> dict[str, Any]:
         """Train, evaluate, write the outputs; return the results dict."""
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # "Writing model shards" bars would break the training bar
+        try:
+            return self._run()
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+
+    def _run(self) -> dict[str, Any]:
         finished = self._check_output_dir()
         if finished is not None:
             print(f"protoembed train: {self.output_dir} is already finished (results.json)", file=sys.stderr)

@@ -1,0 +1,123 @@
+"""``protoembed train`` end to end: one process, two gloo processes under torchrun, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from protoembed.cli import main
+from training_helpers import write_corpus
+
+
+def _config(tmp_path: Path, model_dir: Path, objective: str, head: str, **training) -> Path:
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    settings = {
+        "batch_size": 8,
+        "lr": 1.0e-3,
+        "max_steps": 2,
+        "eval_steps": 2,
+        "log_steps": 1,
+        "eval_batch_size": 256,
+        "test_tasks": ["STSBenchmark"],
+        **training,
+    }
+    lines = [
+        f"model: {model_dir}",
+        f"head: {head}",
+        "max_seq_length: 16",
+        f"objective: {{name: {objective}}}",
+        f"data: {{corpus: {corpus}}}",
+        "training:",
+        *[f"  {k}: {json.dumps(v)}" for k, v in settings.items()],
+    ]
+    path = tmp_path / "tiny.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = dict(os.environ, PROTOEMBED_DATA=str(data_dir), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    return env
+
+
+def test_train_command_one_process(tiny_model_dirs, data_dir, tmp_path):
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
+    done = subprocess.run(
+        [*cmd, "--set", "objective.temperature=0.1"],
+        env=_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["model"] == str(out / "best") and "STSBenchmark" in results["tasks"]
+    start = json.loads((out / "training_log.jsonl").read_text().splitlines()[0])
+    assert start["objective"]["temperature"] == 0.1 and start["world_size"] == 1
+    assert (out / "best" / "modules.json").is_file() and (out / "config.yaml").is_file()
+
+
+LAUNCHERS = {
+    "torchrun": ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+    # on a CPU-only machine `--multi_gpu` launches torchrun-style workers that fall back to gloo
+    "accelerate": ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    + [
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "0",
+    ],
+}
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_train_command_two_processes(tiny_model_dirs, data_dir, tmp_path, launcher):
+    """2 gloo processes (ConPVP: gathered anchors and prototypes); the batch of 8 is split 4 + 4."""
+    if torch.cuda.is_available():
+        pytest.skip("the 2-process test is a CPU (gloo) test")
+    config = _config(tmp_path, tiny_model_dirs["bert"], "conpvp", "soft_prompt")
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, *LAUNCHERS[launcher]]
+    cmd += ["-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
+    done = subprocess.run(cmd, env=_env(data_dir), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert log[0]["world_size"] == 2 and log[-1]["event"] == "end"
+    assert [e["step"] for e in log if e["event"] == "train"] == [1, 2]  # logged once, by rank 0
+    assert json.loads((out / "results.json").read_text())["best_step"] == 2
+
+
+def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    assert (
+        main(["train", "--config", str(config), "--set", "training.bacth_size=4", "--output-dir", "x"]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown config key 'training.bacth_size'" in err
+    assert (
+        main(["train", "--config", str(config), "--set", "objective.tau=0.1", "--output-dir", str(tmp_path)])
+        == 2
+    )
+    assert "unknown option 'tau'" in capsys.readouterr().err
+    assert main(["train", "--config", str(tmp_path / "none.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_corpus_with_only_empty_lines_is_an_error(tiny_model_dirs, tmp_path, capsys):
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    (tmp_path / "corpus.txt").write_text("\n\n", encoding="utf-8")
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "has no usable sentence (2 empty line(s))" in capsys.readouterr().err
