@@ -71,12 +71,23 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     assert again["avg"] == saved["avg"]
 
 
-def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(tiny_model_dirs, corpus, tmp_path):
+@pytest.mark.parametrize(
+    ("objective", "head"),
+    [("standin", "mean"), ("conpvp", "soft_prompt")],  # conpvp: its template draws must resume too
+)
+def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(
+    tiny_model_dirs, corpus, tmp_path, objective, head
+):
     """Stop after step 3 (checkpoint at step 2), resume, compare with a straight run (crosses an epoch)."""
     model = tiny_model_dirs["bert"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     settings = {"max_steps": 6, "eval_steps": 2, "keep_checkpoint": True, "warmup": 1}
-    train(tiny_config(model, corpus, straight, **settings), objective_factory=standin_factory())
+    factory = standin_factory() if objective == "standin" else None
+
+    def config(out):
+        return tiny_config(model, corpus, out, objective=objective, head=head, **settings)
+
+    train(config(straight), objective_factory=factory)
 
     class Interrupt(Exception):
         pass
@@ -86,14 +97,10 @@ def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(tiny_model_dirs
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        train(
-            tiny_config(model, corpus, broken, **settings),
-            objective_factory=standin_factory(),
-            callback=stop_after_3,
-        )
+        train(config(broken), objective_factory=factory, callback=stop_after_3)
     assert not (broken / "results.json").exists()
     assert json.loads((broken / CHECKPOINT / "trainer_state.json").read_text())["step"] == 2
-    train(tiny_config(model, corpus, broken, **settings), resume=True, objective_factory=standin_factory())
+    train(config(broken), resume=True, objective_factory=factory)
 
     a, b = _final_weights(straight), _final_weights(broken)
     assert a.keys() == b.keys()

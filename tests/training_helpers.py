@@ -29,7 +29,14 @@ def write_corpus(path: Path, lines: list[str] | None = None, repeat: int = 4) ->
     return path
 
 
-def tiny_config(model_dir: Path, corpus: Path, output_dir: Path, **training: Any):
+def tiny_config(
+    model_dir: Path,
+    corpus: Path,
+    output_dir: Path,
+    objective: str = "standin",
+    head: str = "mean",
+    **training: Any,
+):
     """A config for the tiny BERT: batch 8, a handful of steps, dev eval every 2 steps, STS-B test only."""
     settings = {
         "batch_size": 8,
@@ -45,9 +52,9 @@ def tiny_config(model_dir: Path, corpus: Path, output_dir: Path, **training: Any
     return config_from_dict(
         {
             "model": str(model_dir),
-            "head": "mean",
+            "head": head,
             "max_seq_length": 16,
-            "objective": {"name": "standin"},
+            "objective": {"name": objective},
             "data": {"corpus": str(corpus)},
             "training": settings,
             "output_dir": str(output_dir),
