@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override a config key, e.g. --set training.lr=1e-5 --set objective.tau=0.1 (repeatable)",
+        help="override a config key, e.g. --set training.lr=1e-5 --set objective.temperature=0.1 (repeatable)",
     )
     parser.add_argument(
         "--output-dir", default=None, metavar="DIR", help="output directory (overrides the config)"
