@@ -37,7 +37,8 @@ bench: install
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
 
-# Unsupervised CPU study (issue 3): configs/cpu x seeds 1-3 -> runs/unsup-cpu/, docs/results/unsup-cpu.md.
+# Unsupervised CPU study (issue 3): configs/cpu x seeds 1-3 -> runs/unsup-cpu/ (weights, ignored),
+# docs/results/unsup-cpu/<run>/ (results, committed) and docs/results/unsup-cpu.md.
 # Resumable: rerun to continue; finished runs are skipped.
 .PHONY: experiment-unsup
 experiment-unsup: install

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,9 @@ def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_pa
         f"data: {{corpus: {corpus}}}\ntraining: {{batch_size: 8, max_steps: 1, eval_steps: 1, "
         "test_tasks: [STSBenchmark]}\n"
     )
-    runs = tmp_path / "runs"
-    (runs / study.UNTRAINED).mkdir(parents=True)  # skip the (slow) untrained default model evaluation
-    (runs / study.UNTRAINED / "results.json").write_text(json.dumps(_fake_results(60.0)))
+    runs, records = tmp_path / "runs", tmp_path / "records"
+    (records / study.UNTRAINED).mkdir(parents=True)  # skip the (slow) untrained default model evaluation
+    (records / study.UNTRAINED / "results.json").write_text(json.dumps(_fake_results(60.0)))
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     args = [
@@ -65,6 +66,8 @@ def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_pa
         "2",
         "--runs-dir",
         str(runs),
+        "--records-dir",
+        str(records),
         "--report",
         str(tmp_path / "r.md"),
     ]
@@ -73,9 +76,14 @@ def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_pa
         assert (runs / f"simcse-seed{seed}" / "results.json").is_file()
         config = (runs / f"simcse-seed{seed}" / "config.yaml").read_text()
         assert f"seed: {seed}" in config
+        recorded = json.loads((records / f"simcse-seed{seed}" / "results.json").read_text())
+        assert recorded == json.loads((runs / f"simcse-seed{seed}" / "results.json").read_text())
+        assert (records / f"simcse-seed{seed}" / study.TIME_FILE).is_file()
     stamp = os.path.getmtime(runs / "simcse-seed1" / "results.json")
-    assert study.main(args) == 0  # rerun: both runs are finished and skipped
+    shutil.rmtree(runs / "simcse-seed2")  # another machine: only the committed record is left
+    assert study.main(args) == 0  # rerun: both runs are recorded and skipped
     assert os.path.getmtime(runs / "simcse-seed1" / "results.json") == stamp
+    assert not (runs / "simcse-seed2").exists()
     assert "| SimCSE | 2/2 |" in (tmp_path / "r.md").read_text()
 
 
