@@ -63,6 +63,7 @@ def _worker(rank: int, world: int, port: int, model_dir: str, templates: str, ou
             loss.backward()
             grads = {k: p.grad.clone() for k, p in objective.named_parameters() if p.grad is not None}
             torch.save({"loss": loss.item(), "grads": grads}, Path(out) / f"{case}-{rank}.pt")
+            del ddp, objective, loss  # free DDP's reducer while its process group lives (else exit can hang)
         # unequal slices (a short last batch): rank r holds r + 1 rows
         x = torch.full((rank + 1, 2), float(rank), requires_grad=True)
         gathered = gather_with_grad(x)
