@@ -62,6 +62,8 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     model = protoembed.load(str(out / "best"), device="cpu")
     assert model.encode(["a man is playing a guitar ."]).shape == (1, 32)
     assert (out / "best" / "modules.json").is_file()
+    # max_seq_length truncates training inputs only: the saved model reads whole sentences
+    assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
     with pytest.raises(ProtoembedError, match="already holds a training run"):
         train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory())

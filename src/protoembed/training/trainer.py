@@ -261,18 +261,25 @@ class Trainer:
 
             embedder = self.accelerator.unwrap_model(self.objective).eval_embedder()
             batch = self.cfg.training.eval_batch_size
-            score = stsb_dev_spearman(
-                lambda s: embedder.encode(s, batch_size=batch, show_progress_bar=False),
-                self.data_dir,
-                variant=self.cfg.training.eval_variant,
-            )
-            best = self.state["best_score"]
-            improved = self.state["best_step"] is None or (
-                not math.isnan(score) and (best is None or score > best)
-            )
-            if improved:
-                embedder.save(self.output_dir / "best")
-                self.state.update(best_score=_nan_to_none(score), best_step=step)
+            # max_seq_length truncates training inputs only (DESIGN §3); like SimCSE's and the ConPVP
+            # authors' evaluation, the dev set and the saved model see whole sentences.
+            encoder = embedder.encoder
+            train_length, encoder.max_seq_length = encoder.max_seq_length, None
+            try:
+                score = stsb_dev_spearman(
+                    lambda s: embedder.encode(s, batch_size=batch, show_progress_bar=False),
+                    self.data_dir,
+                    variant=self.cfg.training.eval_variant,
+                )
+                best = self.state["best_score"]
+                improved = self.state["best_step"] is None or (
+                    not math.isnan(score) and (best is None or score > best)
+                )
+                if improved:
+                    embedder.save(self.output_dir / "best")
+                    self.state.update(best_score=_nan_to_none(score), best_step=step)
+            finally:
+                encoder.max_seq_length = train_length
             self.state["last_score"] = _nan_to_none(score)
             self._log(
                 {
