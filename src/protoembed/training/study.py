@@ -306,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         failed = []
         if not args.report_only:
             evaluate_untrained(args.records_dir, None, first.training.eval_variant, tasks)
-            for method, config in configs.items():
-                for seed in args.seeds:
+            for seed in args.seeds:  # seed-major: a partial study already compares every method
+                for method, config in configs.items():
                     name = f"{method}-seed{seed}"
                     if not run_one(config, seed, args.runs_dir / name, args.set, args.records_dir / name):
                         failed.append(name)
