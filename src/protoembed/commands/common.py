@@ -1,14 +1,8 @@
-"""Options shared by the sub-commands that load a model, and atomic file writing."""
+"""Options shared by the sub-commands that load a model."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-
-from protoembed.errors import ProtoembedError
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -38,20 +32,3 @@ def load_from_args(args: argparse.Namespace):
         max_seq_length=args.max_seq_length,
         device=args.device,
     )
-
-
-def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> None:
-    """Call ``write(temp_path)`` on a temp file beside ``path``, then rename it into place."""
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        raise ProtoembedError(f"cannot write {target}: directory {target.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or target.suffix, dir=target.parent or "."
-    )
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -6,8 +6,9 @@ import argparse
 
 import numpy as np
 
-from protoembed.commands.common import add_model_options, load_from_args, write_atomic
+from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
+from protoembed.io import write_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

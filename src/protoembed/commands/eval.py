@@ -7,19 +7,16 @@ Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)``
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from protoembed.commands.common import add_model_options, load_from_args, write_atomic
+from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
+from protoembed.io import write_json_atomic
 
 
 def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
@@ -38,28 +35,6 @@ def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
         )
 
     return encode
-
-
-def _finite_or_none(value: Any) -> Any:
-    """JSON-safe copy of ``value``: NaN / inf become ``null``, numpy scalars become Python numbers."""
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite_or_none(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
-    """Write ``data`` as indented JSON to ``path`` via a temp file and ``os.replace`` (never half-written)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite_or_none(data), indent=2, allow_nan=False) + "\n"
-    write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return target
 
 
 def run_sts(args: argparse.Namespace) -> int:

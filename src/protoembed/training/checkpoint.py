@@ -16,6 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from protoembed.io import write_json_atomic
+
 CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
 _TMP = ".checkpoint.tmp"
@@ -34,13 +36,6 @@ def find_checkpoint(output_dir: Path) -> Path | None:
 def read_state(checkpoint: Path) -> dict[str, Any]:
     """The ``trainer_state.json`` of a checkpoint."""
     return json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def save_checkpoint(accelerator, output_dir: Path, state: dict[str, Any]) -> Path:
