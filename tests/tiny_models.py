@@ -53,54 +53,31 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
         max_position_embeddings=128,
     )
     if kind == "bert":
+        specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
         raw = BertWordPieceTokenizer(lowercase=True)
-        raw.train_from_iterator(
-            CORPUS, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        )
-        tokenizer = BertTokenizerFast(
-            tokenizer_object=raw._tokenizer,
-            unk_token="[UNK]",
-            pad_token="[PAD]",
-            cls_token="[CLS]",
-            sep_token="[SEP]",
-            mask_token="[MASK]",
-        )
+        raw.train_from_iterator(CORPUS, vocab_size=300, special_tokens=list(specials.values()))
+        tokenizer = _wrap(BertTokenizerFast, raw, specials)
         model = BertModel(BertConfig(vocab_size=len(tokenizer), **common), add_pooling_layer=False)
     elif kind == "albert":
+        specials = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
         raw = SentencePieceUnigramTokenizer()
-        specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
-        raw.train_from_iterator(CORPUS, vocab_size=200, special_tokens=specials, unk_token="<unk>")
+        raw.train_from_iterator(
+            CORPUS, vocab_size=200, special_tokens=list(specials.values()), unk_token="<unk>"
+        )
         raw._tokenizer.post_processor = TemplateProcessing(
             single="[CLS] $A [SEP]",
             pair="[CLS] $A [SEP] $B:1 [SEP]:1",
             special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
         )
-        tokenizer = AlbertTokenizerFast(
-            tokenizer_object=raw._tokenizer,
-            unk_token="<unk>",
-            pad_token="<pad>",
-            cls_token="[CLS]",
-            sep_token="[SEP]",
-            mask_token="[MASK]",
-        )
+        tokenizer = _wrap(AlbertTokenizerFast, raw, specials)
         config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, pad_token_id=0, **common)
         model = AlbertModel(config, add_pooling_layer=False)
     elif kind == "roberta":
+        specials = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
         raw = ByteLevelBPETokenizer()
-        raw.train_from_iterator(
-            CORPUS, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-        )
+        raw.train_from_iterator(CORPUS, vocab_size=400, special_tokens=list(specials.values()))
         raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
-        tokenizer = RobertaTokenizerFast(
-            tokenizer_object=raw._tokenizer,
-            bos_token="<s>",
-            eos_token="</s>",
-            unk_token="<unk>",
-            pad_token="<pad>",
-            cls_token="<s>",
-            sep_token="</s>",
-            mask_token="<mask>",
-        )
+        tokenizer = _wrap(RobertaTokenizerFast, raw, {**specials, "cls": "<s>", "sep": "</s>"})
         config = RobertaConfig(
             vocab_size=len(tokenizer), pad_token_id=1, **{**common, "max_position_embeddings": 130}
         )
@@ -111,3 +88,10 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
     tokenizer.save_pretrained(str(path))
     model.save_pretrained(str(path))
     return path
+
+
+def _wrap(tokenizer_class, raw, specials: dict[str, str]):
+    """A ``transformers`` tokenizer around a trained ``tokenizers`` one; ``specials``: role -> token."""
+    return tokenizer_class(
+        tokenizer_object=raw._tokenizer, **{f"{role}_token": t for role, t in specials.items()}
+    )

@@ -102,6 +102,9 @@ class Embedder(torch.nn.Module):
         Returns:
             float32 array (N, D) in the input order ((D,) for a single string).
         """
+        if normalize is False and self.normalize:
+            raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
+        extra_normalize = bool(normalize) and not self.normalize
         single = isinstance(sentences, str)
         texts = [sentences] if single else list(sentences)
         ids, masks = self.encoder.tokenize_ids(texts, allow_empty)
@@ -119,10 +122,8 @@ class Embedder(torch.nn.Module):
                     [ids[i] for i in index], None if masks is None else [masks[i] for i in index]
                 )
                 vectors = self({k: v.to(self.device) for k, v in batch.items()}).float()
-                if normalize or (normalize is None and self.normalize):
+                if extra_normalize:  # forward() already normalises when the model itself does
                     vectors = torch.nn.functional.normalize(vectors, dim=-1)
-                elif normalize is False and self.normalize:
-                    raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
                 out[torch.as_tensor(index, device=self.device)] = vectors
         self.train(was_training)
         result = out if convert_to_tensor else out.cpu().numpy()
