@@ -127,13 +127,13 @@ def test_every_shipped_config_is_valid():
 def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
     """Objective names and options of every config are accepted by build_objective (tiny BERT backbone)."""
     import protoembed
-    from protoembed.training.trainer import _head_for, build_objective_from_config
+    from protoembed.training.components import build_objective_from_config, head_for
 
     configs = [p for p in sorted((REPO / "configs").rglob("*.yaml")) if p.parent.name != "base"]
     built = {}
     for path in configs:
         cfg = load_config(path)
-        key = (_head_for(cfg), repr(sorted(cfg.objective.options.items())), cfg.objective.name)
+        key = (head_for(cfg), repr(sorted(cfg.objective.options.items())), cfg.objective.name)
         if key in built:
             continue
         embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=key[0], max_seq_length=16, device="cpu")

@@ -16,12 +16,59 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
 _TMP = ".checkpoint.tmp"
 _OLD = ".checkpoint.old"
+
+
+def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> dict[str, Any] | None:
+    """Refuse to overwrite a run; on resume, refuse a changed config and return a finished run's results.
+
+    In: the run folder, the resolved config (:meth:`TrainConfig.to_dict`), whether ``--resume`` was given.
+    Out: the ``results.json`` of an already finished run (resume only), else ``None``.
+    Raises :class:`ProtoembedError` naming the folder, or the first config key that differs from the
+    interrupted run's ``config.yaml``.
+    """
+    results = output_dir / "results.json"
+    if not resume:
+        if results.exists() or find_checkpoint(output_dir) is not None:
+            raise ProtoembedError(
+                f"{output_dir} already holds a training run; pass --resume to continue or "
+                "reuse it, or choose another --output-dir"
+            )
+        return None
+    saved = output_dir / "config.yaml"
+    if saved.is_file():
+        import yaml
+
+        before = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
+        now = dict(config)
+        for data in (before, now):
+            data.pop("output_dir", None)
+        diff = first_difference(before, now)
+        if diff is not None:
+            raise ProtoembedError(
+                f"--resume: config key {diff!r} differs from the interrupted run's "
+                f"({saved}); resume with the same config"
+            )
+    if results.exists():
+        return json.loads(results.read_text(encoding="utf-8"))
+    return None
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """Dotted key of the first difference between two nested dicts, or ``None``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(dict.fromkeys([*a, *b])):
+            diff = first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+            if diff is not None:
+                return diff
+        return None
+    return None if a == b else prefix.rstrip(".")
 
 
 def find_checkpoint(output_dir: Path) -> Path | None:

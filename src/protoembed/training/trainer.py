@@ -25,7 +25,6 @@ the batches already done in the current epoch; on CPU the final model equals the
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -36,82 +35,31 @@ from typing import Any
 import torch
 
 from protoembed.errors import ProtoembedError
+from protoembed.io import write_json_atomic
 from protoembed.training.checkpoint import (
+    check_output_dir,
     find_checkpoint,
     read_state,
     remove_checkpoint,
     save_checkpoint,
-    write_json_atomic,
+)
+from protoembed.training.components import (
+    EpochShuffleSampler,
+    build_objective_from_config,
+    head_for,
+    param_groups,
+    sentence_loader,
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.corpus import Corpus, read_corpus, resolve_corpus_path
-
-#: Head used when the config names none.
-DEFAULT_HEADS = {"simcse": "cls", "promptbert": "mask", "conpvp": "soft_prompt"}
+from protoembed.training.runlog import RunLog
 
 ObjectiveFactory = Callable[[TrainConfig, Any], torch.nn.Module]
 Callback = Callable[[dict[str, Any]], None]
 
 
-class EpochShuffleSampler(torch.utils.data.Sampler):
-    """A permutation of ``range(n)`` drawn from ``seed + epoch`` (independent of the global RNGs)."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the permutation of ``epoch`` (Accelerate calls this too)."""
-        self.epoch = epoch
-
-    def __iter__(self):
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return iter(torch.randperm(self.n, generator=generator).tolist())
-
-    def __len__(self) -> int:
-        return self.n
-
-
-def _collate(batch: list[str]) -> list[str]:
-    return list(batch)
-
-
-def build_objective_from_config(cfg: TrainConfig, embedder) -> torch.nn.Module:
-    """``protoembed.objectives.build_objective(name, embedder, **options)``.
-
-    An objective with a ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config
-    sets ``objective.seed``, so that the seeds of a study vary every random choice.
-    """
-    from protoembed.objectives import OBJECTIVES, build_objective
-
-    options = dict(cfg.objective.options)
-    defaults = getattr(OBJECTIVES.get(cfg.objective.name), "defaults", {})
-    if "seed" in defaults and "seed" not in options:
-        options["seed"] = cfg.training.seed
-    return build_objective(cfg.objective.name, embedder, **options)
-
-
-def _head_for(cfg: TrainConfig) -> str | None:
-    if cfg.head is not None:
-        return cfg.head
-    if cfg.objective.name == "conpvp" and cfg.objective.options.get("anchor") == "manual":
-        return "mask"
-    return DEFAULT_HEADS.get(cfg.objective.name)
-
-
 def _nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
-
-
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: no decay for 1-d parameters (biases, LayerNorm weights), as HF Trainer does."""
-    decay, no_decay = [], []
-    for param in model.parameters():
-        if param.requires_grad:
-            (no_decay if param.ndim <= 1 else decay).append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
 
 
 class Trainer:
@@ -136,35 +84,6 @@ class Trainer:
         self.data_dir = cfg.data.data_dir
 
     # ------------------------------------------------------------ set-up
-    def _check_output_dir(self) -> dict[str, Any] | None:
-        """Refuse to overwrite a run; on resume, return the results of an already finished one."""
-        results = self.output_dir / "results.json"
-        checkpoint = find_checkpoint(self.output_dir)
-        if not self.resume:
-            if results.exists() or checkpoint is not None:
-                raise ProtoembedError(
-                    f"{self.output_dir} already holds a training run; pass --resume to continue or "
-                    "reuse it, or choose another --output-dir"
-                )
-            return None
-        saved = self.output_dir / "config.yaml"
-        if saved.is_file():
-            import yaml
-
-            before = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
-            now = self.cfg.to_dict()
-            for data in (before, now):
-                data.pop("output_dir", None)
-            diff = _first_difference(before, now)
-            if diff is not None:
-                raise ProtoembedError(
-                    f"--resume: config key {diff!r} differs from the interrupted run's "
-                    f"({saved}); resume with the same config"
-                )
-        if results.exists():
-            return json.loads(results.read_text(encoding="utf-8"))
-        return None
-
     def _read_corpus(self) -> Corpus:
         data = self.cfg.data
         path = resolve_corpus_path(data.corpus, self.data_dir)
@@ -196,10 +115,11 @@ class Trainer:
                 "processes (the batch is split over them)"
             )
         self.accelerator = accelerator
+        self.log = RunLog(self.output_dir, enabled=accelerator.is_main_process)
         set_seed(tcfg.seed)
         embedder = protoembed.load(
             cfg.model,
-            head=_head_for(cfg),
+            head=head_for(cfg),
             template=cfg.template,
             max_seq_length=cfg.max_seq_length,
             n_soft_prompt=cfg.n_soft_prompt,
@@ -214,15 +134,8 @@ class Trainer:
         self.total_steps = tcfg.max_steps or tcfg.epochs * self.steps_per_epoch
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
         self.sampler = EpochShuffleSampler(n, tcfg.seed)
-        loader = torch.utils.data.DataLoader(
-            self.corpus.sentences,
-            batch_size=tcfg.batch_size,
-            sampler=self.sampler,
-            drop_last=True,
-            collate_fn=_collate,
-            generator=torch.Generator(),  # keeps DataLoader iterators off the global RNG
-        )
-        optimizer = torch.optim.AdamW(_param_groups(objective, tcfg.weight_decay), lr=tcfg.lr)
+        loader = sentence_loader(self.corpus.sentences, tcfg.batch_size, self.sampler)
+        optimizer = torch.optim.AdamW(param_groups(objective, tcfg.weight_decay), lr=tcfg.lr)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
             objective, optimizer, loader, scheduler
@@ -230,24 +143,7 @@ class Trainer:
 
     # ------------------------------------------------------------ logging
     def _log(self, entry: dict[str, Any]) -> None:
-        if self.accelerator.is_main_process:
-            with open(self.output_dir / "training_log.jsonl", "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(entry) + "\n")
-
-    def _truncate_log(self, step: int) -> None:
-        """On resume: drop log entries of steps done after the checkpoint (they are redone)."""
-        path = self.output_dir / "training_log.jsonl"
-        if not self.accelerator.is_main_process or not path.is_file():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if entry.get("step", 0) <= step:
-                kept.append(line)
-        path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        self.log.write(entry)
 
     def _say(self, message: str) -> None:
         if self.accelerator.is_main_process:
@@ -334,7 +230,7 @@ class Trainer:
                 hf_logging.enable_progress_bar()
 
     def _run(self) -> dict[str, Any]:
-        finished = self._check_output_dir()
+        finished = check_output_dir(self.output_dir, self.cfg.to_dict(), self.resume)
         if finished is not None:
             print(f"protoembed train: {self.output_dir} is already finished (results.json)", file=sys.stderr)
             return finished
@@ -360,10 +256,10 @@ class Trainer:
             self.state.update(saved)
             self.wall_before = float(saved.get("wall_time_s", 0.0))
             self.last_checkpoint_step = saved["step"]
-            self._truncate_log(saved["step"])
+            self.log.truncate(saved["step"])
         elif acc.is_main_process:
             (self.output_dir / "config.yaml").write_text(dump_config(self.cfg), encoding="utf-8")
-            (self.output_dir / "training_log.jsonl").write_text("", encoding="utf-8")
+            self.log.start()
         self.state.update(world_size=acc.num_processes, total_steps=self.total_steps)
         step = int(self.state["step"])
         self._log(
@@ -486,17 +382,6 @@ class Trainer:
 
 def _fmt(score: float | None) -> str:
     return "-" if score is None else f"{score:.2f}"
-
-
-def _first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
-    """Dotted key of the first difference between two nested dicts, or ``None``."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in list(dict.fromkeys([*a, *b])):
-            diff = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
-            if diff is not None:
-                return diff
-        return None
-    return None if a == b else prefix.rstrip(".")
 
 
 def train(

@@ -1,0 +1,46 @@
+"""``training_log.jsonl``: one JSON object per logged step, evaluation and event of a run.
+
+Only the main process writes (the others hold a disabled log). On resume, the entries of steps done after
+the checkpoint are dropped, since those steps are done again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+LOG_FILE = "training_log.jsonl"
+
+
+class RunLog:
+    """Append-only JSON-lines log in ``output_dir``; a no-op where ``enabled`` is false."""
+
+    def __init__(self, output_dir: Path, enabled: bool = True) -> None:
+        self.path = output_dir / LOG_FILE
+        self.enabled = enabled
+
+    def start(self) -> None:
+        """Begin a fresh log (an empty file)."""
+        if self.enabled:
+            self.path.write_text("", encoding="utf-8")
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Append ``entry`` as one line."""
+        if self.enabled:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    def truncate(self, step: int) -> None:
+        """Keep only the entries of steps up to ``step`` (a line cut by a crash is dropped too)."""
+        if not self.enabled or not self.path.is_file():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("step", 0) <= step:
+                kept.append(line)
+        self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
