@@ -1,12 +1,20 @@
-"""Training-step cost: ConPVP (3 views, no denoising) vs SimCSE (2 views), same batch and sentence length.
+"""Training-step cost: ConPVP (3 views, no denoising) vs SimCSE (2 views), same batch and sequence length.
 
 Both objectives train the default backbone (all-MiniLM-L6-v2) with AdamW; a step is forward + backward
 + optimizer step. Sentences come from the unsupervised Wikipedia sample (``$PROTOEMBED_DATA``), keeping
-those with at least ``--tokens`` word pieces, so after truncation every sentence has exactly that many
-tokens in both objectives (ConPVP's template tokens come on top, as in the paper; SimCSE gets
-``[CLS] sentence [SEP]``). The two objectives alternate step by step in one process (the order swapped
-every step) on the same batches; the step time reported is the best of the steps (the least disturbed by
-other load on a shared machine; the median is printed too).
+those with at least ``--tokens`` word pieces. "Same sequence length" has two readings, chosen by
+``--length``:
+
+- ``sentence`` (default; what training costs): after truncation every sentence has exactly ``--tokens``
+  word pieces in both objectives; ConPVP's template tokens come on top, as in the paper (a row is the
+  sentence plus 8 to 15 template, soft-prompt and special tokens), SimCSE gets ``[CLS] sentence [SEP]``.
+- ``row`` (what three views cost against two): every row of both forwards is at most ``--tokens`` tokens
+  in all; ConPVP's sentences are truncated to leave room for its longest template, so both forwards are
+  padded to the same width and ConPVP's holds 3 rows per sentence against SimCSE's 2.
+
+The two objectives alternate step by step in one process (the order swapped every step) on the same
+batches; the step time reported is the best of the steps (the least disturbed by other load on a shared
+machine; the median is printed too).
 
 Peak memory: on CUDA, ``torch.cuda.max_memory_allocated`` over a step minus the memory allocated before
 it (in this process); on CPU, each objective runs a few steps in a fresh subprocess and reports the rise of
@@ -14,6 +22,7 @@ its maximum resident set size (``getrusage``) over the high-water mark after set
 built, nothing trained), plus that absolute maximum.
 
     python benchmarks/train_step.py [--batch-size 16] [--steps 10] [--device cpu|cuda] [--tokens 32]
+                                    [--length sentence|row]
 
 Last line: ``ratio=<conpvp step time / simcse step time>`` (target: at most 1.6).
 """
@@ -82,17 +91,29 @@ def sentences(count: int, tokens: int, data_dir: Path) -> list[str]:
     return found
 
 
-def build(name: str, tokens: int, device: str):
-    """(objective in train mode, AdamW) on a fresh copy of the default backbone."""
+def template_overhead(objective) -> int:
+    """Most tokens a ConPVP row adds to its sentence (special tokens, soft prompt, template words)."""
+    templates = [objective.anchor, *objective.positives, *objective.negatives]
+    return max(len(t.head) + len(t.tail) for t in templates)
+
+
+def build(name: str, tokens: int, device: str, length: str = "sentence"):
+    """(objective in train mode, AdamW) on a fresh copy of the default backbone.
+
+    ``length`` ``sentence``: every sentence keeps ``tokens`` word pieces; ``row``: every row has at most
+    ``tokens`` tokens in all (see the module docstring).
+    """
     import protoembed
     from protoembed.objectives import build_objective
 
     head, options = OBJECTIVES[name]
     # prompt heads count sentence tokens; plain heads count the whole input ([CLS] + sentence + [SEP])
-    max_len = tokens if name == "conpvp" else tokens + 2
+    max_len = tokens if name == "conpvp" or length == "row" else tokens + 2
     torch.manual_seed(0)
     embedder = protoembed.load("default", head=head, max_seq_length=max_len, device=device)
     objective = build_objective(name, embedder, **options).to(device).train()
+    if name == "conpvp" and length == "row":
+        embedder.encoder.max_seq_length = tokens - template_overhead(objective)
     return objective, torch.optim.AdamW(objective.parameters(), lr=3e-5)
 
 
@@ -113,7 +134,7 @@ def _sync(device: str) -> None:
 def measure_rss(name: str, args: argparse.Namespace) -> None:
     """Subprocess mode: max-RSS rise of ``steps`` training steps of one objective, printed as JSON."""
     data = sentences(args.batch_size * args.memory_steps, args.tokens, Path(args.data_dir))
-    objective, optimizer = build(name, args.tokens, "cpu")
+    objective, optimizer = build(name, args.tokens, "cpu", args.length)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     for i in range(args.memory_steps):
         step(objective, optimizer, data[i * args.batch_size : (i + 1) * args.batch_size])
@@ -126,6 +147,8 @@ def cpu_memory(name: str, args: argparse.Namespace) -> str:
     command += [
         "--tokens",
         str(args.tokens),
+        "--length",
+        args.length,
         "--data-dir",
         args.data_dir,
         "--memory-steps",
@@ -145,7 +168,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--tokens", type=int, default=32, help="sentence length in word pieces")
+    parser.add_argument("--tokens", type=int, default=32, help="sequence length in word pieces")
+    parser.add_argument(
+        "--length",
+        choices=("sentence", "row"),
+        default="sentence",
+        help="what --tokens bounds: each sentence (templates on top) or each whole row",
+    )
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
@@ -160,10 +189,11 @@ def main() -> None:
         memory = {name: cpu_memory(name, args) for name in OBJECTIVES}
     data = sentences(args.batch_size * (args.steps + 1), args.tokens, Path(args.data_dir))
     batches = [data[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.steps + 1)]
-    runs = {name: build(name, args.tokens, device) for name in OBJECTIVES}
+    runs = {name: build(name, args.tokens, device, args.length) for name in OBJECTIVES}
+    bound = "sentence tokens" if args.length == "sentence" else "tokens per row at most"
     print(
         f"default backbone (all-MiniLM-L6-v2), device {device}, batch {args.batch_size}, "
-        f"{args.tokens} sentence tokens, {args.steps} timed steps each (+1 warm-up), "
+        f"{args.tokens} {bound}, {args.steps} timed steps each (+1 warm-up), "
         f"torch threads {torch.get_num_threads()}"
     )
     shapes: dict[str, tuple[int, int, int]] = {}
