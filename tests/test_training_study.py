@@ -42,6 +42,15 @@ def test_report_mean_std_and_partial_study(tmp_path):
     assert "| PromptBERT | 0/2 |" in text and "INCOMPLETE" in text
     assert "| untrained default (mean head) | - | 60.00 |" in text
     assert "Total wall time: **2.0 min**" in text and "SimCSE: avg 74.00, +11.00 vs untrained" in text
+    figure = tmp_path / "r.png"  # the figure beside the report, linked from it
+    assert "](r.png)" in text and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md", "r.png", "runs"]  # no temp files left
+
+
+def test_report_without_finished_runs_has_no_figure(tmp_path):
+    configs = study.method_configs(REPO / "configs" / "cpu", ["simcse"])
+    text = study.write_report(tmp_path / "r.md", tmp_path, configs, [1], "cmd", list(study.STS_TEST_TASKS))
+    assert "| SimCSE | 0/1 |" in text and ".png" not in text and not (tmp_path / "r.png").exists()
 
 
 def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_path, monkeypatch):

@@ -7,7 +7,8 @@ in a subprocess. A finished run's ``results.json`` and ``study_time.json`` are r
 interrupted one continues from its checkpoint. So the study can be stopped (Ctrl-C) and completed across
 sessions and machines. The untrained default model (its own mean head) is evaluated once into
 ``docs/results/unsup-cpu/untrained-default/``. The report, ``docs/results/unsup-cpu.md``, is rewritten
-from the records (``--report-only`` skips training).
+from the records (``--report-only`` skips training), with its figure ``docs/results/unsup-cpu.png``
+(:mod:`protoembed.training.study_figure`).
 
 Wall time: each run's ``study_time.json`` accumulates the seconds its subprocesses took (over all
 sessions); the report's total is their sum plus the untrained model's evaluation.
@@ -28,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from protoembed.errors import ProtoembedError
-from protoembed.training.checkpoint import write_json_atomic
+from protoembed.io import write_atomic, write_json_atomic
 from protoembed.training.config import STS_TEST_TASKS, load_config  # noqa: F401 (re-exported)
+from protoembed.training.study_figure import plot_study
 
 #: Report order and labels of the configs/cpu methods (other configs follow, labelled by file name).
 METHODS = {
@@ -199,6 +201,7 @@ def write_report(
         rows.append("| untrained default (mean head) | - | " + " | ".join(cells) + " |")
     dev_rows, complete = [], True
     averages: dict[str, list[float]] = {}
+    per_method: dict[str, list[dict[str, Any]]] = {}
     for method in configs:
         results = _collect(runs_dir, method, seeds)
         complete &= len(results) == len(seeds)
@@ -216,12 +219,21 @@ def write_report(
         per_run = f"{np.mean(minutes):.1f}" if minutes else "-"
         dev_rows.append(f"| {label} | {dev} | {steps} | {per_run} |")
         averages[label] = [r["avg"] for r in results]
+        per_method[label] = results
 
     first = load_config(next(iter(configs.values())), overrides)
     t = first.training
     steps = t.max_steps or t.epochs * (11914 // t.batch_size)  # the staged sample's usable sentences
     total = _run_seconds(runs_dir)
     status = "complete" if complete else "INCOMPLETE (rerun the command to finish the missing runs)"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = json.loads(untrained.read_text(encoding="utf-8")) if untrained.is_file() else None
+    figure = plot_study(path.with_suffix(".png"), per_method, tasks, base, SHORT)
+    picture = (
+        f"\n![STS average per method and seed; per-task change from the untrained model]({figure.name})\n"
+        if figure is not None
+        else ""
+    )
     text = (
         f"""# Unsupervised sentence embeddings on CPU: ConPVP, its ablations, SimCSE, PromptBERT
 
@@ -244,8 +256,9 @@ test); mean ± sample standard deviation over seeds.
 {rule}
 """
         + "\n".join(rows)
+        + "\n"
+        + picture
         + """
-
 STS-B dev Spearman (x100) of the kept checkpoints, the step each was taken at, and the mean wall time of
 one run (training, dev evaluations, checkpoints and the final STS evaluation, in one process):
 
@@ -279,8 +292,7 @@ from a `[MASK]` state that all-MiniLM-L6-v2 was never trained to use. The full-s
 `configs/<backbone>/*.yaml` (they need the Hugging Face weights and a GPU).
 """
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text
 
 
