@@ -1,7 +1,7 @@
 """``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
 
 Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)`` function listed in
-:data:`SUITES` (``sts`` now; ``transfer`` and ``clustering`` plug in the same way).
+:data:`SUITES` (``sts``, ``transfer``; ``clustering`` plugs in the same way).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
+from protoembed.evaluation.transfer import TRANSFER_TASKS, evaluate_transfer, format_transfer_table
 from protoembed.io import write_json_atomic
 
 
@@ -37,25 +38,53 @@ def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
     return encode
 
 
-def run_sts(args: argparse.Namespace) -> int:
-    """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    meta: dict[str, Any] = {"model": args.model, "head": args.head}
+    if args.template is not None:
+        meta["template"] = args.template
+    return meta
+
+
+def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int:
+    print(table)
+    if args.output:
+        target = write_json_atomic(args.output, result)
+        print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _check_batch_size(args: argparse.Namespace) -> None:
     if args.batch_size < 1:
         raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
+
+
+def run_sts(args: argparse.Namespace) -> int:
+    """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
+    _check_batch_size(args)
     tasks = args.tasks
     if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
         tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
     result = evaluate_sts(
         lazy_encoder(args), args.data_dir, variant=args.variant, tasks=tasks, split=args.split
     )
-    meta: dict[str, Any] = {"model": args.model, "head": args.head}
-    if args.template is not None:
-        meta["template"] = args.template
-    result = {**meta, **result}
-    print(format_sts_table(result))
-    if args.output:
-        target = write_json_atomic(args.output, result)
-        print(f"wrote {target}", file=sys.stderr)
-    return 0
+    result = {**_meta(args), **result}
+    return _finish(args, result, format_sts_table(result))
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    """``protoembed eval transfer``: print the transfer tables, optionally write the results JSON."""
+    _check_batch_size(args)
+    result = evaluate_transfer(
+        lazy_encoder(args),
+        args.data_dir,
+        tasks=args.tasks,
+        folds=args.folds,
+        inner_folds=args.inner_folds,
+        seed=args.seed,
+        progress=sys.stderr.isatty(),
+    )
+    result = {**_meta(args), **result}
+    return _finish(args, result, format_transfer_table(result))
 
 
 def _register_sts(suites: argparse._SubParsersAction) -> None:
@@ -87,8 +116,37 @@ def _register_sts(suites: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_sts)
 
 
+def _register_transfer(suites: argparse._SubParsersAction) -> None:
+    parser = suites.add_parser(
+        "transfer",
+        help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
+        description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
+        "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
+    )
+    add_model_options(parser)
+    parser.add_argument(
+        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=TRANSFER_TASKS,
+        default=list(TRANSFER_TASKS),
+        metavar="TASK",
+        help=f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
+    )
+    parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
+    parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
+    parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
+    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
+    parser.set_defaults(func=run_transfer)
+
+
 #: Suites of ``protoembed eval``: name -> function adding its sub-parser.
-SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {"sts": _register_sts}
+SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "sts": _register_sts,
+    "transfer": _register_transfer,
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

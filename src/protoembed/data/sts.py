@@ -89,12 +89,13 @@ def _missing(path: Path, raw: bool) -> ProtoembedError:
     )
 
 
-def read_lines(path: Path, raw: bool = False) -> list[str]:
-    """Read a UTF-8 text file as lines.
+def read_lines(path: Path, raw: bool = False, encoding: str = "utf-8") -> list[str]:
+    """Read a text file as lines.
 
-    In: ``path``; ``raw`` only chooses the wording of the missing-file error. Out: the lines without
+    In: ``path``; ``raw`` only chooses the wording of the missing-file error; ``encoding`` (UTF-8, or
+    ``latin-1`` for the one SentEval file written in it, TREC's training set). Out: the lines without
     their ``\\n`` / ``\\r\\n`` ends; a leading BOM is dropped, a final newline does not make an extra
-    empty line. Raises :class:`ProtoembedError` when the file is missing or not UTF-8.
+    empty line. Raises :class:`ProtoembedError` when the file is missing or not in ``encoding``.
     """
     try:
         data = path.read_bytes()
@@ -103,10 +104,11 @@ def read_lines(path: Path, raw: bool = False) -> list[str]:
     except IsADirectoryError:
         raise ProtoembedError(f"{path}: expected a file, found a directory") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode(encoding)
     except UnicodeDecodeError as err:
         lineno = data.count(b"\n", 0, err.start) + 1
-        raise ProtoembedError(f"{path}:{lineno}: expected UTF-8 text ({err.reason})") from None
+        name = "UTF-8" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+        raise ProtoembedError(f"{path}:{lineno}: expected {name} text ({err.reason})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.split("\n")
