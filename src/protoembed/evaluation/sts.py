@@ -19,6 +19,7 @@ from scipy.stats import pearsonr, spearmanr
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS, StsPairs, load_sts_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tables import fmt, papers_row
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
@@ -113,10 +114,6 @@ def stsb_dev_spearman(
     return result["tasks"]["STSBenchmark"]["spearman"]
 
 
-def _num(value: float) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
-
-
 def format_sts_table(result: dict[str, Any]) -> str:
     """Render an :func:`evaluate_sts` result as two markdown tables.
 
@@ -128,16 +125,10 @@ def format_sts_table(result: dict[str, Any]) -> str:
     title += f", model {result['model']})" if result.get("model") else ")"
     lines = [title, "", "| Task | Spearman | Pearson | n |", "|---|---:|---:|---:|"]
     for task, r in tasks.items():
-        lines.append(f"| {task} | {_num(r['spearman'])} | {_num(r['pearson'])} | {r['n']} |")
+        lines.append(f"| {task} | {fmt(r['spearman'])} | {fmt(r['pearson'])} | {r['n']} |")
     pearson_avg = float(np.mean([r["pearson"] for r in tasks.values()])) if tasks else math.nan
-    lines.append(f"| Avg. | {_num(result['avg'])} | {_num(pearson_avg)} | |")
+    lines.append(f"| Avg. | {fmt(result['avg'])} | {fmt(pearson_avg)} | |")
     names = [SHORT_NAMES.get(task, task) for task in tasks]
-    lines += [
-        "",
-        "Spearman x100 (papers' layout):",
-        "",
-        "| " + " | ".join([*names, "Avg."]) + " |",
-        "|" + "---:|" * (len(names) + 1),
-        "| " + " | ".join([_num(r["spearman"]) for r in tasks.values()] + [_num(result["avg"])]) + " |",
-    ]
+    values = [r["spearman"] for r in tasks.values()]
+    lines += papers_row("Spearman x100 (papers' layout):", names, values, result["avg"])
     return "\n".join(lines) + "\n"

@@ -17,7 +17,6 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tables import fmt, papers_row
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -199,18 +199,8 @@ def format_transfer_table(result: dict[str, Any]) -> str:
     for task, r in tasks.items():
         sizes = "/".join(str(r[k]) for k in ("n", "n_train", "n_dev", "n_test") if k in r)
         extra = f" (F1 {r['f1']:.2f})" if "f1" in r else ""
-        lines.append(f"| {task} | {_num(r['acc'])}{extra} | {_num(r['dev_acc'])} | {sizes} |")
+        lines.append(f"| {task} | {fmt(r['acc'])}{extra} | {fmt(r['dev_acc'])} | {sizes} |")
     names = [SHORT_NAMES.get(t, t) for t in tasks]
-    lines += [
-        "",
-        "Accuracy x100 (papers' layout):",
-        "",
-        "| " + " | ".join([*names, "Avg."]) + " |",
-        "|" + "---:|" * (len(names) + 1),
-        "| " + " | ".join([_num(r["acc"]) for r in tasks.values()] + [_num(result["avg"])]) + " |",
-    ]
-    return "\n".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
+    values = [r["acc"] for r in tasks.values()]
+    lines += papers_row("Accuracy x100 (papers' layout):", names, values, result["avg"])
+    return "\n".join(lines) + "\n"
