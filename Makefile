@@ -34,6 +34,11 @@ test: install lint
 bench: install
 	$(BIN)/python benchmarks/encode.py
 
+# SentEval transfer tasks on the default model (about 16 min on 2 CPU cores): table + JSON.
+.PHONY: eval-transfer
+eval-transfer: install
+	$(BIN)/protoembed eval transfer --model default --output docs/results/transfer-default.json
+
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
 

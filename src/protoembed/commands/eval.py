@@ -81,7 +81,7 @@ def run_transfer(args: argparse.Namespace) -> int:
         folds=args.folds,
         inner_folds=args.inner_folds,
         seed=args.seed,
-        progress=sys.stderr.isatty(),
+        progress=True,
     )
     result = {**_meta(args), **result}
     return _finish(args, result, format_transfer_table(result))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -162,7 +163,7 @@ def evaluate_transfer(
     seed: int = SEED,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate an encoder on SentEval transfer tasks.
+    """Evaluate an encoder on SentEval transfer tasks (``progress``: a line per finished task on stderr).
 
     In: ``encode(sentences) -> array (len(sentences), dim)`` (called once per task, on its distinct
     sentences); the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed.
@@ -182,9 +183,15 @@ def evaluate_transfer(
     datasets = [load_transfer_task(task, data_dir) for task in tasks]
     results = {}
     for data in datasets:
-        if progress:
-            print(f"transfer: {data.name}", file=sys.stderr, flush=True)
+        started = time.monotonic()
         results[data.name] = evaluate_task(encode, data, folds, inner_folds, seed)
+        if progress:
+            r = results[data.name]
+            print(
+                f"transfer: {data.name}: acc {r['acc']:.2f} ({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     protocol = {"folds": folds, "inner_folds": inner_folds, "seed": seed, "C_grid": list(C_GRID)}
     avg = float(np.mean([r["acc"] for r in results.values()]))
     return {"protocol": protocol, "tasks": results, "avg": avg}
