@@ -1,7 +1,7 @@
 """``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
 
 Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)`` function listed in
-:data:`SUITES` (``sts``, ``transfer``; ``clustering`` plugs in the same way).
+:data:`SUITES` (``sts``, ``transfer``, ``clustering``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from protoembed.commands.common import add_model_options, load_from_args
+from protoembed.data.clustering import CLUSTERING_TASKS
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
 from protoembed.evaluation.transfer import TRANSFER_TASKS, evaluate_transfer, format_transfer_table
 from protoembed.io import write_json_atomic
@@ -87,6 +89,16 @@ def run_transfer(args: argparse.Namespace) -> int:
     return _finish(args, result, format_transfer_table(result))
 
 
+def run_clustering(args: argparse.Namespace) -> int:
+    """``protoembed eval clustering``: print the clustering tables, optionally write the results JSON."""
+    _check_batch_size(args)
+    result = evaluate_clustering(
+        lazy_encoder(args), args.data_dir, tasks=args.tasks, runs=args.runs, progress=True
+    )
+    result = {**_meta(args), **result}
+    return _finish(args, result, format_clustering_table(result))
+
+
 def _register_sts(suites: argparse._SubParsersAction) -> None:
     parser = suites.add_parser(
         "sts",
@@ -142,10 +154,35 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_transfer)
 
 
+def _register_clustering(suites: argparse._SubParsersAction) -> None:
+    parser = suites.add_parser(
+        "clustering",
+        help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
+        description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
+        "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
+    )
+    add_model_options(parser)
+    parser.add_argument(
+        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=CLUSTERING_TASKS,
+        default=list(CLUSTERING_TASKS),
+        metavar="TASK",
+        help=f"datasets (default: all of {' '.join(CLUSTERING_TASKS)})",
+    )
+    parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
+    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
+    parser.set_defaults(func=run_clustering)
+
+
 #: Suites of ``protoembed eval``: name -> function adding its sub-parser.
 SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "sts": _register_sts,
     "transfer": _register_transfer,
+    "clustering": _register_clustering,
 }
 
 

@@ -1,0 +1,73 @@
+"""Readers for the short-text clustering sets (the SCCL lineage staged under ``clustering/``).
+
+In: the data directory. Out: a :class:`ClusteringData` per dataset (texts and integer labels).
+
+Every file is ``label<TAB>text`` with integer labels from 1 (SOURCES.md). Quirks handled: CRLF line ends
+(SearchSnippets, StackOverflow, Biomedical, Tweet), a trailing empty third column on StackOverflow
+lines and tabs inside some of its texts (whitespace is normalised to single spaces), no final newline
+(Biomedical); an empty text is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from protoembed.data.paths import resolve_data_dir
+from protoembed.data.sts import read_lines
+from protoembed.errors import ProtoembedError
+
+#: Dataset -> file under ``clustering/``, in the order of the clustering tables.
+CLUSTERING_FILES = {
+    "AgNews": "agnews8k/agnewsdataraw-8000",
+    "SearchSnippets": "searchsnippets/search_snippets_true_text",
+    "StackOverflow": "stackoverflow/stackoverflow_true_text",
+    "Biomedical": "biomedical/biomedical_true_text",
+    "Tweet": "tweet/tweet-original-order.txt",
+    "GoogleNews-TS": "googlenews/TS",
+    "GoogleNews-T": "googlenews/T",
+    "GoogleNews-S": "googlenews/S",
+}
+CLUSTERING_TASKS = tuple(CLUSTERING_FILES)
+
+
+@dataclass
+class ClusteringData:
+    """Texts, their labels (0-based, in order of the file's sorted label values), and the count of classes."""
+
+    name: str
+    texts: list[str]
+    labels: np.ndarray
+    n_classes: int
+    skipped_empty: int = 0
+
+
+def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> ClusteringData:
+    """Read one of :data:`CLUSTERING_TASKS`; a malformed line is an error naming file and line."""
+    if task not in CLUSTERING_FILES:
+        raise ProtoembedError(f"unknown clustering task {task!r}; choose from: {', '.join(CLUSTERING_TASKS)}")
+    path = resolve_data_dir(data_dir) / "clustering" / CLUSTERING_FILES[task]
+    if not path.is_file():
+        raise ProtoembedError(
+            f"{path}: file not found; the clustering sets are not part of SentEval's archive: stage them "
+            "under <data>/clustering/ (see the README) or point --data-dir / PROTOEMBED_DATA there"
+        )
+    raw_labels: list[int] = []
+    texts: list[str] = []
+    skipped = 0
+    for lineno, line in enumerate(read_lines(path), 1):
+        label, tab, rest = line.partition("\t")
+        if not tab or not label.strip().isdigit():
+            raise ProtoembedError(f"{path}:{lineno}: expected 'label<TAB>text' with an integer label")
+        text = " ".join(rest.split())  # tabs inside a text (StackOverflow) become spaces
+        if not text:
+            skipped += 1
+            continue
+        raw_labels.append(int(label))
+        texts.append(text)
+    values = sorted(set(raw_labels))
+    index = {v: i for i, v in enumerate(values)}
+    labels = np.array([index[v] for v in raw_labels])
+    return ClusteringData(task, texts, labels, len(values), skipped)

@@ -1,0 +1,126 @@
+"""Short-text clustering: k-means on the embeddings, accuracy after Hungarian matching, and NMI.
+
+Protocol (DESIGN §5, as SCCL and the ConPVP paper report it): k-means with k = the number of classes,
+run ``runs`` times (default 10, seeds 0..runs-1, one k-means++ initialisation each, scikit-learn's
+``KMeans``); each run's accuracy is the share of texts whose cluster maps to their class under the best
+one-to-one cluster-to-class assignment (Hungarian algorithm on the contingency table,
+``scipy.optimize.linear_sum_assignment``), and NMI is scikit-learn's ``normalized_mutual_info_score``.
+Both are reported x100 as mean and sample standard deviation over the runs. Embeddings are used as the
+encoder returns them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import KMeans
+from sklearn.metrics import normalized_mutual_info_score
+
+from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tables import fmt, papers_row
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
+    """Accuracy of ``clusters`` against ``labels`` under the best one-to-one cluster -> class map (0..1)."""
+    n_clusters, n_classes = int(clusters.max()) + 1, int(labels.max()) + 1
+    contingency = np.zeros((n_clusters, n_classes), dtype=np.int64)
+    np.add.at(contingency, (clusters, labels), 1)
+    rows, cols = linear_sum_assignment(contingency, maximize=True)
+    return float(contingency[rows, cols].sum()) / len(labels)
+
+
+def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int = 10) -> dict[str, Any]:
+    """``runs`` k-means runs (seeds 0..runs-1): per-run and mean/std accuracy and NMI, x100."""
+    accuracy, nmi = [], []
+    for seed in range(runs):
+        clusters = KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(embeddings)
+        accuracy.append(hungarian_accuracy(labels, clusters) * 100)
+        nmi.append(float(normalized_mutual_info_score(labels, clusters)) * 100)
+    spread = (lambda v: float(np.std(v, ddof=1))) if runs > 1 else (lambda v: 0.0)
+    return {
+        "acc": float(np.mean(accuracy)),
+        "acc_std": spread(accuracy),
+        "nmi": float(np.mean(nmi)),
+        "nmi_std": spread(nmi),
+        "runs_acc": accuracy,
+        "runs_nmi": nmi,
+    }
+
+
+def evaluate_task(encode: Encode, data: ClusteringData, runs: int = 10) -> dict[str, Any]:
+    """One dataset: encode its distinct texts once, cluster, score."""
+    unique = list(dict.fromkeys(data.texts))
+    vectors = np.asarray(encode(unique), dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[0] != len(unique):
+        raise ProtoembedError(
+            f"the encoder returned an array of shape {vectors.shape} for {len(unique)} texts; "
+            "expected (number of texts, dimension)"
+        )
+    index = {t: i for i, t in enumerate(unique)}
+    embeddings = vectors[[index[t] for t in data.texts]]
+    result = cluster_runs(embeddings, data.labels, data.n_classes, runs)
+    return {**result, "n": len(data.texts), "classes": data.n_classes, "skipped_empty": data.skipped_empty}
+
+
+def evaluate_clustering(
+    encode: Encode,
+    data_dir: str | os.PathLike[str] | None,
+    tasks: Sequence[str] = CLUSTERING_TASKS,
+    runs: int = 10,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Evaluate an encoder on short-text clustering.
+
+    In: ``encode(texts) -> array (len(texts), dim)`` (called once per dataset on its distinct texts); the
+    data directory (``None``: ``$PROTOEMBED_DATA``); the datasets; the number of k-means runs.
+    Every dataset is read (and checked) before the first encoding.
+    Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "nmi", "nmi_std", "runs_acc", "runs_nmi",
+    "n", "classes", "skipped_empty"}}, "avg"}`` (x100; ``avg`` = mean accuracy). The caller adds ``"model"``.
+    """
+    tasks = list(dict.fromkeys(tasks))
+    if not tasks:
+        raise ProtoembedError("no clustering task to evaluate")
+    if runs < 1:
+        raise ProtoembedError(f"runs must be at least 1, got {runs}")
+    datasets = [read_clustering(task, data_dir) for task in tasks]
+    results = {}
+    for data in datasets:
+        started = time.monotonic()
+        results[data.name] = evaluate_task(encode, data, runs)
+        if progress:
+            r = results[data.name]
+            print(
+                f"clustering: {data.name}: acc {r['acc']:.2f}, NMI {r['nmi']:.2f} "
+                f"({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
+    avg = float(np.mean([r["acc"] for r in results.values()]))
+    return {"protocol": protocol, "tasks": results, "avg": avg}
+
+
+def format_clustering_table(result: dict[str, Any]) -> str:
+    """Render an :func:`evaluate_clustering` result: one row per dataset, then the one-row layout."""
+    tasks: dict[str, dict[str, Any]] = result["tasks"]
+    runs = result.get("protocol", {}).get("runs", "?")
+    title = f"Short-text clustering (k-means, {runs} runs; accuracy and NMI x100, mean ± std"
+    title += f", model {result['model']})" if result.get("model") else ")"
+    lines = [title, "", "| Dataset | Acc. | NMI | texts | classes |", "|---|---:|---:|---:|---:|"]
+    for task, r in tasks.items():
+        lines.append(
+            f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['nmi'])} ± {fmt(r['nmi_std'])} "
+            f"| {r['n']} | {r['classes']} |"
+        )
+    values = [r["acc"] for r in tasks.values()]
+    lines += papers_row("Accuracy x100 (papers' layout):", list(tasks), values, result["avg"])
+    return "\n".join(lines) + "\n"
