@@ -39,6 +39,11 @@ bench: install
 eval-transfer: install
 	$(BIN)/protoembed eval transfer --model default --output docs/results/transfer-default.json
 
+# Short-text clustering on the default model (about 6 min on 2 CPU cores): table + JSON.
+.PHONY: eval-clustering
+eval-clustering: install
+	$(BIN)/protoembed eval clustering --model default --output docs/results/clustering-default.json
+
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
 
