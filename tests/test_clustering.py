@@ -110,7 +110,8 @@ def test_cli_clustering_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
     assert main([*argv, "--tasks", "Tweet", "--runs", "2", "--output", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["protocol"]["runs"] == 2 and len(saved["tasks"]["Tweet"]["runs_acc"]) == 2
-    assert "| Tweet | Avg. |" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "| Tweet | Avg. |" in captured.out and "clustering: Tweet: acc " in captured.err
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):

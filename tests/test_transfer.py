@@ -176,7 +176,8 @@ def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
     saved = json.loads(out.read_text())
     assert saved["head"] == "mean" and set(saved["tasks"]) == {"MR", "MRPC"}
     assert saved["protocol"] == {"folds": 2, "inner_folds": 2, "seed": 1111, "C_grid": list(C_GRID)}
-    assert "| MR | MRPC | Avg. |" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "| MR | MRPC | Avg. |" in captured.out and "transfer: MRPC: acc " in captured.err
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):

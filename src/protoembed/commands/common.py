@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from protoembed.heads import HEADS
+
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``."""
     parser.add_argument("--model", default="default", help="default | model dir | hub id (default: default)")
-    parser.add_argument(
-        "--head", default=None, help="cls, mean, max, mask, soft_prompt (default: the model's own)"
-    )
+    parser.add_argument("--head", default=None, help=f"{', '.join(HEADS)} (default: the model's own)")
     parser.add_argument(
         "--template", default=None, help="prompt template with <S> and [MASK], e.g. '\"<S>\" means [MASK] .'"
     )

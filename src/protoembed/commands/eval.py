@@ -99,82 +99,77 @@ def run_clustering(args: argparse.Namespace) -> int:
     return _finish(args, result, format_clustering_table(result))
 
 
-def _register_sts(suites: argparse._SubParsersAction) -> None:
-    parser = suites.add_parser(
-        "sts",
-        help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
-        description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
-    )
+def _suite_parser(
+    suites: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    description: str,
+    tasks: tuple[str, ...],
+    default_tasks: list[str] | None,
+    tasks_help: str,
+) -> argparse.ArgumentParser:
+    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output."""
+    parser = suites.add_parser(name, help=help, description=description)
     add_model_options(parser)
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
-    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
     parser.add_argument(
-        "--tasks",
-        nargs="+",
-        choices=STS_TASKS,
-        default=None,
-        metavar="TASK",
-        help=f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
+        "--tasks", nargs="+", choices=tasks, default=default_tasks, metavar="TASK", help=tasks_help
     )
+    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
+    return parser
+
+
+def _register_sts(suites: argparse._SubParsersAction) -> None:
+    parser = _suite_parser(
+        suites,
+        "sts",
+        "STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
+        "Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
+        STS_TASKS,
+        None,
+        f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
+    )
+    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
     parser.add_argument(
         "--split",
         choices=("test", "dev", "train"),
         default="test",
         help="split of STSBenchmark/SICKRelatedness (default: test)",
     )
-    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
     parser.set_defaults(func=run_sts)
 
 
 def _register_transfer(suites: argparse._SubParsersAction) -> None:
-    parser = suites.add_parser(
+    parser = _suite_parser(
+        suites,
         "transfer",
-        help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
-        description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
+        "SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
+        "Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
         "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
-    )
-    add_model_options(parser)
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
-    )
-    parser.add_argument(
-        "--tasks",
-        nargs="+",
-        choices=TRANSFER_TASKS,
-        default=list(TRANSFER_TASKS),
-        metavar="TASK",
-        help=f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
+        TRANSFER_TASKS,
+        list(TRANSFER_TASKS),
+        f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
     )
     parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
     parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
     parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
-    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
     parser.set_defaults(func=run_transfer)
 
 
 def _register_clustering(suites: argparse._SubParsersAction) -> None:
-    parser = suites.add_parser(
+    parser = _suite_parser(
+        suites,
         "clustering",
-        help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
-        description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
+        "short-text clustering: k-means, Hungarian-matched accuracy and NMI",
+        "Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
         "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
-    )
-    add_model_options(parser)
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
-    )
-    parser.add_argument(
-        "--tasks",
-        nargs="+",
-        choices=CLUSTERING_TASKS,
-        default=list(CLUSTERING_TASKS),
-        metavar="TASK",
-        help=f"datasets (default: all of {' '.join(CLUSTERING_TASKS)})",
+        CLUSTERING_TASKS,
+        list(CLUSTERING_TASKS),
+        f"datasets (default: all of {' '.join(CLUSTERING_TASKS)})",
     )
     parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
-    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
     parser.set_defaults(func=run_clustering)
 
 

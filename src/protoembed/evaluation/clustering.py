@@ -12,8 +12,6 @@ encoder returns them.
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +22,7 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -92,18 +90,13 @@ def evaluate_clustering(
     if runs < 1:
         raise ProtoembedError(f"runs must be at least 1, got {runs}")
     datasets = [read_clustering(task, data_dir) for task in tasks]
-    results = {}
-    for data in datasets:
-        started = time.monotonic()
-        results[data.name] = evaluate_task(encode, data, runs)
-        if progress:
-            r = results[data.name]
-            print(
-                f"clustering: {data.name}: acc {r['acc']:.2f}, NMI {r['nmi']:.2f} "
-                f"({time.monotonic() - started:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+    results = run_tasks(
+        "clustering",
+        datasets,
+        lambda data: evaluate_task(encode, data, runs),
+        lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
+        progress,
+    )
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
     avg = float(np.mean([r["acc"] for r in results.values()]))
     return {"protocol": protocol, "tasks": results, "avg": avg}

@@ -1,9 +1,14 @@
-"""Markdown pieces shared by the evaluation suites' tables."""
+"""Pieces shared by the evaluation suites: markdown table parts and the per-task loop with progress."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+Data = TypeVar("Data")
 
 
 def fmt(value: float | None) -> str:
@@ -23,3 +28,25 @@ def papers_row(
         "|" + "---:|" * (len(names) + 1),
         "| " + " | ".join([fmt(v) for v in values] + [fmt(avg)]) + " |",
     ]
+
+
+def run_tasks(
+    suite: str,
+    datasets: Sequence[Data],
+    evaluate: Callable[[Data], dict[str, Any]],
+    describe: Callable[[dict[str, Any]], str],
+    progress: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """``{data.name: evaluate(data)}`` in order; with ``progress``, one stderr line per finished task:
+    ``<suite>: <name>: <describe(result)> (<seconds> s)``."""
+    results: dict[str, dict[str, Any]] = {}
+    for data in datasets:
+        started = time.monotonic()
+        name = data.name  # type: ignore[attr-defined]
+        results[name] = evaluate(data)
+        if progress:
+            seconds = time.monotonic() - started
+            print(
+                f"{suite}: {name}: {describe(results[name])} ({seconds:.0f} s)", file=sys.stderr, flush=True
+            )
+    return results

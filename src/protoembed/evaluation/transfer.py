@@ -18,8 +18,6 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +28,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -181,17 +179,13 @@ def evaluate_transfer(
         if value < 2:
             raise ProtoembedError(f"{name} must be at least 2, got {value}")
     datasets = [load_transfer_task(task, data_dir) for task in tasks]
-    results = {}
-    for data in datasets:
-        started = time.monotonic()
-        results[data.name] = evaluate_task(encode, data, folds, inner_folds, seed)
-        if progress:
-            r = results[data.name]
-            print(
-                f"transfer: {data.name}: acc {r['acc']:.2f} ({time.monotonic() - started:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+    results = run_tasks(
+        "transfer",
+        datasets,
+        lambda data: evaluate_task(encode, data, folds, inner_folds, seed),
+        lambda r: f"acc {r['acc']:.2f}",
+        progress,
+    )
     protocol = {"folds": folds, "inner_folds": inner_folds, "seed": seed, "C_grid": list(C_GRID)}
     avg = float(np.mean([r["acc"] for r in results.values()]))
     return {"protocol": protocol, "tasks": results, "avg": avg}
