@@ -4,8 +4,6 @@ scikit-learn's own nested cross-validation, MRPC features, the CLI on a tiny mod
 from __future__ import annotations
 
 import json
-import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from protoembed.evaluation.transfer import (
     kfold_accuracy,
     train_test_accuracy,
 )
+from transfer_toy import bag_of_words, write_toy
 
 # Examples per split and per class, counted on the staged files (SOURCES.md; empty lines skipped).
 EXPECTED = {
@@ -57,46 +56,6 @@ def test_reader_quirks(data_dir):
     assert np.bincount(mrpc.splits["test"].labels).tolist() == [578, 1147]
     mr = load_transfer_task("MR", data_dir)  # SentEval's order: the positive file first, label 1
     assert mr.splits["all"].labels[0] == 1 and mr.classes[1] == "positive"
-
-
-def _write_toy(root: Path) -> None:
-    """A tiny SentEval layout: separable classes ("good"/"bad" words, question words)."""
-    base = root / "senteval"
-    words = ["movie", "plot", "actor", "scene", "story", "music", "ending", "cast"]
-    good = [f"a good {w} and a fine {v}" for w in words for v in words[:5]]
-    bad = [f"a bad {w} and a poor {v}" for w in words for v in words[:5]]
-    for task, (pos, neg) in {
-        "MR": ("rt-polarity.pos", "rt-polarity.neg"),
-        "CR": ("custrev.pos", "custrev.neg"),
-        "SUBJ": ("subj.objective", "subj.subjective"),
-        "MPQA": ("mpqa.pos", "mpqa.neg"),
-    }.items():
-        (base / task).mkdir(parents=True)
-        (base / task / pos).write_text("\n".join(good) + "\n\n", encoding="utf-8")
-        (base / task / neg).write_text("\n".join(bad) + "\n", encoding="utf-8")
-    (base / "SST" / "binary").mkdir(parents=True)
-    for split, sl in (("train", slice(0, 24)), ("dev", slice(24, 32)), ("test", slice(32, 40))):
-        rows = [f"{s} \t1" for s in good[sl]] + [f"{s} \t0" for s in bad[sl]]
-        (base / "SST" / "binary" / f"sentiment-{split}").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    (base / "TREC").mkdir()
-    for name, sl in (("train_5500.label", slice(0, 30)), ("TREC_10.label", slice(30, 40))):
-        rows = [f"HUM:ind who played the {w} {i} ?" for i, w in enumerate(words * 5)][sl]
-        rows += [f"LOC:city where is the {w} {i} ?" for i, w in enumerate(words * 5)][sl]
-        (base / "TREC" / name).write_bytes(("\n".join(rows) + "\n").encode("latin-1"))
-    (base / "MRPC").mkdir()
-    for split, sl in (("train", slice(0, 30)), ("test", slice(30, 40))):
-        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
-        rows += [f"1\t{i}\t{i}\t{g}\t{g} indeed" for i, g in enumerate(good[sl])]
-        rows += [f"0\t{i}\t{i}\t{g}\t{b}" for i, (g, b) in enumerate(zip(good[sl], bad[sl]))]
-        (base / "MRPC" / f"msr_paraphrase_{split}.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
-
-
-def _bag_of_words(sentences: list[str]) -> np.ndarray:
-    out = np.zeros((len(sentences), 64))
-    for row, sentence in enumerate(sentences):
-        for word in sentence.split():
-            out[row] += np.random.default_rng(zlib.crc32(word.encode())).standard_normal(64)
-    return out
 
 
 def _synthetic(n: int = 120, d: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -139,10 +98,10 @@ def test_fixed_splits_choose_c_on_dev_and_report_f1():
 
 
 def test_mrpc_features_are_u_v_absdiff_product(tmp_path):
-    _write_toy(tmp_path)
+    write_toy(tmp_path)
     data = load_transfer_task("MRPC", tmp_path)
     sentences = list(dict.fromkeys(data.splits["train"].sentences()))
-    embeddings, index = _bag_of_words(sentences), {s: i for i, s in enumerate(sentences)}
+    embeddings, index = bag_of_words(sentences), {s: i for i, s in enumerate(sentences)}
     x = features(data, "train", embeddings, index)
     a, b = data.splits["train"].pairs[3]
     u, v = embeddings[index[a]], embeddings[index[b]]
@@ -150,12 +109,12 @@ def test_mrpc_features_are_u_v_absdiff_product(tmp_path):
 
 
 def test_evaluate_transfer_end_to_end_on_toy_data(tmp_path):
-    _write_toy(tmp_path)
+    write_toy(tmp_path)
     calls: list[list[str]] = []
 
     def encode(sentences: list[str]) -> np.ndarray:
         calls.append(sentences)
-        return _bag_of_words(sentences)
+        return bag_of_words(sentences)
 
     result = evaluate_transfer(encode, tmp_path, folds=3, inner_folds=3)
     assert list(result["tasks"]) == list(TRANSFER_TASKS) and len(calls) == len(TRANSFER_TASKS)
@@ -168,7 +127,7 @@ def test_evaluate_transfer_end_to_end_on_toy_data(tmp_path):
 
 
 def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
-    _write_toy(tmp_path)
+    write_toy(tmp_path)
     out = tmp_path / "r.json"
     argv = ["eval", "transfer", "--model", str(tiny_model_dirs["bert"]), "--head", "mean"]
     argv += ["--data-dir", str(tmp_path), "--tasks", "MR", "MRPC", "--folds", "2", "--inner-folds", "2"]
@@ -181,7 +140,7 @@ def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):
-    _write_toy(tmp_path)
+    write_toy(tmp_path)
     bad = tmp_path / "senteval" / "SST" / "binary" / "sentiment-dev"
     bad.write_text("fine sentence\t1\nno label here\n", encoding="utf-8")
     with pytest.raises(ProtoembedError, match=rf"{bad}:2: expected 'sentence<TAB>0\|1'"):
@@ -189,6 +148,6 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     with pytest.raises(ProtoembedError, match="protoembed data download"):
         load_transfer_task("MR", tmp_path / "nowhere")
     with pytest.raises(ProtoembedError, match="folds must be at least 2"):
-        evaluate_transfer(_bag_of_words, tmp_path, tasks=["MR"], folds=1)
+        evaluate_transfer(bag_of_words, tmp_path, tasks=["MR"], folds=1)
     assert main(["eval", "transfer", "--data-dir", str(tmp_path), "--tasks", "SST2"]) == 2
     assert f"{bad}:2" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
 
 Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)`` function listed in
-:data:`SUITES` (``sts``, ``transfer``, ``clustering``).
+:data:`SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.data.clustering import CLUSTERING_TASKS
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
+from protoembed.evaluation.fewshot import evaluate_fewshot, format_fewshot_table, plot_fewshot
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
 from protoembed.evaluation.transfer import TRANSFER_TASKS, evaluate_transfer, format_transfer_table
 from protoembed.io import write_json_atomic
@@ -99,6 +100,24 @@ def run_clustering(args: argparse.Namespace) -> int:
     return _finish(args, result, format_clustering_table(result))
 
 
+def run_fewshot(args: argparse.Namespace) -> int:
+    """``protoembed eval fewshot``: print the table; optionally write the JSON and the violin plot."""
+    _check_batch_size(args)
+    result = evaluate_fewshot(
+        lazy_encoder(args),
+        args.data_dir,
+        tasks=args.tasks,
+        shots=args.shots,
+        seeds=args.seeds,
+        c=args.C,
+        progress=True,
+    )
+    result = {**_meta(args), **result}
+    if args.figure:
+        print(f"wrote {plot_fewshot(result, args.figure)}", file=sys.stderr)
+    return _finish(args, result, format_fewshot_table(result))
+
+
 def _suite_parser(
     suites: argparse._SubParsersAction,
     name: str,
@@ -158,6 +177,24 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_transfer)
 
 
+def _register_fewshot(suites: argparse._SubParsersAction) -> None:
+    parser = _suite_parser(
+        suites,
+        "fewshot",
+        "few-shot transfer: K examples per class, several seeds, logistic regression",
+        "Train logistic regression on K labelled examples per class (drawn per seed) of each SentEval "
+        "transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
+        TRANSFER_TASKS,
+        list(TRANSFER_TASKS),
+        f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
+    )
+    parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
+    parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
+    parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the classifier")
+    parser.add_argument("--figure", default=None, metavar="FILE.png", help="write the violin plot here")
+    parser.set_defaults(func=run_fewshot)
+
+
 def _register_clustering(suites: argparse._SubParsersAction) -> None:
     parser = _suite_parser(
         suites,
@@ -177,6 +214,7 @@ def _register_clustering(suites: argparse._SubParsersAction) -> None:
 SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "sts": _register_sts,
     "transfer": _register_transfer,
+    "fewshot": _register_fewshot,
     "clustering": _register_clustering,
 }
 

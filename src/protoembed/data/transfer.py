@@ -49,6 +49,14 @@ class Split:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def subset(self, rows: list[int]) -> Split:
+        """The examples at ``rows``, in that order."""
+        return Split(
+            self.labels[rows],
+            texts=[self.texts[r] for r in rows] if self.texts else [],
+            pairs=[self.pairs[r] for r in rows] if self.pairs else [],
+        )
+
     def sentences(self) -> list[str]:
         """Every sentence of the split (both sides of each pair), in order."""
         return list(self.texts) if not self.pairs else [s for pair in self.pairs for s in pair]

@@ -110,7 +110,7 @@ def train_test_accuracy(
     return result
 
 
-def _embed(encode: Encode, sentences: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+def sentence_embeddings(encode: Encode, sentences: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     """Encode each distinct sentence once; returns (embeddings, sentence -> row)."""
     unique = list(dict.fromkeys(sentences))
     embeddings = np.asarray(encode(unique), dtype=np.float64)
@@ -137,7 +137,7 @@ def evaluate_task(
 ) -> dict[str, Any]:
     """One task: encode its sentences (once each), run its protocol (module docstring)."""
     sentences = [s for part in data.splits.values() for s in part.sentences()]
-    embeddings, index = _embed(encode, sentences)
+    embeddings, index = sentence_embeddings(encode, sentences)
 
     def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
         return features(data, split, embeddings, index), data.splits[split].labels

@@ -1,0 +1,158 @@
+"""Few-shot transfer: logistic regression on K labelled examples per class, over several seeds.
+
+Protocol (DESIGN §5: 16 examples per class, 10 seeds, the distribution over seeds reported), on the
+SentEval transfer tasks (:mod:`protoembed.data.transfer`):
+
+- for seed s in 0..seeds-1, draw ``shots`` examples of every class without replacement
+  (``numpy.random.default_rng(s)``) from the training pool: the ``train`` split (SST-2, TREC, MRPC) or,
+  for the tasks without splits (MR, CR, SUBJ, MPQA), the whole set;
+- fit scikit-learn's logistic regression with a fixed inverse regularisation ``C`` (default 1.0: with
+  16 examples per class there is no data to spare for choosing it) on the frozen embeddings;
+- score accuracy x100 on the ``test`` split, or on every example not drawn for tasks without splits.
+  MRPC's features are ``[u, v, |u-v|, u*v]`` as in the full transfer suite.
+
+Only the sentences that some seed draws, plus the test sentences, are encoded (once each).
+Out per task: the accuracy of every seed, mean, sample std, min and max; :func:`plot_fewshot` draws the
+distribution (a violin per task).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks
+from protoembed.evaluation.transfer import features, sentence_embeddings
+from protoembed.io import write_atomic
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def draw_shots(labels: np.ndarray, shots: int, seed: int) -> np.ndarray:
+    """Indices of ``shots`` examples of every class (sorted), drawn without replacement with ``seed``."""
+    rng = np.random.default_rng(seed)
+    picked = []
+    for label in np.unique(labels):
+        pool = np.flatnonzero(labels == label)
+        if len(pool) < shots:
+            raise ProtoembedError(f"class {label} has {len(pool)} examples, fewer than --shots {shots}")
+        picked.append(rng.choice(pool, size=shots, replace=False))
+    return np.sort(np.concatenate(picked))
+
+
+def evaluate_task(
+    encode: Encode, data: TransferData, shots: int = 16, seeds: int = 10, c: float = 1.0
+) -> dict[str, Any]:
+    """One task: every seed's accuracy x100 and their summary (see the module docstring)."""
+    pool = "all" if "all" in data.splits else "train"
+    labels = data.splits[pool].labels
+    draws = [draw_shots(labels, shots, seed) for seed in range(seeds)]
+    needed = sorted(set(np.concatenate(draws).tolist())) if pool == "train" else list(range(len(labels)))
+    sub = data.splits[pool].subset(needed)
+    local = {row: i for i, row in enumerate(needed)}
+    parts = {pool: sub} | ({"test": data.splits["test"]} if pool == "train" else {})
+    view = TransferData(data.name, data.classes, parts)
+    embeddings, index = sentence_embeddings(encode, [s for p in parts.values() for s in p.sentences()])
+    x_pool = features(view, pool, embeddings, index)
+    accuracies = []
+    for rows in draws:
+        train = np.array([local[r] for r in rows])
+        model = LogisticRegression(C=c, max_iter=1000, random_state=0).fit(x_pool[train], sub.labels[train])
+        if pool == "train":
+            x_test, y_test = features(view, "test", embeddings, index), data.splits["test"].labels
+        else:
+            rest = np.setdiff1d(np.arange(len(labels)), rows)
+            x_test, y_test = x_pool[rest], labels[rest]
+        accuracies.append(float(np.mean(model.predict(x_test) == y_test)) * 100)
+    values = np.array(accuracies)
+    return {
+        "acc": float(values.mean()),
+        "acc_std": float(values.std(ddof=1)) if seeds > 1 else 0.0,
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "seeds_acc": accuracies,
+        "classes": len(data.classes),
+    }
+
+
+def evaluate_fewshot(
+    encode: Encode,
+    data_dir: str | os.PathLike[str] | None,
+    tasks: Sequence[str] = TRANSFER_TASKS,
+    shots: int = 16,
+    seeds: int = 10,
+    c: float = 1.0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Few-shot evaluation of an encoder on SentEval transfer tasks.
+
+    Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "min", "max", "seeds_acc", "classes"}},
+    "avg"}`` (x100; ``avg`` = mean of the per-task means). The caller adds ``"model"``.
+    """
+    tasks = list(dict.fromkeys(tasks))
+    if not tasks:
+        raise ProtoembedError("no few-shot task to evaluate")
+    if shots < 1 or seeds < 1 or not c > 0:
+        raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
+    datasets = [load_transfer_task(task, data_dir) for task in tasks]
+    results = run_tasks(
+        "fewshot",
+        datasets,
+        lambda data: evaluate_task(encode, data, shots, seeds, c),
+        lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
+        progress,
+    )
+    protocol = {"shots_per_class": shots, "seeds": seeds, "C": c}
+    avg = float(np.mean([r["acc"] for r in results.values()]))
+    return {"protocol": protocol, "tasks": results, "avg": avg}
+
+
+def format_fewshot_table(result: dict[str, Any]) -> str:
+    """Render an :func:`evaluate_fewshot` result: per task mean ± std [min, max], then the one-row layout."""
+    tasks: dict[str, dict[str, Any]] = result["tasks"]
+    p = result.get("protocol", {})
+    title = f"Few-shot transfer ({p.get('shots_per_class', '?')} per class, {p.get('seeds', '?')} seeds; accuracy x100"
+    title += f", model {result['model']})" if result.get("model") else ")"
+    lines = [title, "", "| Task | mean ± std | min | max |", "|---|---:|---:|---:|"]
+    for task, r in tasks.items():
+        lines.append(
+            f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['min'])} | {fmt(r['max'])} |"
+        )
+    values = [r["acc"] for r in tasks.values()]
+    lines += papers_row("Mean accuracy x100 (papers' layout):", list(tasks), values, result["avg"])
+    return "\n".join(lines) + "\n"
+
+
+def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """A violin per task of the seeds' accuracies (dots: seeds), written atomically as PNG to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(result["tasks"])
+    values = [result["tasks"][t]["seeds_acc"] for t in tasks]
+    fig, ax = plt.subplots(figsize=(1.2 * len(tasks) + 2, 4))
+    positions = np.arange(1, len(tasks) + 1)
+    if all(len(v) > 1 for v in values):
+        ax.violinplot(values, positions=positions, showmeans=True)
+    for x, v in zip(positions, values):
+        ax.scatter(np.full(len(v), x), v, s=10, color="#08519c", zorder=3)
+    ax.set_xticks(positions, tasks)
+    p = result.get("protocol", {})
+    ax.set_ylabel("accuracy x100")
+    ax.set_title(
+        f"Few-shot: {p.get('shots_per_class', '?')} per class, {p.get('seeds', '?')} seeds", fontsize=10
+    )
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    target = write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
+    plt.close(fig)
+    return target
