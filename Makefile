@@ -39,6 +39,11 @@ bench: install
 eval-transfer: install
 	$(BIN)/protoembed eval transfer --model default --output docs/results/transfer-default.json
 
+# Few-shot transfer on the default model (16 per class, 10 seeds; 2 to 5 min): table, JSON, violin plot.
+.PHONY: eval-fewshot
+eval-fewshot: install
+	$(BIN)/protoembed eval fewshot --model default --output docs/results/fewshot-default.json --figure docs/results/fewshot-default.png
+
 # Short-text clustering on the default model (about 6 min on 2 CPU cores): table + JSON.
 .PHONY: eval-clustering
 eval-clustering: install

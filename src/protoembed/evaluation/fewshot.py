@@ -29,7 +29,7 @@ from sklearn.linear_model import LogisticRegression
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tables import fmt, papers_row, run_tasks
-from protoembed.evaluation.transfer import features, sentence_embeddings
+from protoembed.evaluation.transfer import SHORT_NAMES, features, sentence_embeddings
 from protoembed.io import write_atomic
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -126,7 +126,8 @@ def format_fewshot_table(result: dict[str, Any]) -> str:
             f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['min'])} | {fmt(r['max'])} |"
         )
     values = [r["acc"] for r in tasks.values()]
-    lines += papers_row("Mean accuracy x100 (papers' layout):", list(tasks), values, result["avg"])
+    names = [SHORT_NAMES.get(t, t) for t in tasks]
+    lines += papers_row("Mean accuracy x100 (papers' layout):", names, values, result["avg"])
     return "\n".join(lines) + "\n"
 
 
@@ -145,7 +146,7 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         ax.violinplot(values, positions=positions, showmeans=True)
     for x, v in zip(positions, values):
         ax.scatter(np.full(len(v), x), v, s=10, color="#08519c", zorder=3)
-    ax.set_xticks(positions, tasks)
+    ax.set_xticks(positions, [SHORT_NAMES.get(t, t) for t in tasks])
     p = result.get("protocol", {})
     ax.set_ylabel("accuracy x100")
     ax.set_title(
