@@ -74,45 +74,32 @@ def run_sts(args: argparse.Namespace) -> int:
     return _finish(args, result, format_sts_table(result))
 
 
+def _evaluate(
+    args: argparse.Namespace, evaluate: Callable[..., dict[str, Any]], **options: Any
+) -> dict[str, Any]:
+    """``evaluate(encoder, data_dir, tasks=..., progress=True, **options)`` plus the model's description."""
+    _check_batch_size(args)
+    result = evaluate(lazy_encoder(args), args.data_dir, tasks=args.tasks, progress=True, **options)
+    return {**_meta(args), **result}
+
+
 def run_transfer(args: argparse.Namespace) -> int:
     """``protoembed eval transfer``: print the transfer tables, optionally write the results JSON."""
-    _check_batch_size(args)
-    result = evaluate_transfer(
-        lazy_encoder(args),
-        args.data_dir,
-        tasks=args.tasks,
-        folds=args.folds,
-        inner_folds=args.inner_folds,
-        seed=args.seed,
-        progress=True,
+    result = _evaluate(
+        args, evaluate_transfer, folds=args.folds, inner_folds=args.inner_folds, seed=args.seed
     )
-    result = {**_meta(args), **result}
     return _finish(args, result, format_transfer_table(result))
 
 
 def run_clustering(args: argparse.Namespace) -> int:
     """``protoembed eval clustering``: print the clustering tables, optionally write the results JSON."""
-    _check_batch_size(args)
-    result = evaluate_clustering(
-        lazy_encoder(args), args.data_dir, tasks=args.tasks, runs=args.runs, progress=True
-    )
-    result = {**_meta(args), **result}
+    result = _evaluate(args, evaluate_clustering, runs=args.runs)
     return _finish(args, result, format_clustering_table(result))
 
 
 def run_fewshot(args: argparse.Namespace) -> int:
     """``protoembed eval fewshot``: print the table; optionally write the JSON and the violin plot."""
-    _check_batch_size(args)
-    result = evaluate_fewshot(
-        lazy_encoder(args),
-        args.data_dir,
-        tasks=args.tasks,
-        shots=args.shots,
-        seeds=args.seeds,
-        c=args.C,
-        progress=True,
-    )
-    result = {**_meta(args), **result}
+    result = _evaluate(args, evaluate_fewshot, shots=args.shots, seeds=args.seeds, c=args.C)
     if args.figure:
         print(f"wrote {plot_fewshot(result, args.figure)}", file=sys.stderr)
     return _finish(args, result, format_fewshot_table(result))

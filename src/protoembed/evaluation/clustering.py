@@ -22,7 +22,7 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -107,8 +107,7 @@ def format_clustering_table(result: dict[str, Any]) -> str:
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     runs = result.get("protocol", {}).get("runs", "?")
     title = f"Short-text clustering (k-means, {runs} runs; accuracy and NMI x100, mean ± std"
-    title += f", model {result['model']})" if result.get("model") else ")"
-    lines = [title, "", "| Dataset | Acc. | NMI | texts | classes |", "|---|---:|---:|---:|---:|"]
+    lines = table_head(title, result, ["Dataset", "Acc.", "NMI", "texts", "classes"], "lrrrr")
     for task, r in tasks.items():
         lines.append(
             f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['nmi'])} ± {fmt(r['nmi_std'])} "

@@ -28,7 +28,7 @@ from sklearn.linear_model import LogisticRegression
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
 from protoembed.evaluation.transfer import SHORT_NAMES, features, sentence_embeddings
 from protoembed.io import write_atomic
 
@@ -119,8 +119,7 @@ def format_fewshot_table(result: dict[str, Any]) -> str:
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     p = result.get("protocol", {})
     title = f"Few-shot transfer ({p.get('shots_per_class', '?')} per class, {p.get('seeds', '?')} seeds; accuracy x100"
-    title += f", model {result['model']})" if result.get("model") else ")"
-    lines = [title, "", "| Task | mean ± std | min | max |", "|---|---:|---:|---:|"]
+    lines = table_head(title, result, ["Task", "mean ± std", "min", "max"], "lrrr")
     for task, r in tasks.items():
         lines.append(
             f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['min'])} | {fmt(r['max'])} |"

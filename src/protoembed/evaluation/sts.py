@@ -19,7 +19,7 @@ from scipy.stats import pearsonr, spearmanr
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS, StsPairs, load_sts_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row
+from protoembed.evaluation.tables import fmt, papers_row, table_head
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
@@ -122,8 +122,7 @@ def format_sts_table(result: dict[str, Any]) -> str:
     """
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     title = f"STS ({result.get('variant', '?')} data, {result.get('split', 'test')} split"
-    title += f", model {result['model']})" if result.get("model") else ")"
-    lines = [title, "", "| Task | Spearman | Pearson | n |", "|---|---:|---:|---:|"]
+    lines = table_head(title, result, ["Task", "Spearman", "Pearson", "n"], "lrrr")
     for task, r in tasks.items():
         lines.append(f"| {task} | {fmt(r['spearman'])} | {fmt(r['pearson'])} | {r['n']} |")
     pearson_avg = float(np.mean([r["pearson"] for r in tasks.values()])) if tasks else math.nan

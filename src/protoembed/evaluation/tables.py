@@ -16,6 +16,17 @@ def fmt(value: float | None) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
+def table_head(title: str, result: dict[str, Any], columns: Sequence[str], aligns: str) -> list[str]:
+    """A table's first lines: ``title (..., model M)``, a blank line, the header and the rule.
+
+    ``title`` ends without its closing parenthesis; ``aligns`` has one character per column
+    (``l`` or ``r``).
+    """
+    model = f", model {result['model']})" if result.get("model") else ")"
+    rule = "|" + "".join("---|" if a == "l" else "---:|" for a in aligns)
+    return [title + model, "", "| " + " | ".join(columns) + " |", rule]
+
+
 def papers_row(
     caption: str, names: Sequence[str], values: Sequence[float | None], avg: float | None
 ) -> list[str]:

@@ -28,7 +28,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks
+from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -195,8 +195,7 @@ def format_transfer_table(result: dict[str, Any]) -> str:
     """Render an :func:`evaluate_transfer` result: one row per task, then the papers' one-row layout."""
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     title = "SentEval transfer (logistic regression, accuracy x100"
-    title += f", model {result['model']})" if result.get("model") else ")"
-    lines = [title, "", "| Task | Acc. | Dev acc. | n (train/dev/test or all) |", "|---|---:|---:|---|"]
+    lines = table_head(title, result, ["Task", "Acc.", "Dev acc.", "n (train/dev/test or all)"], "lrrl")
     for task, r in tasks.items():
         sizes = "/".join(str(r[k]) for k in ("n", "n_train", "n_dev", "n_test") if k in r)
         extra = f" (F1 {r['f1']:.2f})" if "f1" in r else ""
