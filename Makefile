@@ -44,6 +44,13 @@ eval-transfer: install
 eval-fewshot: install
 	$(BIN)/protoembed eval fewshot --model default --output docs/results/fewshot-default.json --figure docs/results/fewshot-default.png
 
+# The ConPVP paper's analysis figures (Figs. 4-6) for the default model (about 6 min): PNG + JSON each.
+.PHONY: analyze
+analyze: install
+	$(BIN)/protoembed analyze similarity --model default --figure docs/results/analysis-similarity.png --output docs/results/analysis-similarity.json
+	$(BIN)/protoembed analyze frequent-tokens --model default --figure docs/results/analysis-frequent-tokens.png --output docs/results/analysis-frequent-tokens.json
+	$(BIN)/protoembed analyze tsne --model default --figure docs/results/analysis-tsne.png --output docs/results/analysis-tsne.json
+
 # Short-text clustering on the default model (about 6 min on 2 CPU cores): table + JSON.
 .PHONY: eval-clustering
 eval-clustering: install

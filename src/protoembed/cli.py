@@ -14,7 +14,7 @@ import sys
 
 from protoembed.errors import ProtoembedError
 
-COMMANDS = ("encode", "eval", "data", "train")
+COMMANDS = ("encode", "eval", "analyze", "data", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

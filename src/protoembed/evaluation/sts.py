@@ -60,6 +60,12 @@ def cosine_scores(pairs: StsPairs, unit: np.ndarray, index: dict[str, int]) -> n
     return sims
 
 
+def pair_cosines(encode: Encode, pairs: StsPairs) -> np.ndarray:
+    """Cosine of every pair of ``pairs``, each distinct sentence encoded once (as :func:`evaluate_sts`)."""
+    sentences, index = _unique_sentences([pairs])
+    return cosine_scores(pairs, _unit_rows(np.asarray(encode(sentences))), index)
+
+
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(Spearman, Pearson) x100 of ``predicted`` against ``gold``; NaN when either is constant."""
     if len(gold) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
