@@ -49,7 +49,7 @@ def similarity_vs_gold(
 ) -> dict[str, Any]:
     """Fig. 4: cosine of each STS-B test pair against its gold score; returns correlations and n."""
     pairs = load_sts_task("STSBenchmark", resolve_data_dir(data_dir), variant, "test")
-    cosine = pair_cosines(embedder.encode, pairs)
+    cosine = pair_cosines(lambda s: embedder.encode(s, show_progress_bar=False), pairs)
     spearman, pearson = correlations(cosine, pairs.scores)
 
     def draw(ax):
@@ -116,7 +116,9 @@ def frequent_token_removal(
         for k in top_k:
             removed = [token for token, _ in ranked[:k]]
             embedder.pooler = _MeanWithout(removed, embedder.dimension).to(embedder.device)
-            result = evaluate_sts(lambda s: embedder.encode(s), root, variant=variant, tasks=tasks)
+            result = evaluate_sts(
+                lambda s: embedder.encode(s, show_progress_bar=False), root, variant=variant, tasks=tasks
+            )
             rows.append(
                 {
                     "k": int(k),
@@ -157,7 +159,7 @@ def tsne_pairs(
         )
     chosen = np.sort(np.random.default_rng(seed).choice(candidates, size=pairs, replace=False))
     texts = [s for i in chosen for s in (data.sentences1[i], data.sentences2[i])]
-    vectors = embedder.encode(texts, normalize=True)
+    vectors = embedder.encode(texts, normalize=True, show_progress_bar=False)
     perplexity = min(30.0, (len(texts) - 1) / 3)
     points = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(vectors)
 
