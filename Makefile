@@ -44,7 +44,7 @@ eval-transfer: install
 eval-fewshot: install
 	$(BIN)/protoembed eval fewshot --model default --output docs/results/fewshot-default.json --figure docs/results/fewshot-default.png
 
-# The ConPVP paper's analysis figures (Figs. 4-6) for the default model (about 7.5 min): PNG + JSON each.
+# The ConPVP paper's analysis figures (Figs. 4-6) for the default model (about 1.5 min): PNG + JSON each.
 .PHONY: analyze
 analyze: install
 	$(BIN)/protoembed analyze similarity --model default --figure docs/results/analysis-similarity.png --output docs/results/analysis-similarity.json

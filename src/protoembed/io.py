@@ -54,3 +54,21 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
     return write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (figures are only written to files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
+    """Write a matplotlib figure as PNG to ``path`` atomically, then close it; returns the path."""
+    try:
+        return write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi), suffix=".png")
+    finally:
+        pyplot().close(fig)

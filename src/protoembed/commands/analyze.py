@@ -22,8 +22,6 @@ ANALYSES = ("similarity", "frequent-tokens", "tsne")
 
 def run(args: argparse.Namespace) -> int:
     """Load the model, run the analysis, write the figure (and the JSON), print the summary."""
-    if args.batch_size < 1:
-        raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
     try:
         top_k = [int(k) for k in args.top_k.split(",")] if args.top_k else list(analysis.TOP_K)
     except ValueError:
@@ -34,14 +32,23 @@ def run(args: argparse.Namespace) -> int:
         raise ProtoembedError(f"--pairs must be at least 2, got {args.pairs}")
     model = load_from_args(args)
     if args.analysis == "similarity":
-        result: dict[str, Any] = analysis.similarity_vs_gold(model, args.data_dir, args.figure, args.variant)
+        result: dict[str, Any] = analysis.similarity_vs_gold(
+            model, args.data_dir, args.figure, args.variant, batch_size=args.batch_size
+        )
     elif args.analysis == "frequent-tokens":
         result = analysis.frequent_token_removal(
-            model, args.data_dir, args.figure, top_k, variant=args.variant
+            model, args.data_dir, args.figure, top_k, variant=args.variant, batch_size=args.batch_size
         )
     else:
         result = analysis.tsne_pairs(
-            model, args.data_dir, args.figure, args.pairs, args.min_score, args.seed, args.variant
+            model,
+            args.data_dir,
+            args.figure,
+            args.pairs,
+            args.min_score,
+            args.seed,
+            args.variant,
+            batch_size=args.batch_size,
         )
     result = {"analysis": args.analysis, "model": args.model, "head": model.head, **result}
     print(json.dumps({k: v for k, v in result.items() if k != "pairs"}, indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from protoembed.errors import ProtoembedError
 from protoembed.heads import HEADS
 
 
@@ -22,8 +23,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def load_from_args(args: argparse.Namespace):
-    """Load the :class:`~protoembed.Embedder` that the model options describe."""
+    """Load the :class:`~protoembed.Embedder` that the model options describe (``--batch-size`` checked)."""
     from protoembed import load
+
+    if args.batch_size < 1:
+        raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
 
     return load(
         args.model,

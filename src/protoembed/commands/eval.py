@@ -15,7 +15,6 @@ import numpy as np
 
 from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.data.clustering import CLUSTERING_TASKS
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
 from protoembed.evaluation.fewshot import evaluate_fewshot, format_fewshot_table, plot_fewshot
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
@@ -56,14 +55,8 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
     return 0
 
 
-def _check_batch_size(args: argparse.Namespace) -> None:
-    if args.batch_size < 1:
-        raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
-
-
 def run_sts(args: argparse.Namespace) -> int:
     """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
-    _check_batch_size(args)
     tasks = args.tasks
     if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
         tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
@@ -78,7 +71,6 @@ def _evaluate(
     args: argparse.Namespace, evaluate: Callable[..., dict[str, Any]], **options: Any
 ) -> dict[str, Any]:
     """``evaluate(encoder, data_dir, tasks=..., progress=True, **options)`` plus the model's description."""
-    _check_batch_size(args)
     result = evaluate(lazy_encoder(args), args.data_dir, tasks=args.tasks, progress=True, **options)
     return {**_meta(args), **result}
 
@@ -111,10 +103,15 @@ def _suite_parser(
     help: str,
     description: str,
     tasks: tuple[str, ...],
-    default_tasks: list[str] | None,
-    tasks_help: str,
+    all_by_default: bool = True,
+    tasks_help: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output."""
+    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output.
+
+    ``--tasks`` defaults to all of ``tasks`` (``all_by_default``), else to ``None`` (the suite decides).
+    """
+    default_tasks = list(tasks) if all_by_default else None
+    tasks_help = tasks_help or f"tasks to run (default: all of {' '.join(tasks)})"
     parser = suites.add_parser(name, help=help, description=description)
     add_model_options(parser)
     parser.add_argument(
@@ -134,8 +131,8 @@ def _register_sts(suites: argparse._SubParsersAction) -> None:
         "STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
         "Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
         STS_TASKS,
-        None,
-        f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
+        all_by_default=False,
+        tasks_help=f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
     )
     parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
     parser.add_argument(
@@ -155,8 +152,6 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
         "Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
         "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
         TRANSFER_TASKS,
-        list(TRANSFER_TASKS),
-        f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
     )
     parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
     parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
@@ -172,8 +167,6 @@ def _register_fewshot(suites: argparse._SubParsersAction) -> None:
         "Train logistic regression on K labelled examples per class (drawn per seed) of each SentEval "
         "transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
         TRANSFER_TASKS,
-        list(TRANSFER_TASKS),
-        f"tasks to run (default: all of {' '.join(TRANSFER_TASKS)})",
     )
     parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
     parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
@@ -190,8 +183,6 @@ def _register_clustering(suites: argparse._SubParsersAction) -> None:
         "Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
         "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
         CLUSTERING_TASKS,
-        list(CLUSTERING_TASKS),
-        f"datasets (default: all of {' '.join(CLUSTERING_TASKS)})",
     )
     parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
     parser.set_defaults(func=run_clustering)

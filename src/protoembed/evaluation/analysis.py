@@ -23,33 +23,29 @@ import torch
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import load_sts_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.sts import STS_TASKS, correlations, evaluate_sts, pair_cosines
-from protoembed.io import write_atomic
+from protoembed.evaluation.shared import sentence_embeddings
+from protoembed.evaluation.sts import STS_TASKS, correlations, pair_cosines, score_sts
+from protoembed.io import pyplot, save_figure
 
 #: Default numbers of removed tokens for Fig. 5.
 TOP_K = (0, 1, 2, 5, 10, 20, 50, 100)
 
 
 def _figure(path: str | os.PathLike[str], draw) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     draw(ax)
     fig.tight_layout()
-    target = write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
-    plt.close(fig)
-    return target
+    return save_figure(fig, path)
 
 
 def similarity_vs_gold(
-    embedder, data_dir, figure: str | os.PathLike[str], variant: str = "senteval"
+    embedder, data_dir, figure: str | os.PathLike[str], variant: str = "senteval", batch_size: int = 64
 ) -> dict[str, Any]:
     """Fig. 4: cosine of each STS-B test pair against its gold score; returns correlations and n."""
     pairs = load_sts_task("STSBenchmark", resolve_data_dir(data_dir), variant, "test")
-    cosine = pair_cosines(lambda s: embedder.encode(s, show_progress_bar=False), pairs)
+    cosine = pair_cosines(lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False), pairs)
     spearman, pearson = correlations(cosine, pairs.scores)
 
     def draw(ax):
@@ -62,23 +58,29 @@ def similarity_vs_gold(
     return {"figure": str(target), "spearman": spearman, "pearson": pearson, "n": len(pairs)}
 
 
-class _MeanWithout(torch.nn.Module):
-    """Mean of the token states over the attention mask, leaving out the given token ids."""
+class _MeansWithoutTopK(torch.nn.Module):
+    """For every ``k`` of ``top_k``, the mean of the token states over the attention mask leaving out the
+    ``k`` most frequent tokens; the means are concatenated (B, len(top_k) * H), so one backbone pass
+    serves every ``k``."""
 
-    def __init__(self, excluded: Sequence[int], dimension: int) -> None:
+    def __init__(self, ranked: Sequence[int], top_k: Sequence[int], hidden: int) -> None:
         super().__init__()
-        self.dimension = dimension
-        self.register_buffer("excluded", torch.tensor(sorted(excluded), dtype=torch.long))
+        self.top_k, self.hidden = [int(k) for k in top_k], hidden
+        self.ids = torch.tensor(list(ranked), dtype=torch.long)  # token ids, most frequent first
 
     def get_embedding_dimension(self) -> int:
-        """Width of the output vectors (the backbone's hidden size)."""
-        return self.dimension
+        """Width of the output vectors: one backbone-width mean per ``k``."""
+        return len(self.top_k) * self.hidden
 
     def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        keep = features["attention_mask"].bool() & ~torch.isin(features["input_ids"], self.excluded)
-        weights = keep.unsqueeze(-1).to(features["token_embeddings"].dtype)
-        total = (features["token_embeddings"] * weights).sum(dim=1)
-        features["sentence_embedding"] = total / weights.sum(dim=1).clamp(min=1.0)
+        states, attention = features["token_embeddings"], features["attention_mask"].bool()
+        ids = features["input_ids"]
+        means = []
+        for k in self.top_k:
+            keep = attention & ~torch.isin(ids, self.ids[:k].to(ids.device))
+            weights = keep.unsqueeze(-1).to(states.dtype)
+            means.append((states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0))
+        features["sentence_embedding"] = torch.cat(means, dim=-1)
         return features
 
 
@@ -96,38 +98,37 @@ def frequent_token_removal(
     top_k: Sequence[int] = TOP_K,
     tasks: Sequence[str] = STS_TASKS,
     variant: str = "senteval",
+    batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Fig. 5: average STS Spearman (x100) with the ``k`` most frequent tokens left out of mean pooling."""
+    """Fig. 5: average STS Spearman (x100) with the ``k`` most frequent tokens left out of mean pooling.
+
+    The sentences go through the backbone once; every ``k`` pools the same token states.
+    """
     if embedder.head != "mean":
         raise ProtoembedError(
             f"the frequent-token analysis needs a mean-pooling model (--head mean); this one has head "
             f"{embedder.head!r}, which does not pool tokens"
         )
     root = resolve_data_dir(data_dir)
-    sentences = [
-        s
-        for t in tasks
-        for p in [load_sts_task(t, root, variant, "test")]
-        for s in (*p.sentences1, *p.sentences2)
-    ]
-    ranked = token_frequencies(embedder, list(dict.fromkeys(sentences)))
-    pooler, rows = embedder.pooler, []
+    datasets = {t: load_sts_task(t, root, variant, "test") for t in tasks}
+    sentences = list(dict.fromkeys(s for p in datasets.values() for s in (*p.sentences1, *p.sentences2)))
+    ranked = [token for token, _ in token_frequencies(embedder, sentences)]
+    pooler, hidden = embedder.pooler, embedder.dimension
+    embedder.pooler = _MeansWithoutTopK(ranked, top_k, hidden)
     try:
-        for k in top_k:
-            removed = [token for token, _ in ranked[:k]]
-            embedder.pooler = _MeanWithout(removed, embedder.dimension).to(embedder.device)
-            result = evaluate_sts(
-                lambda s: embedder.encode(s, show_progress_bar=False), root, variant=variant, tasks=tasks
-            )
-            rows.append(
-                {
-                    "k": int(k),
-                    "removed": embedder.tokenizer.convert_ids_to_tokens(removed[:10]),
-                    "avg": result["avg"],
-                }
-            )
+        stacked, index = sentence_embeddings(
+            lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False), sentences
+        )
     finally:
         embedder.pooler = pooler
+    rows = [
+        {
+            "k": int(k),
+            "removed": embedder.tokenizer.convert_ids_to_tokens(ranked[: min(k, 10)]),
+            "avg": score_sts(datasets, stacked[:, j * hidden : (j + 1) * hidden], index)["avg"],
+        }
+        for j, k in enumerate(top_k)
+    ]
 
     def draw(ax):
         ax.plot([r["k"] for r in rows], [r["avg"] for r in rows], marker="o", color="#08519c")
@@ -147,6 +148,7 @@ def tsne_pairs(
     min_score: float = 4.0,
     seed: int = 0,
     variant: str = "senteval",
+    batch_size: int = 64,
 ) -> dict[str, Any]:
     """Fig. 6: t-SNE of both sentences of ``pairs`` STS-B test pairs with gold >= ``min_score``."""
     from sklearn.manifold import TSNE
@@ -159,12 +161,12 @@ def tsne_pairs(
         )
     chosen = np.sort(np.random.default_rng(seed).choice(candidates, size=pairs, replace=False))
     texts = [s for i in chosen for s in (data.sentences1[i], data.sentences2[i])]
-    vectors = embedder.encode(texts, normalize=True, show_progress_bar=False)
+    vectors = embedder.encode(texts, batch_size=batch_size, normalize=True, show_progress_bar=False)
     perplexity = min(30.0, (len(texts) - 1) / 3)
     points = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(vectors)
 
     def draw(ax):
-        colours = __import__("matplotlib").colormaps["tab20"]
+        colours = pyplot().colormaps["tab20"]
         for j in range(pairs):
             (x1, y1), (x2, y2) = points[2 * j], points[2 * j + 1]
             ax.plot([x1, x2], [y1, y2], color=colours(j % 20), marker="o", linewidth=1)

@@ -12,7 +12,7 @@ encoder returns them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,7 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
-
-Encode = Callable[[list[str]], np.ndarray]
+from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 
 
 def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
@@ -56,14 +54,7 @@ def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int =
 
 def evaluate_task(encode: Encode, data: ClusteringData, runs: int = 10) -> dict[str, Any]:
     """One dataset: encode its distinct texts once, cluster, score."""
-    unique = list(dict.fromkeys(data.texts))
-    vectors = np.asarray(encode(unique), dtype=np.float64)
-    if vectors.ndim != 2 or vectors.shape[0] != len(unique):
-        raise ProtoembedError(
-            f"the encoder returned an array of shape {vectors.shape} for {len(unique)} texts; "
-            "expected (number of texts, dimension)"
-        )
-    index = {t: i for i, t in enumerate(unique)}
+    vectors, index = sentence_embeddings(encode, data.texts)
     embeddings = vectors[[index[t] for t in data.texts]]
     result = cluster_runs(embeddings, data.labels, data.n_classes, runs)
     return {**result, "n": len(data.texts), "classes": data.n_classes, "skipped_empty": data.skipped_empty}
@@ -84,22 +75,20 @@ def evaluate_clustering(
     Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "nmi", "nmi_std", "runs_acc", "runs_nmi",
     "n", "classes", "skipped_empty"}}, "avg"}`` (x100; ``avg`` = mean accuracy). The caller adds ``"model"``.
     """
-    tasks = list(dict.fromkeys(tasks))
-    if not tasks:
-        raise ProtoembedError("no clustering task to evaluate")
     if runs < 1:
         raise ProtoembedError(f"runs must be at least 1, got {runs}")
-    datasets = [read_clustering(task, data_dir) for task in tasks]
-    results = run_tasks(
-        "clustering",
-        datasets,
-        lambda data: evaluate_task(encode, data, runs),
-        lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
-        progress,
-    )
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
-    avg = float(np.mean([r["acc"] for r in results.values()]))
-    return {"protocol": protocol, "tasks": results, "avg": avg}
+    return {
+        "protocol": protocol,
+        **run_suite(
+            "clustering",
+            tasks,
+            lambda task: read_clustering(task, data_dir),
+            lambda data: evaluate_task(encode, data, runs),
+            lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
+            progress,
+        ),
+    }
 
 
 def format_clustering_table(result: dict[str, Any]) -> str:

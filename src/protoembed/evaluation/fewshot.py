@@ -19,7 +19,7 @@ distribution (a violin per task).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,9 @@ from sklearn.linear_model import LogisticRegression
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
-from protoembed.evaluation.transfer import SHORT_NAMES, features, sentence_embeddings
-from protoembed.io import write_atomic
-
-Encode = Callable[[list[str]], np.ndarray]
+from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.transfer import SHORT_NAMES, features
+from protoembed.io import pyplot, save_figure
 
 
 def draw_shots(labels: np.ndarray, shots: int, seed: int) -> np.ndarray:
@@ -61,13 +59,13 @@ def evaluate_task(
     view = TransferData(data.name, data.classes, parts)
     embeddings, index = sentence_embeddings(encode, [s for p in parts.values() for s in p.sentences()])
     x_pool = features(view, pool, embeddings, index)
+    if pool == "train":  # one fixed test split for every seed
+        x_test, y_test = features(view, "test", embeddings, index), data.splits["test"].labels
     accuracies = []
     for rows in draws:
         train = np.array([local[r] for r in rows])
         model = LogisticRegression(C=c, max_iter=1000, random_state=0).fit(x_pool[train], sub.labels[train])
-        if pool == "train":
-            x_test, y_test = features(view, "test", embeddings, index), data.splits["test"].labels
-        else:
+        if pool == "all":  # the examples this seed did not draw
             rest = np.setdiff1d(np.arange(len(labels)), rows)
             x_test, y_test = x_pool[rest], labels[rest]
         accuracies.append(float(np.mean(model.predict(x_test) == y_test)) * 100)
@@ -96,22 +94,19 @@ def evaluate_fewshot(
     Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "min", "max", "seeds_acc", "classes"}},
     "avg"}`` (x100; ``avg`` = mean of the per-task means). The caller adds ``"model"``.
     """
-    tasks = list(dict.fromkeys(tasks))
-    if not tasks:
-        raise ProtoembedError("no few-shot task to evaluate")
     if shots < 1 or seeds < 1 or not c > 0:
         raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
-    datasets = [load_transfer_task(task, data_dir) for task in tasks]
-    results = run_tasks(
-        "fewshot",
-        datasets,
-        lambda data: evaluate_task(encode, data, shots, seeds, c),
-        lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
-        progress,
-    )
-    protocol = {"shots_per_class": shots, "seeds": seeds, "C": c}
-    avg = float(np.mean([r["acc"] for r in results.values()]))
-    return {"protocol": protocol, "tasks": results, "avg": avg}
+    return {
+        "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
+        **run_suite(
+            "fewshot",
+            tasks,
+            lambda task: load_transfer_task(task, data_dir),
+            lambda data: evaluate_task(encode, data, shots, seeds, c),
+            lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
+            progress,
+        ),
+    }
 
 
 def format_fewshot_table(result: dict[str, Any]) -> str:
@@ -132,10 +127,7 @@ def format_fewshot_table(result: dict[str, Any]) -> str:
 
 def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """A violin per task of the seeds' accuracies (dots: seeds), written atomically as PNG to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     tasks = list(result["tasks"])
     values = [result["tasks"][t]["seeds_acc"] for t in tasks]
@@ -153,6 +145,4 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     )
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    target = write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
-    plt.close(fig)
-    return target
+    return save_figure(fig, path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,24 +19,12 @@ from scipy.stats import pearsonr, spearmanr
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS, StsPairs, load_sts_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, table_head
+from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
 #: Column names of the papers' tables.
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
-
-Encode = Callable[[list[str]], np.ndarray]
-
-
-def _unique_sentences(datasets: Sequence[StsPairs]) -> tuple[list[str], dict[str, int]]:
-    """All distinct sentences of ``datasets`` in order of first appearance, and their row index."""
-    index: dict[str, int] = {}
-    for pairs in datasets:
-        for sentence in (*pairs.sentences1, *pairs.sentences2):
-            if sentence not in index:
-                index[sentence] = len(index)
-    return list(index), index
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -62,8 +50,8 @@ def cosine_scores(pairs: StsPairs, unit: np.ndarray, index: dict[str, int]) -> n
 
 def pair_cosines(encode: Encode, pairs: StsPairs) -> np.ndarray:
     """Cosine of every pair of ``pairs``, each distinct sentence encoded once (as :func:`evaluate_sts`)."""
-    sentences, index = _unique_sentences([pairs])
-    return cosine_scores(pairs, _unit_rows(np.asarray(encode(sentences))), index)
+    embeddings, index = sentence_embeddings(encode, [*pairs.sentences1, *pairs.sentences2])
+    return cosine_scores(pairs, _unit_rows(embeddings), index)
 
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
@@ -96,20 +84,21 @@ def evaluate_sts(
         raise ProtoembedError("no STS task to evaluate")
     root = resolve_data_dir(data_dir)
     datasets = [load_sts_task(task, root, variant, split) for task in tasks]
-    sentences, index = _unique_sentences(datasets)
-    embeddings = np.asarray(encode(sentences))
-    if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
-        raise ProtoembedError(
-            f"the encoder returned an array of shape {embeddings.shape} for {len(sentences)} sentences; "
-            "expected (number of sentences, dimension)"
-        )
+    embeddings, index = sentence_embeddings(
+        encode, [s for pairs in datasets for s in (*pairs.sentences1, *pairs.sentences2)]
+    )
+    return {"variant": variant, "split": split, **score_sts(dict(zip(tasks, datasets)), embeddings, index)}
+
+
+def score_sts(datasets: dict[str, StsPairs], embeddings: np.ndarray, index: dict[str, int]) -> dict[str, Any]:
+    """Correlations of the pairs' cosines with gold: ``{"tasks": {task: {"spearman", "pearson", "n"}},
+    "avg"}`` (x100), from the embeddings of their sentences (``index``: sentence -> row)."""
     unit = _unit_rows(embeddings)
     results: dict[str, dict[str, Any]] = {}
-    for task, pairs in zip(tasks, datasets):
+    for task, pairs in datasets.items():
         spearman, pearson = correlations(cosine_scores(pairs, unit, index), pairs.scores)
         results[task] = {"spearman": spearman, "pearson": pearson, "n": len(pairs)}
-    avg = float(np.mean([r["spearman"] for r in results.values()]))
-    return {"variant": variant, "split": split, "tasks": results, "avg": avg}
+    return {"tasks": results, "avg": float(np.mean([r["spearman"] for r in results.values()]))}
 
 
 def stsb_dev_spearman(

@@ -18,7 +18,7 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,9 +28,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tables import fmt, papers_row, run_tasks, table_head
-
-Encode = Callable[[list[str]], np.ndarray]
+from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 
 #: SentEval's grid of the inverse L2 regularisation strength for scikit-learn's logistic regression.
 C_GRID = tuple(2.0**t for t in range(-2, 4))
@@ -110,18 +108,6 @@ def train_test_accuracy(
     return result
 
 
-def sentence_embeddings(encode: Encode, sentences: list[str]) -> tuple[np.ndarray, dict[str, int]]:
-    """Encode each distinct sentence once; returns (embeddings, sentence -> row)."""
-    unique = list(dict.fromkeys(sentences))
-    embeddings = np.asarray(encode(unique), dtype=np.float64)
-    if embeddings.ndim != 2 or embeddings.shape[0] != len(unique):
-        raise ProtoembedError(
-            f"the encoder returned an array of shape {embeddings.shape} for {len(unique)} sentences; "
-            "expected (number of sentences, dimension)"
-        )
-    return embeddings, {s: i for i, s in enumerate(unique)}
-
-
 def features(data: TransferData, split: str, embeddings: np.ndarray, index: dict[str, int]) -> np.ndarray:
     """Classifier inputs of a split: the sentence embedding, or ``[u, v, |u-v|, u*v]`` for a pair."""
     part = data.splits[split]
@@ -169,26 +155,21 @@ def evaluate_transfer(
     Out: ``{"protocol", "tasks": {task: {"acc", "dev_acc", "C", sizes..., ["f1"]}}, "avg"}``, accuracies
     x100 and ``avg`` their mean. The caller adds ``"model"``.
     """
-    tasks = list(dict.fromkeys(tasks))
-    unknown = [t for t in tasks if t not in TRANSFER_TASKS]
-    if unknown or not tasks:
-        raise ProtoembedError(
-            f"unknown transfer task {unknown[0]!r}" if unknown else "no transfer task to evaluate"
-        )
     for name, value in (("folds", folds), ("inner folds", inner_folds)):
         if value < 2:
             raise ProtoembedError(f"{name} must be at least 2, got {value}")
-    datasets = [load_transfer_task(task, data_dir) for task in tasks]
-    results = run_tasks(
-        "transfer",
-        datasets,
-        lambda data: evaluate_task(encode, data, folds, inner_folds, seed),
-        lambda r: f"acc {r['acc']:.2f}",
-        progress,
-    )
     protocol = {"folds": folds, "inner_folds": inner_folds, "seed": seed, "C_grid": list(C_GRID)}
-    avg = float(np.mean([r["acc"] for r in results.values()]))
-    return {"protocol": protocol, "tasks": results, "avg": avg}
+    return {
+        "protocol": protocol,
+        **run_suite(
+            "transfer",
+            tasks,
+            lambda task: load_transfer_task(task, data_dir),
+            lambda data: evaluate_task(encode, data, folds, inner_folds, seed),
+            lambda r: f"acc {r['acc']:.2f}",
+            progress,
+        ),
+    }
 
 
 def format_transfer_table(result: dict[str, Any]) -> str:

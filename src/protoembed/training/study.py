@@ -153,11 +153,11 @@ def _seconds(run_dir: Path) -> float:
     return json.loads(path.read_text(encoding="utf-8"))["seconds"] if path.is_file() else 0.0
 
 
-def _observations(averages: dict[str, list[float]], untrained: Path) -> str:
+def _observations(averages: dict[str, list[float]], untrained: dict[str, Any] | None) -> str:
     """Mechanical statements: each method's mean STS avg against the untrained model and SimCSE."""
     if not averages:
         return "No finished run yet.\n"
-    base = json.loads(untrained.read_text(encoding="utf-8"))["avg"] if untrained.is_file() else None
+    base = untrained["avg"] if untrained is not None else None
     simcse = averages.get(METHODS["simcse"])
     lines = []
     for label, values in sorted(averages.items(), key=lambda kv: -np.mean(kv[1])):
@@ -194,13 +194,14 @@ def write_report(
     header = "| Method | seeds | " + " | ".join(names) + " | Avg. |"
     rule = "|---|---:|" + "---:|" * (len(tasks) + 1)
     rows = []
-    untrained = runs_dir / UNTRAINED / "results.json"
-    if untrained.is_file():
-        r = json.loads(untrained.read_text(encoding="utf-8"))
-        cells = [_mean_std([r["tasks"][t]["spearman"]]) for t in tasks] + [_mean_std([r["avg"]])]
+    untrained_path = runs_dir / UNTRAINED / "results.json"
+    untrained = json.loads(untrained_path.read_text(encoding="utf-8")) if untrained_path.is_file() else None
+    if untrained is not None:
+        cells = [_mean_std([untrained["tasks"][t]["spearman"]]) for t in tasks] + [
+            _mean_std([untrained["avg"]])
+        ]
         rows.append("| untrained default (mean head) | - | " + " | ".join(cells) + " |")
     dev_rows, complete = [], True
-    averages: dict[str, list[float]] = {}
     per_method: dict[str, list[dict[str, Any]]] = {}
     for method in configs:
         results = _collect(runs_dir, method, seeds)
@@ -218,7 +219,6 @@ def write_report(
         minutes = [m for m in minutes if m > 0]
         per_run = f"{np.mean(minutes):.1f}" if minutes else "-"
         dev_rows.append(f"| {label} | {dev} | {steps} | {per_run} |")
-        averages[label] = [r["avg"] for r in results]
         per_method[label] = results
 
     first = load_config(next(iter(configs.values())), overrides)
@@ -227,8 +227,7 @@ def write_report(
     total = _run_seconds(runs_dir)
     status = "complete" if complete else "INCOMPLETE (rerun the command to finish the missing runs)"
     path.parent.mkdir(parents=True, exist_ok=True)
-    base = json.loads(untrained.read_text(encoding="utf-8")) if untrained.is_file() else None
-    figure = plot_study(path.with_suffix(".png"), per_method, tasks, base, SHORT)
+    figure = plot_study(path.with_suffix(".png"), per_method, tasks, untrained, SHORT)
     picture = (
         f"\n![STS average per method and seed; per-task change from the untrained model]({figure.name})\n"
         if figure is not None
@@ -271,7 +270,7 @@ one run (training, dev evaluations, checkpoints and the final STS evaluation, in
 ## Observations (computed from the table)
 
 """
-        + _observations(averages, untrained)
+        + _observations({label: [r["avg"] for r in runs] for label, runs in per_method.items()}, untrained)
         + _discussion(runs_dir)
         + f"""
 

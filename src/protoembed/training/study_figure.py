@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.io import write_atomic
+from protoembed.io import pyplot, save_figure
 
 
 def plot_study(
@@ -36,10 +36,7 @@ def plot_study(
         untrained: the untrained model's results dict, if evaluated.
         short: display names for tasks (e.g. ``STSBenchmark`` -> ``STS-B``).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     methods = [m for m, runs in results.items() if runs]
     if not methods:
@@ -99,6 +96,4 @@ def plot_study(
     right.set_title(title, fontsize=9)
     fig.colorbar(image, ax=right, fraction=0.03)
     fig.tight_layout()
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

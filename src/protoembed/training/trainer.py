@@ -142,9 +142,6 @@ class Trainer:
         )
 
     # ------------------------------------------------------------ logging
-    def _log(self, entry: dict[str, Any]) -> None:
-        self.log.write(entry)
-
     def _say(self, message: str) -> None:
         if self.accelerator.is_main_process:
             print(f"protoembed train: {message}", file=sys.stderr, flush=True)
@@ -177,7 +174,7 @@ class Trainer:
             finally:
                 encoder.max_seq_length = train_length
             self.state["last_score"] = _nan_to_none(score)
-            self._log(
+            self.log.write(
                 {
                     "event": "eval",
                     "step": step,
@@ -262,7 +259,7 @@ class Trainer:
             self.log.start()
         self.state.update(world_size=acc.num_processes, total_steps=self.total_steps)
         step = int(self.state["step"])
-        self._log(
+        self.log.write(
             {
                 "event": "resume" if checkpoint is not None else "start",
                 "step": step,
@@ -286,7 +283,7 @@ class Trainer:
         if acc.is_main_process:
             results = self._final_results()
             write_json_atomic(self.output_dir / "results.json", results)
-            self._log(
+            self.log.write(
                 {
                     "event": "end",
                     "step": self.total_steps,
@@ -347,7 +344,7 @@ class Trainer:
                         loss=f"{value:.4f}", dev=_fmt(self.state.get("last_score")), refresh=False
                     )
                     if step % tcfg.log_steps == 0 or step == self.total_steps:
-                        self._log(
+                        self.log.write(
                             {
                                 "event": "train",
                                 "step": step,
@@ -376,7 +373,7 @@ class Trainer:
             if self.last_checkpoint_step is not None
             else "no checkpoint had been written yet"
         )
-        self._log({"event": "non_finite_loss", "step": step, "epoch": epoch, "loss": str(value)})
+        self.log.write({"event": "non_finite_loss", "step": step, "epoch": epoch, "loss": str(value)})
         raise ProtoembedError(f"loss is {value} at step {step} (epoch {epoch + 1}); training stopped, {kept}")
 
 

@@ -1,4 +1,5 @@
-"""Pieces shared by the evaluation suites: markdown table parts and the per-task loop with progress."""
+"""Pieces shared by the evaluation suites: encoding each distinct sentence once, the per-task loop
+with progress lines, and markdown table parts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,28 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
+from protoembed.errors import ProtoembedError
+
 Data = TypeVar("Data")
+Encode = Callable[[list[str]], np.ndarray]
+
+
+def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.ndarray, dict[str, int]]:
+    """Encode each distinct sentence once (one ``encode`` call, in order of first appearance).
+
+    Out: (float64 embeddings, sentence -> row). Raises :class:`ProtoembedError` when ``encode`` returns
+    an array of the wrong shape.
+    """
+    unique = list(dict.fromkeys(sentences))
+    embeddings = np.asarray(encode(unique), dtype=np.float64)
+    if embeddings.ndim != 2 or embeddings.shape[0] != len(unique):
+        raise ProtoembedError(
+            f"the encoder returned an array of shape {embeddings.shape} for {len(unique)} sentences; "
+            "expected (number of sentences, dimension)"
+        )
+    return embeddings, {s: i for i, s in enumerate(unique)}
 
 
 def fmt(value: float | None) -> str:
@@ -41,15 +63,23 @@ def papers_row(
     ]
 
 
-def run_tasks(
+def run_suite(
     suite: str,
-    datasets: Sequence[Data],
+    tasks: Sequence[str],
+    load: Callable[[str], Data],
     evaluate: Callable[[Data], dict[str, Any]],
     describe: Callable[[dict[str, Any]], str],
     progress: bool = False,
-) -> dict[str, dict[str, Any]]:
-    """``{data.name: evaluate(data)}`` in order; with ``progress``, one stderr line per finished task:
-    ``<suite>: <name>: <describe(result)> (<seconds> s)``."""
+) -> dict[str, Any]:
+    """Read every task's data (so bad data fails before any encoding), then ``evaluate`` each in order.
+
+    Out: ``{"tasks": {name: evaluate(data)}, "avg": mean of their "acc"}``. With ``progress``, one stderr
+    line per finished task: ``<suite>: <name>: <describe(result)> (<seconds> s)``.
+    """
+    tasks = list(dict.fromkeys(tasks))
+    if not tasks:
+        raise ProtoembedError(f"no {suite} task to evaluate")
+    datasets = [load(task) for task in tasks]
     results: dict[str, dict[str, Any]] = {}
     for data in datasets:
         started = time.monotonic()
@@ -60,4 +90,4 @@ def run_tasks(
             print(
                 f"{suite}: {name}: {describe(results[name])} ({seconds:.0f} s)", file=sys.stderr, flush=True
             )
-    return results
+    return {"tasks": results, "avg": float(np.mean([r["acc"] for r in results.values()]))}
