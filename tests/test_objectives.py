@@ -69,7 +69,8 @@ def per_sentence(embedder, templates: list[str], sentences: list[str]) -> torch.
 
 def encoder_mask_state(encoder, sentences, template_text: str | None, template_only: bool) -> torch.Tensor:
     """[MASK] state through ``encoder`` (its own template when ``template_text`` is None); optionally with
-    the sentence tokens masked out of attention (ConPVP code denoising)."""
+    the sentence tokens and the row's first and last tokens ([CLS], [SEP]) masked out of attention, so
+    that only the template attends (ConPVP code denoising)."""
     if template_text is None:
         ids, masks = encoder.tokenize_ids(sentences)
         head = len(
@@ -87,6 +88,8 @@ def encoder_mask_state(encoder, sentences, template_text: str | None, template_o
         for row, sentence in enumerate(sentences):
             length = len(encoder.tokenizer(sentence, add_special_tokens=False)["input_ids"])
             features["attention_mask"][row, head : head + length] = 0
+            features["attention_mask"][row, 0] = 0  # [CLS]
+            features["attention_mask"][row, len(ids[row]) - 1] = 0  # [SEP]
     with torch.no_grad():
         states = encoder(features)["token_embeddings"]
     return states[torch.arange(len(sentences)), features["mask_index"]]

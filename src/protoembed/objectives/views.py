@@ -6,8 +6,9 @@ does at evaluation). Rows of different views are padded together so that the bac
 
 Besides the plain rows, two kinds of *denoising* rows are supported (see the objectives):
 
-- ``attention_mask`` (ConPVP authors' code): the same ids with the sentence tokens masked out of
-  attention, so the mask state sees the template tokens only;
+- ``attention_mask`` (ConPVP authors' code): the same ids with the sentence and the special tokens
+  around the row (``[CLS]`` and ``[SEP]``) masked out of attention, so the mask state sees the template
+  tokens only;
 - ``position`` (PromptBERT): the template alone (no sentence tokens), with the position ids the template
   tokens would have if the sentence were present.
 """
@@ -21,7 +22,7 @@ import torch
 
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.prompts import Template, TemplateIds, tokenize_template
+from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
 
 
 @dataclass
@@ -60,6 +61,9 @@ class ViewBuilder:
         padding_idx = getattr(embeddings, "padding_idx", None)
         #: first position id of a sequence (RoBERTa-style models count from padding_idx + 1).
         self.position_offset = int(padding_idx) + 1 if padding_idx is not None else 0
+        before, after = special_tokens_around(self.tokenizer)
+        #: number of special tokens the tokenizer puts before / after a sequence ([CLS] / [SEP]).
+        self.n_special = (len(before), len(after))
 
     def template(self, text: str, n_soft: int = 0) -> TemplateIds:
         """The tokenised template (cached)."""
@@ -117,7 +121,11 @@ class ViewBuilder:
 
     @staticmethod
     def template_only_attention(rows: Rows) -> Rows:
-        """Copies of ``rows`` whose sentence tokens are masked out of attention (ConPVP code denoising)."""
+        """Copies of ``rows`` that attend to their template tokens only (ConPVP code denoising).
+
+        The sentence and the special tokens around the row ([CLS], [SEP]) are masked out of attention,
+        as in the ConPVP authors' template-only pass.
+        """
         out = Rows(
             ids=list(rows.ids),
             mask_index=list(rows.mask_index),
@@ -148,9 +156,13 @@ class ViewBuilder:
         features = self.encoder.collate(rows.ids, rows.mask_index)
         if not all(rows.attend_sentence):
             attention = features["attention_mask"]
+            n_before, n_after = self.n_special
             for r, (start, length) in enumerate(rows.span):
                 if not rows.attend_sentence[r]:
+                    end = len(rows.ids[r])
+                    attention[r, :n_before] = 0
                     attention[r, start : start + length] = 0
+                    attention[r, end - n_after : end] = 0
         if any(p is not None for p in rows.positions):
             width = features["input_ids"].size(1)
             o = self.position_offset
