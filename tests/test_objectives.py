@@ -333,9 +333,9 @@ def test_template_sets(tmp_path: Path) -> None:
     paper_pos, paper_neg = template_set("paper")
     official_pos, official_neg = template_set("official")
     assert (len(paper_pos), len(paper_neg), len(official_pos), len(official_neg)) == (8, 8, 9, 8)
-    assert '"<S>" , is related to "[MASK]"' in {t.text for t in official_pos}
+    assert '" <S> " , is related to " [MASK] "' in {t.text for t in official_pos}
     assert any("inconsistent to" in t.text for t in official_neg)
-    assert any("does not means" in t.text for t in official_neg)
+    assert any("not means" in t.text for t in official_neg)
     bad = tmp_path / "bad.txt"
     bad.write_text("[positive]\n# fine\nBy <S> they mean [MASK] .\n[negative]\nno sentence slot [MASK]\n")
     with pytest.raises(ProtoembedError, match=rf"{bad}:5"):

@@ -12,12 +12,12 @@ backbone's mask token (rendered per backbone by :mod:`protoembed.prompts`)::
 Packaged sets (``templates/<name>.txt``):
 
 - ``paper``: Table 1 of the ConPVP paper, 8 T+ and 8 T-.
-- ``official``: the lists of the authors' released code (a SimCSE fork), which differ slightly from
-  Table 1: a ninth positive template ``"<S>" , is related to "[MASK]"``, and the code's wording
-  ``inconsistent to`` and ``does not means`` in two negatives. The code itself was not reachable from
-  here (not in the searchable index), so this set is reconstructed from the description of those lists
-  in DESIGN.md §3; the placement of ``does not means`` in ``This sentence : "<S>" does not means [MASK] .``
-  is our reading.
+- ``official``: the lists of the authors' released code, copied verbatim from
+  ``github.com/lemon0830/promptCSE`` at commit ``de343d7043fb421f2d130f660d87360d1bad5c30``
+  (``ConPVP/train.py`` in ``ConPVP.zip``, function ``prepare_features``), 9 T+ and 8 T-. They differ
+  from Table 1 in a ninth positive (``" <S> " , is related to " [MASK] "``) and in wording (e.g.
+  ``inconsistent to``, ``totally different to``, ``which not denotes``, ``not means``); the spaces
+  around ``<S>`` and ``[MASK]`` are the code's own.
 
 Any other name is read as the path of a user file in the format above. Every entry is validated with
 :class:`protoembed.prompts.Template`: an entry without ``<S>`` or ``[MASK]`` is an error naming
