@@ -1,9 +1,8 @@
-"""Pieces shared by the evaluation suites: encoding each distinct sentence once, the per-task loop
-with progress lines, and markdown table parts."""
+"""Pieces shared by the evaluation suites: encoding each distinct sentence once and the per-task loop
+with progress lines (markdown tables: :mod:`protoembed.evaluation.tables`)."""
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tables import fmt, papers_row, table_head  # noqa: F401 (re-exported)
 
 Data = TypeVar("Data")
 Encode = Callable[[list[str]], np.ndarray]
@@ -31,36 +31,6 @@ def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.nd
             "expected (number of sentences, dimension)"
         )
     return embeddings, {s: i for i, s in enumerate(unique)}
-
-
-def fmt(value: float | None) -> str:
-    """A score with 2 decimals; ``n/a`` for a missing or NaN one."""
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
-
-
-def table_head(title: str, result: dict[str, Any], columns: Sequence[str], aligns: str) -> list[str]:
-    """A table's first lines: ``title (..., model M)``, a blank line, the header and the rule.
-
-    ``title`` ends without its closing parenthesis; ``aligns`` has one character per column
-    (``l`` or ``r``).
-    """
-    model = f", model {result['model']})" if result.get("model") else ")"
-    rule = "|" + "".join("---|" if a == "l" else "---:|" for a in aligns)
-    return [title + model, "", "| " + " | ".join(columns) + " |", rule]
-
-
-def papers_row(
-    caption: str, names: Sequence[str], values: Sequence[float | None], avg: float | None
-) -> list[str]:
-    """The papers' one-row layout: a caption, then a table with a column per task and ``Avg.``."""
-    return [
-        "",
-        caption,
-        "",
-        "| " + " | ".join([*names, "Avg."]) + " |",
-        "|" + "---:|" * (len(names) + 1),
-        "| " + " | ".join([fmt(v) for v in values] + [fmt(avg)]) + " |",
-    ]
 
 
 def run_suite(
