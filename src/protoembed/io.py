@@ -1,10 +1,21 @@
-"""Atomic file output: write to a temp file beside the target, then ``os.replace`` (never half-written)."""
+"""Atomic output: files and folders are built under a hidden temp name beside the target, then renamed.
+
+- :func:`write_atomic` / :func:`write_json_atomic`: one file (temp file, then ``os.replace``).
+- :func:`replace_dir`: one folder (a saved model, a checkpoint, unpacked data): built in a hidden temp
+  sibling, then swapped in by rename; temp siblings left by a killed process are removed on the next call.
+- :func:`check_writable`: a cheap probe that an output path can be written, run before hours of work.
+
+Everything written here gets the permissions a plain ``open()`` / ``mkdir()`` would give under the
+current umask (``tempfile`` alone would make it owner-only).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,24 +25,227 @@ import numpy as np
 
 from protoembed.errors import ProtoembedError
 
+_TMP_TAG = "tmp"
+_OLD_TAG = "old"
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or type(err).__name__
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(path.anchor or ".")
+
+
+def check_writable(path: str | os.PathLike, suffix: str | None = None, create_parents: bool = True) -> Path:
+    """Check, before any work, that a file can be written at ``path``; return it as a :class:`Path`.
+
+    A temp file is created and removed in the folder that would hold it (the nearest existing one when
+    ``create_parents``, since :func:`write_json_atomic` creates missing folders), so read-only folders,
+    read-only file systems (``/sys``) and permission problems are caught whoever runs it, root included.
+
+    Args:
+        path: the output file.
+        suffix: the required file-name ending (e.g. ``".npy"``), or ``None``.
+        create_parents: missing parent folders will be created by the writer.
+    Returns:
+        ``path`` as a :class:`Path`.
+    Raises:
+        ProtoembedError: wrong suffix, ``path`` is a folder, or its folder cannot be written.
+    """
+    target = Path(path).expanduser()
+    if suffix is not None and not target.name.endswith(suffix):
+        raise ProtoembedError(f"output {str(path)!r}: expected a {suffix} file name")
+    if target.is_dir():
+        raise ProtoembedError(f"cannot write {target}: it is a directory (expected a file name)")
+    parent = target.parent
+    if not parent.is_dir():
+        if not create_parents:
+            raise ProtoembedError(f"cannot write {target}: directory {parent} does not exist")
+        parent = _nearest_existing(parent)
+        if not parent.is_dir():
+            raise ProtoembedError(f"cannot write {target}: {parent} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.probe-", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {target}: {parent} is not writable ({_reason(err)})") from None
+    return target
+
 
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> Path:
     """Call ``write(temp_path)`` on a temp file in ``path``'s folder, then rename it to ``path``.
 
+    The file gets the mode a plain ``open(path, "w")`` would give (an existing file keeps its mode).
+
+    Args:
+        path: the target file.
+        write: writes the content to the path it is given.
+        suffix: ending of the temp file's name (some writers append their own, e.g. ``.npy``).
+    Returns:
+        the target path.
     Raises:
-        ProtoembedError: the target's folder does not exist.
+        ProtoembedError: the target's folder does not exist, the target is a folder, or the write fails.
     """
     target = Path(path)
     if not target.parent.is_dir():
         raise ProtoembedError(f"cannot write {target}: directory {target.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
-    os.close(fd)
+    if target.is_dir():
+        raise ProtoembedError(f"cannot write {target}: it is a directory (expected a file name)")
+    try:
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~current_umask()
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
     try:
         write(tmp)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    return target
+
+
+def _sibling_prefix(target: Path, tag: str) -> str:
+    return f".{target.name}.{tag}-"
+
+
+def _owner_pid(name: str, prefix: str) -> int | None:
+    """The process id written into a temp sibling's name (``.<name>.<tag>-<pid>-<random>``)."""
+    head = name[len(prefix) :].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def clean_stale_siblings(target: str | os.PathLike) -> None:
+    """Remove the hidden temp siblings of ``target`` left by a killed process.
+
+    A sibling counts as stale when the process id in its name is no longer running. If ``target`` is
+    missing but a moved-aside previous copy survived (a kill between the two renames of
+    :func:`replace_dir`), that copy is renamed back to ``target`` first.
+    """
+    target = Path(target)
+    parent = target.parent
+    if not parent.is_dir():
+        return
+    stale: list[tuple[str, Path]] = []
+    for tag in (_TMP_TAG, _OLD_TAG):
+        prefix = _sibling_prefix(target, tag)
+        for entry in parent.iterdir():
+            if entry.name.startswith(prefix) and not _alive(_owner_pid(entry.name, prefix)):
+                stale.append((tag, entry))
+    if not target.exists():
+        for tag, entry in stale:
+            if tag == _OLD_TAG and entry.is_dir():
+                with contextlib.suppress(OSError):
+                    os.rename(entry, target)
+                    break
+    for _, entry in stale:
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _chmod_like_mkdir(path: Path) -> None:
+    """Give the folder ``path`` the mode ``mkdir`` would under the current umask."""
+    os.chmod(path, 0o777 & ~current_umask())
+
+
+def _chmod_tree_like_open(root: Path) -> None:
+    """Give every folder and file under ``root`` the mode ``mkdir`` / ``open`` would under the umask.
+
+    Libraries that write through their own temp files (``tempfile`` makes them 0600) would otherwise
+    leave owner-only files in a folder meant to be shared; executable files keep their execute bits.
+    """
+    umask = current_umask()
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o777 & ~umask)
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                continue
+            executable = os.stat(path).st_mode & 0o100
+            os.chmod(path, (0o777 if executable else 0o666) & ~umask)
+
+
+def replace_dir(target: str | os.PathLike, build: Callable[[Path], None]) -> Path:
+    """Build a folder with ``build(temp_dir)`` and put it at ``target`` (replacing an existing one).
+
+    The folder is built in a hidden sibling ``.<name>.tmp-<pid>-<random>`` and renamed over ``target``:
+    an existing ``target`` is first moved aside to ``.<name>.old-<pid>-<random>`` and deleted last, so
+    at every moment ``target`` is either the complete old folder or the complete new one (or, between
+    the two renames, the old one sits moved aside and :func:`clean_stale_siblings` restores it).
+    Temp siblings left by a killed process are removed at the start of the next call. Missing parent
+    folders are created. Every folder and file of the result gets the mode ``mkdir`` / ``open`` would
+    give under the current umask.
+
+    Args:
+        target: the folder to write.
+        build: fills the (empty, existing) temp folder it is given.
+    Returns:
+        ``target`` as a :class:`Path`.
+    Raises:
+        ProtoembedError: ``target`` exists and is not a folder, or the folder cannot be written.
+    """
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise ProtoembedError(f"cannot write the folder {target}: a file of that name exists")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_siblings(target)
+        tmp = Path(
+            tempfile.mkdtemp(prefix=f"{_sibling_prefix(target, _TMP_TAG)}{os.getpid()}-", dir=target.parent)
+        )
+        _chmod_like_mkdir(tmp)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    try:
+        build(tmp)
+        _chmod_tree_like_open(tmp)
+        old: Path | None = None
+        if target.exists():
+            old = Path(
+                tempfile.mkdtemp(
+                    prefix=f"{_sibling_prefix(target, _OLD_TAG)}{os.getpid()}-", dir=target.parent
+                )
+            )
+            os.replace(target, old)  # an empty folder is replaced by the rename
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:  # permission, full disk, read-only file system
+        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -51,7 +265,10 @@ def json_safe(value: Any) -> Any:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
     """Write ``data`` as indented strict JSON to ``path`` atomically (parent folders are created)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
     text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
     return write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 

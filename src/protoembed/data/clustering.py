@@ -2,7 +2,7 @@
 
 In: the data directory. Out: a :class:`ClusteringData` per dataset (texts and integer labels).
 
-Every file is ``label<TAB>text`` with integer labels from 1 (SOURCES.md). Quirks handled: CRLF line ends
+Every file is ``label<TAB>text`` with integer labels from 1. Quirks handled: CRLF line ends
 (SearchSnippets, StackOverflow, Biomedical, Tweet), a trailing empty third column on StackOverflow
 lines and tabs inside some of its texts (whitespace is normalised to single spaces), no final newline
 (Biomedical); an empty text is skipped and counted.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from protoembed.data.lines import read_lines
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import read_lines
 from protoembed.errors import ProtoembedError
 
 #: Dataset -> file under ``clustering/``, in the order of the clustering tables.
@@ -31,6 +31,10 @@ CLUSTERING_FILES = {
     "GoogleNews-S": "googlenews/S",
 }
 CLUSTERING_TASKS = tuple(CLUSTERING_FILES)
+_MISSING_HINT = (
+    "the clustering sets are not part of SentEval's archive: stage them under <data>/clustering/ "
+    "(see the README) or point --data-dir / PROTOEMBED_DATA there"
+)
 
 
 @dataclass
@@ -49,15 +53,11 @@ def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> Clust
     if task not in CLUSTERING_FILES:
         raise ProtoembedError(f"unknown clustering task {task!r}; choose from: {', '.join(CLUSTERING_TASKS)}")
     path = resolve_data_dir(data_dir) / "clustering" / CLUSTERING_FILES[task]
-    if not path.is_file():
-        raise ProtoembedError(
-            f"{path}: file not found; the clustering sets are not part of SentEval's archive: stage them "
-            "under <data>/clustering/ (see the README) or point --data-dir / PROTOEMBED_DATA there"
-        )
     raw_labels: list[int] = []
     texts: list[str] = []
     skipped = 0
-    for lineno, line in enumerate(read_lines(path), 1):
+    lines = read_lines(path, missing_hint=_MISSING_HINT)
+    for lineno, line in enumerate(lines, 1):
         label, tab, rest = line.partition("\t")
         if not tab or not label.strip().isdigit():
             raise ProtoembedError(f"{path}:{lineno}: expected 'label<TAB>text' with an integer label")

@@ -1,10 +1,11 @@
 """Fetch the SentEval benchmark data (SimCSE's ``senteval.tar``) into ``<dest>/senteval``.
 
-The archive is streamed to a temp file inside ``dest`` (with a progress bar), checked against a
-sha256 when one is given or pinned, unpacked into a temp folder with every member checked (no
-absolute paths, no ``..``, no links or devices), checked file by file against
-:data:`~protoembed.data.manifest.SENTEVAL_STS_SHA256`, and only then renamed to ``<dest>/senteval``.
-Any failure removes everything it wrote, so ``dest`` never holds a half-written tree.
+Everything happens in a hidden temp folder beside ``<dest>/senteval`` (:func:`protoembed.io.replace_dir`):
+the archive is streamed there (with a progress bar), checked against a sha256 when one is given or
+pinned, unpacked with every member checked (no absolute paths, no ``..``, no links or devices),
+checked file by file against :data:`~protoembed.data.manifest.SENTEVAL_STS_SHA256`, and only then
+renamed to ``<dest>/senteval``. Any failure removes everything it wrote, so ``dest`` never holds a
+half-written tree.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import re
 import shutil
 import sys
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from protoembed.data.manifest import SENTEVAL_STS_SHA256
 from protoembed.errors import ProtoembedError
+from protoembed.io import replace_dir
 
 DEFAULT_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 #: sha256 of the archive at DEFAULT_URL, once known; ``None``: only the per-file manifest is checked.
@@ -178,10 +179,16 @@ def download_senteval(
 ) -> DownloadResult:
     """Download and install the SentEval data as ``<dest>/senteval``.
 
-    In: the data directory ``dest`` (created if missing); the archive ``url`` (or a local path);
-    the archive's expected ``sha256`` (default: :data:`DEFAULT_SHA256` for the default URL);
-    ``force`` replaces an existing ``<dest>/senteval``; ``check_manifest`` checks the STS files.
-    Out: a :class:`DownloadResult`. On any error nothing is left behind in ``dest``.
+    Args:
+        dest: the data directory (created if missing).
+        url: the archive's URL, or a local path.
+        sha256: the archive's expected sha256 (default: :data:`DEFAULT_SHA256` for the default URL).
+        force: replace an existing ``<dest>/senteval``.
+        check_manifest: check the STS files against their published sha256.
+        progress: draw a download progress bar.
+        timeout: seconds to wait for the connection and for each read.
+    Returns:
+        a :class:`DownloadResult`. On any error nothing is left behind in ``dest``.
     """
     expected = _check_hex(sha256) or (DEFAULT_SHA256 if url == DEFAULT_URL else None)
     source = url
@@ -191,42 +198,33 @@ def download_senteval(
     if target.exists() and not force:
         raise ProtoembedError(f"{target} already exists; pass --force to replace it")
     created = [p for p in (dest, *dest.parents) if not p.exists()]  # innermost first
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".protoembed-download-", dir=dest))
-    except OSError as err:
-        raise ProtoembedError(f"cannot write to {dest}: {err}") from None
-    try:
-        archive = work / "archive"
+    digest = ""
+    verified = 0
+
+    def build(tmp: Path) -> None:
+        """Fetch, check and unpack the archive inside the temp folder; leave only the data tree there."""
+        nonlocal digest, verified
+        archive = tmp / ".archive"
         digest = fetch(url, archive, timeout=timeout, progress=progress)
         if expected is not None and digest != expected:
             raise ProtoembedError(
                 f"{source}: sha256 mismatch (expected {expected}, got {digest}); nothing was installed"
             )
-        unpacked = work / "unpacked"
+        unpacked = tmp / ".unpacked"
         unpacked.mkdir()
         safe_extract(archive, unpacked, source)
         archive.unlink()
         root = find_senteval_root(unpacked, source)
         verified = verify_manifest(root, source) if check_manifest else 0
-        _install(root, target, work / "previous")
+        for entry in list(root.iterdir()):
+            os.rename(entry, tmp / entry.name)
+        shutil.rmtree(unpacked)
+
+    try:
+        replace_dir(target, build)
         return DownloadResult(target, digest, verified)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
         if not target.exists():  # failed: remove the (empty) folders this call created
             for folder in created:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
-
-
-def _install(root: Path, target: Path, backup: Path) -> None:
-    """Rename ``root`` to ``target``; an existing ``target`` is moved to ``backup`` first."""
-    had_previous = target.exists()
-    if had_previous:
-        os.rename(target, backup)
-    try:
-        os.rename(root, target)
-    except OSError as err:
-        if had_previous:
-            os.rename(backup, target)
-        raise ProtoembedError(f"cannot move the unpacked data to {target}: {err}") from None

@@ -25,10 +25,34 @@ from pathlib import Path
 
 import numpy as np
 
+from protoembed.data.lines import read_lines as _read_lines
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 
 VARIANTS = ("senteval", "raw")
+
+#: The STS tasks in the order of the papers' tables: STS12-16 (pooled "all" setting), STS-B, SICK-R.
+STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+#: Names the papers' tables print (accepted as aliases wherever a task is named).
+SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+
+
+def canonical_task(name: str) -> str:
+    """The task name for ``name``: itself, or the task whose table name it is (``STS-B`` -> ``STSBenchmark``).
+
+    Case is ignored for the table names (``sts-b`` works too).
+
+    Raises:
+        ProtoembedError: unknown task; the message lists the known names.
+    """
+    if name in STS_TASKS:
+        return name
+    for task in STS_TASKS:
+        if name.lower() in (task.lower(), SHORT_NAMES.get(task, task).lower()):
+            return task
+    known = ", ".join(f"{t} ({SHORT_NAMES[t]})" if t in SHORT_NAMES else t for t in STS_TASKS)
+    raise ProtoembedError(f"unknown STS task {name!r}; choose from: {known}")
+
 
 #: Subsets of each STS year, as SentEval evaluates them (STS13 without the unlicensed SMT subset).
 STS_YEAR_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -77,44 +101,27 @@ def _check_variant(variant: str) -> None:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
 
 
-def _missing(path: Path, raw: bool) -> ProtoembedError:
-    if raw:
-        return ProtoembedError(
-            f"{path}: file not found; the raw variant reads the original STS releases under sts_raw/, "
-            "which `protoembed data download` does not fetch (use --variant senteval, or stage sts_raw/)"
-        )
-    return ProtoembedError(
-        f"{path}: file not found; run `protoembed data download` to fetch the SentEval data "
-        "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
-    )
+_SENTEVAL_HINT = (
+    "run `protoembed data download` to fetch the SentEval data "
+    "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
+)
+_RAW_HINT = (
+    "the raw variant reads the original STS releases under sts_raw/, which `protoembed data download` "
+    "does not fetch (use --variant senteval, or stage sts_raw/)"
+)
 
 
 def read_lines(path: Path, raw: bool = False, encoding: str = "utf-8") -> list[str]:
-    """Read a text file as lines.
+    """Read a benchmark file with :func:`protoembed.data.lines.read_lines`.
 
-    In: ``path``; ``raw`` only chooses the wording of the missing-file error; ``encoding`` (UTF-8, or
-    ``latin-1`` for the one SentEval file written in it, TREC's training set). Out: the lines without
-    their ``\\n`` / ``\\r\\n`` ends; a leading BOM is dropped, a final newline does not make an extra
-    empty line. Raises :class:`ProtoembedError` when the file is missing or not in ``encoding``.
+    Args:
+        path: the file.
+        raw: the file belongs to the raw variant (only chooses the missing-file hint).
+        encoding: the file's encoding.
+    Returns:
+        the file's lines.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise _missing(path, raw) from None
-    except IsADirectoryError:
-        raise ProtoembedError(f"{path}: expected a file, found a directory") from None
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as err:
-        lineno = data.count(b"\n", 0, err.start) + 1
-        name = "UTF-8" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
-        raise ProtoembedError(f"{path}:{lineno}: expected {name} text ({err.reason})") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return _read_lines(path, encoding, _RAW_HINT if raw else _SENTEVAL_HINT)
 
 
 def _columns(path: Path, lineno: int, line: str, expected: tuple[int, ...], what: str) -> list[str]:
@@ -274,17 +281,16 @@ def read_sick(
 def load_sts_task(
     task: str, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", split: str = "test"
 ) -> StsPairs:
-    """Read one STS task by name: ``STS12``..``STS16`` (pooled), ``STSBenchmark``, ``SICKRelatedness``.
+    """Read one STS task by name: ``STS12``..``STS16`` (pooled), ``STSBenchmark`` (``STS-B``),
+    ``SICKRelatedness`` (``SICK-R``).
 
     ``split`` applies to STSBenchmark and SICKRelatedness; STS12-16 only have ``test``.
     """
+    task = canonical_task(task)
     if task in STS_YEAR_SUBSETS:
         if split != "test":
             raise ProtoembedError(f"{task} has only a test split (asked for {split!r})")
         return read_sts_year(data_dir, task, variant)
     if task == "STSBenchmark":
         return read_stsb(data_dir, split, variant)
-    if task == "SICKRelatedness":
-        return read_sick(data_dir, split, variant)
-    names = [*STS_YEAR_SUBSETS, "STSBenchmark", "SICKRelatedness"]
-    raise ProtoembedError(f"unknown STS task {task!r}; choose from: {', '.join(names)}")
+    return read_sick(data_dir, split, variant)

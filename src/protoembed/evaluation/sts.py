@@ -1,6 +1,6 @@
 """STS evaluation: cosine similarity of two embeddings against gold scores, no training.
 
-Protocol (DESIGN §5, as SentEval's ``all`` / SimCSE report it): for STS12-16 the subsets of a year
+Protocol (SentEval's ``all`` setting, as SimCSE reports it): for STS12-16 the subsets of a year
 are pooled and one Spearman / Pearson correlation is computed over all scored pairs; STS-B and
 SICK-R use their test split. Correlations are reported x100. Every distinct sentence of all
 requested tasks is encoded in one call, so a model sees each sentence once.
@@ -17,14 +17,9 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import VARIANTS, StsPairs, load_sts_task
+from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs, canonical_task, load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
-
-STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-
-#: Column names of the papers' tables.
-SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -79,7 +74,7 @@ def evaluate_sts(
     """
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
-    tasks = list(dict.fromkeys(tasks))
+    tasks = list(dict.fromkeys(canonical_task(task) for task in tasks))
     if not tasks:
         raise ProtoembedError("no STS task to evaluate")
     root = resolve_data_dir(data_dir)
