@@ -362,8 +362,14 @@ def test_option_errors(bert_dir: Path) -> None:
         (lambda: build_objective("simcse", cls, denoise=True), "unknown option 'denoise'"),
         (lambda: build_objective("conpvp", soft, denoise="position"), "denoise"),
         (lambda: build_objective("conpvp", soft, mlp="always"), "mlp"),
-        (lambda: build_objective("conpvp", soft, prototypes="no"), "prototypes must be true or false"),
-        (lambda: build_objective("simcse", cls, temperature=-1.0), "temperature must be a positive"),
+        (
+            lambda: build_objective("conpvp", soft, prototypes="no"),
+            "option 'prototypes': expected true or false",
+        ),
+        (
+            lambda: build_objective("simcse", cls, temperature=-1.0),
+            "option 'temperature': must be a positive number",
+        ),
         (lambda: build_objective("conpvp", cls), "needs head 'soft_prompt'"),
         (lambda: build_objective("conpvp", soft, anchor="manual"), "needs head 'mask'"),
         (lambda: build_objective("promptbert", soft), "needs head 'mask'"),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from protoembed.errors import ProtoembedError
-from protoembed.training.config import dump_config, load_config
+from protoembed.training.config import STS_TEST_TASKS, config_from_dict, dump_config, load_config
 from protoembed.training.corpus import read_corpus, resolve_corpus_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +36,7 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
         tmp_path / "base" / "model.yaml",
         "model: bert-base-uncased\ntraining: {batch_size: 128, lr: 3.0e-5}\n",
     )
-    _write(tmp_path / "base" / "method.yaml", "objective: {name: conpvp, denoise: none, tau_unused: 1}\n")
+    _write(tmp_path / "base" / "method.yaml", "objective: {name: conpvp, denoise: none, temperature: 1e-1}\n")
     child = _write(
         tmp_path / "rows" / "row.yaml",
         "base: [../base/model.yaml, ../base/method.yaml]\n"
@@ -44,7 +45,8 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
     cfg = load_config(child, ["objective.anchor=manual", "training.max_steps=7", "output_dir=runs/x"])
     assert cfg.model == "bert-base-uncased" and cfg.training.batch_size == 128 and cfg.training.lr == 1e-5
     assert cfg.objective.name == "conpvp"
-    assert cfg.objective.options == {"denoise": "attention_mask", "tau_unused": 1, "anchor": "manual"}
+    # objective options are validated with the config; 1e-1 (YAML text without a dot) is read as a float
+    assert cfg.objective.options == {"denoise": "attention_mask", "temperature": 0.1, "anchor": "manual"}
     assert cfg.training.max_steps == 7 and cfg.output_dir == "runs/x"
     assert load_config(_write(tmp_path / "dump.yaml", dump_config(cfg))) == cfg  # the dump round-trips
 
@@ -63,13 +65,22 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
         ("", ["training.test_tasks=[STS17]"], "unknown task 'STS17'"),
         ("", ["head=pooler"], "unknown head 'pooler'"),
         ("", ["training"], "expected KEY=VALUE"),
+        ("", ["objective.tau=0.1"], "--set objective.tau=0.1: objective 'simcse': unknown option 'tau'"),
+        ("", ["objective.mlp=always"], "option 'mlp': expected train, keep or none, got 'always'"),
+        ("", ["objective.name=nope"], "unknown objective 'nope'"),
+        ("", ["training.keep_checkpoint=1"], "'training.keep_checkpoint': expected true or false"),
+        ("", ["training.epochs=1.5"], "'training.epochs': expected an integer"),
+        ("", ["training.lr=.nan"], "'training.lr': expected a finite number"),
         ("", ["data.corpus.x=1"], "'corpus' is not a section"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, extra, overrides, message):
     path = _write(tmp_path / "bad.yaml", MINIMAL + extra)
-    with pytest.raises(ProtoembedError, match=message.replace("(", r"\(").replace("[", r"\[")):
+    with pytest.raises(ProtoembedError) as err:
         load_config(path, overrides)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    # the message names the file, or the --set override that brought the key
+    assert str(err.value).startswith("--set" if overrides else str(path))
 
 
 def test_missing_required_keys_and_include_cycle(tmp_path):
@@ -140,3 +151,19 @@ def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
         built[key] = build_objective_from_config(cfg, embedder)
         assert built[key].config()["objective"] == cfg.objective.name
     assert len(built) >= 7
+
+
+def test_readme_schema_is_generated_from_the_models():
+    """configs/README.md shows schema_yaml() verbatim (regenerate it with the command the README gives)."""
+    from protoembed.training.config import schema_yaml
+
+    readme = (REPO / "configs" / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- schema_yaml() -->\n```yaml\n", 1)[1].split("```\n<!-- /schema_yaml() -->", 1)[
+        0
+    ]
+    assert block == schema_yaml()
+    # every key of the schema is a key of the models: the generated YAML (minus base) validates
+    data = yaml.safe_load(block)
+    data.pop("base")
+    data["objective"] = {k: v for k, v in data["objective"].items() if k in ("name", "temperature", "mlp")}
+    assert config_from_dict(data).training.test_tasks == list(STS_TEST_TASKS)

@@ -21,6 +21,16 @@ from protoembed.objectives.simcse import SimCSE
 OBJECTIVES: dict[str, type[Objective]] = {cls.name: cls for cls in (SimCSE, PromptBERT, ConPVP)}
 
 
+def objective_class(name: str) -> type[Objective]:
+    """The registered objective ``name``; a one-line error lists the known ones otherwise."""
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise ProtoembedError(
+            f"unknown objective {name!r}: expected one of {', '.join(OBJECTIVES)}"
+        ) from None
+
+
 def build_objective(name: str, embedder: Embedder, **options: Any) -> Objective:
     """Build the objective ``name`` around ``embedder``.
 
@@ -31,13 +41,7 @@ def build_objective(name: str, embedder: Embedder, **options: Any) -> Objective:
     Raises:
         ProtoembedError: unknown objective, unknown option, bad option value, or an unsuitable head.
     """
-    try:
-        cls = OBJECTIVES[name]
-    except KeyError:
-        raise ProtoembedError(
-            f"unknown objective {name!r}: expected one of {', '.join(OBJECTIVES)}"
-        ) from None
-    return cls(embedder, **options)
+    return objective_class(name)(embedder, **options)
 
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "PromptBERT",
     "SimCSE",
     "build_objective",
+    "objective_class",
     "contrastive_loss",
     "gather_with_grad",
     "scale_for_ddp_average",

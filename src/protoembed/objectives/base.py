@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
-from protoembed.objectives.mlp import MLP, MLP_MODES, MLPPooling
+from protoembed.objectives.mlp import MLP, MLPPooling
+from protoembed.objectives.options import ContrastiveOptions
 from protoembed.objectives.views import Rows, ViewBuilder
 
 
@@ -55,60 +55,29 @@ def contrastive_loss(
 class Objective(torch.nn.Module):
     """Base class: an embedder, its training-only parts, and a loss over a batch of sentences.
 
-    Subclasses set :attr:`name`, :attr:`defaults` (every option and its default) and :attr:`choices`
-    (allowed values of string options), and implement :meth:`forward`.
+    Subclasses set :attr:`name` and :attr:`Options` (a pydantic model of their options, see
+    :mod:`protoembed.objectives.options`) and implement :meth:`forward`.
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
-        **options: objective options; unknown keys are an error naming the key.
+        **options: objective options, validated by :attr:`Options` (an unknown key or a bad value is a
+            one-line :class:`~protoembed.errors.ProtoembedError` naming the option).
     """
 
     name: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
-    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
 
     def __init__(self, embedder: Embedder, **options: Any) -> None:
         super().__init__()
-        self.options = self.check_options(options)
+        self.options = self.Options.parse(self.name, options)
         self.embedder = embedder
         self.views = ViewBuilder(embedder.encoder)
-        mode = self.options.get("mlp", "none")
         hidden = int(embedder.pooler.get_embedding_dimension())
-        self.mlp = MLP(hidden).to(embedder.device) if mode != "none" else None
-
-    # ------------------------------------------------------------- options
-    @classmethod
-    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """Validate ``options`` against :attr:`defaults` / :attr:`choices`; return them with defaults."""
-        for key in options:
-            if key not in cls.defaults:
-                known = ", ".join(sorted(cls.defaults)) or "none"
-                raise ProtoembedError(f"objective {cls.name!r}: unknown option {key!r} (known: {known})")
-        merged = {**cls.defaults, **options}
-        for key, value in merged.items():
-            default = cls.defaults[key]
-            if key in cls.choices and value not in cls.choices[key]:
-                raise ProtoembedError(
-                    f"objective {cls.name!r}: option {key} = {value!r}, expected one of "
-                    f"{', '.join(map(str, cls.choices[key]))}"
-                )
-            if isinstance(default, bool) and not isinstance(value, bool):
-                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be true or false")
-            if isinstance(default, float) and not (
-                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-            ):
-                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be a positive number")
-            if isinstance(default, int) and not isinstance(default, bool) and not isinstance(value, int):
-                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be an integer")
-            if isinstance(default, str) and not isinstance(value, str):
-                raise ProtoembedError(f"objective {cls.name!r}: option {key} must be a string")
-        if "temperature" in merged:
-            merged["temperature"] = float(merged["temperature"])
-        return merged
+        self.mlp = MLP(hidden).to(embedder.device) if self.options.mlp != "none" else None
 
     def config(self) -> dict[str, Any]:
         """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""
-        return {"objective": self.name, **self.options}
+        return {"objective": self.name, **self.options.model_dump()}
 
     # ------------------------------------------------------------- forward
     def forward(self, sentences: Sequence[str]) -> torch.Tensor:  # pragma: no cover - abstract
@@ -139,10 +108,7 @@ class Objective(torch.nn.Module):
         With ``keep`` the returned embedder shares its modules (backbone, soft prompt, MLP) with this
         objective, so it always reflects the current weights.
         """
-        if self.options.get("mlp") != "keep":
+        if self.options.mlp != "keep":
             return self.embedder
         e = self.embedder
         return Embedder(e.encoder, MLPPooling(e.pooler, self.mlp), e.head, e.normalize)
-
-
-MLP_CHOICES = {"mlp": MLP_MODES}

@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+from pydantic import Field
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+from protoembed.objectives.base import Objective, contrastive_loss
 from protoembed.objectives.distributed import world
+from protoembed.objectives.options import ContrastiveOptions
 from protoembed.prompts import TemplateIds
 from protoembed.templates import template_set
+
+
+class ConPVPOptions(ContrastiveOptions):
+    """ConPVP's options (see :class:`ConPVP`)."""
+
+    templates: str = Field("paper", description="T+ / T- template sets: paper | official | a template file")
+    denoise: Literal["none", "attention_mask"] = Field(
+        "none",
+        description="none (the paper) | attention_mask (the authors' code: template-only pass subtracted)",
+    )
+    anchor: Literal["soft", "manual"] = Field(
+        "soft", description="soft prompt anchor | manual: a mask head's discrete template (w/ manual)"
+    )
+    negative_prototypes: bool = Field(True, description="false = ablation w/o c-")
+    prototypes: bool = Field(True, description="false = ablation w/o c+ & c- (SimCSE-style second view)")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        0, description="template draws (default in training: training.seed)"
+    )
 
 
 class ConPVP(Objective):
@@ -70,35 +90,24 @@ class ConPVP(Objective):
     """
 
     name = "conpvp"
-    defaults = {
-        "temperature": 0.05,
-        "templates": "paper",
-        "denoise": "none",
-        "mlp": "train",
-        "anchor": "soft",
-        "negative_prototypes": True,
-        "prototypes": True,
-        "seed": 0,
-    }
-    choices = {**MLP_CHOICES, "denoise": ("none", "attention_mask"), "anchor": ("soft", "manual")}
+    Options = ConPVPOptions
+    options: ConPVPOptions
 
     def __init__(self, embedder: Embedder, **options: Any) -> None:
         super().__init__(embedder, **options)
         encoder = embedder.encoder
-        if self.options["anchor"] == "soft" and encoder.soft_prompt is None:
+        if self.options.anchor == "soft" and encoder.soft_prompt is None:
             raise ProtoembedError(
                 f"objective 'conpvp' (anchor: soft) needs head 'soft_prompt'; the embedder has head "
                 f"{embedder.head!r} (use anchor: manual with head 'mask' for the w/ manual ablation)"
             )
-        if self.options["anchor"] == "manual" and (
-            encoder.template is None or encoder.soft_prompt is not None
-        ):
+        if self.options.anchor == "manual" and (encoder.template is None or encoder.soft_prompt is not None):
             raise ProtoembedError(
                 f"objective 'conpvp' with anchor: manual needs head 'mask' (a discrete template); "
                 f"the embedder has head {embedder.head!r}"
             )
         self.anchor: TemplateIds = self.views.anchor_template
-        positives, negatives = template_set(self.options["templates"])
+        positives, negatives = template_set(self.options.templates)
         self.positive_texts = [t.text for t in positives]
         self.negative_texts = [t.text for t in negatives]
         self.positives = [self.views.template(t) for t in self.positive_texts]
@@ -113,7 +122,7 @@ class ConPVP(Objective):
         """The template-draw generator, seeded with ``seed + rank`` on first use."""
         if self._generator is None:
             rank, _ = world()
-            self._generator = torch.Generator().manual_seed(int(self.options["seed"]) + 1_000_003 * rank)
+            self._generator = torch.Generator().manual_seed(int(self.options.seed) + 1_000_003 * rank)
         return self._generator
 
     def draw(self, n: int, count: int) -> list[int]:
@@ -134,13 +143,13 @@ class ConPVP(Objective):
         """Loss of one batch (Eq. 1, or the selected ablation); every view in one forward."""
         ids = self.views.sentence_ids(sentences)
         n = len(ids)
-        soft = self.options["anchor"] == "soft"
+        soft = self.options.anchor == "soft"
         rows = self.views.wrap(self.anchor, ids, soft=soft)
-        if self.options["prototypes"]:
+        if self.options.prototypes:
             pos = self.draw(n, len(self.positives))
             rows.extend(self.views.wrap([self.positives[i] for i in pos], ids))
             neg: list[int | None] = [None] * n
-            if self.options["negative_prototypes"]:
+            if self.options.negative_prototypes:
                 neg = self.draw(n, len(self.negatives))
                 rows.extend(self.views.wrap([self.negatives[i] for i in neg], ids))
             self.last_templates = [
@@ -151,14 +160,14 @@ class ConPVP(Objective):
             rows.extend(self.views.wrap(self.anchor, ids, soft=soft))  # second dropout view of the anchor
             self.last_templates = [(None, None)] * n
         views = len(rows) // n
-        if self.options["denoise"] == "attention_mask":
+        if self.options.denoise == "attention_mask":
             rows.extend(self.views.template_only_attention(rows))
         states = self.embed_rows(rows)
-        if self.options["denoise"] == "attention_mask":
+        if self.options.denoise == "attention_mask":
             states = states[: views * n] - states[views * n :]
         z = self.project(states)
         return contrastive_loss(
-            z[:n], z[n : 2 * n], z[2 * n :] if views == 3 else None, temperature=self.options["temperature"]
+            z[:n], z[n : 2 * n], z[2 * n :] if views == 3 else None, temperature=self.options.temperature
         )
 
     def config(self) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.module import Module
 
-MLP_MODES = ("train", "keep", "none")
 _WEIGHTS = "mlp.safetensors"
 _INNER = "pooler"
 

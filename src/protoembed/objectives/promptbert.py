@@ -6,11 +6,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from pydantic import Field, field_validator
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.options import ContrastiveOptions
 from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, Template
+
+
+class PromptBERTOptions(ContrastiveOptions):
+    """PromptBERT's options (see :class:`PromptBERT`)."""
+
+    second_template: str = Field(PROMPTBERT_SECOND_TEMPLATE, description="template of the second view")
+    denoise: bool = Field(True, description="template denoising (PromptBERT Eq. 3), in training only")
+
+    @field_validator("second_template")
+    @classmethod
+    def _template(cls, text: str) -> str:
+        try:
+            Template(text)
+        except ProtoembedError as err:
+            raise ValueError(str(err)) from None
+        return text
 
 
 class PromptBERT(Objective):
@@ -53,13 +71,8 @@ class PromptBERT(Objective):
     """
 
     name = "promptbert"
-    defaults = {
-        "temperature": 0.05,
-        "second_template": PROMPTBERT_SECOND_TEMPLATE,
-        "denoise": True,
-        "mlp": "train",
-    }
-    choices = MLP_CHOICES
+    Options = PromptBERTOptions
+    options: PromptBERTOptions
 
     def __init__(self, embedder: Embedder, **options: Any) -> None:
         super().__init__(embedder, **options)
@@ -69,9 +82,8 @@ class PromptBERT(Objective):
                 f"objective 'promptbert' needs head 'mask' (a discrete template); the embedder has head "
                 f"{embedder.head!r}"
             )
-        Template(self.options["second_template"], source="option second_template")
         self.first = self.views.template(encoder.template)
-        self.second = self.views.template(self.options["second_template"])
+        self.second = self.views.template(self.options.second_template)
 
     def forward(self, sentences: Sequence[str]) -> torch.Tensor:
         """Loss of one batch: 2N view rows (+ template-alone rows when denoising) in one forward."""
@@ -79,7 +91,7 @@ class PromptBERT(Objective):
         n = len(ids)
         rows = self.views.wrap(self.first, ids).extend(self.views.wrap(self.second, ids))
         lookups = []
-        if self.options["denoise"]:
+        if self.options.denoise:
             for view, template in enumerate((self.first, self.second)):
                 lengths = [length for _, length in rows.span[view * n : (view + 1) * n]]
                 unique = sorted(set(lengths))
@@ -92,4 +104,4 @@ class PromptBERT(Objective):
             index = torch.tensor(lookups[0] + lookups[1], device=states.device)
             views = views - states[index]
         z = self.project(views)
-        return contrastive_loss(z[:n], z[n:], temperature=self.options["temperature"])
+        return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)

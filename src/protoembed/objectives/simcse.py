@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
-from protoembed.embedder import Embedder
-from protoembed.objectives.base import MLP_CHOICES, Objective, contrastive_loss
+from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.options import ContrastiveOptions
 
 
 class SimCSE(Objective):
@@ -50,11 +49,7 @@ class SimCSE(Objective):
     """
 
     name = "simcse"
-    defaults = {"temperature": 0.05, "mlp": "train"}
-    choices = MLP_CHOICES
-
-    def __init__(self, embedder: Embedder, **options: Any) -> None:
-        super().__init__(embedder, **options)
+    Options = ContrastiveOptions
 
     def forward(self, sentences: Sequence[str]) -> torch.Tensor:
         """Loss of one batch: both dropout views in one forward of 2N rows."""
@@ -64,4 +59,4 @@ class SimCSE(Objective):
         features = encoder.collate(ids + ids, None if masks is None else masks + masks)
         states = self.embed_features({k: v.to(self.embedder.device) for k, v in features.items()})
         z = self.project(states)
-        return contrastive_loss(z[:n], z[n:], temperature=self.options["temperature"])
+        return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)

@@ -34,11 +34,10 @@ def build_objective_from_config(cfg: TrainConfig, embedder) -> torch.nn.Module:
     An objective with a ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config
     sets ``objective.seed``, so that the seeds of a study vary every random choice.
     """
-    from protoembed.objectives import OBJECTIVES, build_objective
+    from protoembed.objectives import build_objective, objective_class
 
     options = dict(cfg.objective.options)
-    defaults = getattr(OBJECTIVES.get(cfg.objective.name), "defaults", {})
-    if "seed" in defaults and "seed" not in options:
+    if "seed" in objective_class(cfg.objective.name).Options.model_fields and "seed" not in options:
         options["seed"] = cfg.training.seed
     return build_objective(cfg.objective.name, embedder, **options)
 
