@@ -30,11 +30,11 @@ def test_encode_errors_are_one_line_without_traceback(tiny_model_dirs, tmp_path)
     cases = [
         (
             ["encode", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "o.npy")],
-            "missing.txt: no such file",
+            "missing.txt: file not found",
         ),
         (
             ["encode", str(src), "-o", str(tmp_path / "o.npy"), "--model", str(tiny_model_dirs["bert"])],
-            "index 1",
+            "line 2",
         ),
         (["encode", str(src), "-o", str(tmp_path / "o.npy"), "--head", "bogus"], "unknown head 'bogus'"),
         (

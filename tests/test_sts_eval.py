@@ -14,10 +14,10 @@ from scipy.stats import rankdata
 
 import protoembed
 from protoembed.cli import main
-from protoembed.commands.eval import write_json_atomic
 from protoembed.data.sts import StsPairs, load_sts_task, read_stsb
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table, stsb_dev_spearman
+from protoembed.io import write_json_atomic
 
 DIM = 97
 
@@ -177,11 +177,17 @@ def test_format_sts_table() -> None:
 
 
 class FakeEmbedder:
+    head = "mean"
+
     def __init__(self) -> None:
         self.batch_sizes: list[int] = []
 
     def encode(
-        self, sentences: list[str], batch_size: int = 32, show_progress_bar: bool = False
+        self,
+        sentences: list[str],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        allow_empty: bool = False,
     ) -> np.ndarray:
         self.batch_sizes.append(batch_size)
         return bag_of_words(sentences)
@@ -238,7 +244,7 @@ def test_cli_dev_split_defaults_to_tasks_with_a_dev_split(
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["split"] == "dev" and list(data["tasks"]) == ["STSBenchmark", "SICKRelatedness"]
     assert data["tasks"]["STSBenchmark"]["n"] == 1500 and data["tasks"]["SICKRelatedness"]["n"] == 500
-    assert data["head"] is None
+    assert data["head"] == "mean"  # the resolved head, not the absent --head
 
 
 def test_cli_missing_data_is_one_line_error(

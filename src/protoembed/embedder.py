@@ -1,15 +1,17 @@
 """Embedder = backbone encoder (+ template / soft prompt) + head, and :func:`load`.
 
-Data flow (DESIGN.md §2): text -> :class:`~protoembed.encoder.PromptEncoder` (formatting, truncation,
-soft prompt, backbone) -> pooling module (head) -> vector. :meth:`Embedder.save` writes the
-sentence-transformers layout (DESIGN.md §6), so ``SentenceTransformer(path)`` loads the model and
+Data flow: text -> :class:`~protoembed.encoder.PromptEncoder` (formatting, truncation, soft prompt,
+backbone) -> pooling module (head) -> vector. :meth:`Embedder.save` writes the sentence-transformers
+layout, so ``SentenceTransformer(path)`` loads the model and
 produces the same vectors as ``protoembed.load(path)``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,7 @@ from tqdm.auto import tqdm
 
 from protoembed.backbones import loading_errors, quiet_transformers, resolve_model_dir
 from protoembed.encoder import PromptEncoder
-from protoembed.errors import ProtoembedError
+from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.heads import HEADS, get_head
 from protoembed.io import replace_dir
 
@@ -32,6 +34,29 @@ _ST_TYPES = {
     "Pooling": "sentence_transformers.models.Pooling",
     "Normalize": "sentence_transformers.models.Normalize",
 }
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` if it is an integer of at least 1; a :class:`ProtoembedError` otherwise."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+        raise ProtoembedError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    return int(batch_size)
+
+
+def check_sentences(sentences: Any) -> list[str]:
+    """The sentences as a list; any item that is not a ``str`` is an error naming its index.
+
+    ``None``, NaN (pandas' missing value) and ``bytes`` would otherwise be encoded as the text
+    ``"None"``, ``"nan"``, ``"b'...'"``.
+    """
+    if sentences is None or isinstance(sentences, bytes) or not hasattr(sentences, "__iter__"):
+        raise ProtoembedError(f"expected a string or a sequence of strings, got {type(sentences).__name__}")
+    texts = list(sentences)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            shown = "NaN" if isinstance(text, float) and math.isnan(text) else repr(text)[:40]
+            raise ProtoembedError(f"sentence {i}: expected a string, got {type(text).__name__} {shown}")
+    return texts
 
 
 class Embedder(torch.nn.Module):
@@ -95,26 +120,41 @@ class Embedder(torch.nn.Module):
             sentences: the sentences (a single string gives a single vector).
             batch_size: sentences per forward pass.
             normalize: L2-normalise the vectors (default: the model's own setting).
-            show_progress_bar: show a progress bar (default: only for more than 1000 sentences).
+            show_progress_bar: show a progress bar on stderr (default: for more than 1000 sentences
+                when stderr is a terminal).
             convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
             allow_empty: encode empty sentences as the bare template instead of raising an error.
         Returns:
-            float32 array (N, D) in the input order ((D,) for a single string).
+            float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence).
+        Raises:
+            ProtoembedError: a non-string input (named by its index), ``batch_size`` below 1, or
+                (:class:`~protoembed.errors.EmptySentenceError`) empty sentences without ``allow_empty``.
         """
         if normalize is False and self.normalize:
             raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
+        check_batch_size(batch_size)
         extra_normalize = bool(normalize) and not self.normalize
         single = isinstance(sentences, str)
-        texts = [sentences] if single else list(sentences)
-        ids, masks = self.encoder.tokenize_ids(texts, allow_empty)
+        texts = [sentences] if single else check_sentences(sentences)
+        if not texts:
+            out = torch.zeros((0, self.dimension), dtype=torch.float32, device=self.device)
+            return out if convert_to_tensor else out.cpu().numpy()
+        ids, masks = self.encoder.tokenize_ids(texts, allow_empty=True)
+        if not allow_empty:
+            self._check_empty(ids)
         order = np.argsort([-len(x) for x in ids], kind="stable")
         out = torch.empty((len(texts), self.dimension), dtype=torch.float32, device=self.device)
-        show = len(texts) > 1000 if show_progress_bar is None else show_progress_bar
+        if show_progress_bar is None:  # never into a log file
+            show_progress_bar = len(texts) > 1000 and sys.stderr.isatty()
         was_training = self.training
         self.eval()
         with torch.inference_mode():
             for start in tqdm(
-                range(0, len(texts), batch_size), desc="Encoding", disable=not show, unit="batch"
+                range(0, len(texts), batch_size),
+                desc="Encoding",
+                disable=not show_progress_bar,
+                unit="batch",
+                file=sys.stderr,
             ):
                 index = order[start : start + batch_size]
                 batch = self.encoder.collate(
@@ -128,18 +168,23 @@ class Embedder(torch.nn.Module):
         result = out if convert_to_tensor else out.cpu().numpy()
         return result[0] if single else result
 
+    def _check_empty(self, ids: list[list[int]]) -> None:
+        """Raise :class:`EmptySentenceError` for the inputs that tokenise like the empty string.
+
+        A sentence is empty when it adds no token to the input: its ids are no longer than those of
+        ``""`` (the bare template, or the special tokens alone).
+        """
+        bare = len(self.encoder.tokenize_ids([""], allow_empty=True)[0][0])
+        empty = [i for i, x in enumerate(ids) if len(x) <= bare]
+        if empty:
+            raise EmptySentenceError(empty)
+
     # ----------------------------------------------------------- persistence
     def modules_for_sentence_transformers(self) -> list[Module]:
         """The module list a ``SentenceTransformer`` built from this embedder runs."""
         from sentence_transformers.base.modules.normalize import Normalize
 
         return [self.encoder, self.pooler] + ([Normalize()] if self.normalize else [])
-
-    def to_sentence_transformer(self):
-        """A ``sentence_transformers.SentenceTransformer`` sharing this embedder's modules."""
-        from sentence_transformers import SentenceTransformer
-
-        return SentenceTransformer(modules=self.modules_for_sentence_transformers(), device=str(self.device))
 
     def export(self, path: str | os.PathLike, quantize: str | None = None) -> Path:
         """Write an ONNX export (graph from token ids to the vector, tokenizer, template) to ``path``;
@@ -272,12 +317,17 @@ def load(
         n_soft_prompt: number of soft-prompt vectors (``soft_prompt`` head; default 4).
         soft_prompt_init: ``uniform`` or ``template``.
         normalize: L2-normalise outputs (default: as saved; False for a bare backbone).
-        device: torch device (default: CUDA if available, else CPU).
+        device: torch device (default: CUDA if available, else CPU); see :func:`resolve_device`.
     Returns:
         an :class:`Embedder` in eval mode.
+    Raises:
+        ProtoembedError: an unknown head, a bad ``max_seq_length`` or device, or a model folder that
+            cannot be loaded (named in the message).
     """
     if head is not None:
         get_head(head)  # fail before loading weights
+    check_max_seq_length(max_seq_length)
+    device = resolve_device(device)
     path = resolve_model_dir(spec)
     from protoembed.export.runtime import is_export_dir, load_export
 
@@ -319,9 +369,53 @@ def load(
         )
     if normalize is not None:
         embedder.normalize = normalize
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     return embedder.to(device).eval()
+
+
+def check_max_seq_length(max_seq_length: Any) -> None:
+    """Refuse a token budget that is not a positive integer (``None``: the backbone's own limit)."""
+    if max_seq_length is None:
+        return
+    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
+        raise ProtoembedError(f"max_seq_length must be a positive number of tokens, got {max_seq_length!r}")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """The torch device for ``device``, checked before any weight is loaded.
+
+    Args:
+        device: ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or ``None`` (CUDA if available, else CPU).
+    Returns:
+        the device.
+    Raises:
+        ProtoembedError: an unknown device name, or a device this machine does not have.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ProtoembedError(f"unknown device {str(device)!r}: expected cpu, cuda, cuda:N or mps") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            raise ProtoembedError(
+                f"device {str(device)!r}: no CUDA device is available (torch {torch.__version__}, {build}); "
+                "use --device cpu"
+            )
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            raise ProtoembedError(
+                f"device {str(device)!r}: this machine has {count} CUDA device(s) (0..{count - 1})"
+            )
+    elif resolved.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ProtoembedError(
+                f"device {str(device)!r}: MPS is not available on this machine; use --device cpu"
+            )
+    elif resolved.type != "cpu":
+        raise ProtoembedError(f"unsupported device {str(device)!r}: expected cpu, cuda, cuda:N or mps")
+    return resolved
 
 
 def build(
@@ -337,6 +431,7 @@ def build(
 ) -> Embedder:
     """Put a head on an already-loaded backbone (see :func:`load` for the arguments); eval mode."""
     spec = get_head(head)
+    check_max_seq_length(max_seq_length)
     if not spec.uses_template and (template is not None or n_soft_prompt):
         raise ProtoembedError(
             f"head {head!r} takes no template; use one of "
@@ -352,4 +447,4 @@ def build(
         tokenizer=tokenizer,
         model=model,
     )
-    return Embedder(encoder, spec.make_pooler(encoder.hidden_size, {}), head, normalize).eval()
+    return Embedder(encoder, spec.make_pooler(encoder.hidden_size), head, normalize).eval()

@@ -9,3 +9,20 @@ from __future__ import annotations
 
 class ProtoembedError(Exception):
     """An error caused by user input; ``str(err)`` is a complete one-line explanation."""
+
+
+class EmptySentenceError(ProtoembedError):
+    """Sentences with no token (empty or blank) given without ``allow_empty``.
+
+    Attributes:
+        indexes: 0-based positions of the empty sentences in the input, so a caller can name them in
+            its own terms (the CLI says 1-based line numbers and ``--allow-empty``).
+    """
+
+    def __init__(self, indexes: list[int]) -> None:
+        self.indexes = list(indexes)
+        shown = ", ".join(map(str, self.indexes[:10])) + (" ..." if len(self.indexes) > 10 else "")
+        super().__init__(
+            f"{len(self.indexes)} sentence(s) have no tokens after stripping (index {shown}); "
+            "remove them or pass allow_empty=True to encode them as the template alone"
+        )

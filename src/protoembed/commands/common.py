@@ -1,33 +1,128 @@
-"""Options shared by the sub-commands that load a model."""
+"""Options and argument types shared by the sub-commands.
+
+Every value is checked when the command line is parsed, before any data is read or model loaded:
+numbers must be positive, output files writable (:func:`output_file`), task names known (the names the
+papers' tables print are accepted too, :func:`task_names`). This module imports no torch.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 
 from protoembed.errors import ProtoembedError
-from protoembed.heads import HEADS
+from protoembed.heads import get_head, heads_help
+from protoembed.io import check_writable
+
+
+def positive_int(text: str) -> int:
+    """``argparse`` type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def head_name(text: str) -> str:
+    """``argparse`` type: a registered head."""
+    try:
+        return get_head(text).name
+    except ProtoembedError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def output_file(suffix: str | None = None, create_parents: bool = True) -> Callable[[str], str]:
+    """``argparse`` type for an output path: checks at parse time that the file can be written.
+
+    Args:
+        suffix: required file-name ending (``".npy"``, ``".json"``, ``".png"``) or ``None``.
+        create_parents: the writer creates missing folders (else the folder must exist).
+    Returns:
+        a converter that returns the path unchanged or raises ``argparse.ArgumentTypeError`` naming
+        the path and the problem (a folder, a read-only or missing directory, a wrong suffix).
+    """
+
+    def convert(text: str) -> str:
+        try:
+            check_writable(text, suffix, create_parents)
+        except ProtoembedError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+
+    convert.__name__ = "output file"
+    return convert
+
+
+def task_names(
+    tasks: tuple[str, ...], aliases: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None
+) -> Callable[[str], str]:
+    """``argparse`` type for a task name: one of ``tasks`` or an alias, case-insensitive.
+
+    Args:
+        tasks: the canonical names.
+        aliases: canonical name -> the name the papers' tables print (``STSBenchmark`` -> ``STS-B``), or
+            a function returning that map (called only when a name is not canonical, so a heavy module
+            that defines it is imported only then).
+    Returns:
+        a converter returning the canonical name.
+    """
+    canonical = {task.lower(): task for task in tasks}
+
+    def convert(text: str) -> str:
+        if text.lower() in canonical:
+            return canonical[text.lower()]
+        table = dict((aliases() if callable(aliases) else aliases) or {})
+        for task, alias in table.items():
+            if alias.lower() == text.lower() and task in tasks:
+                return task
+        known = ", ".join(f"{t} ({table[t]})" if t in table else t for t in tasks)
+        raise argparse.ArgumentTypeError(f"unknown task {text!r}; choose from: {known}")
+
+    convert.__name__ = "task"
+    return convert
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``."""
     parser.add_argument("--model", default="default", help="default | model dir | hub id (default: default)")
-    parser.add_argument("--head", default=None, help=f"{', '.join(HEADS)} (default: the model's own)")
+    parser.add_argument(
+        "--head",
+        default=None,
+        type=head_name,
+        metavar="HEAD",
+        help=f"default: the saved model's own, mean for a bare backbone. {heads_help()}",
+    )
     parser.add_argument(
         "--template", default=None, help="prompt template with <S> and [MASK], e.g. '\"<S>\" means [MASK] .'"
     )
     parser.add_argument(
-        "--max-seq-length", type=int, default=None, help="token budget (sentence tokens for prompts)"
+        "--max-seq-length",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="token budget (sentence tokens for prompts; default: the backbone's limit)",
     )
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="default 64")
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:1, mps (default: cuda if available, else cpu)"
+    )
+
+
+def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
+    """``--allow-empty``: encode empty sentences as the bare template instead of refusing them."""
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="encode empty or blank sentences as the bare template (default: refuse them)",
+    )
 
 
 def load_from_args(args: argparse.Namespace):
-    """Load the :class:`~protoembed.Embedder` that the model options describe (``--batch-size`` checked)."""
+    """Load the :class:`~protoembed.Embedder` that the model options describe."""
     from protoembed import load
-
-    if args.batch_size < 1:
-        raise ProtoembedError(f"--batch-size must be at least 1, got {args.batch_size}")
 
     return load(
         args.model,

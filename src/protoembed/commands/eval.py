@@ -9,45 +9,75 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from protoembed.commands.common import add_model_options, load_from_args
+from protoembed.commands.common import (
+    add_allow_empty_option,
+    add_model_options,
+    load_from_args,
+    output_file,
+    task_names,
+)
 from protoembed.data.clustering import CLUSTERING_TASKS
-from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
-from protoembed.evaluation.fewshot import evaluate_fewshot, format_fewshot_table, plot_fewshot
-from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table
-from protoembed.evaluation.transfer import TRANSFER_TASKS, evaluate_transfer, format_transfer_table
-from protoembed.io import write_json_atomic
+from protoembed.data.sts import SHORT_NAMES as STS_SHORT_NAMES
+from protoembed.data.sts import STS_TASKS
+from protoembed.data.transfer import TRANSFER_TASKS
+from protoembed.errors import EmptySentenceError, ProtoembedError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
-def lazy_encoder(args: argparse.Namespace) -> Callable[[list[str]], np.ndarray]:
-    """Return ``encode(sentences) -> array`` that loads the model on its first call.
+class LazyEncoder:
+    """``encode(sentences) -> array`` that loads the model on its first call.
 
-    Loading lazily lets a suite read (and validate) its data before the slow model load.
+    Loading lazily lets a suite read (and validate) its data before the slow model load. After the
+    first call, :attr:`model` is the loaded :class:`~protoembed.Embedder`.
     """
-    state: dict[str, Any] = {}
 
-    def encode(sentences: list[str]) -> np.ndarray:
-        if "model" not in state:
-            state["model"] = load_from_args(args)
-        progress = sys.stderr.isatty()
-        return np.asarray(
-            state["model"].encode(sentences, batch_size=args.batch_size, show_progress_bar=progress)
-        )
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.model = None
 
-    return encode
+    def __call__(self, sentences: list[str]) -> np.ndarray:
+        import numpy as np
+
+        if self.model is None:
+            self.model = load_from_args(self.args)
+        try:
+            vectors = self.model.encode(
+                sentences,
+                batch_size=self.args.batch_size,
+                show_progress_bar=sys.stderr.isatty(),
+                allow_empty=self.args.allow_empty,
+            )
+        except EmptySentenceError as err:
+            first = sentences[err.indexes[0]]
+            raise ProtoembedError(
+                f"{len(err.indexes)} sentence(s) of the benchmark data have no tokens (first: {first!r}); "
+                "pass --allow-empty to encode them as the template alone"
+            ) from None
+        return np.asarray(vectors)
 
 
-def _meta(args: argparse.Namespace) -> dict[str, Any]:
-    meta: dict[str, Any] = {"model": args.model, "head": args.head}
-    if args.template is not None:
-        meta["template"] = args.template
+def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
+    """A :class:`LazyEncoder` for the model options of ``args``."""
+    return LazyEncoder(args)
+
+
+def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
+    """The model's description for the results JSON: spec, resolved head (and template, if any)."""
+    model = encoder.model
+    meta: dict[str, Any] = {"model": args.model, "head": getattr(model, "head", args.head)}
+    template = getattr(getattr(model, "encoder", None), "template", args.template)
+    if template is not None:
+        meta["template"] = template
     return meta
 
 
 def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int:
+    from protoembed.io import write_json_atomic
+
     print(table)
     if args.output:
         target = write_json_atomic(args.output, result)
@@ -57,13 +87,14 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
 
 def run_sts(args: argparse.Namespace) -> int:
     """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
+    from protoembed.evaluation.sts import evaluate_sts, format_sts_table
+
     tasks = args.tasks
     if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
         tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
-    result = evaluate_sts(
-        lazy_encoder(args), args.data_dir, variant=args.variant, tasks=tasks, split=args.split
-    )
-    result = {**_meta(args), **result}
+    encoder = lazy_encoder(args)
+    result = evaluate_sts(encoder, args.data_dir, variant=args.variant, tasks=tasks, split=args.split)
+    result = {**_meta(args, encoder), **result}
     return _finish(args, result, format_sts_table(result))
 
 
@@ -71,12 +102,15 @@ def _evaluate(
     args: argparse.Namespace, evaluate: Callable[..., dict[str, Any]], **options: Any
 ) -> dict[str, Any]:
     """``evaluate(encoder, data_dir, tasks=..., progress=True, **options)`` plus the model's description."""
-    result = evaluate(lazy_encoder(args), args.data_dir, tasks=args.tasks, progress=True, **options)
-    return {**_meta(args), **result}
+    encoder = lazy_encoder(args)
+    result = evaluate(encoder, args.data_dir, tasks=args.tasks, progress=True, **options)
+    return {**_meta(args, encoder), **result}
 
 
 def run_transfer(args: argparse.Namespace) -> int:
     """``protoembed eval transfer``: print the transfer tables, optionally write the results JSON."""
+    from protoembed.evaluation.transfer import evaluate_transfer, format_transfer_table
+
     result = _evaluate(
         args, evaluate_transfer, folds=args.folds, inner_folds=args.inner_folds, seed=args.seed
     )
@@ -85,12 +119,16 @@ def run_transfer(args: argparse.Namespace) -> int:
 
 def run_clustering(args: argparse.Namespace) -> int:
     """``protoembed eval clustering``: print the clustering tables, optionally write the results JSON."""
+    from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
+
     result = _evaluate(args, evaluate_clustering, runs=args.runs)
     return _finish(args, result, format_clustering_table(result))
 
 
 def run_fewshot(args: argparse.Namespace) -> int:
     """``protoembed eval fewshot``: print the table; optionally write the JSON and the violin plot."""
+    from protoembed.evaluation.fewshot import evaluate_fewshot, format_fewshot_table, plot_fewshot
+
     result = _evaluate(args, evaluate_fewshot, shots=args.shots, seeds=args.seeds, c=args.C)
     if args.figure:
         print(f"wrote {plot_fewshot(result, args.figure)}", file=sys.stderr)
@@ -105,10 +143,13 @@ def _suite_parser(
     tasks: tuple[str, ...],
     all_by_default: bool = True,
     tasks_help: str | None = None,
+    aliases: dict[str, str] | Callable[[], dict[str, str]] | None = None,
 ) -> argparse.ArgumentParser:
     """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output.
 
-    ``--tasks`` defaults to all of ``tasks`` (``all_by_default``), else to ``None`` (the suite decides).
+    ``--tasks`` defaults to all of ``tasks`` (``all_by_default``), else to ``None`` (the suite decides);
+    it accepts the names the papers' tables print (``aliases``: task -> that name) too. ``--output``
+    is checked to be writable before anything runs.
     """
     default_tasks = list(tasks) if all_by_default else None
     tasks_help = tasks_help or f"tasks to run (default: all of {' '.join(tasks)})"
@@ -118,10 +159,25 @@ def _suite_parser(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
     parser.add_argument(
-        "--tasks", nargs="+", choices=tasks, default=default_tasks, metavar="TASK", help=tasks_help
+        "--tasks",
+        nargs="+",
+        type=task_names(tasks, aliases),
+        default=default_tasks,
+        metavar="TASK",
+        help=tasks_help,
     )
-    parser.add_argument("--output", default=None, metavar="FILE.json", help="write the results JSON here")
+    parser.add_argument(
+        "--output", default=None, type=output_file(), metavar="FILE.json", help="write the results JSON here"
+    )
+    add_allow_empty_option(parser)
     return parser
+
+
+def _transfer_short_names() -> dict[str, str]:
+    """The transfer tasks' table names (``SST2`` -> ``SST``), imported only when a name needs them."""
+    from protoembed.evaluation.transfer import SHORT_NAMES
+
+    return SHORT_NAMES
 
 
 def _register_sts(suites: argparse._SubParsersAction) -> None:
@@ -132,7 +188,9 @@ def _register_sts(suites: argparse._SubParsersAction) -> None:
         "Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
         STS_TASKS,
         all_by_default=False,
-        tasks_help=f"tasks to run (default: all of {' '.join(STS_TASKS)}; with --split dev/train: STS-B and SICK-R)",
+        tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
+        "with --split dev/train: STS-B and SICK-R)",
+        aliases=STS_SHORT_NAMES,
     )
     parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
     parser.add_argument(
@@ -152,6 +210,7 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
         "Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
         "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
         TRANSFER_TASKS,
+        aliases=_transfer_short_names,
     )
     parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
     parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
@@ -167,11 +226,14 @@ def _register_fewshot(suites: argparse._SubParsersAction) -> None:
         "Train logistic regression on K labelled examples per class (drawn per seed) of each SentEval "
         "transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
         TRANSFER_TASKS,
+        aliases=_transfer_short_names,
     )
     parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
     parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
     parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the classifier")
-    parser.add_argument("--figure", default=None, metavar="FILE.png", help="write the violin plot here")
+    parser.add_argument(
+        "--figure", default=None, type=output_file(), metavar="FILE.png", help="write the violin plot here"
+    )
     parser.set_defaults(func=run_fewshot)
 
 

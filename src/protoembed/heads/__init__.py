@@ -1,15 +1,42 @@
-"""Head registry: name -> :class:`HeadSpec`. A new head is one file plus one line here."""
+"""Head registry: name -> :class:`HeadSpec`. A new head is one module (its pooling) plus one entry here.
+
+The registry imports no torch: each spec names its pooling factory by import path.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from protoembed.errors import ProtoembedError
 from protoembed.heads.base import HeadSpec
-from protoembed.heads.cnn import CNN, CNNHead
-from protoembed.heads.mask import MASK, MaskTokenPooling
-from protoembed.heads.pooling import CLS, MAX, MEAN
-from protoembed.heads.soft_prompt import SOFT_PROMPT
+from protoembed.prompts import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
 
-HEADS: dict[str, HeadSpec] = {spec.name: spec for spec in (CLS, MEAN, MAX, MASK, SOFT_PROMPT, CNN)}
+HEADS: dict[str, HeadSpec] = {
+    spec.name: spec
+    for spec in (
+        HeadSpec("cls", "protoembed.heads.pooling:cls_pooler", "state of the first token ([CLS] / <s>)"),
+        HeadSpec("mean", "protoembed.heads.pooling:mean_pooler", "attention-masked mean of the token states"),
+        HeadSpec("max", "protoembed.heads.pooling:max_pooler", "element-wise max of the token states"),
+        HeadSpec(
+            "mask",
+            "protoembed.heads.mask:mask_pooler",
+            "discrete template, state of its mask token (PromptBERT)",
+            default_template=PROMPTBERT_TEMPLATE,
+        ),
+        HeadSpec(
+            "soft_prompt",
+            "protoembed.heads.mask:mask_pooler",
+            "k trainable vectors before the mask token, state of the mask (ConPVP anchor)",
+            default_template=SOFT_PROMPT_TEMPLATE,
+            n_soft_prompt=4,
+        ),
+        HeadSpec(
+            "cnn",
+            "protoembed.heads.cnn:cnn_pooler",
+            "small CNN over the token states, freshly initialised (Choi et al.)",
+        ),
+    )
+}
 
 
 def get_head(name: str) -> HeadSpec:
@@ -20,4 +47,22 @@ def get_head(name: str) -> HeadSpec:
         raise ProtoembedError(f"unknown head {name!r}: expected one of {', '.join(HEADS)}") from None
 
 
-__all__ = ["HEADS", "CNNHead", "HeadSpec", "MaskTokenPooling", "get_head"]
+def heads_help() -> str:
+    """One line per head for ``--help``: ``name: description``."""
+    return "; ".join(f"{name}: {spec.description}" for name, spec in HEADS.items())
+
+
+def __getattr__(name: str) -> Any:
+    """The pooling classes, imported (with torch) only when asked for."""
+    if name == "MaskTokenPooling":
+        from protoembed.heads.mask import MaskTokenPooling
+
+        return MaskTokenPooling
+    if name == "CNNHead":
+        from protoembed.heads.cnn import CNNHead
+
+        return CNNHead
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["HEADS", "CNNHead", "HeadSpec", "MaskTokenPooling", "get_head", "heads_help"]

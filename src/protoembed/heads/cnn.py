@@ -1,4 +1,4 @@
-"""``cnn`` head: a small convolutional network over the token states (Choi et al., Fig. 2; DESIGN §4).
+"""``cnn`` head: a small convolutional network over the token states (Choi et al., Fig. 2).
 
 Our reading of the figure (the paper's drawing is damaged, so this is a documented interpretation):
 
@@ -26,8 +26,6 @@ import torch
 import torch.nn.functional as F
 from sentence_transformers.base.modules.module import Module
 from torch import nn
-
-from protoembed.heads.base import HeadSpec
 
 
 class CNNHead(Module):
@@ -90,14 +88,6 @@ class CNNHead(Module):
         return cls.load_torch_weights(model_name_or_path, subfolder=subfolder, model=model, **hub)
 
 
-def cnn_pooler(hidden: int, options: dict[str, Any]) -> CNNHead:
-    """A freshly initialised CNN head (PyTorch's default initialisation, seeded by the global RNG)."""
-    return CNNHead(hidden, **{k: options[k] for k in ("channels", "blocks", "kernel_size") if k in options})
-
-
-CNN = HeadSpec(
-    "cnn",
-    cnn_pooler,
-    options=("channels", "blocks", "kernel_size"),
-    description="3x1 convolutions + max pooling over tokens, 1x1 convolution, average (Choi et al.)",
-)
+def cnn_pooler(hidden: int) -> CNNHead:
+    """A freshly initialised :class:`CNNHead` keeping the backbone's width."""
+    return CNNHead(hidden)

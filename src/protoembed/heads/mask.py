@@ -2,6 +2,12 @@
 
 PromptBERT (Jiang et al. 2022) and ConPVP's prototypes: ``This sentence : "<S>" means [MASK] .`` ->
 h_[MASK]. The template is rendered with the backbone's own mask token.
+
+The ``soft_prompt`` head (ConPVP's anchor, ``[CLS] sentence P1..Pk [MASK] . [SEP]``) pools the same
+way: k trainable vectors (default 4) overwrite the input embeddings of the k slots right before the
+mask token (ConPVP Sec. 3, "continuous prompt"; the authors' code initialises them uniform on
+[0, 1)), and the sentence embedding is the last-layer state of the mask token. The vectors live in
+the encoder (:class:`protoembed.encoder.PromptEncoder`).
 """
 
 from __future__ import annotations
@@ -10,9 +16,6 @@ from typing import Any
 
 import torch
 from sentence_transformers.base.modules.module import Module
-
-from protoembed.heads.base import HeadSpec
-from protoembed.prompts import PROMPTBERT_TEMPLATE
 
 
 class MaskTokenPooling(Module):
@@ -40,14 +43,6 @@ class MaskTokenPooling(Module):
         self.save_config(output_path)
 
 
-def mask_pooler(hidden: int, options: dict[str, Any]) -> MaskTokenPooling:
-    """Pooling module for every head that reads a mask token."""
+def mask_pooler(hidden: int) -> MaskTokenPooling:
+    """Pooling module for every head that reads a mask token (``mask``, ``soft_prompt``)."""
     return MaskTokenPooling(hidden)
-
-
-MASK = HeadSpec(
-    "mask",
-    mask_pooler,
-    default_template=PROMPTBERT_TEMPLATE,
-    description="discrete template, state of its mask token (PromptBERT)",
-)

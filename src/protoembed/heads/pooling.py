@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from sentence_transformers.sentence_transformer.modules.pooling import Pooling
 
-from protoembed.heads.base import HeadSpec
+
+def cls_pooler(hidden: int) -> Pooling:
+    """State of the first token."""
+    return Pooling(hidden, pooling_mode="cls")
 
 
-def _pooler(mode: str):
-    return lambda hidden, options: Pooling(hidden, pooling_mode=mode)
+def mean_pooler(hidden: int) -> Pooling:
+    """Attention-masked mean of the token states."""
+    return Pooling(hidden, pooling_mode="mean")
 
 
-CLS = HeadSpec("cls", _pooler("cls"), description="state of the first token ([CLS] / <s>)")
-MEAN = HeadSpec("mean", _pooler("mean"), description="mean of the token states (attention-masked)")
-MAX = HeadSpec("max", _pooler("max"), description="element-wise max of the token states")
+def max_pooler(hidden: int) -> Pooling:
+    """Element-wise max of the non-padding token states."""
+    return Pooling(hidden, pooling_mode="max")
