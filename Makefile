@@ -59,9 +59,10 @@ eval-clustering: install
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
 
-# Unsupervised CPU study (issue 3): configs/cpu x seeds 1-3 -> runs/unsup-cpu/ (weights, ignored),
-# docs/results/unsup-cpu/<run>/ (results, committed) and docs/results/unsup-cpu.md.
-# Resumable: rerun to continue; finished runs are skipped.
+# Unsupervised CPU study (experiments/unsup_cpu.py): configs/cpu x seeds 1-3 -> runs/unsup-cpu/
+# (weights, ignored), docs/results/unsup-cpu/<run>/ (each run's results, config, log and environment,
+# committed) and the report docs/results/unsup-cpu.md + .png. Resumable: rerun to continue; recorded
+# runs are skipped. One method: $(BIN)/python experiments/unsup_cpu.py --methods conpvp-official
 .PHONY: experiment-unsup
 experiment-unsup: install
-	$(BIN)/python -m protoembed.training.study
+	$(BIN)/python experiments/unsup_cpu.py

@@ -1,6 +1,6 @@
 """Training: config files (:mod:`.config`), the corpus reader (:mod:`.corpus`), a run's parts (:mod:`.components`:
 head, objective, sampler, optimizer groups), atomic checkpoints (:mod:`.checkpoint`), the run log
-(:mod:`.runlog`), the Accelerate loop (:mod:`.trainer`) and the CPU study runner (:mod:`.study`)."""
+(:mod:`.runlog`) and the Accelerate loop (:mod:`.trainer`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The CPU study's figure: each method's STS average over seeds, and its per-task change from the untrained model.
+"""The unsupervised CPU study's figure: each method's STS average over seeds, and its per-task change.
 
-In: per method, the STS results of its finished seeds (:func:`protoembed.evaluation.sts.evaluate_sts`'s
-format), and the untrained model's. Out: one PNG (written atomically) with two panels:
+In: per method, the STS results of its finished seeds (the ``results.json`` format of ``protoembed train``
+and ``protoembed eval sts``), and the untrained model's. Out: one PNG (written atomically) with two panels:
 
-- left: the 7-task average per method, one dot per seed, a diamond at the mean with a ± sample
+- left: the average over the tasks per method, one dot per seed, a diamond at the mean with a ± sample
   standard deviation whisker, and a dashed line at the untrained model;
 - right: mean Spearman (x100) minus the untrained model's, per method and task (a diverging heat map,
   the value printed in each cell).

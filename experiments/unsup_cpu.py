@@ -1,0 +1,273 @@
+"""The unsupervised CPU study: every ``configs/cpu`` method x seeds {1, 2, 3}, then a markdown report.
+
+Run from the repository root: ``make experiment-unsup``, ``python experiments/unsup_cpu.py`` or
+``python -m experiments.unsup_cpu`` (``--methods conpvp-official`` runs one method, ``--report-only``
+only rewrites the report). This is an experiment that uses protoembed, not part of the package: it
+talks to the library only through ``protoembed train`` / ``protoembed eval sts`` (subprocesses),
+``load_config`` (to read the configs) and ``protoembed.load`` (to count the backbone's parameters).
+
+Each run trains into ``runs/unsup-cpu/<method>-seed<k>/`` (git-ignored: weights, checkpoints) with
+``protoembed train --resume``. A finished run's small files are recorded in
+``docs/results/unsup-cpu/<method>-seed<k>/`` (committed; see :mod:`experiments.unsup_cpu_report` for what
+a record holds), and a recorded run is skipped; an interrupted one continues from its checkpoint. So the
+study can be stopped (Ctrl-C) and completed across sessions and machines. The untrained backbone (its own
+head) is evaluated once into ``docs/results/unsup-cpu/untrained-default/``. The report,
+``docs/results/unsup-cpu.md``, and its figure are rewritten from the records after every invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: python experiments/unsup_cpu.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.unsup_cpu_report import (  # noqa: E402
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    LOG_FILE,
+    RESULTS_FILE,
+    TIME_FILE,
+    UNTRAINED,
+    write_report,
+)
+from protoembed.errors import ProtoembedError  # noqa: E402
+from protoembed.io import write_json_atomic  # noqa: E402
+
+#: Report order and row labels of the configs/cpu methods (other configs follow, labelled by file name).
+METHODS = {
+    "conpvp-paper": "ConPVP (paper: Table 1 templates, no denoising)",
+    "conpvp-official": "ConPVP (authors' code: their template lists, template-only denoising)",
+    "conpvp-manual": "ConPVP w/ manual",
+    "conpvp-no-neg": "ConPVP w/o c-",
+    "conpvp-no-proto": "ConPVP w/o c+ & c-",
+    "simcse": "SimCSE",
+    "promptbert": "PromptBERT",
+}
+#: The method the observations compare every other one with.
+REFERENCE = "simcse"
+DEFAULTS = {
+    "configs": "configs/cpu",
+    "runs_dir": "runs/unsup-cpu",
+    "records_dir": "docs/results/unsup-cpu",
+    "report": "docs/results/unsup-cpu.md",
+    "full_size": "configs/bert-base-uncased/conpvp.yaml",
+}
+DEFAULT_SEEDS = [1, 2, 3]
+
+
+def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """``path`` with its ``base`` includes and ``--set`` overrides, as plain data (the YAML's structure)."""
+    from protoembed.training import load_config
+
+    return load_config(path, overrides).to_dict()
+
+
+def method_configs(config_dir: Path, methods: list[str] | None = None) -> dict[str, Path]:
+    """``{method: yaml}`` of ``config_dir``, in report order; ``methods`` selects a subset."""
+    found = {p.stem: p for p in sorted(config_dir.glob("*.yaml"))}
+    if not found:
+        raise ProtoembedError(f"no *.yaml config in {config_dir}")
+    order = [m for m in METHODS if m in found] + [m for m in found if m not in METHODS]
+    if methods:
+        unknown = [m for m in methods if m not in found]
+        if unknown:
+            raise ProtoembedError(f"unknown method {unknown[0]!r}; {config_dir} has: {', '.join(order)}")
+        order = [m for m in order if m in methods]
+    return {m: found[m] for m in order}
+
+
+def _say(message: str) -> None:
+    print(f"unsup_cpu: {message}", file=sys.stderr, flush=True)
+
+
+def _add_time(run_dir: Path, seconds: float) -> None:
+    path = run_dir / TIME_FILE
+    before = json.loads(path.read_text(encoding="utf-8"))["seconds"] if path.is_file() else 0.0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"seconds": round(before + seconds, 1)})
+
+
+def _load_average() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+_BACKBONES: dict[str, dict[str, Any]] = {}
+
+
+def backbone_facts(model: str) -> dict[str, Any]:
+    """``{"model", "parameters", "dimension"}`` of the untrained backbone ``model``, counted from it."""
+    if model not in _BACKBONES:
+        import protoembed
+
+        embedder = protoembed.load(model, device="cpu")
+        parameters = sum(p.numel() for p in embedder.parameters())
+        _BACKBONES[model] = {"model": model, "parameters": parameters, "dimension": embedder.dimension}
+    return _BACKBONES[model]
+
+
+def environment(model: str, load_start: float | None, load_end: float | None) -> dict[str, Any]:
+    """The machine and backbone as measured now (what a record's ``environment.json`` holds)."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "load_average_start": load_start,
+        "load_average_end": load_end,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "protoembed": metadata.version("protoembed"),
+        "backbone": backbone_facts(model),
+    }
+
+
+def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
+    """Copy a finished run's small files and ``env`` to its (committed) record folder."""
+    record_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
+    for name in (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE):  # results last: it marks a complete record
+        source = run_dir / name
+        if source.is_file():
+            target = record_dir / name
+            tmp = target.with_name(f".{name}.tmp")
+            tmp.write_bytes(source.read_bytes())
+            os.replace(tmp, target)
+
+
+def run_one(
+    config: Path, seed: int, run_dir: Path, overrides: list[str], record_dir: Path, model: str
+) -> bool:
+    """Train (or resume) one run in a subprocess, then record it; True if it finished."""
+    if (record_dir / RESULTS_FILE).is_file():
+        _say(f"{run_dir.name}: recorded, skipped")
+        return True
+    if (run_dir / RESULTS_FILE).is_file():  # trained, not yet recorded
+        record(run_dir, record_dir, environment(model, None, None))
+        return True
+    cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--resume"]
+    cmd += ["--output-dir", str(run_dir), "--set", f"training.seed={seed}"]
+    for item in overrides:
+        cmd += ["--set", item]
+    _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
+    load_start, started = _load_average(), time.monotonic()
+    try:
+        code = subprocess.call(cmd)
+    finally:
+        _add_time(run_dir, time.monotonic() - started)
+    if code != 0:
+        _say(f"{run_dir.name} failed (exit {code}); rerun to resume it")
+        return False
+    record(run_dir, record_dir, environment(model, load_start, _load_average()))
+    return True
+
+
+def evaluate_untrained(records_dir: Path, cfg: dict[str, Any]) -> bool:
+    """STS test results of the untrained backbone with its own head, once (``protoembed eval sts``)."""
+    out = records_dir / UNTRAINED
+    if (out / RESULTS_FILE).is_file():
+        return True
+    t = cfg["training"]
+    cmd = [sys.executable, "-m", "protoembed", "eval", "sts", "--model", cfg["model"], "--variant"]
+    cmd += [t["eval_variant"], "--batch-size", str(t["eval_batch_size"]), "--tasks", *t["test_tasks"]]
+    cmd += ["--output", str(out / RESULTS_FILE)]
+    _say(f"evaluating the untrained backbone: {' '.join(cmd[1:])}")
+    out.mkdir(parents=True, exist_ok=True)
+    load_start, started = _load_average(), time.monotonic()
+    code = subprocess.call(cmd, stdout=subprocess.DEVNULL)
+    _add_time(out, time.monotonic() - started)
+    if code == 0:
+        write_json_atomic(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, _load_average()))
+    return code == 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python experiments/unsup_cpu.py", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--configs", default=DEFAULTS["configs"], type=Path, help="directory of method configs"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
+    parser.add_argument("--methods", nargs="+", default=None, help="a subset of the methods (config stems)")
+    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
+    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
+    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
+    parser.add_argument(
+        "--full-size", default=DEFAULTS["full_size"], help="config compared with in the report ('' for none)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
+    )
+    parser.add_argument("--data-dir", default=None, help="benchmark data (default: $PROTOEMBED_DATA)")
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the study (see the module docstring); returns the exit code."""
+    args = parse_args(argv)
+    try:
+        paths = method_configs(args.configs, args.methods)
+        configs = {m: resolved_config(p, args.set) for m, p in paths.items()}
+        first = next(iter(configs.values()))
+        if args.data_dir:
+            os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
+        failed = []
+        if not args.report_only:
+            if not evaluate_untrained(args.records_dir, first):
+                failed.append(UNTRAINED)
+            for seed in args.seeds:  # seed-major: a partial study already compares every method
+                for method, config in paths.items():
+                    name = f"{method}-seed{seed}"
+                    run_dir, record_dir = args.runs_dir / name, args.records_dir / name
+                    if not run_one(config, seed, run_dir, args.set, record_dir, configs[method]["model"]):
+                        failed.append(name)
+        if args.methods:  # running some methods still reports the whole study
+            configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
+        full = (args.full_size, resolved_config(Path(args.full_size))) if args.full_size else None
+        write_report(
+            args.report,
+            args.records_dir,
+            configs,
+            METHODS,
+            args.seeds,
+            _command(argv, args),
+            REFERENCE,
+            full,
+        )
+        _say(f"report written to {args.report}")
+        if failed:
+            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
+            return 1
+        return 0
+    except ProtoembedError as err:
+        _say(f"error: {err}")
+        return 2
+    except KeyboardInterrupt:
+        _say("interrupted; rerun to resume")
+        return 130
+
+
+def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
+    """How to remake the report: ``make experiment-unsup`` when the defaults were used."""
+    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
+    command = "`python experiments/unsup_cpu.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+    defaults = parse_args([])
+    keys = ("configs", "seeds", "set", "runs_dir", "records_dir", "report", "full_size")
+    if all(getattr(args, k) == getattr(defaults, k) for k in keys):
+        return "`make experiment-unsup` (= `python experiments/unsup_cpu.py`)"
+    return command
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""The unsupervised CPU study's report: markdown tables drawn from the run records, nothing typed in.
+
+A run record is a folder ``<method>-seed<k>/`` holding what the run itself wrote: ``results.json`` (STS
+test results of the kept checkpoint, its step and STS-B dev Spearman), ``config.yaml`` (the resolved
+config), ``training_log.jsonl`` (the trainer's log: the corpus it read, its step count, losses),
+``study_time.json`` (seconds its processes took) and ``environment.json`` (the machine and backbone as
+measured when it was recorded). Records from before the last three files were kept have only the first
+and the time; every number a record lacks is taken from the method's config or reported as missing.
+
+Every number of the report comes from those files or from the configs: steps, batch, learning rate,
+sentence length, the corpus's sentence count (from the logs), the backbone's parameter count and the
+machine's cores (from the environment records), the full-size comparison (from a full-size config). The
+hand-written discussion is read from ``DISCUSSION.md`` beside the records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from experiments.unsup_cpu_figure import plot_study
+from protoembed.evaluation.sts import SHORT_NAMES
+from protoembed.io import write_atomic
+
+TIME_FILE = "study_time.json"
+ENVIRONMENT_FILE = "environment.json"
+LOG_FILE = "training_log.jsonl"
+CONFIG_FILE = "config.yaml"
+RESULTS_FILE = "results.json"
+UNTRAINED = "untrained-default"
+
+
+@dataclass
+class Record:
+    """One run's record folder, read back: ``results`` always, the rest where it was kept."""
+
+    results: dict[str, Any]
+    seconds: float | None = None
+    config: dict[str, Any] | None = None
+    log: list[dict[str, Any]] = field(default_factory=list)
+    environment: dict[str, Any] | None = None
+
+    def event(self, name: str) -> dict[str, Any] | None:
+        """The last log entry with ``event == name`` (``start``, ``end``...), if logged."""
+        found = [e for e in self.log if e.get("event") == name]
+        return found[-1] if found else None
+
+    def final_loss(self) -> float | None:
+        """The training loss of the last logged window (mean over the last ``log_steps`` steps)."""
+        losses = [e["loss"] for e in self.log if e.get("event") == "train"]
+        return float(losses[-1]) if losses else None
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def read_record(folder: Path) -> Record | None:
+    """The record in ``folder``, or ``None`` when it has no ``results.json`` (not finished)."""
+    results = _json(folder / RESULTS_FILE)
+    if results is None:
+        return None
+    time = _json(folder / TIME_FILE)
+    log_path = folder / LOG_FILE
+    log = (
+        [json.loads(line) for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if log_path.is_file()
+        else []
+    )
+    config_path = folder / CONFIG_FILE
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
+    return Record(results, time["seconds"] if time else None, config, log, _json(folder / ENVIRONMENT_FILE))
+
+
+# ------------------------------------------------------------------ small formatters
+def mean_std(values: list[float | None]) -> str:
+    """``mean ± sample std`` with 2 decimals; one value alone; ``n/a`` for none."""
+    kept = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not kept:
+        return "n/a"
+    if len(kept) == 1:
+        return f"{kept[0]:.2f}"
+    return f"{np.mean(kept):.2f} ± {np.std(kept, ddof=1):.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]], aligns: str) -> str:
+    rule = "|" + "".join("---|" if a == "l" else "---:|" for a in aligns)
+    lines = ["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _distinct(values: list[Any]) -> str:
+    seen = sorted({v for v in values if v is not None}, key=str)
+    return ", ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in seen) if seen else "not recorded"
+
+
+def _step_counts(cfg: dict[str, Any], records: list[Record]) -> list[int]:
+    """Optimizer steps: the logs' ``total_steps`` where logged, else the config's ``max_steps`` (if set)."""
+    logged = [r.event("start")["total_steps"] for r in records if r.event("start")]
+    limit = cfg["training"].get("max_steps")
+    return logged or ([limit] if limit else [])
+
+
+def _steps_text(cfg: dict[str, Any], records: list[Record]) -> str:
+    counts = _step_counts(cfg, records)
+    return _distinct(counts) if counts else f"{cfg['training']['epochs']} epoch(s) of"
+
+
+def _corpus_sentences(records: list[Record]) -> list[int]:
+    return [r.event("start")["corpus"]["sentences"] for r in records if r.event("start")]
+
+
+# ------------------------------------------------------------------ sections
+def setup_text(configs: dict[str, dict[str, Any]], records: dict[str, list[Record]], seeds: list[int]) -> str:
+    """The setup paragraph: the first method's config, the logs' corpus size, the recorded environment."""
+    first = next(iter(configs.values()))
+    everything = [r for runs in records.values() for r in runs]
+    t = first["training"]
+    counts, sentences = set(_step_counts(first, everything)), set(_corpus_sentences(everything))
+    seen = ""
+    if len(counts) == 1:
+        per_run = counts.pop() * t["batch_size"]
+        share = f", {per_run / sentences.pop():.0%} of the corpus" if len(sentences) == 1 else ""
+        seen = f" ({per_run:,} sentences per run{share})"
+    environments = [r.environment for r in everything if r.environment]
+    backbone = [e.get("backbone", {}) for e in environments]
+    keys = ("model", "max_seq_length", ("training", "max_steps"), ("training", "batch_size"))
+    differ = [m for m, cfg in configs.items() if any(_get(cfg, k) != _get(first, k) for k in keys)]
+    same = "every method the same" if not differ else f"differs for {', '.join(differ)}: see their configs"
+    return (
+        f"Setup ({same}): backbone `{first['model']}` ({_distinct([b.get('parameters') for b in backbone])}"
+        f" parameters, embedding dimension {_distinct([b.get('dimension') for b in backbone])}), corpus "
+        f"`{first['data']['corpus']}` ({_distinct(_corpus_sentences(everything))} sentences as the runs' "
+        f"logs read it), {_steps_text(first, everything)} steps of batch {t['batch_size']}{seen}, lr {t['lr']:g} (linear decay, warm-up "
+        f"{t['warmup']}), sentences truncated to {first['max_seq_length']} tokens, seeds "
+        f"{', '.join(map(str, seeds))}; STS-B dev Spearman every {t['eval_steps']} steps, the best "
+        f"checkpoint kept and evaluated. Test metric: Spearman x100 of cosine similarity "
+        f"({t['eval_variant']} data; {', '.join(t['test_tasks'])} test); mean ± sample standard deviation "
+        f"over seeds.\n\nMachine: {_distinct([e.get('cpu_count') for e in environments])} CPU core(s) "
+        f"(`os.cpu_count()`), 1-minute load average {_distinct([_load(e) for e in environments])} at the "
+        f"start and end of the runs (recorded by {len(environments)} of {len(everything)} runs; the others "
+        "predate environment records).\n"
+    )
+
+
+def _get(cfg: dict[str, Any], key: str | tuple[str, str]) -> Any:
+    return cfg[key[0]].get(key[1]) if isinstance(key, tuple) else cfg.get(key)
+
+
+def _load(environment: dict[str, Any]) -> str | None:
+    start, end = environment.get("load_average_start"), environment.get("load_average_end")
+    return None if start is None or end is None else f"{start:.1f}-{end:.1f}"
+
+
+def scale_table(study: dict[str, Any], records: list[Record], full: tuple[str, dict[str, Any]] | None) -> str:
+    """This study's settings against a full-size config's, side by side (both read from configs)."""
+    if full is None:
+        return ""
+    name, big = full
+    rows = []
+    for label, key in (
+        ("backbone", "model"),
+        ("corpus", ("data", "corpus")),
+        ("batch", ("training", "batch_size")),
+        ("lr", ("training", "lr")),
+        ("max tokens per sentence", "max_seq_length"),
+        ("STS-B dev every (steps)", ("training", "eval_steps")),
+        ("epochs", ("training", "epochs")),
+        ("step limit", ("training", "max_steps")),
+    ):
+        rows.append([label, *(str(_get(c, key) if _get(c, key) is not None else "-") for c in (study, big))])
+    rows.append(["steps run", _steps_text(study, records), "-"])
+    rows.append(["corpus sentences (logged)", _distinct(_corpus_sentences(records)), "-"])
+    return (
+        f"\n## This study against a full-size config\n\nBoth columns are read from the configs (`{name}` on "
+        "the right; the full-size configs need the Hugging Face weights and, in practice, a GPU):\n\n"
+        + _table(["", "this study", "full size"], rows, "lrr")
+    )
+
+
+def observations(averages: dict[str, list[float]], untrained: dict[str, Any] | None, reference: str) -> str:
+    """Mechanical statements: each method's mean STS avg against the untrained model and ``reference``."""
+    if not averages:
+        return "No finished run yet.\n"
+    base = untrained["avg"] if untrained is not None else None
+    ref = averages.get(reference)
+    lines = []
+    for label, values in sorted(averages.items(), key=lambda kv: -np.mean(kv[1])):
+        mean = float(np.mean(values))
+        parts = [f"- {label}: avg {mean:.2f}"]
+        if base is not None:
+            parts.append(f"{mean - base:+.2f} vs untrained")
+        if ref and label != reference:
+            parts.append(f"{mean - float(np.mean(ref)):+.2f} vs {reference}")
+        if len(values) > 1:
+            parts.append(f"seed std {float(np.std(values, ddof=1)):.2f}")
+        lines.append(", ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    path: Path,
+    records_dir: Path,
+    configs: dict[str, dict[str, Any]],
+    labels: dict[str, str],
+    seeds: list[int],
+    command: str,
+    reference: str | None = None,
+    full_size: tuple[str, dict[str, Any]] | None = None,
+) -> str:
+    """Write the markdown report (and its figure beside it) from the records; returns the text.
+
+    Args:
+        path: the report (``.md``); the figure goes to ``path`` with suffix ``.png``.
+        records_dir: the folder of ``<method>-seed<k>/`` records, ``untrained-default/`` and ``DISCUSSION.md``.
+        configs: method -> its resolved config (the YAML's structure), in report order.
+        labels: method -> row label (a method without one is labelled by its name).
+        seeds: the seeds each method should have.
+        command: how the report was made (shown at the top).
+        reference: the method the observations compare against (e.g. ``simcse``).
+        full_size: ``(name, resolved config)`` of a full-size run for the scale table.
+    """
+    first = next(iter(configs.values()))
+    tasks = list(first["training"]["test_tasks"])
+    untrained_record = read_record(records_dir / UNTRAINED)
+    untrained = untrained_record.results if untrained_record else None
+    records = {
+        m: [r for s in seeds if (r := read_record(records_dir / f"{m}-seed{s}")) is not None] for m in configs
+    }
+    rows, dev_rows, per_label = [], [], {}
+    if untrained is not None:
+        cells = [mean_std([untrained["tasks"][t]["spearman"]]) for t in tasks]
+        rows.append([f"untrained {first['model']} (its own head)", "-", *cells, mean_std([untrained["avg"]])])
+    for method, runs in records.items():
+        label = labels.get(method, method)
+        if not runs:
+            rows.append([label, f"0/{len(seeds)}", *["-"] * (len(tasks) + 1)])
+            continue
+        cells = [mean_std([r.results["tasks"][t]["spearman"] for r in runs]) for t in tasks]
+        rows.append([label, f"{len(runs)}/{len(seeds)}", *cells, mean_std([r.results["avg"] for r in runs])])
+        minutes = [r.seconds / 60 for r in runs if r.seconds]
+        dev_rows.append(
+            [
+                label,
+                mean_std([r.results.get("stsb_dev_spearman") for r in runs]),
+                ", ".join(str(r.results.get("best_step")) for r in runs),
+                ", ".join(f"{v:.3f}" for r in runs if (v := r.final_loss()) is not None) or "-",
+                f"{np.mean(minutes):.1f}" if minutes else "-",
+            ]
+        )
+        per_label[label] = [r.results for r in runs]
+    complete = all(len(runs) == len(seeds) for runs in records.values())
+    seconds = [r.seconds or 0.0 for runs in records.values() for r in runs]
+    total = sum(seconds) + ((untrained_record.seconds or 0.0) if untrained_record else 0.0)
+    status = "complete" if complete else "INCOMPLETE (rerun the command to finish the missing runs)"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [SHORT_NAMES.get(t, t) for t in tasks]
+    figure = plot_study(path.with_suffix(".png"), per_label, tasks, untrained, SHORT_NAMES)
+    picture = (
+        f"\n![STS average per method and seed; per-task change from the untrained model]({figure.name})\n"
+        if figure is not None
+        else ""
+    )
+    discussion = records_dir / "DISCUSSION.md"
+    text = (
+        "# Unsupervised sentence embeddings on CPU: ConPVP, its ablations, SimCSE, PromptBERT\n\n"
+        f"Generated from the run records in `{records_dir}` by {command}; study status: **{status}**.\n"
+        "Resumable: finished runs are skipped; `--report-only` rewrites this page from the records.\n\n"
+        f"Total wall time: **{total / 60:.1f} min** ({total:.0f} s: the training + evaluation processes of "
+        "every run over all sessions, and the untrained model's evaluation).\n\n"
+        + setup_text(configs, records, seeds)
+        + "\n"
+        + _table(["Method", "seeds", *names, "Avg."], rows, "lr" + "r" * (len(tasks) + 1))
+        + picture
+        + "\nSTS-B dev Spearman (x100) of the kept checkpoints, the step each was taken at, the training loss"
+        " of the last logged window (where the run's log was kept) and the mean wall time of one run"
+        " (training, dev evaluations, checkpoints and the final STS evaluation):\n\n"
+        + _table(["Method", "dev Spearman", "best steps", "final loss", "min/run"], dev_rows, "lrlrr")
+        + "\n## Observations (computed from the table)\n\n"
+        + observations(
+            {label: [r["avg"] for r in runs] for label, runs in per_label.items()},
+            untrained,
+            labels.get(reference, reference) if reference else "",
+        )
+        + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
+        + scale_table(first, [r for runs in records.values() for r in runs], full_size)
+    )
+    write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return text
