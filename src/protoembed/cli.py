@@ -1,8 +1,9 @@
-"""The ``protoembed`` command line: ``protoembed {encode,eval,data,train} ...``.
+"""The ``protoembed`` command line: ``protoembed {encode,eval,analyze,report,data,train} ...``.
 
 Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
-User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2.
+User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. Command modules
+import torch and the models only inside their ``func``, so ``--help`` and ``--version`` are fast.
 """
 
 from __future__ import annotations
@@ -12,23 +13,19 @@ import importlib
 import os
 import sys
 
+from protoembed import __version__
 from protoembed.errors import ProtoembedError
 
-COMMANDS = ("encode", "eval", "analyze", "data", "train")
+COMMANDS = ("encode", "eval", "analyze", "report", "data", "train", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="protoembed", description="Train and evaluate sentence embeddings.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"protoembed.commands.{name}")
-        except ModuleNotFoundError as err:  # a command not shipped yet
-            if err.name == f"protoembed.commands.{name}":
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"protoembed.commands.{name}").register(sub)
     return parser
 
 

@@ -1,19 +1,26 @@
-"""Embedding-space analyses of the ConPVP paper's figures, each a JSON summary plus a PNG.
+"""Embedding-space analyses of the ConPVP paper's figures, comparing models side by side.
 
-- :func:`similarity_vs_gold` (Fig. 4): predicted cosine against the gold score of every STS-B test pair.
+Each function takes ``models``, an iterable of ``(label, embedder)`` (the CLI loads each model only when
+the iteration reaches it, so one model is in memory at a time), writes the PNG and returns what it drew
+as a JSON-ready dict with a ``"models"`` list, one entry per model in order:
+
+- :func:`similarity_vs_gold` (Fig. 4): the predicted cosine of every STS-B test pair, scaled to [0, 1]
+  by the model's own minimum and maximum over the pairs, against the gold score; one panel per model.
 - :func:`frequent_token_removal` (Fig. 5): average STS Spearman when the ``k`` most frequent tokens are
-  left out of the mean pooling, for several ``k``. Frequencies are counted over the word pieces of the
-  evaluated sentences (special tokens are not counted and always pooled). Mean-pooling models only:
-  the other heads do not pool tokens.
-- :func:`tsne_pairs` (Fig. 6): t-SNE (scikit-learn) of both sentences of chosen STS-B test pairs, the
-  pairs drawn with a seed among those with gold score >= ``min_score``; a pair shares its colour.
+  left out of the mean pooling, for several ``k``; one line per model. Frequencies are counted over the
+  word pieces of the evaluated sentences with each model's tokenizer (special tokens are not counted and
+  always pooled). Mean-pooling models only: the other heads do not pool tokens.
+- :func:`tsne_pairs` (Fig. 6): t-SNE (scikit-learn) of both sentences of 10 STS-B test pairs whose gold
+  score is exactly 0 (orange), 10 exactly 3 (blue) and 10 exactly 5 (green), the same pairs for every
+  model (drawn with a seed from the data alone); one panel per model, each point labelled with its pair's
+  id (1-10 within its colour).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +28,7 @@ import numpy as np
 import torch
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import load_sts_task
+from protoembed.data.sts import StsPairs, load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import sentence_embeddings
 from protoembed.evaluation.sts import STS_TASKS, correlations, pair_cosines, score_sts
@@ -29,33 +36,74 @@ from protoembed.io import pyplot, save_figure
 
 #: Default numbers of removed tokens for Fig. 5.
 TOP_K = (0, 1, 2, 5, 10, 20, 50, 100)
+#: Fig. 6: gold score -> colour of its pairs (the paper's orange / blue / green).
+TSNE_COLOURS = {0.0: "tab:orange", 3.0: "tab:blue", 5.0: "tab:green"}
+#: One colour per model (lines of Fig. 5, violins of Fig. 7), in the order the models are given.
+MODEL_COLOURS = ("#08519c", "#d94801", "#238b45", "#6a51a3", "#cb181d", "#525252", "#8c6d31", "#e7298a")
+
+Models = Iterable[tuple[str, Any]]
 
 
-def _figure(path: str | os.PathLike[str], draw) -> Path:
+def model_colour(i: int) -> str:
+    """Colour of the ``i``-th model of a comparison."""
+    return MODEL_COLOURS[i % len(MODEL_COLOURS)]
+
+
+def draw_panels(
+    figure: str | os.PathLike[str], labels: Sequence[str], draw: Callable[[Any, int], None], **share: bool
+) -> Path:
+    """One panel per label, side by side; ``draw(ax, i)`` fills panel ``i`` (titled with its label)."""
     plt = pyplot()
-
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    draw(ax)
+    fig, axes = plt.subplots(1, len(labels), figsize=(4.3 * len(labels) + 0.6, 4.3), squeeze=False, **share)
+    for i, (ax, label) in enumerate(zip(axes[0], labels)):
+        draw(ax, i)
+        ax.set_title(label, fontsize=10)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return save_figure(fig, path=figure)
+
+
+def _need_models(entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        raise ProtoembedError("no model to analyse")
+
+
+def _encoder(embedder, batch_size: int):
+    return lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False)
 
 
 def similarity_vs_gold(
-    embedder, data_dir, figure: str | os.PathLike[str], variant: str = "senteval", batch_size: int = 64
+    models: Models,
+    data_dir,
+    figure: str | os.PathLike[str],
+    variant: str = "senteval",
+    batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Fig. 4: cosine of each STS-B test pair against its gold score; returns correlations and n."""
+    """Fig. 4. Out: ``{"figure", "n", "gold", "models": [{"label", "head", "spearman", "pearson",
+    "cosine_min", "cosine_max", "scaled"}]}`` (correlations x100 of the raw cosines, which the scaling
+    does not change; ``scaled`` per pair, in the order of ``gold``)."""
     pairs = load_sts_task("STSBenchmark", resolve_data_dir(data_dir), variant, "test")
-    cosine = pair_cosines(lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False), pairs)
-    spearman, pearson = correlations(cosine, pairs.scores)
+    gold = np.asarray(pairs.scores, dtype=np.float64)
+    entries = []
+    for label, embedder in models:
+        cosine = pair_cosines(_encoder(embedder, batch_size), pairs)
+        spearman, pearson = correlations(cosine, gold)
+        low, high = float(cosine.min()), float(cosine.max())
+        scaled = (cosine - low) / (high - low) if high > low else np.zeros_like(cosine)
+        entries.append(
+            {"label": label, "head": embedder.head, "spearman": spearman, "pearson": pearson}
+            | {"cosine_min": low, "cosine_max": high, "scaled": [round(float(v), 5) for v in scaled]}
+        )
+    _need_models(entries)
 
-    def draw(ax):
-        ax.scatter(pairs.scores, cosine, s=4, alpha=0.4, color="#08519c")
+    def draw(ax, i: int) -> None:
+        entry = entries[i]
+        ax.scatter(gold, entry["scaled"], s=4, alpha=0.4, color=model_colour(i))
         ax.set_xlabel("gold similarity (0-5)")
-        ax.set_ylabel("predicted cosine")
-        ax.set_title(f"STS-B test: Spearman {spearman:.2f}", fontsize=10)
+        ax.set_ylabel("predicted cosine, scaled to [0, 1]")
+        ax.text(0.03, 0.95, f"Spearman {entry['spearman']:.2f}", transform=ax.transAxes, va="top")
 
-    target = _figure(figure, draw)
-    return {"figure": str(target), "spearman": spearman, "pearson": pearson, "n": len(pairs)}
+    target = draw_panels(figure, [e["label"] for e in entries], draw, sharey=True)
+    return {"figure": str(target), "n": len(pairs), "gold": gold.tolist(), "models": entries}
 
 
 class _MeansWithoutTopK(torch.nn.Module):
@@ -91,8 +139,31 @@ def token_frequencies(embedder, sentences: Sequence[str]) -> list[tuple[int, int
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def token_removal_rows(
+    embedder, datasets: dict[str, StsPairs], top_k: Sequence[int], batch_size: int = 64
+) -> list[dict[str, Any]]:
+    """One model's Fig. 5 rows ``[{"k", "removed" (up to 10 tokens), "avg"}]``: the sentences go through
+    the backbone once, and every ``k`` pools the same token states."""
+    sentences = list(dict.fromkeys(s for p in datasets.values() for s in (*p.sentences1, *p.sentences2)))
+    ranked = [token for token, _ in token_frequencies(embedder, sentences)]
+    pooler, hidden = embedder.pooler, embedder.dimension
+    embedder.pooler = _MeansWithoutTopK(ranked, top_k, hidden)
+    try:
+        stacked, index = sentence_embeddings(_encoder(embedder, batch_size), sentences)
+    finally:
+        embedder.pooler = pooler
+    return [
+        {
+            "k": int(k),
+            "removed": embedder.tokenizer.convert_ids_to_tokens(ranked[: min(k, 10)]),
+            "avg": score_sts(datasets, stacked[:, j * hidden : (j + 1) * hidden], index)["avg"],
+        }
+        for j, k in enumerate(top_k)
+    ]
+
+
 def frequent_token_removal(
-    embedder,
+    models: Models,
     data_dir,
     figure: str | os.PathLike[str],
     top_k: Sequence[int] = TOP_K,
@@ -102,89 +173,105 @@ def frequent_token_removal(
 ) -> dict[str, Any]:
     """Fig. 5: average STS Spearman (x100) with the ``k`` most frequent tokens left out of mean pooling.
 
-    The sentences go through the backbone once; every ``k`` pools the same token states.
+    Out: ``{"figure", "tasks", "top_k", "models": [{"label", "head", "rows": [{"k", "removed", "avg"}]}]}``.
     """
-    if embedder.head != "mean":
-        raise ProtoembedError(
-            f"the frequent-token analysis needs a mean-pooling model (--head mean); this one has head "
-            f"{embedder.head!r}, which does not pool tokens"
-        )
     root = resolve_data_dir(data_dir)
     datasets = {t: load_sts_task(t, root, variant, "test") for t in tasks}
-    sentences = list(dict.fromkeys(s for p in datasets.values() for s in (*p.sentences1, *p.sentences2)))
-    ranked = [token for token, _ in token_frequencies(embedder, sentences)]
-    pooler, hidden = embedder.pooler, embedder.dimension
-    embedder.pooler = _MeansWithoutTopK(ranked, top_k, hidden)
-    try:
-        stacked, index = sentence_embeddings(
-            lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False), sentences
-        )
-    finally:
-        embedder.pooler = pooler
-    rows = [
-        {
-            "k": int(k),
-            "removed": embedder.tokenizer.convert_ids_to_tokens(ranked[: min(k, 10)]),
-            "avg": score_sts(datasets, stacked[:, j * hidden : (j + 1) * hidden], index)["avg"],
-        }
-        for j, k in enumerate(top_k)
-    ]
+    entries = []
+    for label, embedder in models:
+        if embedder.head != "mean":
+            raise ProtoembedError(
+                f"the frequent-token analysis needs a mean-pooling model (--head mean); model {label!r} has "
+                f"head {embedder.head!r}, which does not pool tokens"
+            )
+        rows = token_removal_rows(embedder, datasets, top_k, batch_size)
+        entries.append({"label": label, "head": embedder.head, "rows": rows})
+    _need_models(entries)
 
-    def draw(ax):
-        ax.plot([r["k"] for r in rows], [r["avg"] for r in rows], marker="o", color="#08519c")
-        ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlabel("most frequent tokens removed from pooling (k)")
-        ax.set_ylabel("average STS Spearman x100")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.8, 4.5))
+    for i, entry in enumerate(entries):
+        ks, avg = [r["k"] for r in entry["rows"]], [r["avg"] for r in entry["rows"]]
+        ax.plot(ks, avg, marker="o", color=model_colour(i), label=entry["label"])
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("most frequent tokens removed from pooling (k)")
+    ax.set_ylabel("average STS Spearman x100")
+    ax.legend(fontsize=9)
+    fig.tight_layout()
+    target = save_figure(fig, figure)
+    return {"figure": str(target), "tasks": list(tasks), "top_k": [int(k) for k in top_k], "models": entries}
 
-    target = _figure(figure, draw)
-    return {"figure": str(target), "tasks": list(tasks), "rows": rows}
+
+def draw_tsne_pairs(
+    gold: Sequence[float], per_score: int = 10, seed: int = 0, scores: Sequence[float] = tuple(TSNE_COLOURS)
+) -> list[tuple[float, list[int]]]:
+    """Fig. 6's pairs: for each of ``scores``, ``per_score`` indices of pairs whose gold equals it exactly,
+    drawn without replacement with ``numpy.random.default_rng(seed)`` (in the order of ``scores``) and
+    sorted. Depends on the data and the seed only, so every model gets the same pairs."""
+    values = np.asarray(gold, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for score in scores:
+        candidates = np.flatnonzero(values == score)
+        if len(candidates) < per_score or per_score < 1:
+            raise ProtoembedError(
+                f"need 1 <= pairs per score <= {len(candidates)} (STS-B test pairs with gold exactly "
+                f"{score:g}); got {per_score}"
+            )
+        drawn.append((float(score), sorted(int(i) for i in rng.choice(candidates, per_score, replace=False))))
+    return drawn
 
 
 def tsne_pairs(
-    embedder,
+    models: Models,
     data_dir,
     figure: str | os.PathLike[str],
-    pairs: int = 12,
-    min_score: float = 4.0,
+    per_score: int = 10,
     seed: int = 0,
     variant: str = "senteval",
     batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Fig. 6: t-SNE of both sentences of ``pairs`` STS-B test pairs with gold >= ``min_score``."""
+    """Fig. 6: t-SNE of both sentences of the :func:`draw_tsne_pairs` pairs, one panel per model.
+
+    Every model embeds the same sentences (L2-normalised); t-SNE uses ``random_state=seed``, PCA
+    initialisation and perplexity ``min(30, (points - 1) / 3)``.
+    Out: ``{"figure", "seed", "pairs": [{"id", "gold", "index", "sentence1", "sentence2"}], "models":
+    [{"label", "head", "xy": [[x1, y1, x2, y2] per pair]}]}`` (``index``: row of the STS-B test file).
+    """
     from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
 
     data = load_sts_task("STSBenchmark", resolve_data_dir(data_dir), variant, "test")
-    candidates = np.flatnonzero(np.asarray(data.scores) >= min_score)
-    if len(candidates) < pairs or pairs < 2:
-        raise ProtoembedError(
-            f"need 2 <= pairs <= {len(candidates)} (STS-B test pairs with gold >= {min_score}); got {pairs}"
-        )
-    chosen = np.sort(np.random.default_rng(seed).choice(candidates, size=pairs, replace=False))
-    texts = [s for i in chosen for s in (data.sentences1[i], data.sentences2[i])]
-    vectors = embedder.encode(texts, batch_size=batch_size, normalize=True, show_progress_bar=False)
+    pairs = [
+        {"id": n, "gold": score, "index": i, "sentence1": data.sentences1[i], "sentence2": data.sentences2[i]}
+        for score, indices in draw_tsne_pairs(data.scores, per_score, seed)
+        for n, i in enumerate(indices, start=1)
+    ]
+    texts = [s for p in pairs for s in (p["sentence1"], p["sentence2"])]
     perplexity = min(30.0, (len(texts) - 1) / 3)
-    points = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(vectors)
+    entries = []
+    for label, embedder in models:
+        vectors = embedder.encode(texts, batch_size=batch_size, normalize=True, show_progress_bar=False)
+        tsne = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca")
+        with threadpool_limits(limits=1, user_api="openmp"):  # 60 points: threads only contend
+            points = tsne.fit_transform(np.asarray(vectors, dtype=np.float64))
+        xy = [[*points[2 * j].tolist(), *points[2 * j + 1].tolist()] for j in range(len(pairs))]
+        entries.append({"label": label, "head": embedder.head, "xy": xy})
+    _need_models(entries)
 
-    def draw(ax):
-        colours = pyplot().colormaps["tab20"]
-        for j in range(pairs):
-            (x1, y1), (x2, y2) = points[2 * j], points[2 * j + 1]
-            ax.plot([x1, x2], [y1, y2], color=colours(j % 20), marker="o", linewidth=1)
-        ax.set_title(f"t-SNE of {pairs} STS-B test pairs (gold >= {min_score:g})", fontsize=10)
+    def draw(ax, i: int) -> None:
+        for pair, (x1, y1, x2, y2) in zip(pairs, entries[i]["xy"]):
+            colour = TSNE_COLOURS[pair["gold"]]
+            ax.plot([x1, x2], [y1, y2], color=colour, linewidth=0.6, alpha=0.5)
+            ax.scatter([x1, x2], [y1, y2], color=colour, s=14)
+            for x, y in ((x1, y1), (x2, y2)):
+                ax.annotate(str(pair["id"]), (x, y), fontsize=7, xytext=(2, 2), textcoords="offset points")
         ax.set_xticks([])
         ax.set_yticks([])
+        if i == 0:
+            for score, colour in TSNE_COLOURS.items():
+                ax.scatter([], [], color=colour, s=14, label=f"gold {score:g}")
+            ax.legend(fontsize=8, loc="best")
 
-    target = _figure(figure, draw)
-    return {
-        "figure": str(target),
-        "pairs": [
-            {
-                "index": int(i),
-                "gold": float(data.scores[i]),
-                "sentence1": data.sentences1[i],
-                "sentence2": data.sentences2[i],
-                "xy": [points[2 * j].tolist(), points[2 * j + 1].tolist()],
-            }
-            for j, i in enumerate(chosen)
-        ],
-    }
+    target = draw_panels(figure, [e["label"] for e in entries], draw)
+    return {"figure": str(target), "seed": seed, "pairs": pairs, "models": entries}

@@ -1,0 +1,10 @@
+"""One markdown page of the ConPVP paper's tables (3-6) and figures (4-7) for any number of models.
+
+``load_results(paths, labels)`` reads results JSON (files or run folders); ``write_report(results,
+"report.md")`` writes the page. ``protoembed report`` is the command line.
+"""
+
+from protoembed.report.page import build_report, write_report
+from protoembed.report.results import Result, by_suite, load_results
+
+__all__ = ["Result", "build_report", "by_suite", "load_results", "write_report"]

@@ -1,0 +1,173 @@
+"""Reading results JSON for the report: which suite a file holds, which model (label) it belongs to, and
+checks that one table never mixes protocols.
+
+A results file is what ``protoembed eval <suite> --output`` or ``protoembed train`` (``results.json`` in
+the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
+links. The suite is recognised from the per-task entries: ``spearman`` (STS), ``nmi`` (clustering),
+``seeds_acc`` (few-shot), ``acc`` (transfer). A folder stands for every results JSON directly inside it
+(other JSON files, such as a study's ``study_time.json``, are skipped).
+
+Labels: from the folder name when a folder was given, else from the file's ``model`` field (its last
+path part, or the part before ``best`` for a trained run's kept model), else from the file's folder or
+name; a trailing ``-seed<N>`` / ``_seed<N>`` is dropped, so the seeds of one method share a label and are
+shown as mean ± std. ``--label`` overrides: one label per input in order, or ``OLD=NEW`` renames.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protoembed.errors import ProtoembedError
+
+logger = logging.getLogger(__name__)
+
+#: Suites in the report's order.
+SUITES = ("sts", "transfer", "clustering", "fewshot")
+_SEED_SUFFIX = re.compile(r"[-_]seed\d+$")
+
+
+@dataclass
+class Result:
+    """One results file: where it came from, its suite (or ``analysis``), its model's label, its data."""
+
+    path: Path
+    suite: str
+    label: str
+    data: dict[str, Any]
+
+
+def detect_suite(data: Any, path: Path) -> str:
+    """``sts``, ``transfer``, ``fewshot``, ``clustering`` or ``analysis``; a one-line error otherwise."""
+    if isinstance(data, dict) and "analysis" in data and "figure" in data:
+        return "analysis"
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values()):
+        first = next(iter(tasks.values()))
+        for key, suite in (
+            ("spearman", "sts"),
+            ("nmi", "clustering"),
+            ("seeds_acc", "fewshot"),
+            ("acc", "transfer"),
+        ):
+            if key in first:
+                return suite
+    raise ProtoembedError(
+        f"{path}: not a protoembed results JSON (expected per-task STS, transfer, few-shot or clustering "
+        "results, or an analysis JSON)"
+    )
+
+
+def protocol(result: Result) -> dict[str, Any]:
+    """What must be equal for two results to share a table: STS's data variant and split, else the
+    suite's ``protocol`` record."""
+    if result.suite == "sts":
+        return {"variant": result.data.get("variant"), "split": result.data.get("split", "test")}
+    return dict(result.data.get("protocol") or {})
+
+
+def default_label(path: Path, data: dict[str, Any], folder: Path | None) -> str:
+    """The label of a results file (module docstring), without its ``-seed<N>`` suffix."""
+    model = data.get("model")
+    if folder is not None:
+        name = folder.name
+    elif isinstance(model, str) and model:
+        parts = Path(model.rstrip("/"))
+        name = parts.parent.name if parts.name == "best" and parts.parent.name else parts.name
+    elif path.name == "results.json":
+        name = path.parent.name
+    else:
+        name = path.stem
+    return _SEED_SUFFIX.sub("", name) or name
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProtoembedError(f"cannot read {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise ProtoembedError(f"{path}: invalid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
+    """(file, its data, the folder given or ``None``) for one input path."""
+    if item.is_dir():
+        found = []
+        for path in sorted(item.glob("*.json")):
+            data = _read(path)
+            try:
+                detect_suite(data, path)
+            except ProtoembedError:
+                logger.debug("skipping %s: not a results JSON", path)
+                continue
+            found.append((path, data, item))
+        if not found:
+            raise ProtoembedError(f"{item}: no results JSON inside (e.g. a run folder's results.json)")
+        return found
+    if not item.is_file():
+        raise ProtoembedError(f"{item}: no such results file or folder")
+    return [(item, _read(item), None)]
+
+
+def _labels(defaults: list[str], inputs: list[int], overrides: Sequence[str], n_inputs: int) -> list[str]:
+    """Apply ``--label`` values to the default labels (``inputs[i]``: which input file ``i`` came from)."""
+    if not overrides:
+        return defaults
+    renames = [o for o in overrides if "=" in o]
+    if renames and len(renames) != len(overrides):
+        raise ProtoembedError("--label: give either one label per input or OLD=NEW renames, not both")
+    if renames:
+        mapping = dict(o.split("=", 1) for o in renames)
+        unknown = [old for old in mapping if old not in defaults]
+        if unknown:
+            raise ProtoembedError(f"--label {unknown[0]}=...: no input has the label {unknown[0]!r}")
+        return [mapping.get(label, label) for label in defaults]
+    if len(overrides) != n_inputs:
+        raise ProtoembedError(
+            f"--label given {len(overrides)} times for {n_inputs} inputs; give one per input"
+        )
+    return [overrides[i] for i in inputs]
+
+
+def load_results(inputs: Sequence[str | Path], labels: Sequence[str] = ()) -> list[Result]:
+    """Read every input (files and folders, in order; a file given twice counts once) into results."""
+    files, seen, origin = [], set(), []
+    for n, item in enumerate(inputs):
+        for path, data, folder in _expand(Path(item)):
+            key = path.resolve()
+            if key in seen:
+                continue
+            seen.add(key)
+            files.append((path, data, folder))
+            origin.append(n)
+    defaults = [default_label(path, data, folder) for path, data, folder in files]
+    chosen = _labels(defaults, origin, labels, len(inputs))
+    return [Result(p, detect_suite(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
+
+
+def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
+    """``{suite: {label: [results]}}`` in the order of first appearance, after checking that every
+    suite's files share one protocol (else a one-line error naming both files)."""
+    grouped: dict[str, dict[str, list[Result]]] = {}
+    for result in results:
+        if result.suite == "analysis":
+            continue
+        table = grouped.setdefault(result.suite, {})
+        first = next((r for rs in table.values() for r in rs), None)
+        if first is not None and protocol(result) != protocol(first):
+            raise ProtoembedError(
+                f"{result.path}: {result.suite} results of protocol {_show(protocol(result))} cannot share a "
+                f"table with {first.path} ({_show(protocol(first))})"
+            )
+        table.setdefault(result.label, []).append(result)
+    return {suite: grouped[suite] for suite in SUITES if suite in grouped}
+
+
+def _show(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
