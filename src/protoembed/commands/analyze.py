@@ -19,10 +19,11 @@ from typing import Any
 
 from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation import analysis
-from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
 from protoembed.io import write_json_atomic
 from protoembed.report.results import by_suite, load_results
+
+#: Fig. 5's default k values (as :data:`protoembed.evaluation.analysis.TOP_K`; torch loads only in ``run``).
+TOP_K = (0, 1, 2, 5, 10, 20, 50, 100)
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")
 #: File names of ``compare``'s figures in ``--out-dir`` (the JSON beside each, same stem).
@@ -60,7 +61,7 @@ def _models(args: argparse.Namespace, labels: list[str]) -> Iterator[tuple[str, 
 
 def _top_k(text: str | None) -> list[int]:
     try:
-        top_k = [int(k) for k in text.split(",")] if text else list(analysis.TOP_K)
+        top_k = [int(k) for k in text.split(",")] if text else list(TOP_K)
     except ValueError:
         top_k = [-1]
     if any(k < 0 for k in top_k):
@@ -71,6 +72,8 @@ def _top_k(text: str | None) -> list[int]:
 def _draw(
     name: str, models, figure: str | Path, args: argparse.Namespace, top_k: list[int]
 ) -> dict[str, Any]:
+    from protoembed.evaluation import analysis
+
     common = {"variant": args.variant, "batch_size": args.batch_size}
     if name == "similarity":
         return analysis.similarity_vs_gold(models, args.data_dir, figure, **common)
@@ -151,6 +154,8 @@ def _fewshot(args: argparse.Namespace) -> int:
     if other is not None:
         raise ProtoembedError(f"{other.path}: {other.suite} results, not few-shot results")
     groups = by_suite(results)["fewshot"]
+    from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
+
     drawn = plot_fewshot_comparison(
         [(label, [r.data for r in runs]) for label, runs in groups.items()], args.figure
     )

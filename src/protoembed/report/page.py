@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
-from protoembed.evaluation.sts import SHORT_NAMES as STS_NAMES
+from protoembed.data.sts import SHORT_NAMES as STS_NAMES
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.report.results import Result, by_suite, protocol
@@ -171,6 +170,8 @@ def build_report(
             "Few-shot (ConPVP Fig. 7)", protocol_line("fewshot", protocol(first)), fewshot_table(few)
         )
         if figures:
+            from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
+
             png = out.with_name(f"{out.stem}-fewshot.png")
             drawn = plot_fewshot_comparison([(k, [r.data for r in v]) for k, v in few.items()], png)
             write_json_atomic(png.with_suffix(".json"), {"analysis": "fewshot", **drawn})

@@ -1,0 +1,282 @@
+"""``protoembed report``: every table cell parsed back equals the mean (± sample std) of the results JSON
+it comes from, labels and seeds, the per-suite tables share the report's code path, and bad input
+(mixed suites or protocols, unknown files) gives one-line errors naming the file."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from protoembed.cli import main
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.clustering import format_clustering_table
+from protoembed.evaluation.sts import format_sts_table
+from protoembed.report import build_report, load_results, write_report
+
+STS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+CLUSTERING = ("AgNews", "Tweet")
+RNG = np.random.default_rng(7)
+
+
+def sts_result(model: str, variant: str = "senteval") -> dict:
+    tasks = {t: {"spearman": RNG.uniform(60, 85), "pearson": RNG.uniform(60, 85), "n": 10} for t in STS}
+    avg = float(np.mean([r["spearman"] for r in tasks.values()]))
+    return {"variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
+
+
+def transfer_result(model: str, folds: int = 10) -> dict:
+    tasks = {t: {"acc": RNG.uniform(70, 90), "dev_acc": 80.0, "C": 1.0} for t in TRANSFER}
+    protocol = {"folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": [0.25, 8.0]}
+    return {
+        "model": model,
+        "protocol": protocol,
+        "tasks": tasks,
+        "avg": float(np.mean([r["acc"] for r in tasks.values()])),
+    }
+
+
+def clustering_result(model: str) -> dict:
+    tasks = {
+        t: {
+            "acc": RNG.uniform(40, 80),
+            "acc_std": 1.0,
+            "nmi": RNG.uniform(40, 80),
+            "nmi_std": 1.0,
+            "n": 5,
+            "classes": 2,
+        }
+        for t in CLUSTERING
+    }
+    return {
+        "model": model,
+        "protocol": {"algorithm": "k-means", "runs": 10},
+        "tasks": tasks,
+        "avg": float(np.mean([r["acc"] for r in tasks.values()])),
+    }
+
+
+def fewshot_result(model: str) -> dict:
+    tasks = {}
+    for t in ("MR", "TREC"):
+        seeds = RNG.uniform(50, 80, 5).tolist()
+        tasks[t] = {"acc": float(np.mean(seeds)), "acc_std": float(np.std(seeds, ddof=1)), "seeds_acc": seeds}
+    return {
+        "model": model,
+        "protocol": {"shots_per_class": 16, "seeds": 5, "C": 1.0},
+        "tasks": tasks,
+        "avg": 0.0,
+    }
+
+
+def write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def tables(markdown: str) -> dict[str, list[dict[str, str]]]:
+    """Parse every markdown table back: ``{heading or caption just above it: [{column: cell}]}``."""
+    found, lines, title = {}, markdown.splitlines(), None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## ") or line.endswith(":"):
+            title = line.lstrip("# ").rstrip(":")
+        if line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("|--"):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].startswith("| "):
+                rows.append(dict(zip(header, [c.strip() for c in lines[i].strip("|").split("|")])))
+                i += 1
+            found[title if title not in found else f"{title} ({len(found)})"] = rows
+            continue
+        i += 1
+    return found
+
+
+def cell(values: list[float]) -> str:
+    """What the report must show for a model's runs: mean, and ± sample std from two runs on."""
+    mean = f"{np.mean(values):.2f}"
+    return mean if len(values) == 1 else f"{mean} ± {np.std(values, ddof=1):.2f}"
+
+
+@pytest.fixture()
+def inputs(tmp_path):
+    """Run folders of two seeds of ConPVP (train's results.json) and an ablation; eval files of a baseline."""
+    runs = tmp_path / "runs"
+    files = {
+        "conpvp": [
+            write(
+                runs / f"conpvp-seed{s}" / "results.json", sts_result(str(runs / f"conpvp-seed{s}" / "best"))
+            )
+            for s in (1, 2)
+        ],
+        "no-neg": [write(runs / "no-neg-seed1" / "results.json", sts_result("x/no-neg-seed1/best"))],
+        "base-sts": write(tmp_path / "base" / "sts.json", sts_result("default")),
+        "base-transfer": write(tmp_path / "base" / "transfer.json", transfer_result("default")),
+        "conpvp-transfer": [
+            write(runs / f"conpvp-seed{s}" / "transfer.json", transfer_result(f"runs/conpvp-seed{s}/best"))
+            for s in (1, 2)
+        ],
+        "clustering": [
+            write(tmp_path / f"clu{s}.json", clustering_result("runs/simcse-seed" + s + "/best"))
+            for s in "123"
+        ],
+        "fewshot": [
+            write(tmp_path / f"few-{i}.json", fewshot_result(m))
+            for i, m in enumerate(("default", "default", "simcse"))
+        ],
+    }
+    (runs / "conpvp-seed1" / "study_time.json").write_text('{"seconds": 3}')  # not results: skipped
+    return files
+
+
+def test_report_tables_equal_their_json(inputs, tmp_path):
+    runs = tmp_path / "runs"
+    paths = [runs / "conpvp-seed1", runs / "conpvp-seed2", runs / "no-neg-seed1", tmp_path / "base"]
+    paths += [*inputs["clustering"], *inputs["fewshot"]]
+    results = load_results(paths)
+    out = write_report(results, tmp_path / "out" / "report.md", ablation=["conpvp", "no-neg"], command="cmd")
+    page = out.read_text()
+    assert page.startswith("# Results\n\nMade by `cmd`.") and not list(
+        out.parent.glob(".*")
+    )  # atomic: no leftovers
+    parsed = tables(page)
+    sts = {row["Model"]: row for row in parsed["STS (ConPVP Table 3)"]}
+    assert list(sts) == [
+        "conpvp",
+        "base",
+    ]  # a folder gives its name  # the ablation variant stays out of Table 3
+    seeds = [json.loads(p.read_text()) for p in inputs["conpvp"]]
+    names = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+    for task in STS:
+        assert sts["conpvp"][names.get(task, task)] == cell([s["tasks"][task]["spearman"] for s in seeds])
+    assert sts["conpvp"]["Avg."] == cell([s["avg"] for s in seeds])
+    base = json.loads(inputs["base-sts"].read_text())
+    assert sts["base"]["STS12"] == f"{base['tasks']['STS12']['spearman']:.2f}"
+    ablation = parsed["Ablation (ConPVP Table 4)"]
+    assert [r["Model"] for r in ablation] == ["conpvp", "no-neg"] and ablation[0] == sts["conpvp"]
+
+    transfer = {row["Model"]: row for row in parsed["Transfer (ConPVP Table 5)"]}
+    seeds = [json.loads(p.read_text()) for p in inputs["conpvp-transfer"]]
+    assert list(transfer) == ["conpvp", "base"]
+    assert transfer["conpvp"]["SST"] == cell([s["tasks"]["SST2"]["acc"] for s in seeds])
+    assert transfer["conpvp"]["Avg."] == cell([s["avg"] for s in seeds])
+
+    clu = [json.loads(p.read_text()) for p in inputs["clustering"]]
+    (acc,) = parsed["Accuracy"]
+    (nmi,) = parsed["NMI"]
+    assert acc["Model"] == "simcse" and acc["Tweet"] == cell([c["tasks"]["Tweet"]["acc"] for c in clu])
+    assert nmi["AgNews"] == cell([c["tasks"]["AgNews"]["nmi"] for c in clu])
+
+    few = [json.loads(p.read_text()) for p in inputs["fewshot"]]
+    rows = {row["Model"]: row for row in parsed["Few-shot (ConPVP Fig. 7)"]}
+    pooled = few[0]["tasks"]["MR"]["seeds_acc"] + few[1]["tasks"]["MR"]["seeds_acc"]
+    assert rows["default"]["MR"] == cell(pooled)
+    assert (
+        rows["simcse"]["TREC"]
+        == f"{few[2]['tasks']['TREC']['acc']:.2f} ± {few[2]['tasks']['TREC']['acc_std']:.2f}"
+    )
+    assert "![Fig. 7: few-shot accuracy over the draws](report-fewshot.png)" in page
+    drawn = json.loads((out.parent / "report-fewshot.json").read_text())
+    assert [(m["label"], m["runs"]) for m in drawn["models"]] == [("default", 2), ("simcse", 1)]
+    inputs_table = {(r["Model"], r["Suite"]): r for r in parsed["Inputs"]}
+    assert inputs_table[("conpvp", "sts")]["Runs"] == "2"
+    assert "../runs/conpvp-seed1/results.json" in inputs_table[("conpvp", "sts")]["Files"]
+    assert "study_time" not in page
+    for line in (
+        "Protocol: Spearman x100 of the cosine against gold, senteval data, test split",
+        "by 10-fold CV",
+        "10 runs",
+        "16 examples per class, 5 draws",
+    ):
+        assert line in page
+
+
+def test_one_model_tables_are_the_reports(inputs, tmp_path):
+    """``protoembed eval``'s papers' layout is the report's table for that one model (one code path)."""
+    for data, formatter, heading in (
+        (json.loads(inputs["base-sts"].read_text()), format_sts_table, "STS (ConPVP Table 3)"),
+        (json.loads(inputs["clustering"][0].read_text()), format_clustering_table, "Accuracy"),
+    ):
+        path = write(tmp_path / "one" / f"{heading[:3]}.json", data)
+        (row,) = tables(build_report(load_results([path]), tmp_path / "r.md"))[heading]
+        (own,) = tables(formatter(data)).popitem()[1]
+        assert own == {k: v for k, v in row.items() if k != "Model"}
+
+
+def test_labels(inputs, tmp_path):
+    few = [str(p) for p in inputs["fewshot"]]
+    assert [r.label for r in load_results(few)] == ["default", "default", "simcse"]
+    assert [r.label for r in load_results(few, ["A", "B", "B"])] == ["A", "B", "B"]
+    assert [r.label for r in load_results(few, ["simcse=SimCSE"])] == ["default", "default", "SimCSE"]
+    assert [r.label for r in load_results(inputs["conpvp"])] == [
+        "conpvp",
+        "conpvp",
+    ]  # model field ".../conpvp-seedN/best"
+    with pytest.raises(ProtoembedError, match="--label given 2 times for 3 inputs"):
+        load_results(few, ["A", "B"])
+    with pytest.raises(ProtoembedError, match="no input has the label 'nope'"):
+        load_results(few, ["nope=X"])
+
+
+def test_bad_input_names_the_file(inputs, tmp_path, capsys):
+    raw = write(tmp_path / "raw.json", sts_result("default", variant="raw"))
+    fivefold = write(tmp_path / "t5.json", transfer_result("m", folds=5))
+    not_results = write(tmp_path / "other.json", {"hello": 1})
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = str(tmp_path / "r.md")
+    cases = [
+        (
+            [inputs["base-sts"], raw],
+            f'{raw}: sts results of protocol {{"split":"test","variant":"raw"}} cannot share a table with {inputs["base-sts"]}',
+        ),
+        ([inputs["base-transfer"], fivefold], f"{fivefold}: transfer results of protocol"),
+        ([not_results], f"{not_results}: not a protoembed results JSON"),
+        ([broken], f"{broken}: invalid JSON"),
+        ([empty], f"{empty}: no results JSON inside"),
+        ([tmp_path / "missing.json"], f"{tmp_path / 'missing.json'}: no such results file or folder"),
+    ]
+    for paths, message in cases:
+        assert main(["report", *map(str, paths), "-o", out]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not Path(out).exists()
+    # a few-shot figure from non-few-shot results is refused too
+    assert main(["analyze", "fewshot", str(inputs["base-sts"]), "--figure", str(tmp_path / "f.png")]) == 2
+    assert f"{inputs['base-sts']}: sts results, not few-shot results" in capsys.readouterr().err
+
+
+def test_cli_report(inputs, tmp_path, capsys):
+    out = tmp_path / "page.md"
+    argv = ["report", str(tmp_path / "runs" / "conpvp-seed1"), str(inputs["base-sts"]), "-o", str(out)]
+    assert main([*argv, "--label", "ConPVP", "--label", "BERT", "--no-figures"]) == 0
+    page = out.read_text()
+    assert re.search(r"^Made by `protoembed report .*`\.$", page, re.M)
+    assert [r["Model"] for r in tables(page)["STS (ConPVP Table 3)"]] == ["ConPVP", "BERT"]
+    assert [r["Model"] for r in tables(page)["Transfer (ConPVP Table 5)"]] == ["ConPVP"]
+    assert f"wrote {out}" in capsys.readouterr().err
+
+
+def test_report_and_analyze_commands_load_no_torch():
+    """``--help`` stays fast: the report and analyze commands import torch and scikit-learn only to draw."""
+    code = (
+        "import sys, protoembed.commands.analyze, protoembed.commands.report; "
+        "print(sorted(m for m in ('torch', 'transformers', 'sklearn', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+    from protoembed.commands.analyze import TOP_K
+    from protoembed.evaluation.analysis import TOP_K as ANALYSIS_TOP_K
+
+    assert TOP_K == ANALYSIS_TOP_K
