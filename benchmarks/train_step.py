@@ -110,10 +110,10 @@ def build(name: str, tokens: int, device: str, length: str = "sentence"):
     # prompt heads count sentence tokens; plain heads count the whole input ([CLS] + sentence + [SEP])
     max_len = tokens if name == "conpvp" or length == "row" else tokens + 2
     torch.manual_seed(0)
-    embedder = protoembed.load("default", head=head, max_seq_length=max_len, device=device)
-    objective = build_objective(name, embedder, **options).to(device).train()
-    if name == "conpvp" and length == "row":
-        embedder.encoder.max_seq_length = tokens - template_overhead(objective)
+    embedder = protoembed.load("default", head=head, device=device)
+    objective = build_objective(name, embedder, max_seq_length=max_len, **options).to(device).train()
+    if name == "conpvp" and length == "row":  # the objective owns the truncation of training inputs
+        objective.views.max_seq_length = tokens - template_overhead(objective)
     return objective, torch.optim.AdamW(objective.parameters(), lr=3e-5)
 
 

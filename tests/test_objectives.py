@@ -380,3 +380,60 @@ def test_option_errors(bert_dir: Path) -> None:
     for make, message in cases:
         with pytest.raises(ProtoembedError, match=message):
             make()
+
+
+# ------------------------------------------------------------- one input path, one position rule
+def test_objective_owns_the_truncation_of_training_inputs(bert_dir: Path) -> None:
+    embedder = load(bert_dir, "soft_prompt")
+    assert embedder.encoder.max_seq_length is None
+    objective = build_objective("conpvp", embedder, max_seq_length=2)
+    rows = objective.views.wrap(objective.anchor, objective.views.sentence_ids(SENTENCES), soft=True)
+    assert [length for _, length in rows.span] == [2] * len(SENTENCES)
+    assert embedder.encoder.max_seq_length is None  # evaluation still reads whole sentences
+    full, _ = embedder.encoder.tokenize_ids(SENTENCES)
+    assert all(
+        len(a) - len(b) == len(s) - 2
+        for a, b, s in zip(full, rows.ids, objective.views.sentence_ids(SENTENCES))
+    )
+
+
+def test_position_offset_is_one_rule_for_encoder_and_views(tiny_model_dirs) -> None:
+    """A CamemBERT-like model (model type without "roberta", position embeddings with a padding index)
+    numbers positions from padding_idx + 1: the encoder's length budget and the views' explicit position
+    ids follow the model's own ``create_position_ids_from_input_ids``."""
+    from transformers import AutoTokenizer, CamembertConfig, CamembertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dirs["roberta"]))
+    torch.manual_seed(0)
+    config = CamembertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = CamembertModel(config, add_pooling_layer=False).eval()
+    embeddings = model.embeddings
+    embedder = build(model, tokenizer, "mask")
+    encoder = embedder.encoder
+    assert encoder.position_offset == embeddings.padding_idx + 1 == tokenizer.pad_token_id + 1
+    assert encoder.position_budget == 40 - encoder.position_offset
+    long = " ".join(["a man is playing a guitar ."] * 20)
+    ids, _ = encoder.tokenize_ids([long])
+    assert len(ids[0]) == encoder.position_budget
+    assert embedder.encode([long]).shape == (1, 32)  # the longest row fits the position embeddings
+
+    objective = build_objective("promptbert", embedder, denoise=False, mlp="none").eval()
+    views = objective.views
+    rows = views.wrap(views.anchor_template, views.sentence_ids([long, *SENTENCES]))
+    rows.positions[0] = [views.position_offset + p for p in range(len(rows.ids[0]))]  # explicit positions
+    features = views.collate(rows, torch.device("cpu"))
+    own = embeddings.create_position_ids_from_input_ids(features["input_ids"], embeddings.padding_idx)
+    real = features["attention_mask"].bool()
+    assert torch.equal(features["position_ids"][real], own[real])
+    with torch.no_grad():
+        explicit = encoder(dict(features))["token_embeddings"]
+        implicit = encoder({k: v for k, v in features.items() if k != "position_ids"})["token_embeddings"]
+    torch.testing.assert_close(explicit[real], implicit[real])

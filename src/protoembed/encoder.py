@@ -3,7 +3,7 @@
 ``PromptEncoder`` is a sentence-transformers ``InputModule`` (saved in the model's root folder), so
 ``SentenceTransformer(path)`` imports it by dotted path and runs exactly our code.
 
-Input formats (DESIGN.md §3):
+Input formats:
 - no template: ``[CLS] sentence [SEP]``, truncated to ``max_seq_length`` tokens in all (as
   sentence-transformers' ``Transformer`` does);
 - template ``T`` with ``<S>``/``[MASK]``: ``[CLS] prefix(T) sentence suffix(T) [SEP]``; only the sentence is
@@ -13,6 +13,11 @@ Input formats (DESIGN.md §3):
 
 Features out of :meth:`forward`: ``token_embeddings`` (B, T, H), plus the inputs (``input_ids``,
 ``attention_mask`` and, with a template, ``mask_index`` (B,)).
+
+Every input row, at evaluation and in the training objectives (:mod:`protoembed.objectives.views`), is
+built by one path: :meth:`PromptEncoder.sentence_ids` (strip, lower-case, tokenise without special
+tokens) then :meth:`PromptEncoder.wrap` (truncate the sentence, wrap it in the template or the special
+tokens).
 """
 
 from __future__ import annotations
@@ -29,10 +34,19 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from protoembed.backbones import load_backbone
 from protoembed.errors import ProtoembedError
-from protoembed.prompts import Template, TemplateIds, tokenize_template
+from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
 
 SOFT_PROMPT_FILE = "soft_prompt.safetensors"
 SOFT_PROMPT_INITS = ("uniform", "template")
+
+
+def position_offset(model: torch.nn.Module) -> int:
+    """Position id of a sequence's first token: ``padding_idx + 1`` for models whose position embeddings
+    have a padding index (RoBERTa, XLM-R, CamemBERT, MPNet... number positions from there, as their
+    ``create_position_ids_from_input_ids`` does), else 0 (BERT, ALBERT, MiniLM...)."""
+    embeddings = getattr(model, "embeddings", None)
+    padding_idx = getattr(getattr(embeddings, "position_embeddings", None), "padding_idx", None)
+    return int(padding_idx) + 1 if padding_idx is not None else 0
 
 
 class PromptEncoder(InputModule):
@@ -91,6 +105,8 @@ class PromptEncoder(InputModule):
         self._template_ids: TemplateIds | None = None
         if template is not None:
             self._template_ids = tokenize_template(Template(template), tokenizer, self.n_soft_prompt)
+        #: the special ids around a plain input ([CLS] / [SEP]).
+        self.specials: tuple[list[int], list[int]] = special_tokens_around(tokenizer)
         self.soft_prompt: torch.nn.Parameter | None = None
         if self.n_soft_prompt:
             self.soft_prompt = torch.nn.Parameter(self._init_soft_prompt())
@@ -121,20 +137,70 @@ class PromptEncoder(InputModule):
         return self.auto_model.get_input_embeddings().weight[ids].detach().clone()
 
     @property
+    def template_ids(self) -> TemplateIds | None:
+        """The template tokenised for this tokenizer (soft-prompt slots included), or ``None``."""
+        return self._template_ids
+
+    @property
+    def position_offset(self) -> int:
+        """Position id of the first token (see :func:`position_offset`)."""
+        return position_offset(self.auto_model)
+
+    @property
     def position_budget(self) -> int:
         """Most tokens (special tokens included) the backbone's position embeddings accept."""
-        config = self.auto_model.config
-        limit = int(getattr(config, "max_position_embeddings", 512))
-        if "roberta" in str(getattr(config, "model_type", "")):  # positions start after the pad index
-            limit -= int(config.pad_token_id or 1) + 1
+        limit = int(getattr(self.auto_model.config, "max_position_embeddings", 512)) - self.position_offset
         model_max = getattr(self.tokenizer, "model_max_length", limit) or limit
         return min(limit, int(model_max))
 
     # ----------------------------------------------------------- tokenising
+    def sentence_ids(self, sentences: Sequence[str], allow_empty: bool = False) -> list[list[int]]:
+        """Token ids of each sentence (stripped, lower-cased with ``do_lower_case``), no special tokens.
+
+        Raises:
+            ProtoembedError: a sentence without tokens, naming its index (unless ``allow_empty``).
+        """
+        texts = [str(s).strip() for s in sentences]
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        ids = [list(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+        self._check_empty([len(x) for x in ids], allow_empty)
+        return ids
+
+    def sentence_budget(self, template: TemplateIds | None, max_seq_length: int | None) -> int:
+        """Most sentence tokens a row keeps.
+
+        Without a template ``max_seq_length`` counts every token (special tokens included), with one it
+        counts sentence tokens (the template always survives); ``None`` = what the position embeddings
+        allow.
+        """
+        head, tail = self.specials if template is None else (template.head, template.tail)
+        room = self.position_budget - len(head) - len(tail)
+        if room <= 0:
+            raise ProtoembedError("template too long for the backbone's position embeddings")
+        if max_seq_length is None:
+            return room
+        limit = max_seq_length - len(head) - len(tail) if template is None else max_seq_length
+        return max(0, min(limit, room))
+
+    def wrap(
+        self, sentence_ids: list[int], template: TemplateIds | None, max_seq_length: int | None
+    ) -> tuple[list[int], int | None]:
+        """One input row: ``(input_ids, mask index or None)``.
+
+        ``sentence_ids`` (from :meth:`sentence_ids`) are truncated to :meth:`sentence_budget` and wrapped
+        in ``template`` (``[CLS] prefix sentence suffix [SEP]``) or, without one, in the special tokens.
+        """
+        ids = sentence_ids[: self.sentence_budget(template, max_seq_length)]
+        if template is None:
+            before, after = self.specials
+            return [*before, *ids, *after], None
+        return template.build(ids)
+
     def tokenize_ids(
         self, sentences: Sequence[str], allow_empty: bool = False
     ) -> tuple[list[list[int]], list[int] | None]:
-        """Tokenise sentences without padding.
+        """Tokenise sentences into this encoder's input rows (its template, its ``max_seq_length``), unpadded.
 
         Args:
             sentences: the raw sentences.
@@ -143,24 +209,12 @@ class PromptEncoder(InputModule):
         Returns:
             ``(input_ids per sentence, mask index per sentence or None without a template)``.
         """
-        texts = [str(s).strip() for s in sentences]
-        if self.do_lower_case:
-            texts = [t.lower() for t in texts]
-        if self._template_ids is None:
-            budget = min(self.max_seq_length or self.position_budget, self.position_budget)
-            ids = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=budget)[
-                "input_ids"
-            ]
-            n_special = len(self.tokenizer("", add_special_tokens=True)["input_ids"]) if texts else 0
-            self._check_empty([len(x) - n_special for x in ids], allow_empty)
-            return [list(x) for x in ids], None
-        template = self._template_ids
-        room = self.position_budget - len(template.head) - len(template.tail)
-        budget = min(self.max_seq_length or room, room)
-        sentence_ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-        self._check_empty([len(x) for x in sentence_ids], allow_empty)
-        built = [template.build(list(x[:budget])) for x in sentence_ids]
-        return [ids for ids, _ in built], [mask for _, mask in built]
+        rows = [
+            self.wrap(ids, self.template_ids, self.max_seq_length)
+            for ids in self.sentence_ids(sentences, allow_empty)
+        ]
+        masks = None if self.template_ids is None else [mask for _, mask in rows]
+        return [ids for ids, _ in rows], masks
 
     @staticmethod
     def _check_empty(lengths: list[int], allow_empty: bool) -> None:

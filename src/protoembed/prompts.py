@@ -90,10 +90,13 @@ class TemplateIds:
 
 def special_tokens_around(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
     """The special ids a tokenizer puts before and after a single sequence (e.g. [CLS] / [SEP])."""
-    probe = tokenizer.convert_tokens_to_ids(tokenizer.mask_token)
-    with_specials = tokenizer(tokenizer.mask_token, add_special_tokens=True)["input_ids"]
-    at = with_specials.index(probe)
-    return list(with_specials[:at]), list(with_specials[at + 1 :])
+    probe = tokenizer.mask_token or tokenizer.unk_token or "a"
+    inner = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    full = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    for at in range(len(full) - len(inner) + 1):
+        if full[at : at + len(inner)] == inner:
+            return full[:at], full[at + len(inner) :]
+    raise ProtoembedError(f"tokenizer {type(tokenizer).__name__}: cannot find where it adds special tokens")
 
 
 def tokenize_template(

@@ -31,17 +31,20 @@ def objective_class(name: str) -> type[Objective]:
         ) from None
 
 
-def build_objective(name: str, embedder: Embedder, **options: Any) -> Objective:
+def build_objective(
+    name: str, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any
+) -> Objective:
     """Build the objective ``name`` around ``embedder``.
 
     Args:
         name: a key of :data:`OBJECTIVES` (``simcse``, ``promptbert``, ``conpvp``).
         embedder: the model to train (its head must suit the objective).
+        max_seq_length: truncation of the training inputs (default: the embedder's own).
         **options: the objective's options (see each class); unknown keys raise.
     Raises:
         ProtoembedError: unknown objective, unknown option, bad option value, or an unsuitable head.
     """
-    return objective_class(name)(embedder, **options)
+    return objective_class(name)(embedder, max_seq_length=max_seq_length, **options)
 
 
 __all__ = [

@@ -60,6 +60,9 @@ class Objective(torch.nn.Module):
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
+        max_seq_length: truncation of the training inputs (sentence tokens with a template, all tokens
+            without); ``None`` = the embedder's own ``max_seq_length``. The embedder itself is not
+            changed, so evaluation may read longer inputs than training.
         **options: objective options, validated by :attr:`Options` (an unknown key or a bad value is a
             one-line :class:`~protoembed.errors.ProtoembedError` naming the option).
     """
@@ -67,11 +70,13 @@ class Objective(torch.nn.Module):
     name: ClassVar[str] = ""
     Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
 
-    def __init__(self, embedder: Embedder, **options: Any) -> None:
+    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
         super().__init__()
         self.options = self.Options.parse(self.name, options)
         self.embedder = embedder
-        self.views = ViewBuilder(embedder.encoder)
+        if max_seq_length is None:
+            max_seq_length = embedder.encoder.max_seq_length
+        self.views = ViewBuilder(embedder.encoder, max_seq_length)
         hidden = int(embedder.pooler.get_embedding_dimension())
         self.mlp = MLP(hidden).to(embedder.device) if self.options.mlp != "none" else None
 
@@ -92,6 +97,11 @@ class Objective(torch.nn.Module):
         """
         features = self.embedder.pooler(self.embedder.encoder(features))
         return features["sentence_embedding"]
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """Truncation of the training inputs."""
+        return self.views.max_seq_length
 
     def embed_rows(self, rows: Rows) -> torch.Tensor:
         """Pad ``rows`` into one batch and run the backbone once -> (len(rows), H)."""

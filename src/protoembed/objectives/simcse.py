@@ -53,10 +53,11 @@ class SimCSE(Objective):
 
     def forward(self, sentences: Sequence[str]) -> torch.Tensor:
         """Loss of one batch: both dropout views in one forward of 2N rows."""
-        encoder = self.embedder.encoder
-        ids, masks = encoder.tokenize_ids(sentences)
+        ids = self.views.sentence_ids(sentences)
         n = len(ids)
-        features = encoder.collate(ids + ids, None if masks is None else masks + masks)
-        states = self.embed_features({k: v.to(self.embedder.device) for k, v in features.items()})
-        z = self.project(states)
+        soft = self.embedder.encoder.soft_prompt is not None
+        rows = self.views.wrap(self.views.anchor_template, ids, soft=soft)
+        z = self.project(
+            self.embed_rows(rows.extend(self.views.wrap(self.views.anchor_template, ids, soft=soft)))
+        )
         return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)

@@ -1,8 +1,11 @@
 """Build the rows of one training forward: several templated views of the same sentences in one batch.
 
-Each sentence is tokenised once; every view wraps those ids in a template (only the sentence is
-truncated, ``max_seq_length`` counts sentence tokens, exactly as :class:`~protoembed.encoder.PromptEncoder`
-does at evaluation). Rows of different views are padded together so that the backbone runs once.
+Each sentence is tokenised once; every view wraps those ids in a template, through the encoder's own
+:meth:`~protoembed.encoder.PromptEncoder.sentence_ids` and :meth:`~protoembed.encoder.PromptEncoder.wrap`
+(only the sentence is truncated; ``max_seq_length`` counts sentence tokens with a template, all tokens
+without one), so a view in the embedder's own format is exactly its evaluation input except for the
+truncation, which the objective owns. Rows of different views are padded together so that the backbone
+runs once.
 
 Besides the plain rows, two kinds of *denoising* rows are supported (see the objectives):
 
@@ -22,7 +25,7 @@ import torch
 
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
+from protoembed.prompts import Template, TemplateIds, tokenize_template
 
 
 @dataclass
@@ -30,7 +33,7 @@ class Rows:
     """Unpadded rows: ids, mask index, soft-prompt flag, sentence span and optional explicit positions."""
 
     ids: list[list[int]] = field(default_factory=list)
-    mask_index: list[int] = field(default_factory=list)
+    mask_index: list[int | None] = field(default_factory=list)
     soft: list[bool] = field(default_factory=list)
     span: list[tuple[int, int]] = field(default_factory=list)  # (start, length) of the sentence tokens
     positions: list[list[int] | None] = field(default_factory=list)
@@ -51,19 +54,19 @@ class ViewBuilder:
 
     Args:
         encoder: the embedder's input module.
+        max_seq_length: truncation of the training inputs (see :meth:`PromptEncoder.sentence_budget`);
+            ``None`` = whatever the position embeddings allow.
     """
 
-    def __init__(self, encoder: PromptEncoder) -> None:
+    def __init__(self, encoder: PromptEncoder, max_seq_length: int | None = None) -> None:
         self.encoder = encoder
         self.tokenizer = encoder.tokenizer
+        self.max_seq_length = max_seq_length
         self._cache: dict[tuple[str, int], TemplateIds] = {}
-        embeddings = getattr(encoder.auto_model, "embeddings", None)
-        padding_idx = getattr(embeddings, "padding_idx", None)
         #: first position id of a sequence (RoBERTa-style models count from padding_idx + 1).
-        self.position_offset = int(padding_idx) + 1 if padding_idx is not None else 0
-        before, after = special_tokens_around(self.tokenizer)
+        self.position_offset = encoder.position_offset
         #: number of special tokens the tokenizer puts before / after a sequence ([CLS] / [SEP]).
-        self.n_special = (len(before), len(after))
+        self.n_special = tuple(len(x) for x in encoder.specials)
 
     def template(self, text: str, n_soft: int = 0) -> TemplateIds:
         """The tokenised template (cached)."""
@@ -75,46 +78,34 @@ class ViewBuilder:
     @property
     def anchor_template(self) -> TemplateIds | None:
         """The embedder's own input format (template + soft-prompt slots), or ``None`` without a template."""
-        if self.encoder.template is None:
-            return None
-        return self.template(self.encoder.template, self.encoder.n_soft_prompt)
+        return self.encoder.template_ids
 
     def sentence_ids(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids of each sentence, without special tokens; an empty sentence is an error."""
-        texts = [str(s).strip() for s in sentences]
-        if not texts:
+        if not sentences:
             raise ProtoembedError("a training batch needs at least one sentence")
-        if self.encoder.do_lower_case:
-            texts = [t.lower() for t in texts]
-        ids = [list(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        empty = [i for i, x in enumerate(ids) if not x]
-        if empty:
-            raise ProtoembedError(
-                f"{len(empty)} training sentence(s) have no tokens (batch index {empty[0]}); "
-                "empty lines must be removed from the corpus"
-            )
-        return ids
-
-    def _budget(self, head: int, tail: int) -> int:
-        room = self.encoder.position_budget - head - tail
-        if room <= 0:
-            raise ProtoembedError("template too long for the backbone's position embeddings")
-        limit = self.encoder.max_seq_length
-        return min(limit or room, room)
+        return self.encoder.sentence_ids(sentences)
 
     def wrap(
-        self, template: TemplateIds | Sequence[TemplateIds], sentence_ids: list[list[int]], soft: bool = False
+        self,
+        template: TemplateIds | Sequence[TemplateIds] | None,
+        sentence_ids: list[list[int]],
+        soft: bool = False,
     ) -> Rows:
-        """One row per sentence wrapped in ``template`` (one template for all, or one per sentence)."""
-        templates = [template] * len(sentence_ids) if isinstance(template, TemplateIds) else list(template)
+        """One row per sentence wrapped in ``template`` (one for all, one per sentence, or ``None``: the
+        special tokens only), truncated to ``max_seq_length``."""
+        if template is None or isinstance(template, TemplateIds):
+            templates: Sequence[TemplateIds | None] = [template] * len(sentence_ids)
+        else:
+            templates = list(template)
         rows = Rows()
         for tpl, ids in zip(templates, sentence_ids):
-            ids = ids[: self._budget(len(tpl.head), len(tpl.tail))]
-            row, mask = tpl.build(ids)
+            row, mask = self.encoder.wrap(ids, tpl, self.max_seq_length)
+            head, tail = self.encoder.specials if tpl is None else (tpl.head, tpl.tail)
             rows.ids.append(row)
             rows.mask_index.append(mask)
             rows.soft.append(soft)
-            rows.span.append((len(tpl.head), len(ids)))
+            rows.span.append((len(head), len(row) - len(head) - len(tail)))
             rows.positions.append(None)
             rows.attend_sentence.append(True)
         return rows
@@ -153,7 +144,8 @@ class ViewBuilder:
 
     def collate(self, rows: Rows, device: torch.device) -> dict[str, torch.Tensor]:
         """Pad ``rows`` into one batch of encoder features on ``device``."""
-        features = self.encoder.collate(rows.ids, rows.mask_index)
+        masks = None if any(m is None for m in rows.mask_index) else rows.mask_index
+        features = self.encoder.collate(rows.ids, masks)
         if not all(rows.attend_sentence):
             attention = features["attention_mask"]
             n_before, n_after = self.n_special
