@@ -138,3 +138,24 @@ def test_bad_inputs(tiny_model_dirs, corpus, tmp_path):
     cfg.output_dir = None
     with pytest.raises(ProtoembedError, match="no output directory"):
         train(cfg, objective_factory=standin_factory())
+
+
+def test_dev_metric_is_injectable(tiny_model_dirs, corpus, tmp_path):
+    """``evaluator=`` replaces STS-B dev Spearman in choosing best/; it sees whole-sentence inputs."""
+    scores = iter([1.0, 3.0, 2.0])  # evaluations at steps 2, 4 and 5
+    seen: list[int | None] = []
+
+    def evaluator(embedder) -> float:
+        seen.append(embedder.encoder.max_seq_length)
+        return next(scores)
+
+    out = tmp_path / "custom"
+    results = train(
+        tiny_config(tiny_model_dirs["bert"], corpus, out),
+        objective_factory=standin_factory(),
+        evaluator=evaluator,
+    )
+    assert results["best_step"] == 4 and results["stsb_dev_spearman"] == 3.0
+    assert seen == [None, None, None]  # max_seq_length (16) truncates training inputs only
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert [e["stsb_dev_spearman"] for e in log if e["event"] == "eval"] == [1.0, 3.0, 2.0]

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from protoembed.objectives.options import ObjectiveOptions
 from protoembed.training.config import config_from_dict
 
 SENTENCES = [
@@ -58,7 +59,8 @@ def tiny_config(
             "data": {"corpus": str(corpus)},
             "training": settings,
             "output_dir": str(output_dir),
-        }
+        },
+        objectives={"standin": ObjectiveOptions},  # an objective without options, outside the registry
     )
 
 

@@ -7,6 +7,18 @@ train ...`` as well (Accelerate reads the launcher's environment); see :mod:`pro
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+
+
+def _print_progress() -> logging.Handler:
+    """Print the trainer's ``protoembed.training`` log records on stderr, one line each."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("protoembed train: %(message)s"))
+    log = logging.getLogger("protoembed.training")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    return handler
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -17,7 +29,11 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, list(args.set or []))
     if args.output_dir:  # a path is not YAML: keep it verbatim
         cfg.output_dir = args.output_dir
-    train(cfg, resume=args.resume)
+    handler = _print_progress()
+    try:
+        train(cfg, resume=args.resume)
+    finally:
+        logging.getLogger("protoembed.training").removeHandler(handler)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 A checkpoint is ``output_dir/checkpoint/``: Accelerate's state (model, optimizer, scheduler, and one
 ``random_states_<rank>.pkl`` per process: Python, NumPy and torch RNGs, so dropout continues exactly)
-plus our ``trainer_state.json`` (step, best dev score, wall time...). Every process writes into
+plus our ``trainer_state.json`` (:class:`TrainerState`: step, best dev score, wall time...). Every process writes into
 ``output_dir/.checkpoint.tmp``; then the main process swaps it in with ``os.replace`` (the previous one
 is moved aside first and deleted last), so a crash at any moment leaves one complete checkpoint:
 :func:`find_checkpoint` falls back to the moved-aside copy if the crash hit between the two renames.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,39 @@ CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
 _TMP = ".checkpoint.tmp"
 _OLD = ".checkpoint.old"
+
+
+@dataclass
+class TrainerState:
+    """The progress of a run: what ``trainer_state.json`` holds and a resumed run starts from.
+
+    Attributes:
+        step: optimizer steps done.
+        best_score: best dev score so far (``None``: none yet, or only NaN scores).
+        best_step: step of ``best/`` (``None`` before the first evaluation).
+        last_score: dev score of the latest evaluation.
+        wall_time_s: training wall time up to ``step``, over every (resumed) process.
+        world_size: number of processes that wrote the checkpoint.
+        total_steps: steps of the whole run.
+    """
+
+    step: int = 0
+    best_score: float | None = None
+    best_step: int | None = None
+    last_score: float | None = None
+    wall_time_s: float = 0.0
+    world_size: int = 1
+    total_steps: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainerState:
+        """Read :meth:`to_dict` output (keys this version does not know are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> dict[str, Any] | None:
@@ -80,12 +114,12 @@ def find_checkpoint(output_dir: Path) -> Path | None:
     return None
 
 
-def read_state(checkpoint: Path) -> dict[str, Any]:
+def read_state(checkpoint: Path) -> TrainerState:
     """The ``trainer_state.json`` of a checkpoint."""
-    return json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))
+    return TrainerState.from_dict(json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8")))
 
 
-def save_checkpoint(accelerator, output_dir: Path, state: dict[str, Any]) -> Path:
+def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
     """Save the accelerator state and ``state`` atomically as ``output_dir/checkpoint``.
 
     Collective: every process must call it (each one writes its own RNG state).
@@ -97,7 +131,7 @@ def save_checkpoint(accelerator, output_dir: Path, state: dict[str, Any]) -> Pat
     # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
     accelerator.save_state(str(tmp), safe_serialization=False)
     if accelerator.is_main_process:
-        write_json_atomic(tmp / STATE_FILE, state)
+        write_json_atomic(tmp / STATE_FILE, state.to_dict())
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if old.exists():

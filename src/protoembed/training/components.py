@@ -1,16 +1,71 @@
-"""What one training run is built from: the head, the objective, the epoch sampler and the AdamW groups.
+"""What one training run is built from: the head, the objective, the dev evaluator, the epoch sampler and
+the AdamW groups.
 
 In: a :class:`~protoembed.training.config.TrainConfig` (and the embedder it loads). Out: the pieces
-:class:`~protoembed.training.trainer.Trainer` hands to Accelerate.
+:class:`~protoembed.training.trainer.Trainer` hands to Accelerate. :class:`TrainableObjective` and
+:data:`Evaluator` are what the trainer requires of an objective and of a dev metric.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from protoembed.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from protoembed.embedder import Embedder
+
+
+class TrainableObjective(Protocol):
+    """What the trainer needs from an objective (:class:`protoembed.objectives.Objective` is one).
+
+    It must also be a ``torch.nn.Module`` (Accelerate wraps it, the optimizer reads its parameters, its
+    ``state_dict`` goes into checkpoints); training-input truncation is the objective's own business.
+    """
+
+    def __call__(self, sentences: Sequence[str]) -> torch.Tensor:
+        """The scalar training loss of one batch of raw sentences (this process's share)."""
+        ...
+
+    def eval_embedder(self) -> Embedder:
+        """The model to evaluate and save (sharing the trained weights)."""
+        ...
+
+    def config(self) -> dict[str, Any]:
+        """JSON-serialisable settings (name and options) for the run log."""
+        ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]:
+        """Every trained parameter (``torch.nn.Module.parameters``)."""
+        ...
+
+
+#: ``(config, embedder) -> objective``: how a run builds its objective.
+ObjectiveFactory = Callable[[TrainConfig, "Embedder"], TrainableObjective]
+#: ``embedder -> dev score`` (higher is better; NaN = no score): selects ``best/``.
+Evaluator = Callable[["Embedder"], float]
+
+
+def stsb_dev_evaluator(
+    data_dir: str | os.PathLike[str] | None, variant: str = "senteval", batch_size: int = 128
+) -> Evaluator:
+    """The default dev metric: Spearman x100 on the STS Benchmark dev split (SimCSE's and ConPVP's
+    model selection), whole sentences, ``batch_size`` sentences per forward."""
+    from protoembed.evaluation.sts import stsb_dev_spearman
+
+    def evaluate(embedder: Embedder) -> float:
+        return stsb_dev_spearman(
+            lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False),
+            data_dir,
+            variant=variant,
+        )
+
+    return evaluate
+
 
 #: Head used when the config names none.
 DEFAULT_HEADS = {"simcse": "cls", "promptbert": "mask", "conpvp": "soft_prompt"}
@@ -28,18 +83,19 @@ def head_for(cfg: TrainConfig) -> str | None:
     return DEFAULT_HEADS.get(cfg.objective.name)
 
 
-def build_objective_from_config(cfg: TrainConfig, embedder) -> torch.nn.Module:
-    """``protoembed.objectives.build_objective(name, embedder, **options)``.
+def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> TrainableObjective:
+    """``protoembed.objectives.build_objective(name, embedder, max_seq_length=..., **options)``.
 
-    An objective with a ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config
-    sets ``objective.seed``, so that the seeds of a study vary every random choice.
+    The objective truncates its training inputs to the config's ``max_seq_length``. An objective with a
+    ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config sets
+    ``objective.seed``, so that the seeds of a study vary every random choice.
     """
     from protoembed.objectives import build_objective, objective_class
 
     options = dict(cfg.objective.options)
     if "seed" in objective_class(cfg.objective.name).Options.model_fields and "seed" not in options:
         options["seed"] = cfg.training.seed
-    return build_objective(cfg.objective.name, embedder, **options)
+    return build_objective(cfg.objective.name, embedder, max_seq_length=cfg.max_seq_length, **options)
 
 
 class EpochShuffleSampler(torch.utils.data.Sampler):

@@ -16,10 +16,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.options import STRICT, Number, first_error, problem
+from protoembed.objectives.options import STRICT, Number, ObjectiveOptions, first_error, problem
 
 STS_TEST_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
@@ -62,15 +70,17 @@ class ObjectiveConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check_options(self) -> ObjectiveConfig:
+    def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
         from protoembed.objectives import objective_class
         from protoembed.objectives.options import OptionError
 
         bad = [k for k in self.options if not isinstance(k, str)]
         if bad:
             raise KeyError_(f"objective.{bad[0]}", "option names must be strings")
+        extra = (info.context or {}).get("objectives", {})
         try:
-            parsed = objective_class(self.name).Options.parse(self.name, self.options)
+            model = extra[self.name] if self.name in extra else objective_class(self.name).Options
+            parsed = model.parse(self.name, self.options)
         except OptionError as err:
             raise KeyError_(f"objective.{err.key}", str(err), full=True) from None
         except ProtoembedError as err:
@@ -350,21 +360,28 @@ def _explain(err: ValidationError) -> tuple[str, str]:
     return key, f"config key {key!r}: {problem(error)}"
 
 
-def _validate(data: dict[str, Any], where: Callable[[str], str]) -> TrainConfig:
+def _validate(
+    data: dict[str, Any], where: Callable[[str], str], objectives: dict[str, Any] | None = None
+) -> TrainConfig:
     data = {k: v for k, v in data.items() if k != "base"}
     try:
-        return TrainConfig.model_validate(data)
+        return TrainConfig.model_validate(data, context={"objectives": objectives or {}})
     except ValidationError as err:
         key, message = _explain(err)
         raise ProtoembedError(f"{where(key)}: {message}") from None
 
 
-def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> TrainConfig:
+def config_from_dict(
+    data: dict[str, Any],
+    source: str = "<dict>",
+    objectives: dict[str, type[ObjectiveOptions]] | None = None,
+) -> TrainConfig:
     """Validate a merged config dict (``base`` already resolved) and build a :class:`TrainConfig`.
 
-    ``source`` names where the data came from in error messages.
+    ``source`` names where the data came from in error messages; ``objectives`` adds objective names
+    (and their options models) outside the registry, for runs given their own ``objective_factory``.
     """
-    return _validate(data, lambda key: source)
+    return _validate(data, lambda key: source, objectives)
 
 
 def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TrainConfig:

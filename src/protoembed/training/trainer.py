@@ -1,7 +1,10 @@
 """The training loop, on Hugging Face Accelerate.
 
-In: a :class:`~protoembed.training.config.TrainConfig`. Out, in ``output_dir``: ``best/`` (the objective's
-evaluation embedder with the best STS-B dev Spearman, sentence-transformers layout), ``results.json``
+In: a :class:`~protoembed.training.config.TrainConfig`; optionally an objective factory (anything meeting
+:class:`~protoembed.training.components.TrainableObjective`) and a dev ``evaluator`` (an
+``embedder -> score`` callable, as sentence-transformers' ``evaluator=``; STS-B dev Spearman by default).
+Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
+sentence-transformers layout), ``results.json``
 (STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
 ``best_step``, ``stsb_dev_spearman``, ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
 logged step, evaluation and event), ``config.yaml`` (the resolved config) and, while running,
@@ -10,8 +13,10 @@ logged step, evaluation and event), ``config.yaml`` (the resolved config) and, w
 The loop: AdamW (no weight decay on biases and LayerNorm weights), a linear schedule with optional
 warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the corpus with a
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
-sees exactly ``batch_size`` sentences (and as many in-batch negatives). STS-B dev Spearman every
-``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
+sees exactly ``batch_size`` sentences (and as many in-batch negatives). The dev score every
+``eval_steps`` steps and after the last step; a checkpoint after each evaluation. ``max_seq_length``
+truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP authors'
+evaluation, the dev set and the saved model read whole sentences.
 
 Processes: ``torchrun --nproc_per_node N -m protoembed train ...`` or ``accelerate launch -m protoembed
 train ...`` (on a CPU-only machine: ``accelerate launch --multi_gpu --num_processes N``, the processes then
@@ -21,10 +26,13 @@ processes' embeddings for its negatives. Only the main process evaluates and wri
 
 Resuming (``resume=True``) restores model, optimizer, scheduler and every RNG from the checkpoint and skips
 the batches already done in the current epoch; on CPU the final model equals the uninterrupted run's.
+
+Progress goes to the ``protoembed.training`` logger (the ``train`` command prints it).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
@@ -37,6 +45,7 @@ import torch
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 from protoembed.training.checkpoint import (
+    TrainerState,
     check_output_dir,
     find_checkpoint,
     read_state,
@@ -45,16 +54,22 @@ from protoembed.training.checkpoint import (
 )
 from protoembed.training.components import (
     EpochShuffleSampler,
+    Evaluator,
+    ObjectiveFactory,
+    TrainableObjective,
     build_objective_from_config,
     head_for,
     param_groups,
     sentence_loader,
+    stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.corpus import Corpus, read_corpus, resolve_corpus_path
 from protoembed.training.runlog import RunLog
 
-ObjectiveFactory = Callable[[TrainConfig, Any], torch.nn.Module]
+logger = logging.getLogger(__name__)
+
+#: ``callback({"step", "loss", "epoch"})`` after every optimizer step.
 Callback = Callable[[dict[str, Any]], None]
 
 
@@ -72,6 +87,7 @@ class Trainer:
         objective_factory: ObjectiveFactory | None = None,
         callback: Callback | None = None,
         progress: bool | None = None,
+        evaluator: Evaluator | None = None,
     ) -> None:
         if not cfg.output_dir:
             raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
@@ -82,6 +98,12 @@ class Trainer:
         self.output_dir = Path(cfg.output_dir).expanduser().absolute()
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.data_dir = cfg.data.data_dir
+        tcfg = cfg.training
+        self.evaluator = evaluator or stsb_dev_evaluator(
+            self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
+        )
+        self.state = TrainerState()
+        self.last_checkpoint_step: int | None = None
 
     # ------------------------------------------------------------ set-up
     def _read_corpus(self) -> Corpus:
@@ -121,13 +143,17 @@ class Trainer:
             cfg.model,
             head=head_for(cfg),
             template=cfg.template,
-            max_seq_length=cfg.max_seq_length,
             n_soft_prompt=cfg.n_soft_prompt,
             soft_prompt_init=cfg.soft_prompt_init,
             device=accelerator.device,
         )
-        objective = self.objective_factory(cfg, embedder).to(accelerator.device)
-        objective.train()
+        embedder.encoder.max_seq_length = None  # evaluation and the saved model read whole sentences
+        objective: TrainableObjective = self.objective_factory(cfg, embedder)  # truncates training inputs
+        if not isinstance(objective, torch.nn.Module):
+            raise TypeError(
+                f"the objective factory returned {type(objective).__name__}, not a torch.nn.Module"
+            )
+        objective.to(accelerator.device).train()
 
         n = len(self.corpus.sentences)
         self.steps_per_epoch = n // tcfg.batch_size
@@ -144,51 +170,36 @@ class Trainer:
     # ------------------------------------------------------------ logging
     def _say(self, message: str) -> None:
         if self.accelerator.is_main_process:
-            print(f"protoembed train: {message}", file=sys.stderr, flush=True)
+            logger.info(message)
 
     # ------------------------------------------------------------ evaluation
     def _evaluate(self, step: int) -> None:
-        """STS-B dev Spearman of the evaluation embedder; keep it as ``best/`` if it improved."""
+        """The dev score of the evaluation embedder; keep it as ``best/`` if it improved."""
         if self.accelerator.is_main_process:
-            from protoembed.evaluation.sts import stsb_dev_spearman
-
             embedder = self.accelerator.unwrap_model(self.objective).eval_embedder()
-            batch = self.cfg.training.eval_batch_size
-            # max_seq_length truncates training inputs only (DESIGN §3); like SimCSE's and the ConPVP
-            # authors' evaluation, the dev set and the saved model see whole sentences.
-            encoder = embedder.encoder
-            train_length, encoder.max_seq_length = encoder.max_seq_length, None
-            try:
-                score = stsb_dev_spearman(
-                    lambda s: embedder.encode(s, batch_size=batch, show_progress_bar=False),
-                    self.data_dir,
-                    variant=self.cfg.training.eval_variant,
-                )
-                best = self.state["best_score"]
-                improved = self.state["best_step"] is None or (
-                    not math.isnan(score) and (best is None or score > best)
-                )
-                if improved:
-                    embedder.save(self.output_dir / "best")
-                    self.state.update(best_score=_nan_to_none(score), best_step=step)
-            finally:
-                encoder.max_seq_length = train_length
-            self.state["last_score"] = _nan_to_none(score)
+            score = float(self.evaluator(embedder))
+            state = self.state
+            improved = state.best_step is None or (
+                not math.isnan(score) and (state.best_score is None or score > state.best_score)
+            )
+            if improved:
+                embedder.save(self.output_dir / "best")
+                state.best_score, state.best_step = _nan_to_none(score), step
+            state.last_score = _nan_to_none(score)
             self.log.write(
                 {
                     "event": "eval",
                     "step": step,
-                    "stsb_dev_spearman": _nan_to_none(score),
-                    "best_score": self.state["best_score"],
-                    "best_step": self.state["best_step"],
+                    "stsb_dev_spearman": state.last_score,
+                    "best_score": state.best_score,
+                    "best_step": state.best_step,
                 }
             )
         self.accelerator.wait_for_everyone()
 
     def _checkpoint(self, step: int) -> None:
-        self.state.update(
-            step=step, wall_time_s=self.wall_before + time.monotonic() - self.started, finished=False
-        )
+        self.state.step = step
+        self.state.wall_time_s = self.wall_before + time.monotonic() - self.started
         save_checkpoint(self.accelerator, self.output_dir, self.state)
         self.last_checkpoint_step = step
 
@@ -207,9 +218,9 @@ class Trainer:
         )
         results.update(
             model=str(self.output_dir / "best"),
-            best_step=self.state["best_step"],
-            stsb_dev_spearman=self.state["best_score"],
-            train_wall_time_s=round(self.state["wall_time_s"], 1),
+            best_step=self.state.best_step,
+            stsb_dev_spearman=self.state.best_score,
+            train_wall_time_s=round(self.state.wall_time_s, 1),
         )
         return results
 
@@ -229,7 +240,7 @@ class Trainer:
     def _run(self) -> dict[str, Any]:
         finished = check_output_dir(self.output_dir, self.cfg.to_dict(), self.resume)
         if finished is not None:
-            print(f"protoembed train: {self.output_dir} is already finished (results.json)", file=sys.stderr)
+            logger.info("%s is already finished (results.json)", self.output_dir)
             return finished
         self.corpus = self._read_corpus()
         self._build()
@@ -239,26 +250,25 @@ class Trainer:
         acc.wait_for_everyone()
         self.started = time.monotonic()
         self.wall_before = 0.0
-        self.state: dict[str, Any] = {"step": 0, "best_score": None, "best_step": None, "last_score": None}
-        self.last_checkpoint_step: int | None = None
+        self.state = TrainerState()
         checkpoint = find_checkpoint(self.output_dir) if self.resume else None
         if checkpoint is not None:
             saved = read_state(checkpoint)
-            if saved.get("world_size") != acc.num_processes:
+            if saved.world_size != acc.num_processes:
                 raise ProtoembedError(
-                    f"--resume: the checkpoint was written by {saved.get('world_size')} process(es), this run "
+                    f"--resume: the checkpoint was written by {saved.world_size} process(es), this run "
                     f"has {acc.num_processes}; resume with the same number of processes"
                 )
             acc.load_state(str(checkpoint))
-            self.state.update(saved)
-            self.wall_before = float(saved.get("wall_time_s", 0.0))
-            self.last_checkpoint_step = saved["step"]
-            self.log.truncate(saved["step"])
+            self.state = saved
+            self.wall_before = saved.wall_time_s
+            self.last_checkpoint_step = saved.step
+            self.log.truncate(saved.step)
         elif acc.is_main_process:
             (self.output_dir / "config.yaml").write_text(dump_config(self.cfg), encoding="utf-8")
             self.log.start()
-        self.state.update(world_size=acc.num_processes, total_steps=self.total_steps)
-        step = int(self.state["step"])
+        self.state.world_size, self.state.total_steps = acc.num_processes, self.total_steps
+        step = self.state.step
         self.log.write(
             {
                 "event": "resume" if checkpoint is not None else "start",
@@ -287,8 +297,8 @@ class Trainer:
                 {
                     "event": "end",
                     "step": self.total_steps,
-                    "best_step": self.state["best_step"],
-                    "best_score": self.state["best_score"],
+                    "best_step": self.state.best_step,
+                    "best_score": self.state.best_score,
                     "test_avg": _nan_to_none(results["avg"]),
                     "wall_time_s": results["train_wall_time_s"],
                 }
@@ -303,9 +313,8 @@ class Trainer:
         return results
 
     def _objective_config(self) -> dict[str, Any]:
-        objective = self.accelerator.unwrap_model(self.objective)
-        config = getattr(objective, "config", None)
-        return {"name": self.cfg.objective.name, **(config() if callable(config) else {})}
+        objective: TrainableObjective = self.accelerator.unwrap_model(self.objective)
+        return {"name": self.cfg.objective.name, **objective.config()}
 
     def _loop(self, step: int) -> None:
         from tqdm.auto import tqdm
@@ -340,9 +349,7 @@ class Trainer:
                     step += 1
                     window.append(value)
                     bar.update(1)
-                    bar.set_postfix(
-                        loss=f"{value:.4f}", dev=_fmt(self.state.get("last_score")), refresh=False
-                    )
+                    bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.last_score), refresh=False)
                     if step % tcfg.log_steps == 0 or step == self.total_steps:
                         self.log.write(
                             {
@@ -360,7 +367,7 @@ class Trainer:
                     if step % tcfg.eval_steps == 0 or step == self.total_steps:
                         self._evaluate(step)
                         self._checkpoint(step)
-                        bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.get("last_score")))
+                        bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.last_score))
                     if step >= self.total_steps:
                         break
         finally:
@@ -387,10 +394,13 @@ def train(
     objective_factory: ObjectiveFactory | None = None,
     callback: Callback | None = None,
     progress: bool | None = None,
+    evaluator: Evaluator | None = None,
 ) -> dict[str, Any]:
     """Run a training described by ``cfg`` (see the module docstring); returns the results dict.
 
-    ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests); ``callback(event)`` is called
-    after every optimizer step with ``{"step", "loss", "epoch"}`` (an exception from it stops the run).
+    ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests, custom objectives);
+    ``callback(event)`` is called after every optimizer step with ``{"step", "loss", "epoch"}`` (an
+    exception from it stops the run); ``evaluator(embedder) -> float`` replaces the STS-B dev Spearman
+    that selects ``best/`` (higher is better).
     """
-    return Trainer(cfg, resume, objective_factory, callback, progress).run()
+    return Trainer(cfg, resume, objective_factory, callback, progress, evaluator).run()
