@@ -1,0 +1,293 @@
+"""Write an :class:`~protoembed.Embedder` as one ONNX graph plus its tokenizer and template.
+
+The graph maps the padded token rows to the final vector, with everything after tokenisation inside:
+
+    input_ids (B, T), attention_mask (B, T) [, mask_index (B,) for template heads]
+      -> word embeddings, soft-prompt vectors written into the slots before [MASK] (ConPVP anchor)
+      -> backbone -> [MASK] gather / cls / mean / max / cnn pooling -> L2 normalisation (if the model has it)
+      -> sentence_embedding (B, D)   [and last_hidden_state (B, T, H) for cls / mean / max]
+
+It is traced from the model's own torch modules (``Embedder.forward``), so there is no second
+implementation of any head. Batch and length are dynamic axes. After tracing (TorchScript exporter,
+opset 17, eager attention) ONNX Runtime's transformer optimiser fuses attention, LayerNorm and GELU
+(kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then applies ONNX
+Runtime's dynamic quantisation to the matrix multiplications (int8 weights, activations quantised per
+batch at run time).
+
+Folder layout: ``onnx/model.onnx``, the tokenizer files, ``config.json`` (the backbone's config, for
+the position budget), ``protoembed_encoder.json`` (template, soft-prompt count, max_seq_length) and
+``protoembed_export.json`` (format version, head, inputs, outputs, quantisation). For cls / mean / max
+also ``modules.json``, ``sentence_bert_config.json`` and ``1_Pooling/`` (+ ``2_Normalize/``): the
+convention under which ``SentenceTransformer(OUT, backend="onnx")`` reads ``onnx/model.onnx`` and pools
+its ``last_hidden_state`` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from protoembed.errors import ProtoembedError
+from protoembed.io import replace_dir
+
+if TYPE_CHECKING:
+    from protoembed.embedder import Embedder
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever a reader of an older version could misread a newer folder.
+FORMAT_VERSION = 1
+EXPORT_CONFIG = "protoembed_export.json"
+GRAPH_FILE = "onnx/model.onnx"
+QUANTIZE = ("int8",)
+OPSET = 17
+#: Heads whose folder also follows sentence-transformers' ONNX convention (their pooling is ST's own).
+ST_HEADS = ("cls", "mean", "max")
+_PROBE = ["a man is playing a guitar .", "two dogs run through a field of tall grass while people watch ."]
+
+
+def require_onnx() -> None:
+    """Raise a one-line error when the optional ``onnx`` / ``onnxruntime`` packages are missing."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as err:
+        raise ProtoembedError(
+            f"ONNX export and inference need the optional packages ({err.name} is missing): "
+            "pip install 'protoembed[onnx]'"
+        ) from None
+
+
+class _Graph(torch.nn.Module):
+    """The traced function: padded rows -> ``sentence_embedding`` (and the token states, optionally)."""
+
+    def __init__(self, embedder: Embedder, with_states: bool) -> None:
+        super().__init__()
+        self.embedder = embedder
+        self.with_states = with_states
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_index: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        features = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if mask_index is not None:
+            features["mask_index"] = mask_index
+        features = self.embedder.pooler(self.embedder.encoder(features))
+        vectors = features["sentence_embedding"]
+        if self.embedder.normalize:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        return (vectors, features["token_embeddings"]) if self.with_states else vectors
+
+
+def export_embedder(
+    embedder: Embedder, path: str | os.PathLike, quantize: str | None = None, optimize: bool = True
+) -> Path:
+    """Export ``embedder`` to the folder ``path`` (atomically: temp folder, then rename).
+
+    Args:
+        embedder: a torch :class:`~protoembed.Embedder` (any head; moved to a CPU fp32 copy if needed).
+        path: output folder; replaced if it holds an earlier export, refused if it holds anything else.
+            Built in a hidden temp sibling and renamed into place, so an interrupted export leaves
+            no half-written folder.
+        quantize: ``None`` (fp32) or ``"int8"`` (dynamic quantisation of the matrix multiplications).
+        optimize: fuse attention / LayerNorm / GELU with ONNX Runtime's transformer optimiser.
+    Returns:
+        the folder written.
+    """
+    if quantize is not None and quantize not in QUANTIZE:
+        raise ProtoembedError(f"unknown quantisation {quantize!r}: expected one of {', '.join(QUANTIZE)}")
+    require_onnx()
+    target = Path(path)
+    occupied = target.exists() and (not target.is_dir() or any(target.iterdir()))
+    if occupied and not (target / EXPORT_CONFIG).is_file():
+        raise ProtoembedError(f"{target}: exists and is not a protoembed export; choose a new folder")
+    model = embedder
+    if embedder.device.type != "cpu" or next(embedder.parameters()).dtype != torch.float32:
+        model = copy.deepcopy(embedder).to("cpu", torch.float32)
+    head = embedder.head
+
+    def build(tmp: Path) -> None:
+        graph = tmp / GRAPH_FILE
+        graph.parent.mkdir()
+        with_states = head in ST_HEADS
+        inputs, outputs, fused = _write_graph(model.eval(), graph, with_states, optimize)
+        if quantize == "int8":
+            _quantize_int8(graph)
+        encoder = model.encoder
+        encoder.tokenizer.save_pretrained(str(tmp))
+        encoder.auto_model.config.save_pretrained(str(tmp))
+        encoder.save_config(str(tmp))
+        if with_states:
+            _write_sentence_transformers_layout(model, tmp)
+        from protoembed import __version__
+
+        config = {
+            "format_version": FORMAT_VERSION,
+            "protoembed_version": __version__,
+            "head": head,
+            "normalize": bool(model.normalize),
+            "dimension": int(model.dimension),
+            "graph": GRAPH_FILE,
+            "inputs": inputs,
+            "outputs": outputs,
+            "opset": OPSET,
+            "fused": fused,
+            "quantize": quantize,
+        }
+        _json(tmp / EXPORT_CONFIG, config)
+
+    replace_dir(target, build)
+    logger.info("exported %s head (%s) to %s", head, quantize or "fp32", target)
+    return target
+
+
+def _write_graph(
+    embedder: Embedder, path: Path, with_states: bool, optimize: bool
+) -> tuple[list, list, bool]:
+    """Trace ``embedder`` to ``path``; returns (input names, output names, whether fusion was kept)."""
+    encoder = embedder.encoder
+    ids, masks = encoder.tokenize_ids(_PROBE, allow_empty=True)
+    probe = encoder.collate(ids, masks)
+    inputs = ["input_ids", "attention_mask"] + (["mask_index"] if masks is not None else [])
+    outputs = ["sentence_embedding"] + (["last_hidden_state"] if with_states else [])
+    axes: dict[str, dict[int, str]] = {"input_ids": {0: "batch", 1: "length"}}
+    axes["attention_mask"] = {0: "batch", 1: "length"}
+    axes["sentence_embedding"] = {0: "batch"}
+    if masks is not None:
+        axes["mask_index"] = {0: "batch"}
+    if with_states:
+        axes["last_hidden_state"] = {0: "batch", 1: "length"}
+    backbone = encoder.auto_model
+    previous = backbone.config._attn_implementation
+    raw = path.with_name("traced.onnx")
+    try:
+        backbone.set_attn_implementation("eager")  # plain MatMul/Softmax: the pattern the fusers know
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                _Graph(embedder, with_states),
+                tuple(probe[name] for name in inputs),
+                str(raw),
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+    finally:
+        backbone.set_attn_implementation(previous)
+    feeds = {name: probe[name].numpy() for name in inputs}
+    fused = False
+    if optimize:
+        fused = _fuse(raw, path, backbone.config, feeds)
+    if not fused:
+        os.replace(raw, path)
+    raw.unlink(missing_ok=True)
+    return inputs, outputs, fused
+
+
+def _fuse(raw: Path, path: Path, config: Any, feeds: dict[str, np.ndarray]) -> bool:
+    """ONNX Runtime's offline transformer fusions; True if the fused graph matches ``raw`` to 1e-4."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    try:
+        with contextlib.redirect_stdout(None):
+            model = optimize_model(
+                str(raw),
+                model_type="bert",
+                num_heads=int(config.num_attention_heads),
+                hidden_size=int(config.hidden_size),
+                opt_level=0,
+            )
+        model.save_model_to_file(str(path))
+    except Exception as err:  # an unknown pattern: keep the traced graph
+        logger.warning("transformer fusion failed (%s); keeping the traced graph", err)
+        return False
+    before = _run(raw, feeds)
+    after = _run(path, feeds)
+    diff = float(np.abs(before - after).max())
+    if diff > 1e-4:
+        logger.warning("fused graph differs by %.2e; keeping the traced graph", diff)
+        path.unlink()
+        return False
+    counts = model.get_fused_operator_statistics()
+    logger.info("fused operators: %s", {k: v for k, v in counts.items() if v})
+    return True
+
+
+def _run(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(["sentence_embedding"], feeds)[0]
+
+
+def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention")) -> None:
+    """Replace ``path`` by its dynamically quantised version: int8 weights for every MatMul (and the
+    fused attention's projection), activations quantised per batch at run time."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fp32 = path.with_name("fp32.onnx")
+    os.replace(path, fp32)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantiser logs advice through the root logger
+    try:
+        quantize_dynamic(
+            str(fp32),
+            str(path),
+            op_types_to_quantize=list(op_types),
+            weight_type=QuantType.QInt8,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused ops have no shape info
+        )
+    finally:
+        root.setLevel(level)
+    fp32.unlink()
+
+
+def _write_sentence_transformers_layout(embedder: Embedder, folder: Path) -> None:
+    """modules.json + Pooling (+ Normalize) configs: sentence-transformers' ONNX backend convention."""
+    import sentence_transformers
+
+    encoder = embedder.encoder
+    st_config = {
+        "max_seq_length": encoder.max_seq_length or encoder.position_budget,
+        "do_lower_case": encoder.do_lower_case,
+    }
+    _json(folder / "sentence_bert_config.json", st_config)
+    (folder / "1_Pooling").mkdir()
+    embedder.pooler.save(str(folder / "1_Pooling"))
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if embedder.normalize:
+        (folder / "2_Normalize").mkdir()
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
+    _json(folder / "modules.json", modules)
+    _json(
+        folder / "config_sentence_transformers.json",
+        {
+            "__version__": {"sentence_transformers": sentence_transformers.__version__},
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
+
+
+def _json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
