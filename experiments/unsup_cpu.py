@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             _command(argv, args),
             REFERENCE,
             full,
+            backbone_facts(first["model"]),
         )
         _say(f"report written to {args.report}")
         if failed:

@@ -117,8 +117,22 @@ def _corpus_sentences(records: list[Record]) -> list[int]:
 
 
 # ------------------------------------------------------------------ sections
-def setup_text(configs: dict[str, dict[str, Any]], records: dict[str, list[Record]], seeds: list[int]) -> str:
-    """The setup paragraph: the first method's config, the logs' corpus size, the recorded environment."""
+def _count(values: list[Any], noun: str) -> str:
+    shown = _distinct(values)
+    return f"{noun} not recorded" if shown == "not recorded" else f"{shown} {noun}"
+
+
+def setup_text(
+    configs: dict[str, dict[str, Any]],
+    records: dict[str, list[Record]],
+    seeds: list[int],
+    backbone: dict[str, Any] | None = None,
+) -> str:
+    """The setup paragraphs: the first method's config, the logs' corpus size, the recorded environment.
+
+    ``backbone`` (``{"parameters", "dimension"}``, counted from the model) is used where given, else what
+    the runs' environment records hold.
+    """
     first = next(iter(configs.values()))
     everything = [r for runs in records.values() for r in runs]
     t = first["training"]
@@ -129,23 +143,31 @@ def setup_text(configs: dict[str, dict[str, Any]], records: dict[str, list[Recor
         share = f", {per_run / sentences.pop():.0%} of the corpus" if len(sentences) == 1 else ""
         seen = f" ({per_run:,} sentences per run{share})"
     environments = [r.environment for r in everything if r.environment]
-    backbone = [e.get("backbone", {}) for e in environments]
+    facts = [backbone] if backbone else [e.get("backbone", {}) for e in environments]
     keys = ("model", "max_seq_length", ("training", "max_steps"), ("training", "batch_size"))
     differ = [m for m, cfg in configs.items() if any(_get(cfg, k) != _get(first, k) for k in keys)]
     same = "every method the same" if not differ else f"differs for {', '.join(differ)}: see their configs"
+    machine = "Machine: not recorded (no run has an environment record).\n"
+    if environments:
+        cores = _count([e.get("cpu_count") for e in environments], "CPU core(s)")
+        loads = _distinct([_load(e) for e in environments])
+        machine = f"Machine: {cores} (`os.cpu_count()`); 1-minute load average at the start and end of a run: {loads}"
+        if len(environments) < len(everything):
+            machine += (
+                f" (recorded by {len(environments)} of {len(everything)} runs; older records have none)"
+            )
+        machine += ".\n"
+    parameters = _count([f.get("parameters") for f in facts], "parameters")
+    dimension = _distinct([f.get("dimension") for f in facts])
     return (
-        f"Setup ({same}): backbone `{first['model']}` ({_distinct([b.get('parameters') for b in backbone])}"
-        f" parameters, embedding dimension {_distinct([b.get('dimension') for b in backbone])}), corpus "
-        f"`{first['data']['corpus']}` ({_distinct(_corpus_sentences(everything))} sentences as the runs' "
-        f"logs read it), {_steps_text(first, everything)} steps of batch {t['batch_size']}{seen}, lr {t['lr']:g} (linear decay, warm-up "
-        f"{t['warmup']}), sentences truncated to {first['max_seq_length']} tokens, seeds "
-        f"{', '.join(map(str, seeds))}; STS-B dev Spearman every {t['eval_steps']} steps, the best "
-        f"checkpoint kept and evaluated. Test metric: Spearman x100 of cosine similarity "
-        f"({t['eval_variant']} data; {', '.join(t['test_tasks'])} test); mean ± sample standard deviation "
-        f"over seeds.\n\nMachine: {_distinct([e.get('cpu_count') for e in environments])} CPU core(s) "
-        f"(`os.cpu_count()`), 1-minute load average {_distinct([_load(e) for e in environments])} at the "
-        f"start and end of the runs (recorded by {len(environments)} of {len(everything)} runs; the others "
-        "predate environment records).\n"
+        f"Setup ({same}): backbone `{first['model']}` ({parameters}, embedding dimension {dimension}), "
+        f"corpus `{first['data']['corpus']}` ({_count(_corpus_sentences(everything), 'sentences')} as the "
+        f"runs' logs read it), {_steps_text(first, everything)} steps of batch {t['batch_size']}{seen}, "
+        f"lr {t['lr']:g} (linear decay, warm-up {t['warmup']}), sentences truncated to "
+        f"{first['max_seq_length']} tokens, seeds {', '.join(map(str, seeds))}; STS-B dev Spearman every "
+        f"{t['eval_steps']} steps, the best checkpoint kept and evaluated. Test metric: Spearman x100 of "
+        f"cosine similarity ({t['eval_variant']} data; {', '.join(t['test_tasks'])} test); mean ± sample "
+        f"standard deviation over seeds.\n\n{machine}"
     )
 
 
@@ -213,18 +235,22 @@ def write_report(
     command: str,
     reference: str | None = None,
     full_size: tuple[str, dict[str, Any]] | None = None,
+    backbone: dict[str, Any] | None = None,
 ) -> str:
     """Write the markdown report (and its figure beside it) from the records; returns the text.
 
     Args:
         path: the report (``.md``); the figure goes to ``path`` with suffix ``.png``.
-        records_dir: the folder of ``<method>-seed<k>/`` records, ``untrained-default/`` and ``DISCUSSION.md``.
+        records_dir: the folder of the ``<method>-seed<k>/`` records, ``untrained-default/`` and
+            ``DISCUSSION.md``.
         configs: method -> its resolved config (the YAML's structure), in report order.
         labels: method -> row label (a method without one is labelled by its name).
         seeds: the seeds each method should have.
         command: how the report was made (shown at the top).
         reference: the method the observations compare against (e.g. ``simcse``).
         full_size: ``(name, resolved config)`` of a full-size run for the scale table.
+        backbone: ``{"parameters", "dimension"}`` of the backbone, counted from the model (else the
+            records' environment files are used).
     """
     first = next(iter(configs.values()))
     tasks = list(first["training"]["test_tasks"])
@@ -274,7 +300,7 @@ def write_report(
         "Resumable: finished runs are skipped; `--report-only` rewrites this page from the records.\n\n"
         f"Total wall time: **{total / 60:.1f} min** ({total:.0f} s: the training + evaluation processes of "
         "every run over all sessions, and the untrained model's evaluation).\n\n"
-        + setup_text(configs, records, seeds)
+        + setup_text(configs, records, seeds, backbone)
         + "\n"
         + _table(["Method", "seeds", *names, "Avg."], rows, "lr" + "r" * (len(tasks) + 1))
         + picture

@@ -1,4 +1,4 @@
-"""The unsupervised CPU study (experiments/): runs method x seed, skips recorded runs, reports from the records."""
+"""The unsupervised CPU study (experiments/): method x seed runs, recorded runs skipped, report from records."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
     configs = _configs("simcse", "promptbert")
     full = ("full.yaml", unsup_cpu.resolved_config(REPO / "configs" / "bert-base-uncased" / "simcse.yaml"))
     labels = unsup_cpu.METHODS
-    text = write_report(tmp_path / "r.md", runs, configs, labels, [1, 2], "`cmd`", "simcse", full)
+    text = write_report(tmp_path / "r.md", runs, configs, labels, [1, 2], "`cmd`", "simcse", full, None)
     assert "| SimCSE | 2/2 | 71.00 ± 1.41 |" in text  # STS12 of seeds 70 and 72, sample std
     assert "| PromptBERT | 0/2 |" in text and "INCOMPLETE" in text
     assert "| untrained default (its own head) | - | 60.00 |" in text
@@ -75,8 +75,9 @@ def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
     # numbers from the log and environment records, not from the configs
     assert "(1,234 sentences as the runs' logs read it), 12 steps of batch 32 (384 sentences per run" in text
     assert "backbone `default` (4,321 parameters, embedding dimension 16)" in text
-    assert "Machine: 7 CPU core(s)" in text and "1.5-2.3 at the start and end" in text
-    assert "recorded by 1 of 2 runs" in text and "| SimCSE | 71.00 ± 1.41 | 100, 100 | 0.063 | 1.0 |" in text
+    machine = "Machine: 7 CPU core(s) (`os.cpu_count()`); 1-minute load average at the start and end of a run"
+    assert machine + ": 1.5-2.3 (recorded by 1 of 2 runs" in text
+    assert "| SimCSE | 71.00 ± 1.41 | 100, 100 | 0.063 | 1.0 |" in text
     assert "hand-written" in text and "| batch | 32 | 64 |" in text  # the full-size column from its config
     figure = tmp_path / "r.png"  # the figure beside the report, linked from it
     assert "](r.png)" in text and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -87,8 +88,13 @@ def test_report_without_finished_runs_has_no_figure(tmp_path: Path) -> None:
     text = write_report(tmp_path / "r.md", tmp_path, _configs("simcse"), unsup_cpu.METHODS, [1], "`cmd`")
     assert "| SimCSE | 0/1 |" in text and ".png" not in text and not (tmp_path / "r.png").exists()
     assert "100 steps of batch 32 (3,200 sentences per run)" in text  # no log: the config's step limit
+    assert "(sentences not recorded as" in text and "Machine: not recorded" in text
+    backbone = {"parameters": 22, "dimension": 4}  # counted from the model by the caller
+    text = write_report(tmp_path / "r.md", tmp_path, _configs("simcse"), {}, [1], "`c`", backbone=backbone)
+    assert "backbone `default` (22 parameters, embedding dimension 4)" in text
 
 
+@pytest.mark.subprocess  # protoembed train runs in child interpreters
 def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_path, monkeypatch) -> None:
     corpus = write_corpus(tmp_path / "corpus.txt")
     configs = tmp_path / "configs"
