@@ -1,11 +1,11 @@
 """Templates: discrete prompts with a sentence slot ``<S>`` and a ``[MASK]`` slot.
 
 A template such as ``This sentence : "<S>" means [MASK] .`` (PromptBERT; ConPVP Table 1) is split
-around ``<S>`` into a prefix and a suffix. Rendering replaces ``[MASK]`` with the backbone's own mask
+around ``<S>`` into a prefix and a suffix. Tokenising replaces ``[MASK]`` with the backbone's own mask
 token (``[MASK]`` for BERT/ALBERT, ``<mask>`` for RoBERTa). Prefix and suffix are tokenised once and
 the sentence's tokens are placed between them, so truncation only ever shortens the sentence.
 
-Soft-prompt slots (ConPVP §3, "continuous prompt"): ``n_soft`` placeholder positions inserted right
+Soft-prompt slots (ConPVP Sec. 3, "continuous prompt"): ``n_soft`` placeholder positions inserted right
 before the mask token; the encoder overwrites their input embeddings with trainable vectors.
 """
 
@@ -61,10 +61,6 @@ class Template:
         """Text after ``<S>`` (may contain ``[MASK]``), stripped of the joining space."""
         return self.text.split(SENTENCE_SLOT)[1].lstrip(" ")
 
-    def render(self, sentence: str, mask_token: str = MASK_SLOT) -> str:
-        """The template as plain text, with the sentence in place and the backbone's mask token."""
-        return self.text.replace(MASK_SLOT, mask_token).replace(SENTENCE_SLOT, sentence)
-
 
 @dataclass(frozen=True)
 class TemplateIds:
@@ -99,16 +95,14 @@ def special_tokens_around(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int]
     raise ProtoembedError(f"tokenizer {type(tokenizer).__name__}: cannot find where it adds special tokens")
 
 
-def tokenize_template(
-    template: Template, tokenizer: PreTrainedTokenizerBase, n_soft: int = 0, soft_token_id: int | None = None
-) -> TemplateIds:
+def tokenize_template(template: Template, tokenizer: PreTrainedTokenizerBase, n_soft: int = 0) -> TemplateIds:
     """Tokenise a template's prefix and suffix for ``tokenizer`` and add its special tokens.
 
     Args:
         template: the discrete template.
         tokenizer: a Hugging Face tokenizer with a mask token.
-        n_soft: number of soft-prompt placeholder slots to insert right before the mask token.
-        soft_token_id: id used for the placeholders (their embeddings are overwritten); default pad.
+        n_soft: number of soft-prompt placeholder slots to insert right before the mask token; their id
+            is the pad token's (the mask token's without one), their input embeddings are overwritten.
     Returns:
         the :class:`TemplateIds` for ``template``.
     """
@@ -128,24 +122,7 @@ def tokenize_template(
     part = head if mask_in_head else tail
     offset = part.index(mask_id, len(before) if mask_in_head else 0)
     if n_soft:
-        slot = tokenizer.pad_token_id if soft_token_id is None else soft_token_id
-        part[offset:offset] = [slot if slot is not None else mask_id] * n_soft
+        slot = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else mask_id
+        part[offset:offset] = [slot] * n_soft
         offset += n_soft
     return TemplateIds(tuple(head), tuple(tail), mask_in_head, offset)
-
-
-def read_templates(path: str) -> list[Template]:
-    """Read one template per line from ``path`` (blank lines and ``#`` comments skipped)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError as err:
-        raise ProtoembedError(f"cannot read templates file {path}: {err.strerror}") from None
-    templates = [
-        Template(line.strip(), source=f"{path}:{number}")
-        for number, line in enumerate(lines, start=1)
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    if not templates:
-        raise ProtoembedError(f"{path}: no templates found (expected one template per line)")
-    return templates

@@ -32,7 +32,7 @@ class PromptBERTOptions(ContrastiveOptions):
 
 
 class PromptBERT(Objective):
-    """Unsupervised PromptBERT (Jiang et al., 2022, §5: prompt-based contrastive learning).
+    """Unsupervised PromptBERT (Jiang et al., 2022, Sec. 5: prompt-based contrastive learning).
 
     The two views of sentence ``x_i`` are the ``[MASK]`` states of ``x_i`` in two different templates:
     the embedder's own template (the one used at evaluation, by default

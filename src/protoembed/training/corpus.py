@@ -1,6 +1,6 @@
 """The unsupervised training corpus: one sentence per line.
 
-Rules (issue 3, "Bad input"):
+Rules:
 - leading/trailing white space is stripped; empty (or all-blank) lines are skipped and counted;
 - a file that does not end with a newline may have been cut mid-sentence (the staged
   ``wiki1m_for_simcse.head-1280000B.txt`` is the first 1,280,000 bytes of SimCSE's corpus, so its last
