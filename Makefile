@@ -28,8 +28,14 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# The full suite (what CI runs); the 15 slowest tests are listed at the end.
 test: install lint
 	$(BIN)/python -m pytest -q tests
+
+# The edit loop: no default backbone, no benchmark data, no spawned interpreters.
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest -q tests -m "not backbone and not data and not subprocess"
 
 bench: install
 	$(BIN)/python benchmarks/encode.py

@@ -1,4 +1,14 @@
-"""Shared fixtures: tiny random backbones (built once per session) and the benchmark data dir."""
+"""Shared fixtures (tiny random backbones built once per session, the benchmark data dir) and markers.
+
+Markers show what a test costs; ``make test`` runs them all, ``make test-fast`` leaves these out:
+
+- ``backbone``: loads the packaged default backbone (all-MiniLM-L6-v2). Any other test that tries to
+  is failed by the guard below, so no unit test loads real weights by accident.
+- ``data``: reads the staged benchmark data (every test using the ``data_dir`` fixture).
+- ``subprocess``: spawns Python interpreters (CLI runs, launchers, distributed workers).
+
+They are applied here, by fixture use and by the lists below, not in each test file.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +21,53 @@ from tiny_models import KINDS, build_tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+#: Tests (``file::name`` prefixes; a bare file name takes the whole file) that load the default backbone.
+BACKBONE_TESTS = (
+    "test_embedder.py::test_default_model_equals_sentence_transformers",
+    "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
+)
+#: Tests that spawn Python interpreters.
+SUBPROCESS_TESTS = (
+    "test_training_cli.py::test_train_command_one_process",
+    "test_training_cli.py::test_train_command_two_processes",
+    "test_distributed.py",
+    "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
+    "test_cli_errors.py::test_cli_modules_import_no_torch",
+    "test_experiments_unsup_cpu.py::test_runs_as_a_script",
+)
+
+
+def _listed(item: pytest.Item, names: tuple[str, ...]) -> bool:
+    node = f"{Path(str(item.fspath)).name}::{item.name}"
+    return any(node.startswith(name if "::" in name else f"{name}::") for name in names)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add the ``backbone``, ``data`` and ``subprocess`` markers (see the module docstring)."""
+    for item in items:
+        if _listed(item, BACKBONE_TESTS) or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.backbone)
+        if "data_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.data)
+        if _listed(item, SUBPROCESS_TESTS):
+            item.add_marker(pytest.mark.subprocess)
+
+
+@pytest.fixture(autouse=True)
+def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail a test not marked ``backbone`` as soon as it resolves the default backbone's folder."""
+    if request.node.get_closest_marker("backbone"):
+        return
+    import protoembed.backbones
+
+    def refuse() -> str:
+        pytest.fail(
+            "this test loads the packaged default backbone: use the tiny models of tests/tiny_models.py, "
+            "or list it in BACKBONE_TESTS in tests/conftest.py"
+        )
+
+    monkeypatch.setattr(protoembed.backbones, "default_model_path", refuse)
 
 
 @pytest.fixture(scope="session")
