@@ -1,4 +1,4 @@
-"""Short-text clustering: readers against SOURCES.md counts and quirks, Hungarian accuracy against brute
+"""Short-text clustering: readers against the staged files' counts and quirks, Hungarian accuracy against brute
 force over all matchings, the k-means protocol, the CLI on a tiny model, bad input."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from protoembed.evaluation.clustering import (
     hungarian_accuracy,
 )
 
-# texts and classes per dataset (SOURCES.md; Biomedical has no final newline, GoogleNews T/S 11108)
+# texts and classes per dataset (counted on the staged files; Biomedical has no final newline, GoogleNews T/S 11108)
 EXPECTED = {
     "AgNews": (8000, 4),
     "SearchSnippets": (12340, 8),

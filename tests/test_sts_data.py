@@ -28,7 +28,7 @@ EXPECTED_TEST_PAIRS = {
     "STSBenchmark": 1379,
     "SICKRelatedness": 4927,
 }
-# Scored pairs per subset where gold lines can be blank (SOURCES.md), plus STS13's three subsets.
+# Scored pairs per subset where gold lines can be blank (counted on the staged files), plus STS13's three subsets.
 EXPECTED_SUBSET_PAIRS = {
     ("STS13", "FNWN"): 189,
     ("STS13", "headlines"): 750,

@@ -1,6 +1,6 @@
 """Readers for the short-text clustering sets (the SCCL lineage staged under ``clustering/``).
 
-In: the data directory. Out: a :class:`ClusteringData` per dataset (texts and integer labels).
+Each reader takes the data directory and returns a :class:`ClusteringData` (texts and integer labels).
 
 Every file is ``label<TAB>text`` with integer labels from 1. Quirks handled: CRLF line ends
 (SearchSnippets, StackOverflow, Biomedical, Tweet), a trailing empty third column on StackOverflow

@@ -1,4 +1,4 @@
-"""sha256 of the SentEval STS files, as staged and documented in the project's data SOURCES.md.
+"""sha256 of the SentEval STS files (SimCSE's ``senteval.tar``), computed on a verified copy of the data.
 
 ``protoembed data download`` checks every unpacked file listed here (paths relative to the SentEval
 ``downstream`` root); a file listed here that the archive lacks is not an error.

@@ -13,10 +13,14 @@ DATA_ENV = "PROTOEMBED_DATA"
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None, must_exist: bool = True) -> Path:
     """Return the benchmark data directory.
 
-    In: ``data_dir`` as given on the command line (``None`` when absent); ``must_exist`` checks that
-    the directory is there. Out: the directory as an absolute :class:`~pathlib.Path`, taken from
-    ``data_dir``, else from the ``PROTOEMBED_DATA`` environment variable.
-    Raises :class:`ProtoembedError` when neither is set, or when the directory does not exist.
+    Args:
+        data_dir: as given on the command line (``None`` when absent).
+        must_exist: check that the directory is there.
+    Returns:
+        the directory as an absolute :class:`~pathlib.Path`, taken from ``data_dir``, else from the
+        ``PROTOEMBED_DATA`` environment variable.
+    Raises:
+        ProtoembedError: neither is set, or the directory does not exist.
     """
     source = "--data-dir"
     if data_dir is None or str(data_dir) == "":

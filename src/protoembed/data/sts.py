@@ -171,9 +171,13 @@ def read_sts_subset(
 ) -> StsPairs:
     """Read one subset of an STS year (e.g. ``("STS15", "belief")``).
 
-    In: the data directory (``None``: ``$PROTOEMBED_DATA``), the year ``STS12``..``STS16``, a subset
-    name from :data:`STS_YEAR_SUBSETS`, the variant. Out: the scored pairs, named ``"STS15/belief"``;
-    pairs whose gold line is blank are skipped.
+    Args:
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        year: ``STS12``..``STS16``.
+        subset: a subset name from :data:`STS_YEAR_SUBSETS`.
+        variant: ``senteval`` or ``raw``.
+    Returns:
+        the scored pairs, named ``"STS15/belief"``; pairs whose gold line is blank are skipped.
     """
     _check_variant(variant)
     if year not in STS_YEAR_SUBSETS:
@@ -232,7 +236,10 @@ def read_stsb(
     """Read an STS Benchmark split (``train``/``dev``/``test``).
 
     Lines are ``genre, file, year, id, score, sentence1, sentence2`` (the raw release adds two source
-    columns on some lines). Out: pairs named ``"STSBenchmark/<split>"``.
+    columns on some lines).
+
+    Returns:
+        the pairs, named ``"STSBenchmark/<split>"``.
     """
     _check_variant(variant)
     split = _split(split, "STSBenchmark")
@@ -258,8 +265,10 @@ def read_sick(
     """Read a SICK relatedness split (``train``/``dev`` (= ``trial``)/``test``).
 
     One copy (``senteval/SICK``) serves both variants. Lines are ``pair_ID, sentence_A, sentence_B,
-    relatedness_score, entailment_judgment`` after a header. Out: pairs named
-    ``"SICKRelatedness/<split>"``.
+    relatedness_score, entailment_judgment`` after a header.
+
+    Returns:
+        the pairs, named ``"SICKRelatedness/<split>"``.
     """
     _check_variant(variant)
     split = _split(split, "SICKRelatedness")

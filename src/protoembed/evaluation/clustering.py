@@ -1,6 +1,6 @@
 """Short-text clustering: k-means on the embeddings, accuracy after Hungarian matching, and NMI.
 
-Protocol (DESIGN §5, as SCCL and the ConPVP paper report it): k-means with k = the number of classes,
+Protocol (as SCCL and the ConPVP paper report it): k-means with k = the number of classes,
 run ``runs`` times (default 10, seeds 0..runs-1, one k-means++ initialisation each, scikit-learn's
 ``KMeans``); each run's accuracy is the share of texts whose cluster maps to their class under the best
 one-to-one cluster-to-class assignment (Hungarian algorithm on the contingency table,
@@ -69,11 +69,18 @@ def evaluate_clustering(
 ) -> dict[str, Any]:
     """Evaluate an encoder on short-text clustering.
 
-    In: ``encode(texts) -> array (len(texts), dim)`` (called once per dataset on its distinct texts); the
-    data directory (``None``: ``$PROTOEMBED_DATA``); the datasets; the number of k-means runs.
     Every dataset is read (and checked) before the first encoding.
-    Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "nmi", "nmi_std", "runs_acc", "runs_nmi",
-    "n", "classes", "skipped_empty"}}, "avg"}`` (x100; ``avg`` = mean accuracy). The caller adds ``"model"``.
+
+    Args:
+        encode: ``encode(texts) -> array (len(texts), dim)``, called once per dataset on its distinct texts.
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        tasks: the datasets.
+        runs: the number of k-means runs.
+        progress: one stderr line per finished dataset.
+    Returns:
+        ``{"protocol", "tasks": {task: {"acc", "acc_std", "nmi", "nmi_std", "runs_acc", "runs_nmi",
+        "n", "classes", "skipped_empty"}}, "avg"}`` (x100; ``avg`` = mean accuracy). The caller adds
+        ``"model"``.
     """
     if runs < 1:
         raise ProtoembedError(f"runs must be at least 1, got {runs}")

@@ -20,8 +20,10 @@ Encode = Callable[[list[str]], np.ndarray]
 def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.ndarray, dict[str, int]]:
     """Encode each distinct sentence once (one ``encode`` call, in order of first appearance).
 
-    Out: (float64 embeddings, sentence -> row). Raises :class:`ProtoembedError` when ``encode`` returns
-    an array of the wrong shape.
+    Returns:
+        (float64 embeddings, sentence -> row).
+    Raises:
+        ProtoembedError: ``encode`` returned an array of the wrong shape.
     """
     unique = list(dict.fromkeys(sentences))
     embeddings = np.asarray(encode(unique), dtype=np.float64)
@@ -43,8 +45,11 @@ def run_suite(
 ) -> dict[str, Any]:
     """Read every task's data (so bad data fails before any encoding), then ``evaluate`` each in order.
 
-    Out: ``{"tasks": {name: evaluate(data)}, "avg": mean of their "acc"}``. With ``progress``, one stderr
-    line per finished task: ``<suite>: <name>: <describe(result)> (<seconds> s)``.
+    With ``progress``, one stderr line per finished task: ``<suite>: <name>: <describe(result)>
+    (<seconds> s)``.
+
+    Returns:
+        ``{"tasks": {name: evaluate(data)}, "avg": mean of their "acc"}``.
     """
     tasks = list(dict.fromkeys(tasks))
     if not tasks:

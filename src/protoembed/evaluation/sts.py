@@ -65,12 +65,17 @@ def evaluate_sts(
 ) -> dict[str, Any]:
     """Evaluate an encoder on STS tasks.
 
-    In: ``encode(sentences) -> array (len(sentences), dim)``, called exactly once on the deduplicated
-    sentences of all ``tasks``; the data directory (``None``: ``$PROTOEMBED_DATA``); the data
-    ``variant`` (``senteval`` or ``raw``); ``split`` for STSBenchmark / SICKRelatedness (``test``,
-    ``dev``, ``train``; STS12-16 have only ``test``).
-    Out: ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` with
-    correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
+    Args:
+        encode: ``encode(sentences) -> array (len(sentences), dim)``, called exactly once on the
+            deduplicated sentences of all ``tasks``.
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        variant: ``senteval`` or ``raw``.
+        tasks: task names; the papers' table names (``STS-B``, ``SICK-R``) are accepted too.
+        split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``; STS12-16 have only
+            ``test``).
+    Returns:
+        ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` with
+        correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
     """
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
