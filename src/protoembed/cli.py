@@ -1,4 +1,4 @@
-"""The ``protoembed`` command line: ``protoembed {encode,eval,analyze,report,data,train} ...``.
+"""The ``protoembed`` command line: ``protoembed <command> ...`` for each command in :data:`COMMANDS`.
 
 Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
