@@ -15,7 +15,7 @@ $(BIN)/python:
 # torch first, pinned to the CPU build on this machine; an unpinned torch would pull a CUDA build.
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,onnx]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -37,8 +37,20 @@ test: install lint
 test-fast: install
 	$(BIN)/python -m pytest -q tests -m "not backbone and not data and not subprocess"
 
-bench: install
-	$(BIN)/python benchmarks/encode.py
+# sentence-transformers' ONNX rows of the benchmark run sentence-transformers 5 + optimum-onnx from a side
+# install (optimum-onnx's only release needs transformers < 4.58; sentence-transformers 6 needs >= 5).
+$(VENV)/st-onnx/.installed: $(VENV)/.installed
+	$(BIN)/pip install -q --no-deps --target $(VENV)/st-onnx 'sentence-transformers>=5.5,<6' \
+	  'transformers>=4.51,<4.58' 'tokenizers>=0.21,<0.23' 'huggingface-hub>=0.34,<1.0' 'optimum>=2.1,<2.2' \
+	  'optimum-onnx>=0.1,<0.2' 'requests>=2.31,<3' 'urllib3>=1.21,<3' 'idna>=2.5,<4' 'charset-normalizer>=2,<4' \
+	  'certifi>=2023.5'
+	touch $@
+
+.PHONY: bench-env
+bench-env: $(VENV)/st-onnx/.installed
+
+bench: install bench-env
+	$(BIN)/python benchmarks/encode.py --runs 3
 
 # SentEval transfer tasks on the default model (about 16 min on 2 CPU cores): table + JSON.
 .PHONY: eval-transfer
