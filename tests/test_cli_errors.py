@@ -303,3 +303,20 @@ def test_cli_modules_import_no_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_shared_temp_folder_is_swapped_in_and_its_leftover_cleaned(tmp_path):
+    from protoembed.io import clean_stale_siblings, shared_temp_sibling, swap_dir
+
+    target = tmp_path / "checkpoint"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    tmp = shared_temp_sibling(target)
+    tmp.mkdir()
+    (tmp / "new.txt").write_text("new")
+    swap_dir(tmp, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    tmp.mkdir()  # what a kill while the processes write leaves
+    clean_stale_siblings(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]

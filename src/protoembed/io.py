@@ -3,6 +3,8 @@
 - :func:`write_atomic` / :func:`write_json_atomic`: one file (temp file, then ``os.replace``).
 - :func:`replace_dir`: one folder (a saved model, a checkpoint, unpacked data): built in a hidden temp
   sibling, then swapped in by rename; temp siblings left by a killed process are removed on the next call.
+  Its steps (:func:`clean_stale_siblings`, :func:`shared_temp_sibling`, :func:`swap_dir`) serve folders
+  that several processes write together.
 - :func:`check_writable`: a cheap probe that an output path can be written, run before hours of work.
 
 Everything written here gets the permissions a plain ``open()`` / ``mkdir()`` would give under the
@@ -229,23 +231,49 @@ def replace_dir(target: str | os.PathLike, build: Callable[[Path], None]) -> Pat
         raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
     try:
         build(tmp)
-        _chmod_tree_like_open(tmp)
-        old: Path | None = None
-        if target.exists():
-            old = Path(
-                tempfile.mkdtemp(
-                    prefix=f"{_sibling_prefix(target, _OLD_TAG)}{os.getpid()}-", dir=target.parent
-                )
-            )
-            os.replace(target, old)  # an empty folder is replaced by the rename
-        os.replace(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_dir(tmp, target)
     except OSError as err:  # permission, full disk, read-only file system
         raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def shared_temp_sibling(target: str | os.PathLike) -> Path:
+    """A fixed hidden temp name beside ``target`` (``.<name>.tmp-shared``) for several processes.
+
+    For a folder that several processes write into (a distributed checkpoint, where every rank must
+    compute the same path): the main process calls :func:`clean_stale_siblings`, every process writes
+    into this path, then the main process calls :func:`swap_dir`. A copy left by a kill is removed by
+    the next :func:`clean_stale_siblings` (the name carries no live process id).
+    """
+    target = Path(target)
+    return target.parent / f"{_sibling_prefix(target, _TMP_TAG)}shared"
+
+
+def swap_dir(built: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Put the complete folder ``built`` at ``target``: the last step of :func:`replace_dir`.
+
+    Modes are set as ``mkdir`` / ``open`` would under the umask; an existing ``target`` is moved aside
+    to ``.<name>.old-<pid>-<random>``, ``built`` renamed to ``target``, and the old copy deleted.
+
+    Args:
+        built: the finished folder, on the same file system as ``target`` (a sibling).
+        target: where it goes.
+    Returns:
+        ``target`` as a :class:`Path`.
+    """
+    built, target = Path(built), Path(target)
+    _chmod_tree_like_open(built)
+    old: Path | None = None
+    if target.exists():
+        prefix = f"{_sibling_prefix(target, _OLD_TAG)}{os.getpid()}-"
+        old = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+        os.replace(target, old)  # an empty folder is replaced by the rename
+    os.replace(built, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return target
 
 
