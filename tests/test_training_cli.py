@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,45 @@ def test_corpus_with_only_empty_lines_is_an_error(tiny_model_dirs, tmp_path, cap
     (tmp_path / "corpus.txt").write_text("\n\n", encoding="utf-8")
     assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "o")]) == 2
     assert "has no usable sentence (2 empty line(s))" in capsys.readouterr().err
+
+
+def test_sigterm_stops_cleanly_and_says_how_to_resume(tiny_model_dirs, data_dir, tmp_path):
+    """SIGTERM mid-run: the step in progress finishes, the last checkpoint is kept, one line gives the exact
+    --resume command, and that command finishes the run."""
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", max_steps=16, eval_steps=8)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
+    cmd += ["--set", "objective.temperature=0.1"]
+    process = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True)
+    state = out / "checkpoint" / "trainer_state.json"
+    deadline = time.monotonic() + 240
+    while not state.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("protoembed train: stopped by SIGTERM after step "), last
+    assert f"the checkpoint of step 8 is kept in {out / 'checkpoint'}" in last
+    command = shlex.split(last.split("; resume with: ", 1)[1])
+    assert command == [
+        "protoembed",
+        "train",
+        "--config",
+        str(config),
+        "--set",
+        "objective.temperature=0.1",
+        "--output-dir",
+        str(out),
+        "--resume",
+    ]
+    assert not (out / "results.json").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", *command], env=_env(data_dir), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in log].count("resume") == 1 and log[-1]["event"] == "end"
+    assert [e["step"] for e in log if e["event"] == "train"] == list(range(1, 17))
+    assert json.loads((out / "results.json").read_text())["model"] == str(out / "best")

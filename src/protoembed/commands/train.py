@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shlex
 import sys
 
 
@@ -24,7 +26,7 @@ def _print_progress() -> logging.Handler:
 def run_train(args: argparse.Namespace) -> int:
     """Load and validate the config, then train."""
     from protoembed.training.config import load_config
-    from protoembed.training.trainer import train
+    from protoembed.training.trainer import TrainingInterrupted, train
 
     cfg = load_config(args.config, list(args.set or []))
     if args.output_dir:  # a path is not YAML: keep it verbatim
@@ -32,9 +34,25 @@ def run_train(args: argparse.Namespace) -> int:
     handler = _print_progress()
     try:
         train(cfg, resume=args.resume)
+    except TrainingInterrupted as stop:
+        if stop.main_process:
+            print(f"protoembed train: {stop}; resume with: {_resume_command(args, stop)}", file=sys.stderr)
+        return 128 + 15  # the shell's status for a process ended by SIGTERM
     finally:
         logging.getLogger("protoembed.training").removeHandler(handler)
     return 0
+
+
+def _resume_command(args: argparse.Namespace, stop) -> str:
+    """The command that continues an interrupted run (absolute paths, the same ``--set`` overrides)."""
+    command = ["protoembed", "train", "--config", os.path.abspath(args.config)]
+    for override in args.set or []:
+        command += ["--set", override]
+    command += ["--output-dir", str(stop.output_dir), "--resume"]
+    text = shlex.join(command)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        text += " (under the same launcher, with the same number of processes)"
+    return text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -27,6 +27,11 @@ processes' embeddings for its negatives. Only the main process evaluates and wri
 Resuming (``resume=True``) restores model, optimizer, scheduler and every RNG from the checkpoint and skips
 the batches already done in the current epoch; on CPU the final model equals the uninterrupted run's.
 
+Stopping: SIGTERM (a scheduler's or ``kill``'s default) lets the current step finish (with its evaluation
+and checkpoint if one is due), then raises :class:`TrainingInterrupted`; the last checkpoint is kept, so
+``resume=True`` continues from it. With several processes the request is shared at every step, so all of
+them stop after the same step.
+
 Progress goes to the ``protoembed.training`` logger (the ``train`` command prints it).
 """
 
@@ -34,7 +39,9 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,6 +80,24 @@ logger = logging.getLogger(__name__)
 Callback = Callable[[dict[str, Any]], None]
 
 
+class TrainingInterrupted(ProtoembedError):
+    """A run stopped by a signal between two steps; it can be resumed from its last checkpoint.
+
+    Attributes:
+        step: steps done when it stopped.
+        checkpoint_step: step of the checkpoint a resumed run starts from (``None``: none was written).
+        output_dir: the run folder.
+        main_process: whether this process is the main one (the one that reports).
+    """
+
+    def __init__(
+        self, message: str, step: int, checkpoint_step: int | None, output_dir: Path, main_process: bool
+    ) -> None:
+        super().__init__(message)
+        self.step, self.checkpoint_step = step, checkpoint_step
+        self.output_dir, self.main_process = output_dir, main_process
+
+
 def _nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
@@ -104,6 +129,8 @@ class Trainer:
         )
         self.state = TrainerState()
         self.last_checkpoint_step: int | None = None
+        #: name of the stop signal received (checked between steps), or ``None``.
+        self.stop_signal: str | None = None
 
     # ------------------------------------------------------------ set-up
     def _read_corpus(self) -> Corpus:
@@ -231,11 +258,42 @@ class Trainer:
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # "Writing model shards" bars would break the training bar
+        previous = None
+        if threading.current_thread() is threading.main_thread():  # signal handlers live there only
+            previous = signal.signal(signal.SIGTERM, self._on_signal)
         try:
             return self._run()
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
             if bars:
                 hf_logging.enable_progress_bar()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop_signal = signal.Signals(signum).name
+
+    def _check_stop(self, step: int) -> None:
+        """Raise :class:`TrainingInterrupted` if any process received a stop signal (collective)."""
+        stop = self.stop_signal is not None
+        if self.accelerator.num_processes > 1:
+            flag = torch.tensor([float(stop)], device=self.accelerator.device)
+            stop = bool(self.accelerator.reduce(flag, reduction="sum").item() > 0)
+        if not stop:
+            return
+        name = self.stop_signal or "a stop signal (in another process)"
+        self.log.write({"event": "interrupted", "step": step, "signal": name})
+        kept = (
+            f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / 'checkpoint'}"
+            if self.last_checkpoint_step is not None
+            else "no checkpoint had been written yet, so a resumed run starts over"
+        )
+        raise TrainingInterrupted(
+            f"stopped by {name} after step {step} of {self.total_steps}; {kept}",
+            step,
+            self.last_checkpoint_step,
+            self.output_dir,
+            self.accelerator.is_main_process,
+        )
 
     def _run(self) -> dict[str, Any]:
         finished = check_output_dir(self.output_dir, self.cfg.to_dict(), self.resume)
@@ -289,6 +347,7 @@ class Trainer:
         )
         if step < self.total_steps:
             self._loop(step)
+        self._check_stop(self.total_steps)
         results: dict[str, Any] = {}
         if acc.is_main_process:
             results = self._final_results()
@@ -336,6 +395,7 @@ class Trainer:
                 loader = acc.skip_first_batches(self.loader, done_in_epoch) if done_in_epoch else self.loader
                 loader.set_epoch(epoch)
                 for batch in loader:
+                    self._check_stop(step)
                     loss = self.objective(batch)
                     value = float(acc.reduce(loss.detach().float().reshape(1), reduction="mean").item())
                     if not math.isfinite(value):
