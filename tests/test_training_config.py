@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
-from protoembed.training.config import STS_TEST_TASKS, config_from_dict, dump_config, load_config
+from protoembed.training.config import config_from_dict, dump_config, load_config
 from protoembed.training.corpus import read_corpus, resolve_corpus_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +30,11 @@ def test_defaults_and_types(tmp_path):
     assert cfg.training.epochs == 1 and cfg.training.eval_steps == 125 and cfg.training.lr == 1e-5
     assert cfg.training.warmup == 0.1 and cfg.objective.options == {}
     assert load_config(tmp_path / "a.yaml", ["training.warmup=100"]).training.warmup == 100
+    # the tables' short task names are aliases
+    tasks = load_config(
+        tmp_path / "a.yaml", ["training.test_tasks=[STS-B, sick-r, STS12]"]
+    ).training.test_tasks
+    assert tasks == ["STSBenchmark", "SICKRelatedness", "STS12"]
 
 
 def test_base_includes_merge_and_set_overrides(tmp_path):
@@ -62,7 +68,7 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
         ("", ["training.lr=fast"], "'training.lr': expected a number"),
         ("", ["training.warmup=1.5"], "fraction of the steps"),
         ("", ["training.eval_variant=tokenised"], "expected senteval or raw"),
-        ("", ["training.test_tasks=[STS17]"], "unknown task 'STS17'"),
+        ("", ["training.test_tasks=[STS17]"], "'training.test_tasks': unknown STS task 'STS17'"),
         ("", ["head=pooler"], "unknown head 'pooler'"),
         ("", ["training"], "expected KEY=VALUE"),
         ("", ["objective.tau=0.1"], "--set objective.tau=0.1: objective 'simcse': unknown option 'tau'"),
@@ -166,4 +172,4 @@ def test_readme_schema_is_generated_from_the_models():
     data = yaml.safe_load(block)
     data.pop("base")
     data["objective"] = {k: v for k, v in data["objective"].items() if k in ("name", "temperature", "mlp")}
-    assert config_from_dict(data).training.test_tasks == list(STS_TEST_TASKS)
+    assert config_from_dict(data).training.test_tasks == list(STS_TASKS)

@@ -2,28 +2,29 @@
 
 A checkpoint is ``output_dir/checkpoint/``: Accelerate's state (model, optimizer, scheduler, and one
 ``random_states_<rank>.pkl`` per process: Python, NumPy and torch RNGs, so dropout continues exactly)
-plus our ``trainer_state.json`` (:class:`TrainerState`: step, best dev score, wall time...). Every process writes into
-``output_dir/.checkpoint.tmp``; then the main process swaps it in with ``os.replace`` (the previous one
-is moved aside first and deleted last), so a crash at any moment leaves one complete checkpoint:
-:func:`find_checkpoint` falls back to the moved-aside copy if the crash hit between the two renames.
+plus our ``trainer_state.json`` (:class:`TrainerState`: step, best dev score, wall time...). It is written
+with :func:`protoembed.io.replace_dir`: every process saves its part into the main process's hidden temp
+folder, which then replaces the previous checkpoint by renames, so a crash at any moment leaves one
+complete checkpoint (:func:`find_checkpoint` falls back to the moved-aside copy if the crash hit between
+the two renames), and temp folders of a killed run are removed by the next save.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
+from protoembed.io import replace_dir, write_json_atomic
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
-_TMP = ".checkpoint.tmp"
-_OLD = ".checkpoint.old"
+#: hidden siblings of ``checkpoint/``: ``replace_dir``'s temp and moved-aside copies (and this
+#: module's former fixed names ``.checkpoint.tmp`` / ``.checkpoint.old``).
+_SIBLINGS = (f".{CHECKPOINT}.tmp*", f".{CHECKPOINT}.old*")
 
 
 @dataclass
@@ -106,9 +107,8 @@ def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
 
 
 def find_checkpoint(output_dir: Path) -> Path | None:
-    """The latest complete checkpoint in ``output_dir``, or ``None``."""
-    for name in (CHECKPOINT, _OLD):
-        candidate = output_dir / name
+    """The latest complete checkpoint in ``output_dir`` (or its moved-aside copy), or ``None``."""
+    for candidate in [output_dir / CHECKPOINT, *sorted(output_dir.glob(_SIBLINGS[1]))]:
         if (candidate / STATE_FILE).is_file():
             return candidate
     return None
@@ -124,29 +124,32 @@ def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
 
     Collective: every process must call it (each one writes its own RNG state).
     """
-    tmp, final, old = output_dir / _TMP, output_dir / CHECKPOINT, output_dir / _OLD
-    if accelerator.is_main_process and tmp.exists():
-        shutil.rmtree(tmp)
-    accelerator.wait_for_everyone()
-    # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
-    accelerator.save_state(str(tmp), safe_serialization=False)
+    final = output_dir / CHECKPOINT
     if accelerator.is_main_process:
-        write_json_atomic(tmp / STATE_FILE, state.to_dict())
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        if old.exists():
-            shutil.rmtree(old)
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        if old.exists():
-            shutil.rmtree(old)
+        replace_dir(final, lambda tmp: _save_into(accelerator, tmp, state))
+    else:
+        _save_into(accelerator, None, state)
     accelerator.wait_for_everyone()
     return final
 
 
+def _save_into(accelerator, tmp: Path | None, state: TrainerState) -> None:
+    """Every process: save its part of the state into the main process's temp folder ``tmp``."""
+    holder = [None if tmp is None else str(tmp)]
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        broadcast_object_list(holder, from_process=0)
+    folder = Path(str(holder[0]))
+    # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
+    accelerator.save_state(str(folder), safe_serialization=False)
+    if accelerator.is_main_process:
+        write_json_atomic(folder / STATE_FILE, state.to_dict())
+    accelerator.wait_for_everyone()  # every part written before the main process renames the folder
+
+
 def remove_checkpoint(output_dir: Path) -> None:
     """Delete the checkpoint folders of a finished run (main process only)."""
-    for name in (CHECKPOINT, _OLD, _TMP):
-        if (output_dir / name).exists():
-            shutil.rmtree(output_dir / name)
+    for folder in [output_dir / CHECKPOINT, *(p for g in _SIBLINGS for p in output_dir.glob(g))]:
+        if folder.is_dir():
+            shutil.rmtree(folder)

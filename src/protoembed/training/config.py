@@ -26,10 +26,9 @@ from pydantic import (
     model_validator,
 )
 
+from protoembed.data.sts import STS_TASKS, canonical_task
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.options import STRICT, Number, ObjectiveOptions, first_error, problem
-
-STS_TEST_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
 
 def _text(value: Any) -> Any:
@@ -159,7 +158,8 @@ class TrainingConfig(BaseModel):
         10, description="training_log.jsonl: mean loss of the last N steps, lr"
     )
     test_tasks: Annotated[list[str], BeforeValidator(_one_task), Field(min_length=1)] = Field(
-        default_factory=lambda: list(STS_TEST_TASKS), description="STS test tasks of results.json"
+        default_factory=lambda: list(STS_TASKS),
+        description="STS test tasks of results.json (the tables' names STS-B, SICK-R work too)",
     )
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
 
@@ -178,10 +178,10 @@ class TrainingConfig(BaseModel):
     @field_validator("test_tasks")
     @classmethod
     def _tasks(cls, tasks: list[str]) -> list[str]:
-        bad = [t for t in tasks if t not in STS_TEST_TASKS]
-        if bad:
-            raise ValueError(f"unknown task {bad[0]!r}; known: {', '.join(STS_TEST_TASKS)}")
-        return tasks
+        try:
+            return [canonical_task(task) for task in tasks]
+        except ProtoembedError as err:  # names the task and lists the known ones
+            raise ValueError(str(err)) from None
 
 
 class TrainConfig(BaseModel):
