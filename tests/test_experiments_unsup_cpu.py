@@ -133,6 +133,29 @@ def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_pa
     assert "| SimCSE | 2/2 |" in report and f"{parameters:,} parameters" in report
 
 
+def test_a_trained_run_is_recorded_without_training(tiny_model_dirs, tmp_path) -> None:
+    """A run folder with results.json (trained elsewhere, e.g. another worktree) is recorded as it is."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "simcse.yaml").write_text(
+        f"model: {tiny_model_dirs['bert']}\nobjective: {{name: simcse}}\ndata: {{corpus: c.txt}}\n"
+        "training: {max_steps: 12}\n"
+    )
+    runs, records = tmp_path / "runs", tmp_path / "records"
+    _write_run(runs / "simcse-seed1", 70.0, log=True)
+    (runs / "simcse-seed1" / ENVIRONMENT_FILE).unlink()  # the trainer writes none; the recorder measures it
+    (runs / "simcse-seed1" / "config.yaml").write_text("model: tiny\n")
+    (records / UNTRAINED).mkdir(parents=True)
+    (records / UNTRAINED / "results.json").write_text(json.dumps(_fake_results(60.0)))
+    args = ["--configs", str(configs), "--seeds", "1", "--runs-dir", str(runs), "--records-dir", str(records)]
+    assert unsup_cpu.main([*args, "--report", str(tmp_path / "r.md")]) == 0
+    for name in ("results.json", "config.yaml", LOG_FILE, TIME_FILE):
+        assert (records / "simcse-seed1" / name).read_bytes() == (runs / "simcse-seed1" / name).read_bytes()
+    environment = json.loads((records / "simcse-seed1" / ENVIRONMENT_FILE).read_text())
+    assert environment["cpu_count"] == os.cpu_count() and environment["load_average_start"] is None
+    assert "(1,234 sentences as the runs' logs read it), 12 steps" in (tmp_path / "r.md").read_text()
+
+
 def test_unknown_method_is_an_error(capsys) -> None:
     assert unsup_cpu.main(["--methods", "simcsee", "--report-only"]) == 2
     assert "unknown method 'simcsee'" in capsys.readouterr().err
