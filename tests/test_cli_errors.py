@@ -177,6 +177,8 @@ def test_encode_edge_cases(tiny_model_dirs):
             model.encode(["fine", bad])
     with pytest.raises(ProtoembedError, match="expected a string or a sequence of strings"):
         model.encode(None)
+    tight = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=2)
+    assert tight.encode(["a man is playing"]).shape == (1, model.dimension)  # cut to nothing is not empty
     for batch_size in (0, -1, 1.5):
         with pytest.raises(ProtoembedError, match="batch_size must be an integer of at least 1"):
             model.encode(["fine"], batch_size=batch_size)

@@ -84,9 +84,12 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
         model = RobertaModel(config, add_pooling_layer=False)
     else:
         raise ValueError(f"unknown kind {kind!r}")
+    from protoembed.backbones import quiet_transformers
+
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(path))
-    model.save_pretrained(str(path))
+    with quiet_transformers():  # no shard-writing bar in the test output
+        tokenizer.save_pretrained(str(path))
+        model.save_pretrained(str(path))
     return path
 
 

@@ -9,7 +9,6 @@ produces the same vectors as ``protoembed.load(path)``.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import warnings
@@ -26,6 +25,7 @@ from protoembed.backbones import loading_errors, quiet_transformers, resolve_mod
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.heads import HEADS, get_head
+from protoembed.inputs import check_batch_size, check_max_seq_length, check_sentences, resolve_device
 from protoembed.io import replace_dir
 
 PROTOEMBED_CONFIG = "protoembed.json"
@@ -34,29 +34,6 @@ _ST_TYPES = {
     "Pooling": "sentence_transformers.models.Pooling",
     "Normalize": "sentence_transformers.models.Normalize",
 }
-
-
-def check_batch_size(batch_size: Any) -> int:
-    """``batch_size`` if it is an integer of at least 1; a :class:`ProtoembedError` otherwise."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
-        raise ProtoembedError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    return int(batch_size)
-
-
-def check_sentences(sentences: Any) -> list[str]:
-    """The sentences as a list; any item that is not a ``str`` is an error naming its index.
-
-    ``None``, NaN (pandas' missing value) and ``bytes`` would otherwise be encoded as the text
-    ``"None"``, ``"nan"``, ``"b'...'"``.
-    """
-    if sentences is None or isinstance(sentences, bytes) or not hasattr(sentences, "__iter__"):
-        raise ProtoembedError(f"expected a string or a sequence of strings, got {type(sentences).__name__}")
-    texts = list(sentences)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            shown = "NaN" if isinstance(text, float) and math.isnan(text) else repr(text)[:40]
-            raise ProtoembedError(f"sentence {i}: expected a string, got {type(text).__name__} {shown}")
-    return texts
 
 
 class Embedder(torch.nn.Module):
@@ -139,9 +116,11 @@ class Embedder(torch.nn.Module):
         if not texts:
             out = torch.zeros((0, self.dimension), dtype=torch.float32, device=self.device)
             return out if convert_to_tensor else out.cpu().numpy()
-        ids, masks = self.encoder.tokenize_ids(texts, allow_empty=True)
-        if not allow_empty:
-            self._check_empty(ids)
+        try:
+            ids, masks = self.encoder.tokenize_ids(texts, allow_empty)
+        except ProtoembedError:
+            self._raise_empty(texts)
+            raise
         order = np.argsort([-len(x) for x in ids], kind="stable")
         out = torch.empty((len(texts), self.dimension), dtype=torch.float32, device=self.device)
         if show_progress_bar is None:  # never into a log file
@@ -168,14 +147,9 @@ class Embedder(torch.nn.Module):
         result = out if convert_to_tensor else out.cpu().numpy()
         return result[0] if single else result
 
-    def _check_empty(self, ids: list[list[int]]) -> None:
-        """Raise :class:`EmptySentenceError` for the inputs that tokenise like the empty string.
-
-        A sentence is empty when it adds no token to the input: its ids are no longer than those of
-        ``""`` (the bare template, or the special tokens alone).
-        """
-        bare = len(self.encoder.tokenize_ids([""], allow_empty=True)[0][0])
-        empty = [i for i, x in enumerate(ids) if len(x) <= bare]
+    def _raise_empty(self, texts: list[str]) -> None:
+        """Raise :class:`EmptySentenceError` (with their indexes) if some of ``texts`` have no token."""
+        empty = [i for i, ids in enumerate(self.encoder.sentence_ids(texts, allow_empty=True)) if not ids]
         if empty:
             raise EmptySentenceError(empty)
 
@@ -370,52 +344,6 @@ def load(
     if normalize is not None:
         embedder.normalize = normalize
     return embedder.to(device).eval()
-
-
-def check_max_seq_length(max_seq_length: Any) -> None:
-    """Refuse a token budget that is not a positive integer (``None``: the backbone's own limit)."""
-    if max_seq_length is None:
-        return
-    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
-        raise ProtoembedError(f"max_seq_length must be a positive number of tokens, got {max_seq_length!r}")
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """The torch device for ``device``, checked before any weight is loaded.
-
-    Args:
-        device: ``cpu``, ``cuda``, ``cuda:N``, ``mps``, or ``None`` (CUDA if available, else CPU).
-    Returns:
-        the device.
-    Raises:
-        ProtoembedError: an unknown device name, or a device this machine does not have.
-    """
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise ProtoembedError(f"unknown device {str(device)!r}: expected cpu, cuda, cuda:N or mps") from None
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
-            raise ProtoembedError(
-                f"device {str(device)!r}: no CUDA device is available (torch {torch.__version__}, {build}); "
-                "use --device cpu"
-            )
-        count = torch.cuda.device_count()
-        if resolved.index is not None and resolved.index >= count:
-            raise ProtoembedError(
-                f"device {str(device)!r}: this machine has {count} CUDA device(s) (0..{count - 1})"
-            )
-    elif resolved.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise ProtoembedError(
-                f"device {str(device)!r}: MPS is not available on this machine; use --device cpu"
-            )
-    elif resolved.type != "cpu":
-        raise ProtoembedError(f"unsupported device {str(device)!r}: expected cpu, cuda, cuda:N or mps")
-    return resolved
 
 
 def build(
