@@ -11,8 +11,8 @@ It is traced from the model's own torch modules (``Embedder.forward``), so there
 implementation of any head. Batch and length are dynamic axes. After tracing (TorchScript exporter,
 opset 17, eager attention) ONNX Runtime's transformer optimiser fuses attention, LayerNorm and GELU
 (kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then applies ONNX
-Runtime's dynamic quantisation to the matrix multiplications (int8 weights, activations quantised per
-batch at run time).
+Runtime's dynamic quantisation to the matrix multiplications (int8 weights with a scale per output
+column, activations quantised per batch at run time).
 
 Folder layout: ``onnx/model.onnx``, the tokenizer files, ``config.json`` (the backbone's config, for
 the position budget), ``protoembed_encoder.json`` (template, soft-prompt count, max_seq_length) and
@@ -234,7 +234,8 @@ def _run(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
 
 def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention")) -> None:
     """Replace ``path`` by its dynamically quantised version: int8 weights for every MatMul (and the
-    fused attention's projection), activations quantised per batch at run time."""
+    fused attention's projection), one scale per output column, activations (uint8) quantised per batch
+    at run time."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -249,6 +250,8 @@ def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention
             str(path),
             op_types_to_quantize=list(op_types),
             weight_type=QuantType.QInt8,
+            per_channel=True,  # one scale per output column: 4-5x closer to fp32 than one per matrix
+            reduce_range=True,  # 7-bit weights: no int16 saturation in AVX2's u8 x s8 multiply-add
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused ops have no shape info
         )
     finally:
