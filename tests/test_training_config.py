@@ -161,7 +161,7 @@ def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
 
 def test_readme_schema_is_generated_from_the_models():
     """configs/README.md shows schema_yaml() verbatim (regenerate it with the command the README gives)."""
-    from protoembed.training.config import schema_yaml
+    from protoembed.training.schema import schema_yaml
 
     readme = (REPO / "configs" / "README.md").read_text(encoding="utf-8")
     block = readme.split("<!-- schema_yaml() -->\n```yaml\n", 1)[1].split("```\n<!-- /schema_yaml() -->", 1)[

@@ -26,7 +26,8 @@ def _print_progress() -> logging.Handler:
 def run_train(args: argparse.Namespace) -> int:
     """Load and validate the config, then train."""
     from protoembed.training.config import load_config
-    from protoembed.training.trainer import TrainingInterrupted, train
+    from protoembed.training.stopping import TrainingInterrupted
+    from protoembed.training.trainer import train
 
     cfg = load_config(args.config, list(args.set or []))
     if args.output_dir:  # a path is not YAML: keep it verbatim

@@ -1,6 +1,7 @@
-"""Training: config files (:mod:`.config`), the corpus reader (:mod:`.corpus`), a run's parts (:mod:`.components`:
-head, objective, sampler, optimizer groups), atomic checkpoints (:mod:`.checkpoint`), the run log
-(:mod:`.runlog`) and the Accelerate loop (:mod:`.trainer`)."""
+"""Training: config files (:mod:`.config`, its YAML schema :mod:`.schema`), the corpus reader
+(:mod:`.corpus`), a run's parts (:mod:`.components`: head, objective, dev evaluator, sampler, optimizer
+groups), atomic checkpoints (:mod:`.checkpoint`), the run log (:mod:`.runlog`), clean stops on SIGTERM
+(:mod:`.stopping`) and the Accelerate loop (:mod:`.trainer`)."""
 
 from __future__ import annotations
 

@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,29 +71,12 @@ from protoembed.training.components import (
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.corpus import Corpus, read_corpus, resolve_corpus_path
 from protoembed.training.runlog import RunLog
+from protoembed.training.stopping import StopRequest, TrainingInterrupted
 
 logger = logging.getLogger(__name__)
 
 #: ``callback({"step", "loss", "epoch"})`` after every optimizer step.
 Callback = Callable[[dict[str, Any]], None]
-
-
-class TrainingInterrupted(ProtoembedError):
-    """A run stopped by a signal between two steps; it can be resumed from its last checkpoint.
-
-    Attributes:
-        step: steps done when it stopped.
-        checkpoint_step: step of the checkpoint a resumed run starts from (``None``: none was written).
-        output_dir: the run folder.
-        main_process: whether this process is the main one (the one that reports).
-    """
-
-    def __init__(
-        self, message: str, step: int, checkpoint_step: int | None, output_dir: Path, main_process: bool
-    ) -> None:
-        super().__init__(message)
-        self.step, self.checkpoint_step = step, checkpoint_step
-        self.output_dir, self.main_process = output_dir, main_process
 
 
 def _nan_to_none(value: float | None) -> float | None:
@@ -129,8 +110,7 @@ class Trainer:
         )
         self.state = TrainerState()
         self.last_checkpoint_step: int | None = None
-        #: name of the stop signal received (checked between steps), or ``None``.
-        self.stop_signal: str | None = None
+        self.stop = StopRequest()
 
     # ------------------------------------------------------------ set-up
     def _read_corpus(self) -> Corpus:
@@ -258,29 +238,18 @@ class Trainer:
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # "Writing model shards" bars would break the training bar
-        previous = None
-        if threading.current_thread() is threading.main_thread():  # signal handlers live there only
-            previous = signal.signal(signal.SIGTERM, self._on_signal)
         try:
-            return self._run()
+            with self.stop:
+                return self._run()
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
             if bars:
                 hf_logging.enable_progress_bar()
 
-    def _on_signal(self, signum: int, frame: object) -> None:
-        self.stop_signal = signal.Signals(signum).name
-
     def _check_stop(self, step: int) -> None:
         """Raise :class:`TrainingInterrupted` if any process received a stop signal (collective)."""
-        stop = self.stop_signal is not None
-        if self.accelerator.num_processes > 1:
-            flag = torch.tensor([float(stop)], device=self.accelerator.device)
-            stop = bool(self.accelerator.reduce(flag, reduction="sum").item() > 0)
-        if not stop:
+        name = self.stop.requested(self.accelerator)
+        if name is None:
             return
-        name = self.stop_signal or "a stop signal (in another process)"
         self.log.write({"event": "interrupted", "step": step, "signal": name})
         kept = (
             f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / 'checkpoint'}"
