@@ -36,7 +36,7 @@ def _text(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
-class KeyError_(ValueError):
+class ConfigKeyError(ValueError):
     """A validation error about config key ``key`` (``full``: ``message`` is a whole sentence)."""
 
     def __init__(self, key: str, message: str, full: bool = False) -> None:
@@ -75,15 +75,15 @@ class ObjectiveConfig(BaseModel):
 
         bad = [k for k in self.options if not isinstance(k, str)]
         if bad:
-            raise KeyError_(f"objective.{bad[0]}", "option names must be strings")
+            raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
         extra = (info.context or {}).get("objectives", {})
         try:
             model = extra[self.name] if self.name in extra else objective_class(self.name).Options
             parsed = model.parse(self.name, self.options)
         except OptionError as err:
-            raise KeyError_(f"objective.{err.key}", str(err), full=True) from None
+            raise ConfigKeyError(f"objective.{err.key}", str(err), full=True) from None
         except ProtoembedError as err:
-            raise KeyError_("objective.name", str(err), full=True) from None
+            raise ConfigKeyError("objective.name", str(err), full=True) from None
         self.options = parsed.model_dump(include=set(self.options))
         return self
 
@@ -229,7 +229,7 @@ class TrainConfig(BaseModel):
             try:
                 get_head(head)
             except ProtoembedError as err:  # one line listing the known heads
-                raise KeyError_("head", str(err), full=True) from None
+                raise ConfigKeyError("head", str(err), full=True) from None
         return head
 
     def to_dict(self) -> dict[str, Any]:
@@ -348,7 +348,7 @@ def _explain(err: ValidationError) -> tuple[str, str]:
     loc, error = first_error(err)
     key = ".".join(str(p) for p in loc)
     cause = (error.get("ctx") or {}).get("error")
-    if isinstance(cause, KeyError_):
+    if isinstance(cause, ConfigKeyError):
         return cause.key, str(cause) if cause.full else f"config key {cause.key!r}: {cause}"
     if error["type"] == "extra_forbidden":
         model = _section_model(loc[:-1])
