@@ -184,6 +184,10 @@ def test_report_tables_equal_their_json(inputs, tmp_path):
         rows["simcse"]["TREC"]
         == f"{few[2]['tasks']['TREC']['acc']:.2f} ± {few[2]['tasks']['TREC']['acc_std']:.2f}"
     )
+    means = [
+        np.mean(few[0]["tasks"][t]["seeds_acc"] + few[1]["tasks"][t]["seeds_acc"]) for t in ("MR", "TREC")
+    ]
+    assert rows["default"]["Avg."] == f"{np.mean(means):.2f}"
     assert "![Fig. 7: few-shot accuracy over the draws](report-fewshot.png)" in page
     drawn = json.loads((out.parent / "report-fewshot.json").read_text())
     assert [(m["label"], m["runs"]) for m in drawn["models"]] == [("default", 2), ("simcse", 1)]
@@ -281,3 +285,15 @@ def test_report_and_analyze_commands_load_no_torch():
     from protoembed.evaluation.analysis import TOP_K as ANALYSIS_TOP_K
 
     assert TOP_K == ANALYSIS_TOP_K
+
+
+def test_report_links_the_figures_of_analysis_json(inputs, tmp_path):
+    figure = tmp_path / "figs" / "analysis-tsne.png"
+    write(figure, {})  # any file: the report links it, it does not read it
+    analysis = write(
+        tmp_path / "figs" / "analysis-tsne.json",
+        {"analysis": "tsne", "figure": str(figure), "models": [{"label": "A"}, {"label": "B"}]},
+    )
+    page = build_report(load_results([inputs["base-sts"], analysis]), tmp_path / "docs" / "r.md")
+    title = "Fig. 6: t-SNE of STS-B test pairs with gold 0 (orange), 3 (blue), 5 (green)"
+    assert f"![{title}](../figs/analysis-tsne.png)" in page and f"{title}; models: A, B." in page

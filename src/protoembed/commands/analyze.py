@@ -183,7 +183,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="default | model dir | hub id; repeat to compare models (default: default)",
     )
     parser.add_argument(
-        "--label", action="append", default=None, help="name of each --model in order (default: folder name)"
+        "--label",
+        action="append",
+        default=None,
+        help="name of each --model in order (default: folder name); fewshot: one per file, or OLD=NEW",
     )
     parser.add_argument("--figure", default=None, metavar="FILE.png", help="where to write the figure")
     parser.add_argument(
