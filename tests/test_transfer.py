@@ -1,5 +1,6 @@
-"""SentEval transfer tasks: readers against SOURCES.md counts and quirks, the protocol against
-scikit-learn's own nested cross-validation, MRPC features, the CLI on a tiny model, bad input."""
+"""SentEval transfer tasks: readers against the staged files' counts and quirks, the batched probe and
+the protocol against scikit-learn's own logistic regression and nested cross-validation, SentEval's
+grids and MRPC features, the CLI on a tiny model, bad input."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import json
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from protoembed.cli import main
 from protoembed.data.transfer import TRANSFER_TASKS, load_transfer_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.logistic import fit_many, predict_many
 from protoembed.evaluation.transfer import (
     C_GRID,
+    C_GRIDS,
     evaluate_transfer,
     features,
     format_transfer_table,
@@ -23,7 +26,7 @@ from protoembed.evaluation.transfer import (
 )
 from transfer_toy import bag_of_words, write_toy
 
-# Examples per split and per class, counted on the staged files (SOURCES.md; empty lines skipped).
+# Examples per split and per class, counted on the staged files (empty lines skipped).
 EXPECTED = {
     "MR": ({"all": 10662}, 0),
     "CR": ({"all": 3771}, 4),
@@ -58,37 +61,68 @@ def test_reader_quirks(data_dir):
     assert mr.splits["all"].labels[0] == 1 and mr.classes[1] == "positive"
 
 
-def _synthetic(n: int = 120, d: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _synthetic(n: int = 120, d: int = 6, seed: int = 0, classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, d))
-    y = (x[:, 0] + 0.8 * rng.standard_normal(n) > 0).astype(int)  # noisy: C matters
+    noisy = x[:, :classes] + 0.8 * rng.standard_normal((n, classes))  # noisy: C matters
+    y = (noisy[:, 0] > 0).astype(int) if classes == 2 else noisy.argmax(1)
     return x, y
 
 
-def test_kfold_equals_sklearn_nested_cross_validation():
-    """Our nested CV against GridSearchCV inside cross_val_score (the same folds and grid)."""
-    x, y = _synthetic()
-    ours = kfold_accuracy(x, y, folds=5, inner_folds=4, seed=7)
+def _converged(c: float = 1.0) -> LogisticRegression:
+    """scikit-learn's classifier run to convergence: the objective's minimiser, whatever the solver."""
+    return LogisticRegression(C=c, tol=1e-10, max_iter=100_000)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_fit_many_equals_sklearn_coefficients(classes):
+    """Each batched fit (row subsets x C) against scikit-learn's on the same rows and C."""
+    x, y = _synthetic(200, 5, seed=3, classes=classes)
+    rng = np.random.default_rng(0)
+    rows = [np.sort(rng.choice(200, 150, replace=False)) for _ in range(4)] + [np.arange(200)]
+    cs = [0.5, 8.0, 32.0, 2.0, 0.25]
+    weights = fit_many(x, y, rows, cs)
+    for p, (r, c) in enumerate(zip(rows, cs)):
+        model = _converged(c).fit(x[r], y[r])
+        coef = np.vstack([model.coef_.T, model.intercept_[None]])  # (d + 1, 1 or classes)
+        ours = weights[p].copy()
+        if classes > 2:  # the multinomial intercepts are defined up to a common constant
+            ours[-1] -= ours[-1].mean()
+            coef[-1] -= coef[-1].mean()
+        np.testing.assert_allclose(ours, coef, atol=1e-6)
+        np.testing.assert_array_equal(predict_many(weights[p : p + 1], x)[0], model.predict(x))
+
+
+@pytest.mark.parametrize(("classes", "grid"), [(2, C_GRIDS["MR"]), (3, C_GRIDS["TREC"])])
+def test_kfold_equals_sklearn_nested_cross_validation(classes, grid):
+    """Our nested CV against GridSearchCV inside cross_validate (= cross_val_score, keeping the fitted
+    searches), on the same folds and grid."""
+    x, y = _synthetic(classes=classes)
+    ours = kfold_accuracy(x, y, folds=5, inner_folds=4, seed=7, grid=grid)
     inner = StratifiedKFold(n_splits=4, shuffle=True, random_state=7)
-    search = GridSearchCV(
-        LogisticRegression(max_iter=1000, random_state=7), {"C": list(C_GRID)}, cv=inner, scoring="accuracy"
-    )
+    search = GridSearchCV(_converged(), {"C": list(grid)}, cv=inner, scoring="accuracy")
     outer = StratifiedKFold(n_splits=5, shuffle=True, random_state=7)
-    reference = cross_val_score(search, x, y, cv=outer, scoring="accuracy")
-    assert ours["acc"] == pytest.approx(reference.mean() * 100, abs=1e-9)
-    chosen = [search.fit(x[tr], y[tr]).best_params_["C"] for tr, _ in outer.split(x, y)]
-    assert ours["C"] == chosen
+    reference = cross_validate(search, x, y, cv=outer, scoring="accuracy", return_estimator=True)
+    assert ours["acc"] == pytest.approx(reference["test_score"].mean() * 100, abs=1e-9)
+    fitted = reference["estimator"]
+    assert ours["C"] == [f.best_params_["C"] for f in fitted]
+    assert ours["dev_acc"] == pytest.approx(np.mean([f.best_score_ for f in fitted]) * 100, abs=1e-9)
+    assert len(set(ours["C"])) > 1  # the data make the choice matter
+
+
+def test_senteval_grids():
+    assert C_GRIDS["MR"] == C_GRID == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+    assert C_GRIDS["TREC"] == C_GRIDS["MRPC"] == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+    assert all(C_GRIDS[t] == C_GRID for t in ("CR", "SUBJ", "MPQA", "SST2"))
 
 
 def test_fixed_splits_choose_c_on_dev_and_report_f1():
     x, y = _synthetic(150, seed=1)
     train, dev, test = (x[:90], y[:90]), (x[90:120], y[90:120]), (x[120:], y[120:])
     ours = train_test_accuracy(train, test, dev, f1=True)
-    dev_scores = [
-        LogisticRegression(C=c, max_iter=1000, random_state=1111).fit(*train).score(*dev) for c in C_GRID
-    ]
+    dev_scores = [_converged(c).fit(*train).score(*dev) for c in C_GRID]
     best = C_GRID[int(np.argmax(dev_scores))]
-    model = LogisticRegression(C=best, max_iter=1000, random_state=1111).fit(*train)
+    model = _converged(best).fit(*train)
     predicted = model.predict(test[0])
     tp = int(((predicted == 1) & (test[1] == 1)).sum())
     f1 = 2 * tp / (int((predicted == 1).sum()) + int((test[1] == 1).sum()))
@@ -97,15 +131,22 @@ def test_fixed_splits_choose_c_on_dev_and_report_f1():
     assert ours["f1"] == pytest.approx(f1 * 100)
 
 
-def test_mrpc_features_are_u_v_absdiff_product(tmp_path):
+def test_mrpc_features_are_sentevals_absdiff_product(tmp_path):
     write_toy(tmp_path)
     data = load_transfer_task("MRPC", tmp_path)
     sentences = list(dict.fromkeys(data.splits["train"].sentences()))
     embeddings, index = bag_of_words(sentences), {s: i for i, s in enumerate(sentences)}
-    x = features(data, "train", embeddings, index)
     a, b = data.splits["train"].pairs[3]
     u, v = embeddings[index[a]], embeddings[index[b]]
+    x = features(data, "train", embeddings, index)
+    np.testing.assert_array_equal(x[3], np.concatenate([np.abs(u - v), u * v]))
+    x = features(data, "train", embeddings, index, mrpc_features="full")
     np.testing.assert_array_equal(x[3], np.concatenate([u, v, np.abs(u - v), u * v]))
+    mr = load_transfer_task("MR", tmp_path)  # single sentences: the embedding itself
+    texts = mr.splits["all"].texts
+    embeddings = bag_of_words(texts)
+    index = {s: i for i, s in enumerate(texts)}
+    np.testing.assert_array_equal(features(mr, "all", embeddings, index), embeddings)
 
 
 def test_evaluate_transfer_end_to_end_on_toy_data(tmp_path):
@@ -134,7 +175,14 @@ def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
     assert main([*argv, "--output", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["head"] == "mean" and set(saved["tasks"]) == {"MR", "MRPC"}
-    assert saved["protocol"] == {"folds": 2, "inner_folds": 2, "seed": 1111, "C_grid": list(C_GRID)}
+    grids = {"MR": list(C_GRID), "MRPC": list(C_GRIDS["MRPC"])}
+    assert saved["protocol"] == {
+        "folds": 2,
+        "inner_folds": 2,
+        "seed": 1111,
+        "C_grid": grids,
+        "mrpc_features": "senteval",
+    }
     captured = capsys.readouterr()
     assert "| MR | MRPC | Avg. |" in captured.out and "transfer: MRPC: acc " in captured.err
 
@@ -149,5 +197,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         load_transfer_task("MR", tmp_path / "nowhere")
     with pytest.raises(ProtoembedError, match="folds must be at least 2"):
         evaluate_transfer(bag_of_words, tmp_path, tasks=["MR"], folds=1)
+    with pytest.raises(ProtoembedError, match="unknown MRPC features 'uv'; choose from: senteval, full"):
+        evaluate_transfer(bag_of_words, tmp_path, tasks=["MRPC"], mrpc_features="uv")
     assert main(["eval", "transfer", "--data-dir", str(tmp_path), "--tasks", "SST2"]) == 2
     assert f"{bad}:2" in capsys.readouterr().err

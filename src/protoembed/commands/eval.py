@@ -112,7 +112,12 @@ def run_transfer(args: argparse.Namespace) -> int:
     from protoembed.evaluation.transfer import evaluate_transfer, format_transfer_table
 
     result = _evaluate(
-        args, evaluate_transfer, folds=args.folds, inner_folds=args.inner_folds, seed=args.seed
+        args,
+        evaluate_transfer,
+        folds=args.folds,
+        inner_folds=args.inner_folds,
+        seed=args.seed,
+        mrpc_features=args.mrpc_features,
     )
     return _finish(args, result, format_transfer_table(result))
 
@@ -215,6 +220,12 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
     parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
     parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
     parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
+    parser.add_argument(
+        "--mrpc-features",
+        choices=("senteval", "full"),
+        default="senteval",
+        help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
+    )
     parser.set_defaults(func=run_transfer)
 
 

@@ -4,7 +4,7 @@ In: the data directory (``senteval/<TASK>/`` as SentEval's ``data/downstream`` l
 ``protoembed data download``). Out: a :class:`TransferData` per task, with sentences whitespace-normalised
 the way SentEval rejoins its tokens, and integer labels.
 
-Format quirks handled here (SOURCES.md):
+Format quirks handled here:
 
 - MR, CR, SUBJ, MPQA: one sentence per line, one file per class. CR and MPQA contain empty lines
   (4 and 3); SentEval keeps them as empty sentences, we skip them and count them (``skipped_empty``).

@@ -1,6 +1,6 @@
 """Few-shot transfer: logistic regression on K labelled examples per class, over several seeds.
 
-Protocol (DESIGN §5: 16 examples per class, 10 seeds, the distribution over seeds reported), on the
+Protocol (16 examples per class, 10 seeds, the distribution over seeds reported), on the
 SentEval transfer tasks (:mod:`protoembed.data.transfer`):
 
 - for seed s in 0..seeds-1, draw ``shots`` examples of every class without replacement
@@ -9,7 +9,7 @@ SentEval transfer tasks (:mod:`protoembed.data.transfer`):
 - fit scikit-learn's logistic regression with a fixed inverse regularisation ``C`` (default 1.0: with
   16 examples per class there is no data to spare for choosing it) on the frozen embeddings;
 - score accuracy x100 on the ``test`` split, or on every example not drawn for tasks without splits.
-  MRPC's features are ``[u, v, |u-v|, u*v]`` as in the full transfer suite.
+  MRPC's features are SentEval's ``[|u-v|, u*v]``, as in the full transfer suite.
 
 Only the sentences that some seed draws, plus the test sentences, are encoded (once each).
 Out per task: the accuracy of every seed, mean, sample std, min and max; :func:`plot_fewshot` draws the

@@ -1,16 +1,25 @@
 """SentEval transfer tasks: logistic regression on frozen sentence embeddings, accuracy x100.
 
-The protocol is SentEval's with its scikit-learn classifier (``usepytorch=False``), which DESIGN §5 and
-both papers' transfer tables follow:
+The protocol is SentEval's with its scikit-learn classifier (``usepytorch=False``), which both papers'
+transfer tables follow:
 
 - MR, CR, SUBJ, MPQA: 10-fold stratified cross-validation (shuffled, seed 1111). Inside each training
-  fold, the inverse L2 strength ``C`` is chosen from ``2^-2 .. 2^3`` by an inner 10-fold
-  cross-validation (best mean accuracy, the smallest ``C`` on ties), then refit on the whole training
-  fold and scored on the held-out fold; the result is the mean over the 10 folds.
+  fold, the inverse L2 strength ``C`` is chosen by an inner 10-fold cross-validation (best mean
+  accuracy, the smallest ``C`` on ties), then refit on the whole training fold and scored on the
+  held-out fold; the result is the mean over the 10 folds.
 - SST-2: ``C`` chosen on the dev split (fit on train), scored on test.
 - TREC, MRPC: ``C`` chosen by inner 10-fold cross-validation on train, scored on test. MRPC's
-  features are ``[u, v, |u - v|, u * v]`` (DESIGN §5; SentEval itself uses ``[|u - v|, u * v]``), and
-  it reports F1 of the paraphrase class too.
+  features are SentEval's ``[|u - v|, u * v]`` (``mrpc_features="full"``: ``[u, v, |u - v|, u * v]``),
+  and it reports F1 of the paraphrase class too.
+
+``C`` grids are SentEval's per task (:data:`C_GRIDS`): ``2^-2 .. 2^3`` for MR, CR, SUBJ, MPQA and
+SST-2, ``2^-1 .. 2^5`` for TREC and MRPC. Every fit minimises scikit-learn's ``LogisticRegression``
+objective (L2, unpenalised intercept; binomial loss for two classes, multinomial for TREC) and is
+solved to convergence (largest gradient entry at most 1e-8 per training example,
+:mod:`protoembed.evaluation.logistic`), so the results are those of the objective's unique minimiser:
+scikit-learn's default ``lbfgs`` stops at a gradient of 1e-4 (after 11 to 30 iterations on MR), and
+SentEval's fits stop at 100 iterations (its high-``C`` TREC fits stop there unconverged).
+All fits of a task (inner folds x grid, plus the refits) are solved together.
 
 Embeddings are used as the encoder returns them (no normalisation), as SentEval does.
 """
@@ -22,37 +31,71 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.logistic import fit_many, predict_many
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 
 #: SentEval's grid of the inverse L2 regularisation strength for scikit-learn's logistic regression.
 C_GRID = tuple(2.0**t for t in range(-2, 4))
+#: SentEval's grid per task (its TREC and MRPC tasks search ``2^-1 .. 2^5``).
+C_GRIDS = {task: C_GRID for task in TRANSFER_TASKS} | {
+    task: tuple(2.0**t for t in range(-1, 6)) for task in ("TREC", "MRPC")
+}
+#: MRPC's classifier inputs from the pair's embeddings u, v: SentEval's, or with u and v themselves.
+MRPC_FEATURES = ("senteval", "full")
 SEED = 1111
 #: Column names of the papers' transfer tables.
 SHORT_NAMES = {"SST2": "SST"}
 
 
-def _classifier(c: float, seed: int) -> LogisticRegression:
-    return LogisticRegression(C=c, max_iter=1000, random_state=seed)
+def _accuracy(predicted: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(predicted == y))
 
 
-def select_c(
-    x: np.ndarray, y: np.ndarray, folds: int = 10, seed: int = SEED, grid: Sequence[float] = C_GRID
-) -> tuple[float, float]:
-    """Inner cross-validation: ``(best C, its mean accuracy x100)`` over ``folds`` stratified folds."""
-    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    splits = list(splitter.split(x, y))
-    scores = []
-    for c in grid:
-        accuracy = [_classifier(c, seed).fit(x[tr], y[tr]).score(x[te], y[te]) for tr, te in splits]
-        scores.append(float(np.mean(accuracy)) * 100)
-    best = int(np.argmax(scores))
-    return float(grid[best]), scores[best]
+def nested_selection(
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    inner_folds: int = 10,
+    seed: int = SEED,
+    grid: Sequence[float] = C_GRID,
+) -> list[dict[str, Any]]:
+    """For each ``(train rows, test rows)`` of ``x``: choose C by an inner cross-validation on the
+    training rows, refit on all of them, predict the test rows.
+
+    The inner folds are stratified (shuffled with ``seed``); the chosen C has the best mean inner
+    accuracy, the smallest on ties (as ``GridSearchCV``). Every fit of every split (inner folds x grid,
+    plus a refit per C) is one problem of a single :func:`~protoembed.evaluation.logistic.fit_many`.
+    Out per split: ``{"C", "dev_acc" (mean inner accuracy x100 of that C), "predicted" (test labels)}``.
+    """
+    rows: list[np.ndarray] = []
+    cs: list[float] = []
+    plans = []
+    for train, test in splits:
+        splitter = StratifiedKFold(n_splits=inner_folds, shuffle=True, random_state=seed)
+        inner = [(train[a], train[b]) for a, b in splitter.split(np.zeros(len(train)), y[train])]
+        first = len(rows)
+        for c in grid:
+            rows += [tr for tr, _ in inner] + [train]
+            cs += [float(c)] * (len(inner) + 1)
+        plans.append((first, inner, test))
+    classes = np.unique(y[np.concatenate(rows)])
+    predicted = classes[predict_many(fit_many(x, y, rows, cs), x)]
+    out = []
+    for first, inner, test in plans:
+        scores = []
+        for g in range(len(grid)):
+            base = first + g * (len(inner) + 1)
+            fold_acc = [_accuracy(predicted[base + j][te], y[te]) for j, (_, te) in enumerate(inner)]
+            scores.append(float(np.mean(fold_acc)) * 100)
+        best = int(np.argmax(scores))
+        refit = first + best * (len(inner) + 1) + len(inner)
+        out.append({"C": float(grid[best]), "dev_acc": scores[best], "predicted": predicted[refit][test]})
+    return out
 
 
 def kfold_accuracy(
@@ -63,20 +106,20 @@ def kfold_accuracy(
     seed: int = SEED,
     grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
-    """Nested cross-validation (MR, CR, SUBJ, MPQA).
+    """Nested cross-validation (MR, CR, SUBJ, MPQA): outer stratified folds (shuffled with ``seed``),
+    C chosen inside each training fold (:func:`nested_selection`).
 
     Out: ``{"acc": mean test accuracy x100 over the outer folds, "dev_acc": mean of the inner
     cross-validation accuracies of the chosen C, "C": the C chosen in each outer fold}``.
     """
-    outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    accuracies, dev, chosen = [], [], []
-    for train, test in outer.split(x, y):
-        c, dev_acc = select_c(x[train], y[train], inner_folds, seed, grid)
-        model = _classifier(c, seed).fit(x[train], y[train])
-        accuracies.append(model.score(x[test], y[test]) * 100)
-        dev.append(dev_acc)
-        chosen.append(c)
-    return {"acc": float(np.mean(accuracies)), "dev_acc": float(np.mean(dev)), "C": chosen}
+    outer = list(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, y))
+    chosen = nested_selection(x, y, outer, inner_folds, seed, grid)
+    accuracies = [_accuracy(r["predicted"], y[test]) * 100 for r, (_, test) in zip(chosen, outer)]
+    return {
+        "acc": float(np.mean(accuracies)),
+        "dev_acc": float(np.mean([r["dev_acc"] for r in chosen])),
+        "C": [r["C"] for r in chosen],
+    }
 
 
 def train_test_accuracy(
@@ -93,47 +136,71 @@ def train_test_accuracy(
     Out: ``{"acc", "dev_acc", "C"}`` (accuracies x100), plus ``"f1"`` (x100, positive class) if asked.
     """
     (x_train, y_train), (x_test, y_test) = train, test
+    n = len(y_train)
     if dev is None:
-        c, dev_acc = select_c(x_train, y_train, inner_folds, seed, grid)
-        model = _classifier(c, seed).fit(x_train, y_train)
+        x, y = np.concatenate([x_train, x_test]), np.concatenate([y_train, y_test])
+        (chosen,) = nested_selection(
+            x, y, [(np.arange(n), n + np.arange(len(y_test)))], inner_folds, seed, grid
+        )
+        c, dev_acc, predicted = chosen["C"], chosen["dev_acc"], chosen["predicted"]
     else:
-        fitted = [_classifier(c, seed).fit(x_train, y_train) for c in grid]
-        dev_scores = [m.score(dev[0], dev[1]) * 100 for m in fitted]
+        weights = fit_many(x_train, y_train, [np.arange(n)] * len(grid), [float(c) for c in grid])
+        classes = np.unique(y_train)
+        dev_scores = [_accuracy(p, dev[1]) * 100 for p in classes[predict_many(weights, dev[0])]]
         best = int(np.argmax(dev_scores))
-        c, dev_acc, model = float(grid[best]), dev_scores[best], fitted[best]
-    predicted = model.predict(x_test)
-    result: dict[str, Any] = {"acc": float(np.mean(predicted == y_test)) * 100, "dev_acc": dev_acc, "C": c}
+        c, dev_acc = float(grid[best]), dev_scores[best]
+        predicted = classes[predict_many(weights[best : best + 1], x_test)[0]]
+    result: dict[str, Any] = {"acc": _accuracy(predicted, y_test) * 100, "dev_acc": dev_acc, "C": c}
     if f1:
         result["f1"] = float(f1_score(y_test, predicted)) * 100
     return result
 
 
-def features(data: TransferData, split: str, embeddings: np.ndarray, index: dict[str, int]) -> np.ndarray:
-    """Classifier inputs of a split: the sentence embedding, or ``[u, v, |u-v|, u*v]`` for a pair."""
+def features(
+    data: TransferData,
+    split: str,
+    embeddings: np.ndarray,
+    index: dict[str, int],
+    mrpc_features: str = "senteval",
+) -> np.ndarray:
+    """Classifier inputs of a split: the sentence embedding, or for a pair (u, v) SentEval's
+    ``[|u-v|, u*v]`` (``mrpc_features="full"``: ``[u, v, |u-v|, u*v]``)."""
+    if mrpc_features not in MRPC_FEATURES:
+        raise ProtoembedError(
+            f"unknown MRPC features {mrpc_features!r}; choose from: {', '.join(MRPC_FEATURES)}"
+        )
     part = data.splits[split]
     if not part.pairs:
         return embeddings[[index[t] for t in part.texts]]
     u = embeddings[[index[a] for a, _ in part.pairs]]
     v = embeddings[[index[b] for _, b in part.pairs]]
-    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+    pair = [np.abs(u - v), u * v]
+    return np.concatenate(pair if mrpc_features == "senteval" else [u, v, *pair], axis=1)
 
 
 def evaluate_task(
-    encode: Encode, data: TransferData, folds: int = 10, inner_folds: int = 10, seed: int = SEED
+    encode: Encode,
+    data: TransferData,
+    folds: int = 10,
+    inner_folds: int = 10,
+    seed: int = SEED,
+    mrpc_features: str = "senteval",
 ) -> dict[str, Any]:
     """One task: encode its sentences (once each), run its protocol (module docstring)."""
     sentences = [s for part in data.splits.values() for s in part.sentences()]
     embeddings, index = sentence_embeddings(encode, sentences)
 
     def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
-        return features(data, split, embeddings, index), data.splits[split].labels
+        return features(data, split, embeddings, index, mrpc_features), data.splits[split].labels
 
+    grid = C_GRIDS[data.name]
     if "all" in data.splits:
-        result = kfold_accuracy(*xy("all"), folds=folds, inner_folds=inner_folds, seed=seed)
+        result = kfold_accuracy(*xy("all"), folds=folds, inner_folds=inner_folds, seed=seed, grid=grid)
         sizes = {"n": len(data.splits["all"])}
     else:
         dev = xy("dev") if "dev" in data.splits else None
-        result = train_test_accuracy(xy("train"), xy("test"), dev, inner_folds, seed, f1=data.name == "MRPC")
+        f1 = data.name == "MRPC"
+        result = train_test_accuracy(xy("train"), xy("test"), dev, inner_folds, seed, grid, f1)
         sizes = {f"n_{split}": len(part) for split, part in data.splits.items()}
     return {**result, **sizes, "classes": len(data.classes), "skipped_empty": data.skipped_empty}
 
@@ -146,11 +213,13 @@ def evaluate_transfer(
     inner_folds: int = 10,
     seed: int = SEED,
     progress: bool = False,
+    mrpc_features: str = "senteval",
 ) -> dict[str, Any]:
     """Evaluate an encoder on SentEval transfer tasks (``progress``: a line per finished task on stderr).
 
     In: ``encode(sentences) -> array (len(sentences), dim)`` (called once per task, on its distinct
-    sentences); the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed.
+    sentences); the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed;
+    MRPC's features (:data:`MRPC_FEATURES`).
     Every task's data is read (and checked) before the first encoding.
     Out: ``{"protocol", "tasks": {task: {"acc", "dev_acc", "C", sizes..., ["f1"]}}, "avg"}``, accuracies
     x100 and ``avg`` their mean. The caller adds ``"model"``.
@@ -158,14 +227,25 @@ def evaluate_transfer(
     for name, value in (("folds", folds), ("inner folds", inner_folds)):
         if value < 2:
             raise ProtoembedError(f"{name} must be at least 2, got {value}")
-    protocol = {"folds": folds, "inner_folds": inner_folds, "seed": seed, "C_grid": list(C_GRID)}
+    if mrpc_features not in MRPC_FEATURES:
+        raise ProtoembedError(
+            f"unknown MRPC features {mrpc_features!r}; choose from: {', '.join(MRPC_FEATURES)}"
+        )
+    tasks = list(dict.fromkeys(tasks))
+    protocol = {
+        "folds": folds,
+        "inner_folds": inner_folds,
+        "seed": seed,
+        "C_grid": {task: list(C_GRIDS[task]) for task in tasks if task in C_GRIDS},
+        "mrpc_features": mrpc_features,
+    }
     return {
         "protocol": protocol,
         **run_suite(
             "transfer",
             tasks,
             lambda task: load_transfer_task(task, data_dir),
-            lambda data: evaluate_task(encode, data, folds, inner_folds, seed),
+            lambda data: evaluate_task(encode, data, folds, inner_folds, seed, mrpc_features),
             lambda r: f"acc {r['acc']:.2f}",
             progress,
         ),
