@@ -1,6 +1,6 @@
 """``protoembed analyze <analysis>``: the ConPVP paper's embedding-space figures (PNG) and their data (JSON).
 
-Analyses (see :mod:`protoembed.evaluation.analysis`), each drawn for every ``--model`` given (one panel or
+Analyses (protoembed.evaluation.analysis), each drawn for every ``--model`` given (one panel or
 line per model; one ``--model`` draws one): ``similarity`` (Fig. 4, predicted cosine scaled to [0, 1] vs
 gold on STS-B test), ``frequent-tokens`` (Fig. 5, STS average with the top-k frequent tokens left out of
 mean pooling), ``tsne`` (Fig. 6, t-SNE of STS-B test pairs with gold 0, 3 and 5), ``fewshot`` (Fig. 7,
@@ -170,7 +170,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "analyze",
         help="embedding-space figures comparing models: similarity vs gold, frequent tokens, t-SNE, few-shot",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""),
         conflict_handler="resolve",
     )
     parser.add_argument("analysis", choices=ANALYSES)

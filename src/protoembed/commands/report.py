@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
         help="one markdown page of the papers' tables from results JSON of any number of models",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""),
     )
     parser.add_argument("inputs", nargs="+", metavar="RESULTS_OR_DIR", help="results JSON files or folders")
     parser.add_argument("-o", "--output", required=True, metavar="REPORT.md", help="where to write the page")

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.sts import SHORT_NAMES as STS_NAMES
+from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
-from protoembed.io import write_atomic, write_json_atomic
+from protoembed.io import check_writable, write_atomic, write_json_atomic
 from protoembed.report.results import Result, by_suite, protocol
 
 TRANSFER_NAMES = {"SST2": "SST"}
@@ -209,7 +210,11 @@ def write_report(
     figures: bool = True,
 ) -> Path:
     """Write :func:`build_report`'s page to ``output`` atomically (missing folders are created)."""
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = check_writable(output)
+    by_suite(results)  # mixed protocols fail before anything is written
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {out}: {err.strerror or err}") from None
     text = build_report(results, out, ablation, command, figures)
     return write_atomic(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
