@@ -31,9 +31,10 @@ def sts_result(model: str, variant: str = "senteval") -> dict:
     return {"variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
 
 
-def transfer_result(model: str, folds: int = 10) -> dict:
-    tasks = {t: {"acc": RNG.uniform(70, 90), "dev_acc": 80.0, "C": 1.0} for t in TRANSFER}
-    protocol = {"folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": [0.25, 8.0]}
+def transfer_result(model: str, folds: int = 10, tasks=TRANSFER) -> dict:
+    tasks = {t: {"acc": RNG.uniform(70, 90), "dev_acc": 80.0, "C": 1.0} for t in tasks}
+    grids = {t: [0.5, 32.0] if t in ("TREC", "MRPC") else [0.25, 8.0] for t in tasks}
+    protocol = {"folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": grids, "mrpc_features": "senteval"}
     return {
         "model": model,
         "protocol": protocol,
@@ -198,6 +199,7 @@ def test_report_tables_equal_their_json(inputs, tmp_path):
     for line in (
         "Protocol: Spearman x100 of the cosine against gold, senteval data, test split",
         "by 10-fold CV",
+        "C from 0.25..8 (MR, CR, SUBJ, MPQA, SST), 0.5..32 (TREC, MRPC); mrpc_features senteval;",
         "10 runs",
         "16 examples per class, 5 draws",
     ):
@@ -234,6 +236,9 @@ def test_labels(inputs, tmp_path):
 def test_bad_input_names_the_file(inputs, tmp_path, capsys):
     raw = write(tmp_path / "raw.json", sts_result("default", variant="raw"))
     fivefold = write(tmp_path / "t5.json", transfer_result("m", folds=5))
+    older = transfer_result("m")
+    del older["protocol"]["mrpc_features"]  # before MRPC's features were a choice
+    older = write(tmp_path / "older.json", older)
     not_results = write(tmp_path / "other.json", {"hello": 1})
     broken = tmp_path / "broken.json"
     broken.write_text("{")
@@ -246,6 +251,7 @@ def test_bad_input_names_the_file(inputs, tmp_path, capsys):
             f'{raw}: sts results of protocol {{"split":"test","variant":"raw"}} cannot share a table with {inputs["base-sts"]}',
         ),
         ([inputs["base-transfer"], fivefold], f"{fivefold}: transfer results of protocol"),
+        ([inputs["base-transfer"], older], f"{older}: transfer results of protocol"),
         ([not_results], f"{not_results}: not a protoembed results JSON"),
         ([broken], f"{broken}: invalid JSON"),
         ([empty], f"{empty}: no results JSON inside"),
@@ -297,3 +303,11 @@ def test_report_links_the_figures_of_analysis_json(inputs, tmp_path):
     page = build_report(load_results([inputs["base-sts"], analysis]), tmp_path / "docs" / "r.md")
     title = "Fig. 6: t-SNE of STS-B test pairs with gold 0 (orange), 3 (blue), 5 (green)"
     assert f"![{title}](../figs/analysis-tsne.png)" in page and f"{title}; models: A, B." in page
+
+
+def test_transfer_results_of_other_tasks_share_a_table(inputs, tmp_path):
+    """Per-task protocol records (the C grids) need only agree on the tasks both files have."""
+    two = write(tmp_path / "two.json", transfer_result("two", tasks=("MR", "TREC")))
+    rows = tables(build_report(load_results([inputs["base-transfer"], two]), tmp_path / "r.md"))
+    (_, row) = rows["Transfer (ConPVP Table 5)"]
+    assert row["Model"] == "two" and row["CR"] == "n/a" and row["Avg."] == "n/a" and row["MR"] != "n/a"

@@ -78,6 +78,18 @@ def _extra(p: dict[str, Any], known: Sequence[str]) -> str:
     return f"; {', '.join(rest)}" if rest else ""
 
 
+def _grids(grid: Any) -> str:
+    """``0.25..8`` for one grid; ``0.25..8 (MR, CR), 0.5..32 (TREC)`` for per-task grids."""
+    if not grid:
+        return "?"
+    if not isinstance(grid, dict):
+        return f"{min(grid):g}..{max(grid):g}"
+    by_grid: dict[str, list[str]] = {}
+    for task, values in grid.items():
+        by_grid.setdefault(_grids(values), []).append(TRANSFER_NAMES.get(task, task))
+    return ", ".join(f"{g} ({', '.join(tasks)})" for g, tasks in by_grid.items())
+
+
 def protocol_line(suite: str, p: dict[str, Any]) -> str:
     """One line saying how the numbers of a suite's table were obtained (from the results' protocol)."""
     seeds = "mean ± std over a model's runs (seeds)"
@@ -87,13 +99,12 @@ def protocol_line(suite: str, p: dict[str, Any]) -> str:
             f"split (STS12-16: all subsets of a year pooled); {seeds}."
         )
     if suite == "transfer":
-        grid = p.get("C_grid")
-        grid = f"{min(grid):g}..{max(grid):g}" if grid else "?"
         return (
             "Protocol: SentEval logistic regression on frozen embeddings; MR, CR, SUBJ, MPQA by "
-            f"{p.get('folds', '?')}-fold CV with C in {grid} chosen by inner {p.get('inner_folds', '?')}-fold CV, "
+            f"{p.get('folds', '?')}-fold CV with C chosen by inner {p.get('inner_folds', '?')}-fold CV, "
             f"SST-2 with C chosen on dev, TREC and MRPC by inner CV on train; seed {p.get('seed', '?')}"
-            f"{_extra(p, ('folds', 'inner_folds', 'seed', 'C_grid'))}; accuracy x100, {seeds}."
+            f"; C from {_grids(p.get('C_grid'))}{_extra(p, ('folds', 'inner_folds', 'seed', 'C_grid'))}; "
+            f"accuracy x100, {seeds}."
         )
     if suite == "clustering":
         return (

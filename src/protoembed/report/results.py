@@ -71,6 +71,21 @@ def protocol(result: Result) -> dict[str, Any]:
     return dict(result.data.get("protocol") or {})
 
 
+def same_protocol(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two protocol records agree: every key equal, except that per-task records (dicts, such
+    as transfer's ``C_grid``) need only agree on the tasks both have."""
+    if a.keys() != b.keys():
+        return False
+    for key, value in a.items():
+        other = b[key]
+        if isinstance(value, dict) and isinstance(other, dict):
+            if any(value[t] != other[t] for t in value.keys() & other.keys()):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
 def default_label(path: Path, data: dict[str, Any], folder: Path | None) -> str:
     """The label of a results file (module docstring), without its ``-seed<N>`` suffix."""
     model = data.get("model")
@@ -160,7 +175,7 @@ def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
             continue
         table = grouped.setdefault(result.suite, {})
         first = next((r for rs in table.values() for r in rs), None)
-        if first is not None and protocol(result) != protocol(first):
+        if first is not None and not same_protocol(protocol(result), protocol(first)):
             raise ProtoembedError(
                 f"{result.path}: {result.suite} results of protocol {_show(protocol(result))} cannot share a "
                 f"table with {first.path} ({_show(protocol(first))})"
