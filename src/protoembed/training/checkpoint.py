@@ -2,11 +2,11 @@
 
 A checkpoint is ``output_dir/checkpoint/``: Accelerate's state (model, optimizer, scheduler, and one
 ``random_states_<rank>.pkl`` per process: Python, NumPy and torch RNGs, so dropout continues exactly)
-plus our ``trainer_state.json`` (:class:`TrainerState`: step, best dev score, wall time...). It is written
-with :func:`protoembed.io.replace_dir`: every process saves its part into the main process's hidden temp
-folder, which then replaces the previous checkpoint by renames, so a crash at any moment leaves one
-complete checkpoint (:func:`find_checkpoint` falls back to the moved-aside copy if the crash hit between
-the two renames), and temp folders of a killed run are removed by the next save.
+plus our ``trainer_state.json`` (:class:`TrainerState`: step, best dev score, wall time...). Every process
+saves its part into one hidden temp folder (:func:`protoembed.io.shared_temp_sibling`), which the main
+process then swaps in for the previous checkpoint by renames (:func:`protoembed.io.swap_dir`), so a crash
+at any moment leaves one complete checkpoint (:func:`find_checkpoint` falls back to the moved-aside copy
+if the crash hit between the two renames); temp folders of a killed run are removed by the next save.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.errors import ProtoembedError
-from protoembed.io import replace_dir, write_json_atomic
+from protoembed.io import clean_stale_siblings, shared_temp_sibling, swap_dir, write_json_atomic
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
@@ -122,30 +122,23 @@ def read_state(checkpoint: Path) -> TrainerState:
 def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
     """Save the accelerator state and ``state`` atomically as ``output_dir/checkpoint``.
 
-    Collective: every process must call it (each one writes its own RNG state).
+    Collective: every process must call it (each one writes its own RNG state into the shared temp
+    folder, then the main process swaps the complete folder in).
     """
     final = output_dir / CHECKPOINT
+    tmp = shared_temp_sibling(final)
     if accelerator.is_main_process:
-        replace_dir(final, lambda tmp: _save_into(accelerator, tmp, state))
-    else:
-        _save_into(accelerator, None, state)
+        clean_stale_siblings(final)  # a temp folder of a killed save, an unfinished one of ours
+    accelerator.wait_for_everyone()
+    # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
+    accelerator.save_state(str(tmp), safe_serialization=False)
+    if accelerator.is_main_process:
+        write_json_atomic(tmp / STATE_FILE, state.to_dict())
+    accelerator.wait_for_everyone()  # every part written before the main process renames the folder
+    if accelerator.is_main_process:
+        swap_dir(tmp, final)
     accelerator.wait_for_everyone()
     return final
-
-
-def _save_into(accelerator, tmp: Path | None, state: TrainerState) -> None:
-    """Every process: save its part of the state into the main process's temp folder ``tmp``."""
-    holder = [None if tmp is None else str(tmp)]
-    if accelerator.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        broadcast_object_list(holder, from_process=0)
-    folder = Path(str(holder[0]))
-    # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
-    accelerator.save_state(str(folder), safe_serialization=False)
-    if accelerator.is_main_process:
-        write_json_atomic(folder / STATE_FILE, state.to_dict())
-    accelerator.wait_for_everyone()  # every part written before the main process renames the folder
 
 
 def remove_checkpoint(output_dir: Path) -> None:
