@@ -11,14 +11,16 @@ class (``log(1 + e^z) - y z``), for K > 2 classes K columns and the multinomial 
 prediction) does not depend on the solver; we solve to a gradient tolerance far below scikit-learn's
 (``max |gradient| <= tol * |R_p|``, default ``tol = 1e-8`` against scikit-learn's ``1e-4``).
 
-Solver: Newton's method with a lagged Hessian. The problems of each ``C`` on the union of all
-training rows (the *anchors*) are solved first by Newton's method, warm-started along increasing
-``C``. Every other problem starts from its ``C``'s anchor solution and steps with the anchor's Hessian
-scaled to its number of rows (a row subset's Hessian is close to that fraction of the anchor's); a
-problem whose gradient shrinks by less than 4x in a step (anchors) or 1.1x (the others), or whose step
-had to be shortened, gets a Hessian of its own. Steps are backtracked to a sufficient decrease of the objective. The gradients of all problems come from two
-matrix products per step (one column block per problem), which is what makes a nested
-cross-validation (hundreds of fits) cost about as much as a few single fits.
+Solver: Newton's method with a lagged Hessian (a Hessian costs as much as hundreds of gradient
+steps, so it is reused as long as it works). The problems of each ``C`` on the union of all training
+rows (the *anchors*) are solved first, warm-started along increasing ``C``, each stepping with the
+Hessian of the previous solution (zero weights for the first). Every other problem starts from its
+``C``'s anchor solution and steps with the anchor's Hessian scaled to its number of rows (a row
+subset's Hessian is close to that fraction of the anchor's). A problem whose step shrinks its largest
+gradient entry by less than 10%, or had to be shortened, gets a Hessian of its own. Steps are
+backtracked to a sufficient decrease of the objective. The gradients of all problems come from two
+matrix products per step (a column block per problem), which is what makes a nested cross-validation
+(hundreds of fits) cost about as much as a few single fits.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 #: Largest gradient entry, relative to the number of training rows, at which a problem is solved.
 TOL = 1e-8
 MAX_ITER = 200
+#: A problem gets a Hessian of its own when a step leaves more than this fraction of its gradient.
+REFRESH = 0.9
 #: Problems with fewer (examples x features x problems) than this run on one thread.
 SMALL = 10_000_000
 
@@ -241,7 +245,7 @@ def _fit_many(
             torch.zeros(1, dtype=torch.long),
             tol,
             max_iter,
-            0.25,
+            REFRESH,
         )
         anchor_w[a] = start = solved
         anchor_h.append(single.data_hessian(solved[0], 0))
@@ -262,7 +266,7 @@ def _fit_many(
             keys[key] = len(factors)
             factors.append(problems.factor(fraction * anchor_h[key[0]], float(lam[p]), float(size[p])))
         slot[p] = keys[key]
-    w, _ = _newton(problems, w, factors, slot, tol, max_iter, 0.9)
+    w, _ = _newton(problems, w, factors, slot, tol, max_iter, REFRESH)
     return w.numpy()
 
 
