@@ -52,7 +52,7 @@ bench-env: $(VENV)/st-onnx/.installed
 bench: install bench-env
 	$(BIN)/python benchmarks/encode.py --runs 3
 
-# SentEval transfer tasks on the default model (about 16 min on 2 CPU cores): table + JSON.
+# SentEval transfer tasks on the default model: table + JSON (encoding its ~120k sentences takes most of the time).
 .PHONY: eval-transfer
 eval-transfer: install
 	$(BIN)/protoembed eval transfer --model default --output docs/results/transfer-default.json
