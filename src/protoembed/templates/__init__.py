@@ -1,4 +1,4 @@
-"""ConPVP template sets: positive templates T+ and negative templates T- (ConPVP §3, Table 1).
+"""ConPVP template sets: positive templates T+ and negative templates T- (ConPVP Sec. 3, Table 1).
 
 A set is a text file with two sections, one template per line, ``<S>`` the sentence and ``[MASK]`` the
 backbone's mask token (rendered per backbone by :mod:`protoembed.prompts`)::

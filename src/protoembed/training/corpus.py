@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from protoembed.data.lines import read_lines
 from protoembed.errors import ProtoembedError
 
 
@@ -64,22 +65,27 @@ def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) ->
     raise ProtoembedError(f"corpus file {corpus!r} not found (tried {', '.join(tried)}){hint}")
 
 
+def _ends_with_newline(path: Path) -> bool:
+    """Whether the file's last byte is ``\\n`` (an empty file counts as terminated)."""
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
 def read_corpus(
     path: str | os.PathLike[str], max_sentences: int | None = None, drop_unterminated_last_line: bool = True
 ) -> Corpus:
-    """Read a one-sentence-per-line UTF-8 file (see the module docstring for the rules)."""
+    """Read a one-sentence-per-line UTF-8 file (see the module docstring for the rules).
+
+    Lines are read by :func:`protoembed.data.lines.read_lines` (BOM and CRLF handled there).
+    """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ProtoembedError(f"corpus {path}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise ProtoembedError(f"cannot read corpus {path}: {err.strerror}") from None
-    lines = text.split("\n")
+    lines = read_lines(path)
     dropped = False
-    if lines and lines[-1] == "":
-        lines.pop()  # the file ends with a newline: nothing after it
-    elif lines and drop_unterminated_last_line:
+    if lines and drop_unterminated_last_line and not _ends_with_newline(path):
         dropped = bool(lines.pop().strip())
     sentences: list[str] = []
     empty = 0
