@@ -58,6 +58,7 @@ class _Problems:
         self.lam = lam  # (P,) 1 / C
         self.penalised = torch.ones(x.shape[1], dtype=x.dtype)
         self.penalised[-1] = 0.0  # the intercept
+        self.x32 = x.float()
 
     def scores(self, w: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W`` for every problem: (n, P, k) from weights (P, D, k)."""
@@ -87,30 +88,40 @@ class _Problems:
         return value, grad
 
     def data_hessian(self, w: torch.Tensor, col: int) -> torch.Tensor:
-        """Hessian of problem ``col``'s loss term at ``w`` (D, k): (k D, k D), class-major blocks."""
+        """Hessian of problem ``col``'s loss term at ``w`` (D, k): (k D, k D), class-major blocks.
+
+        Computed in float32 (it only preconditions the steps; the gradients that decide convergence
+        are float64)."""
         z = self.scores(w[None])[:, 0, :]
         mask = self.masks[:, col]
+        x = self.x32
         if self.k == 1:
             s = torch.sigmoid(z[:, 0])
-            return self.x.T @ (self.x * (mask * s * (1 - s))[:, None])
+            return (x.T @ (x * (mask * s * (1 - s)).float()[:, None])).double()
         prob = torch.softmax(z, dim=-1)
         d, k = w.shape
         out = torch.empty((k * d, k * d), dtype=w.dtype)
         for a in range(k):
             for b in range(a, k):
-                weight = mask * prob[:, a] * (float(a == b) - prob[:, b])
-                block = self.x.T @ (self.x * weight[:, None])
+                weight = (mask * prob[:, a] * (float(a == b) - prob[:, b])).float()
+                block = (x.T @ (x * weight[:, None])).double()
                 out[a * d : (a + 1) * d, b * d : (b + 1) * d] = block
-                out[b * d : (b + 1) * d, a * d : (a + 1) * d] = block
+                out[b * d : (b + 1) * d, a * d : (a + 1) * d] = block.T
         return out
 
     def factor(self, data_hessian: torch.Tensor, lam: float, rows: float) -> torch.Tensor:
-        """Cholesky factor of ``data_hessian + lam * penalty``; the intercepts get a tiny ridge (the
-        multinomial loss is flat along adding one constant to every intercept)."""
+        """Cholesky factor of ``data_hessian + lam * penalty``; the intercepts get a small ridge (the
+        multinomial loss is flat along adding one constant to every intercept), grown if rounding
+        leaves the matrix indefinite."""
         d = self.x.shape[1]
         diagonal = (lam * self.penalised).repeat(self.k)
-        diagonal[d - 1 :: d] = 1e-10 * rows
-        return torch.linalg.cholesky(data_hessian + torch.diag(diagonal))
+        matrix = (data_hessian + data_hessian.T) / 2 + torch.diag(diagonal)
+        for ridge in (1e-6, 1e-4, 1e-2):
+            matrix[range(d - 1, len(matrix), d), range(d - 1, len(matrix), d)] += ridge * rows
+            factor, info = torch.linalg.cholesky_ex(matrix)
+            if int(info) == 0:
+                break
+        return factor
 
 
 def _newton(
