@@ -17,7 +17,7 @@ SST-2, ``2^-1 .. 2^5`` for TREC and MRPC. Every fit minimises scikit-learn's ``L
 objective (L2, unpenalised intercept; binomial loss for two classes, multinomial for TREC) and is
 solved to convergence (largest gradient entry at most 1e-8 per training example,
 :mod:`protoembed.evaluation.logistic`), so the results are those of the objective's unique minimiser:
-scikit-learn's default ``lbfgs`` stops at a gradient of 1e-4 (after 11 to 30 iterations on MR), and
+scikit-learn's default ``lbfgs`` stops at a gradient of 1e-4 (at most 27 iterations per fit in one MR training fold), and
 SentEval's fits stop at 100 iterations (its high-``C`` TREC fits stop there unconverged).
 All fits of a task (inner folds x grid, plus the refits) are solved together.
 
