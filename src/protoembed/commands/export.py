@@ -6,12 +6,11 @@ import argparse
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
+from protoembed.export.layout import QUANTIZE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``export`` sub-command."""
-    from protoembed.export import QUANTIZE
-
     parser = subparsers.add_parser(
         "export",
         help="export a model to ONNX (template, soft prompt, pooling and normalisation inside the graph)",
@@ -29,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load ``args.model`` on the CPU and write its export to ``args.output``."""
     from protoembed import load
-    from protoembed.export import QUANTIZE, export_embedder, is_export_dir
+    from protoembed.export import export_embedder, is_export_dir
 
     if args.quantize is not None and args.quantize not in QUANTIZE:
         raise ProtoembedError(f"--quantize {args.quantize!r}: expected one of {', '.join(QUANTIZE)}")

@@ -8,8 +8,16 @@ order) with the forward pass run by ONNX Runtime.
 
 from __future__ import annotations
 
-from protoembed.export.graph import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE, export_embedder
-from protoembed.export.runtime import OnnxEmbedder, is_export_dir, load_export
+from typing import Any
+
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
+
+_LAZY = {
+    "export_embedder": "protoembed.export.graph",
+    "OnnxEmbedder": "protoembed.export.runtime",
+    "is_export_dir": "protoembed.export.runtime",
+    "load_export": "protoembed.export.runtime",
+}
 
 __all__ = [
     "EXPORT_CONFIG",
@@ -21,3 +29,12 @@ __all__ = [
     "is_export_dir",
     "load_export",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the torch / ONNX Runtime parts on first use, so that the CLI starts fast."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'protoembed.export' has no attribute {name!r}")

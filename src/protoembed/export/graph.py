@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from protoembed.errors import ProtoembedError
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
 from protoembed.io import replace_dir
 
 if TYPE_CHECKING:
@@ -44,11 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Bumped whenever a reader of an older version could misread a newer folder.
-FORMAT_VERSION = 1
-EXPORT_CONFIG = "protoembed_export.json"
-GRAPH_FILE = "onnx/model.onnx"
-QUANTIZE = ("int8",)
 OPSET = 17
 #: Heads whose folder also follows sentence-transformers' ONNX convention (their pooling is ST's own).
 ST_HEADS = ("cls", "mean", "max")
