@@ -10,7 +10,7 @@ import yaml
 from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
 from protoembed.training.config import config_from_dict, dump_config, load_config
-from protoembed.training.corpus import read_corpus, resolve_corpus_path
+from protoembed.data.corpus import read_corpus, resolve_corpus_path
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -69,7 +69,7 @@ from protoembed.training.components import (
     stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
-from protoembed.training.corpus import Corpus, read_corpus, resolve_corpus_path
+from protoembed.data.corpus import Corpus, read_corpus, resolve_corpus_path
 from protoembed.training.runlog import RunLog
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
 

@@ -1,4 +1,4 @@
-"""The unsupervised training corpus: one sentence per line.
+"""The `text` training format: one sentence per line (SimCSE's unsupervised corpus).
 
 Rules:
 - leading/trailing white space is stripped; empty (or all-blank) lines are skipped and counted;
