@@ -6,18 +6,27 @@ Every file is ``label<TAB>text`` with integer labels from 1. Quirks handled: CRL
 (SearchSnippets, StackOverflow, Biomedical, Tweet), a trailing empty third column on StackOverflow
 lines and tabs inside some of its texts (whitespace is normalised to single spaces), no final newline
 (Biomedical); an empty text is skipped and counted.
+
+:func:`read_clustering_texts` is the ``clustering`` training format: the same files read as unlabeled
+in-domain text (the ``text`` column only; the labels are parsed to check the line, then dropped), as the
+short-text clustering literature trains on the texts it clusters without their labels.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from protoembed.data.lines import read_lines
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
+
+if TYPE_CHECKING:
+    from protoembed.data.examples import Examples
 
 #: Dataset -> file under ``clustering/``, in the order of the clustering tables.
 CLUSTERING_FILES = {
@@ -48,11 +57,8 @@ class ClusteringData:
     skipped_empty: int = 0
 
 
-def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> ClusteringData:
-    """Read one of :data:`CLUSTERING_TASKS`; a malformed line is an error naming file and line."""
-    if task not in CLUSTERING_FILES:
-        raise ProtoembedError(f"unknown clustering task {task!r}; choose from: {', '.join(CLUSTERING_TASKS)}")
-    path = resolve_data_dir(data_dir) / "clustering" / CLUSTERING_FILES[task]
+def _parse(path: Path) -> tuple[list[int], list[str], int]:
+    """``(raw integer labels, texts, skipped empty texts)`` of a ``label<TAB>text`` file."""
     raw_labels: list[int] = []
     texts: list[str] = []
     skipped = 0
@@ -67,7 +73,42 @@ def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> Clust
             continue
         raw_labels.append(int(label))
         texts.append(text)
+    return raw_labels, texts, skipped
+
+
+def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> ClusteringData:
+    """Read one of :data:`CLUSTERING_TASKS`; a malformed line is an error naming file and line."""
+    if task not in CLUSTERING_FILES:
+        raise ProtoembedError(f"unknown clustering task {task!r}; choose from: {', '.join(CLUSTERING_TASKS)}")
+    path = resolve_data_dir(data_dir) / "clustering" / CLUSTERING_FILES[task]
+    raw_labels, texts, skipped = _parse(path)
     values = sorted(set(raw_labels))
     index = {v: i for i, v in enumerate(values)}
     labels = np.array([index[v] for v in raw_labels])
     return ClusteringData(task, texts, labels, len(values), skipped)
+
+
+def read_clustering_texts(path: str | os.PathLike[str], **_: Any) -> Examples:
+    """The ``clustering`` training format: a ``label<TAB>text`` file as unlabeled examples.
+
+    Args:
+        path: one clustering file (e.g. ``clustering/stackoverflow/stackoverflow_true_text``).
+    Returns:
+        :class:`~protoembed.data.examples.Examples` with the single column ``text`` (every non-empty
+        text in file order, white space normalised as :func:`read_clustering` does); the label field is
+        checked to be an integer, then dropped: it is never part of the examples.
+    Raises:
+        ProtoembedError: missing file or a line that is not ``label<TAB>text`` (named as ``file:line``).
+    """
+    from protoembed.data.examples import Examples
+
+    path = Path(path)
+    _, texts, skipped = _parse(path)
+    source = {
+        "path": str(path),
+        "format": "clustering",
+        "examples": len(texts),
+        "skipped": {"empty_text": skipped},
+        "dropped_columns": ["label"],
+    }
+    return Examples({"text": texts}, [source])

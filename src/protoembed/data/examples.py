@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protoembed.data.clustering import read_clustering_texts
 from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
@@ -135,6 +136,12 @@ def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -
 #: matched against the file name, first match wins, in this order; ``text`` is the fallback.
 FORMATS: dict[str, Format] = {
     "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line"),
+    "clustering": Format(
+        read_clustering_texts,
+        ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),
+        ("text",),
+        "label<TAB>text short-text clustering file, read as unlabeled text (labels dropped)",
+    ),
 }
 
 
