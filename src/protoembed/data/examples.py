@@ -25,6 +25,7 @@ to SimCSE triplets) or fails with a one-line error naming the files and the colu
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 #: NLI label names; the ``label`` column holds their index (sentence-transformers' SoftmaxLoss order).
 NLI_LABELS = ("contradiction", "entailment", "neutral")
+
+#: The columns that hold sentences (the others hold gold scores or labels).
+SENTENCE_COLUMNS = frozenset({"text", "sentence1", "sentence2", "anchor", "positive", "negative"})
 
 #: A column requirement: a name, or a tuple of alternatives of which one must be present.
 ColumnSpec = Sequence[str | tuple[str, ...]]
@@ -88,18 +92,39 @@ class Examples:
 
     @staticmethod
     def concat(parts: Sequence[Examples]) -> Examples:
-        """The examples of ``parts`` one after the other; all parts must have the same columns."""
+        """The examples of ``parts`` one after the other, with the columns all parts share.
+
+        Parts with other column sets keep only the common columns (in the first part's order): SNLI
+        pairs (``sentence1, sentence2, label``) and SICK (``sentence1, sentence2, score, label``)
+        concatenate to ``sentence1, sentence2, label``. What each part loses is logged and recorded in
+        its sources as ``dropped_columns``.
+
+        Raises:
+            ValueError: no parts.
+            ProtoembedError: the common columns hold no sentence column (e.g. ``text`` files with
+                sentence pairs); the message names each file's columns.
+        """
         if not parts:
             raise ValueError("no examples to concatenate")
-        names = parts[0].names
-        for part in parts[1:]:
-            if set(part.names) != set(names):
-                raise ProtoembedError(
-                    f"{part.where()} has columns {', '.join(part.names)} but {parts[0].where()} has "
-                    f"{', '.join(names)}: the files of one training corpus must share their columns"
+        common = [name for name in parts[0].names if all(name in part.columns for part in parts[1:])]
+        if not set(common) & SENTENCE_COLUMNS:
+            described = "; ".join(f"{part.where()} has {', '.join(part.names)}" for part in parts)
+            raise ProtoembedError(
+                f"the files of one training corpus share no sentence column ({described}); "
+                "combine files with the same kind of examples"
+            )
+        sources: list[dict[str, Any]] = []
+        for part in parts:
+            dropped = [name for name in part.names if name not in common]
+            if dropped:
+                logger.warning(
+                    "%s: column(s) %s dropped (not in every file)", part.where(), ", ".join(dropped)
                 )
-        columns = {name: [v for part in parts for v in part.columns[name]] for name in names}
-        return Examples(columns, [s for part in parts for s in part.sources])
+                sources.extend({**s, "dropped_columns": dropped} for s in part.sources)
+            else:
+                sources.extend(part.sources)
+        columns = {name: [v for part in parts for v in part.columns[name]] for name in common}
+        return Examples(columns, sources)
 
 
 # --------------------------------------------------------------------------- readers
@@ -132,6 +157,17 @@ def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -
     return Examples({"text": corpus.sentences}, [source])
 
 
+def _lazy(module: str, function: str) -> Reader:
+    """The reader ``protoembed.data.<module>.<function>``, imported on first use (those modules build
+    :class:`Examples`, so they cannot be imported while this one is)."""
+
+    def reader(path: Path, **options: Any) -> Examples:
+        return getattr(importlib.import_module(f"protoembed.data.{module}"), function)(path, **options)
+
+    reader.__name__ = reader.__qualname__ = function
+    return reader
+
+
 #: Format name -> :class:`Format`. A new reader is one function plus one line here. The patterns are
 #: matched against the file name, first match wins, in this order; ``text`` is the fallback.
 FORMATS: dict[str, Format] = {
@@ -141,6 +177,49 @@ FORMATS: dict[str, Format] = {
         ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),
         ("text",),
         "label<TAB>text short-text clustering file, read as unlabeled text (labels dropped)",
+    ),
+    "stsb": Format(
+        _lazy("pairs", "read_stsb_examples"),
+        ("sts-*.csv",),
+        ("sentence1", "sentence2", "score"),
+        "STS Benchmark: genre, file, year, id, score, sentence1, sentence2 [, 2 sources], tab-separated",
+    ),
+    "sick": Format(
+        _lazy("pairs", "read_sick_examples"),
+        ("SICK_*.txt",),
+        ("sentence1", "sentence2", "score", "label"),
+        "SICK: header, pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment",
+    ),
+    "snli_jsonl": Format(
+        _lazy("nli", "read_snli_jsonl"),
+        ("snli_*.jsonl", "multinli_*.jsonl", "*nli*.jsonl", "*NLI*.jsonl"),
+        ("sentence1", "sentence2", "label"),
+        "SNLI / MultiNLI JSON lines with sentence1, sentence2, gold_label ('-' skipped)",
+    ),
+    "nli_txt": Format(
+        _lazy("nli", "read_nli_txt"),
+        ("snli_1.0_*.txt", "multinli_1.0_*.txt"),
+        ("sentence1", "sentence2", "label"),
+        "SNLI / MultiNLI tab-separated release with a gold_label, sentence1, sentence2 header ('-' skipped)",
+    ),
+    "senteval_nli": Format(
+        _lazy("nli", "read_senteval_nli"),
+        ("s1.*",),
+        ("sentence1", "sentence2", "label"),
+        "SentEval's SNLI copy: s1.<split>, with s2.<split> and labels.<split> beside it",
+    ),
+    "simcse_nli": Format(
+        _lazy("nli", "read_simcse_nli"),
+        ("nli_for_simcse*.csv", "*simcse*.csv"),
+        ("anchor", "positive", "negative"),
+        "SimCSE's CSV, header sent0,sent1,hard_neg (or sent0,sent1: anchor, positive only)",
+    ),
+    "allnli": Format(
+        _lazy("nli", "read_allnli"),
+        ("AllNLI*.tsv.gz", "AllNLI*.tsv", "allnli*.tsv.gz", "allnli*.tsv"),
+        ("sentence1", "sentence2", "label"),
+        "sentence-transformers' AllNLI.tsv(.gz): split, dataset, filename, sentence1, sentence2, label; "
+        "option split (train, dev, test; default train)",
     ),
 }
 

@@ -17,15 +17,17 @@ characters ``str.splitlines`` treats as line breaks.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from protoembed.data.lines import read_lines as _read_lines
+from protoembed.data.pairs import parse_score as _score
+from protoembed.data.pairs import parse_sick_lines, parse_stsb_lines
+from protoembed.data.pairs import split_columns as _columns
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 
@@ -124,28 +126,12 @@ def read_lines(path: Path, raw: bool = False, encoding: str = "utf-8") -> list[s
     return _read_lines(path, encoding, _RAW_HINT if raw else _SENTEVAL_HINT)
 
 
-def _columns(path: Path, lineno: int, line: str, expected: tuple[int, ...], what: str) -> list[str]:
-    cols = line.split("\t")
-    if len(cols) not in expected:
-        want = " or ".join(str(n) for n in expected)
-        raise ProtoembedError(
-            f"{path}:{lineno}: expected {want} tab-separated columns ({what}), got {len(cols)}"
-        )
-    return cols
-
-
-def _score(path: Path, lineno: int, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise ProtoembedError(f"{path}:{lineno}: expected a numeric similarity score, got {text[:40]!r}")
-    return value
-
-
 def _clean(sentence: str, variant: str) -> str:
     return " ".join(sentence.split()) if variant == "senteval" else sentence.strip()
+
+
+def _cleaner(variant: str) -> Callable[[str], str]:
+    return lambda sentence: _clean(sentence, variant)
 
 
 def _root(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -246,16 +232,9 @@ def read_stsb(
     raw = variant == "raw"
     folder = ("sts_raw", "stsbenchmark") if raw else ("senteval", "STS", "STSBenchmark")
     path = _root(data_dir).joinpath(*folder, f"sts-{split}.csv")
-    n_cols = (7, 9) if raw else (7,)
-    what = "genre, file, year, id, score, sentence1, sentence2" + (" [, source1, source2]" if raw else "")
-    s1: list[str] = []
-    s2: list[str] = []
-    scores: list[float] = []
-    for lineno, line in enumerate(read_lines(path, raw), start=1):
-        cols = _columns(path, lineno, line, n_cols, what)
-        scores.append(_score(path, lineno, cols[4].strip()))
-        s1.append(_clean(cols[5], variant))
-        s2.append(_clean(cols[6], variant))
+    clean = _cleaner(variant)
+    pairs = parse_stsb_lines(path, read_lines(path, raw), (7, 9) if raw else (7,), clean)
+    s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
     return StsPairs(f"STSBenchmark/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
 
 
@@ -273,17 +252,8 @@ def read_sick(
     _check_variant(variant)
     split = _split(split, "SICKRelatedness")
     path = _root(data_dir) / "senteval" / "SICK" / _SICK_FILES[split]
-    what = "pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment"
-    s1: list[str] = []
-    s2: list[str] = []
-    scores: list[float] = []
-    for lineno, line in enumerate(read_lines(path), start=1):
-        if lineno == 1 and line.startswith("pair_ID"):
-            continue
-        cols = _columns(path, lineno, line, (5,), what)
-        scores.append(_score(path, lineno, cols[3].strip()))
-        s1.append(_clean(cols[1], variant))
-        s2.append(_clean(cols[2], variant))
+    pairs = parse_sick_lines(path, read_lines(path), _cleaner(variant))
+    s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
     return StsPairs(f"SICKRelatedness/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
 
 
