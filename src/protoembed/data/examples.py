@@ -20,6 +20,10 @@ into :class:`Examples`; :func:`read_examples` picks the reader from the format n
 given, from the file name (:func:`infer_format`). An objective declares the columns it needs; when the
 data has other columns, :func:`convert` applies a registered :data:`CONVERSIONS` entry (e.g. NLI pairs
 to SimCSE triplets) or fails with a one-line error naming the files and the columns.
+
+Registered formats: ``text``; ``stsb`` and ``sick`` (:mod:`protoembed.data.pairs`, the parser the STS
+evaluation uses too); ``snli_jsonl``, ``nli_txt``, ``senteval_nli``, ``simcse_nli`` and ``allnli``
+(:mod:`protoembed.data.nli`); ``clustering`` (:mod:`protoembed.data.clustering`).
 """
 
 from __future__ import annotations
@@ -256,7 +260,8 @@ def read_examples(
         path: the file (relative paths: working directory, then ``data_dir`` / ``$PROTOEMBED_DATA``).
         format: a key of :data:`FORMATS`; ``None`` = :func:`infer_format`.
         data_dir: base of relative paths.
-        **options: passed to the reader (``drop_unterminated_last_line`` for ``text``).
+        **options: passed to the reader (``drop_unterminated_last_line`` for ``text``, ``split`` for
+            ``allnli``); readers ignore options they do not know.
     Raises:
         ProtoembedError: unknown format, missing file, or a malformed line (named as ``file:line``).
     """

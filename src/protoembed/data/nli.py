@@ -157,11 +157,12 @@ def _fields(path: Path, lineno: int, line: str, index: dict[str, int], names: Se
 
 def read_snli_jsonl(path: str | os.PathLike[str], **_: Any) -> Examples:
     """The ``snli_jsonl`` format: SNLI / MultiNLI ``.jsonl`` (``sentence1``, ``sentence2``,
-    ``gold_label`` per object); blank lines are skipped. Unknown keyword options are ignored."""
+    ``gold_label`` per object); blank lines are skipped and counted. Unknown keyword options are ignored."""
     path = Path(path)
     pairs = _Pairs(path, "snli_jsonl")
     for lineno, line in iter_lines(path):
         if not line.strip():
+            pairs.skipped["empty_line"] += 1
             continue
         try:
             row = json.loads(line)
