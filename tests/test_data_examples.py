@@ -483,7 +483,10 @@ def test_staged_sick_counts_scores_and_labels(data_dir: Path) -> None:
         path = data_dir / "senteval" / "SICK" / name
         examples = read_examples(path)
         assert len(examples) == n
-        np.testing.assert_array_equal(examples.columns["score"], read_sick(data_dir, split, "raw").scores)
+        pairs = read_sick(data_dir, split, "raw")
+        assert examples.columns["sentence1"] == pairs.sentences1
+        assert examples.columns["sentence2"] == pairs.sentences2
+        np.testing.assert_array_equal(examples.columns["score"], pairs.scores)
         judgments = [line.split("\t")[4].strip() for line in path.read_text().splitlines()[1:]]
         assert Counter(NLI_LABELS[i].upper() for i in examples.columns["label"]) == Counter(judgments)
 

@@ -42,23 +42,35 @@ from protoembed.errors import ProtoembedError
 NO_GOLD_LABEL = "-"
 
 
-def parse_nli_label(
-    path: str | os.PathLike[str], lineno: int, text: str, allow_missing: bool = True
-) -> int | None:
-    """The index in :data:`NLI_LABELS` of ``text`` (case ignored: SICK writes ``ENTAILMENT``).
+def parse_nli_label(path: str | os.PathLike[str], lineno: int, text: str) -> int | None:
+    """The index in :data:`NLI_LABELS` of ``text`` (case ignored), or ``None`` for ``-`` (no gold label).
 
-    Returns:
-        the index, or ``None`` for ``-`` when ``allow_missing``.
+    Raises:
+        ProtoembedError: ``file:line: expected an NLI label (contradiction, entailment, neutral; '-' = no
+            gold label), got 'x'``.
+    """
+    if text.strip() == NO_GOLD_LABEL:
+        return None
+    return _label_index(path, lineno, text, f"; {NO_GOLD_LABEL!r} = no gold label")
+
+
+def nli_label(path: str | os.PathLike[str], lineno: int, text: str) -> int:
+    """The index in :data:`NLI_LABELS` of ``text`` (case ignored: SICK writes ``ENTAILMENT``); a
+    gold label is required.
+
     Raises:
         ProtoembedError: ``file:line: expected an NLI label (contradiction, entailment, neutral), got 'x'``.
     """
+    return _label_index(path, lineno, text, "")
+
+
+def _label_index(path: str | os.PathLike[str], lineno: int, text: str, also: str) -> int:
     name = text.strip().lower()
-    if name in NLI_LABELS:
-        return NLI_LABELS.index(name)
-    if allow_missing and name == NO_GOLD_LABEL:
-        return None
-    allowed = ", ".join(NLI_LABELS) + (f"; {NO_GOLD_LABEL!r} = no gold label" if allow_missing else "")
-    raise ProtoembedError(f"{path}:{lineno}: expected an NLI label ({allowed}), got {text[:40]!r}")
+    if name not in NLI_LABELS:
+        raise ProtoembedError(
+            f"{path}:{lineno}: expected an NLI label ({', '.join(NLI_LABELS)}{also}), got {text[:40]!r}"
+        )
+    return NLI_LABELS.index(name)
 
 
 class _Pairs:

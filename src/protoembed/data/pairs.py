@@ -30,7 +30,7 @@ from typing import Any
 
 from protoembed.data.examples import Examples
 from protoembed.data.lines import read_lines
-from protoembed.data.nli import parse_nli_label
+from protoembed.data.nli import nli_label
 from protoembed.errors import ProtoembedError
 
 #: The gold similarity scale of STS (0 = unrelated .. 5 = equivalent).
@@ -152,9 +152,7 @@ def parse_sick_lines(
         pairs.scores.append(parse_score(path, lineno, cols[3].strip()))
         pairs.sentences1.append(parse_sentence(path, lineno, cols[1], "sentence_A", clean))
         pairs.sentences2.append(parse_sentence(path, lineno, cols[2], "sentence_B", clean))
-        label = parse_nli_label(path, lineno, cols[4], allow_missing=False)
-        assert label is not None
-        pairs.labels.append(label)
+        pairs.labels.append(nli_label(path, lineno, cols[4]))
     return pairs
 
 

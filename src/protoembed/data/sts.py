@@ -12,7 +12,9 @@ SICK has one copy (``senteval/SICK``), read for both variants. Format quirks han
 gold lines in STS15/16 (unscored pairs, skipped as SentEval does), CRLF line ends, a UTF-8 BOM, the
 SICK header, STS16 raw inputs with 4 columns, and raw STS-B lines with 7 or 9 columns and unbalanced
 quotes (split on tabs only, never CSV quoting). Lines are split on ``\\n`` only, never on the other
-characters ``str.splitlines`` treats as line breaks.
+characters ``str.splitlines`` treats as line breaks. STS Benchmark and SICK lines are parsed by
+:mod:`protoembed.data.pairs`, the parser of the ``stsb`` and ``sick`` training formats: gold scores must
+lie in [0, 5], sentences must not be empty, SICK's entailment judgments must be NLI labels.
 """
 
 from __future__ import annotations
