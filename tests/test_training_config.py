@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from protoembed.data.corpus import read_corpus, resolve_corpus_path
 from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
 from protoembed.training.config import config_from_dict, dump_config, load_config
-from protoembed.data.corpus import read_corpus, resolve_corpus_path
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -53,7 +53,7 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     assert set(saved["tasks"]) == {"STSBenchmark"} and saved["model"] == str(out / "best")
     assert saved["best_step"] in (2, 4, 5)
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
-    assert log[0]["event"] == "start" and log[0]["corpus"]["empty_lines_skipped"] == 1
+    assert log[0]["event"] == "start" and log[0]["data"]["files"][0]["skipped"]["empty_line"] == 1
     assert [e["step"] for e in log if e["event"] == "eval"] == [2, 4, 5]  # every eval_steps and at the end
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
     assert log[-1]["event"] == "end"
@@ -131,7 +131,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_checkpoint(tiny_model_dirs
 
 def test_bad_inputs(tiny_model_dirs, corpus, tmp_path):
     model = tiny_model_dirs["bert"]
-    with pytest.raises(ProtoembedError, match=r"batch_size 64 is larger than the corpus \(32 usable"):
+    with pytest.raises(ProtoembedError, match=r"batch_size 64 is larger than the training data \(32 usable"):
         train(tiny_config(model, corpus, tmp_path / "a", batch_size=64), objective_factory=standin_factory())
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n\n", encoding="utf-8")

@@ -76,7 +76,10 @@ class StandInObjective(torch.nn.Module):
         self.nan_at = nan_at
         self.calls = 0
 
-    def forward(self, sentences: list[str]) -> torch.Tensor:
+    columns = ("text",)
+
+    def forward(self, batch: dict[str, list[str]]) -> torch.Tensor:
+        sentences = batch["text"]
         self.calls += 1
         features = self.embedder.features(sentences)
         a = self.embedder(dict(features))
@@ -89,6 +92,9 @@ class StandInObjective(torch.nn.Module):
 
     def eval_embedder(self):
         return self.embedder
+
+    def save(self, path) -> None:
+        self.embedder.save(path)
 
     def config(self) -> dict[str, Any]:
         return {"objective": "standin"}

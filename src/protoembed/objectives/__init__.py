@@ -1,8 +1,9 @@
 """Training objectives: name -> :class:`Objective` class. A new objective is one file plus one line here.
 
 ``build_objective(name, embedder, **options)`` validates the options (an unknown key is an error naming
-it) and returns an :class:`Objective` whose ``forward(sentences)`` is the training loss and whose
-``eval_embedder()`` is the model to evaluate and save.
+it) and returns an :class:`Objective` whose ``forward(batch)`` is the training loss of a batch of examples
+(a dict of named columns, :attr:`Objective.columns`) and whose ``eval_embedder()`` is the model to
+evaluate and save.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, Objective, contrastive_loss
 from protoembed.objectives.conpvp import ConPVP
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.mlp import MLPPooling
@@ -50,6 +51,7 @@ def build_objective(
 __all__ = [
     "OBJECTIVES",
     "ConPVP",
+    "ContrastiveObjective",
     "MLPPooling",
     "Objective",
     "PromptBERT",

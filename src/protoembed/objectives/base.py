@@ -1,27 +1,34 @@
-"""What an objective is: an embedder plus training-only parts, mapping a batch of sentences to a loss.
+"""What an objective is: an embedder plus training-only parts, mapping a batch of examples to a loss.
 
 An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.embedder.Embedder` being
-trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the soft
-prompt and the training MLP) and returns a scalar loss from :meth:`Objective.forward`. What is evaluated
-and saved is :meth:`Objective.eval_embedder` (the MLP dropped unless ``mlp: keep``).
+trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the head and
+every training-only part) and returns a scalar loss from :meth:`Objective.forward` for one batch of
+examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
+"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective declares the columns it needs
+(:attr:`Objective.columns`, checked against the data before step 1) and its natural head
+(:meth:`Objective.head_for`). What is evaluated and saved is :meth:`Objective.eval_embedder`.
 
-The contrastive core shared by SimCSE, PromptBERT and ConPVP is :func:`contrastive_loss`: cosine
-similarity divided by a temperature, cross-entropy with target ``i`` for anchor ``i``, over the batch
-gathered from every process (:mod:`protoembed.objectives.distributed`).
+Sentences become the embedder's inputs through :class:`~protoembed.objectives.views.ViewBuilder` (the
+embedder's own template, training truncation). :class:`ContrastiveObjective` adds what the unsupervised
+contrastive objectives share: the training MLP and the InfoNCE core :func:`contrastive_loss` (cosine
+similarity over a temperature, cross-entropy with target ``i`` for anchor ``i``, over the batch gathered
+from every process, :mod:`protoembed.objectives.distributed`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
+from protoembed.data.examples import ColumnSpec
 from protoembed.embedder import Embedder
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.mlp import MLP, MLPPooling
-from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
 from protoembed.objectives.views import Rows, ViewBuilder
 
 
@@ -53,10 +60,11 @@ def contrastive_loss(
 
 
 class Objective(torch.nn.Module):
-    """Base class: an embedder, its training-only parts, and a loss over a batch of sentences.
+    """Base class: an embedder, its training-only parts, and a loss over a batch of examples.
 
-    Subclasses set :attr:`name` and :attr:`Options` (a pydantic model of their options, see
-    :mod:`protoembed.objectives.options`) and implement :meth:`forward`.
+    Subclasses set :attr:`name`, :attr:`Options` (a pydantic model of their options, see
+    :mod:`protoembed.objectives.options`), :attr:`columns` and :attr:`default_head`, and implement
+    :meth:`forward`.
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
@@ -68,7 +76,11 @@ class Objective(torch.nn.Module):
     """
 
     name: ClassVar[str] = ""
-    Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
+    Options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
+    #: The columns a batch must have; a tuple inside means one of those alternatives.
+    columns: ClassVar[ColumnSpec] = ("text",)
+    #: The embedder head used when the config names none.
+    default_head: ClassVar[str] = "cls"
 
     def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
         super().__init__()
@@ -77,43 +89,91 @@ class Objective(torch.nn.Module):
         if max_seq_length is None:
             max_seq_length = embedder.encoder.max_seq_length
         self.views = ViewBuilder(embedder.encoder, max_seq_length)
-        hidden = int(embedder.pooler.get_embedding_dimension())
-        self.mlp = MLP(hidden).to(embedder.device) if self.options.mlp != "none" else None
+
+    @classmethod
+    def head_for(cls, options: Mapping[str, Any]) -> str:
+        """The head this objective trains when the config names none (``options``: its raw options)."""
+        return cls.default_head
 
     def config(self) -> dict[str, Any]:
         """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""
         return {"objective": self.name, **self.options.model_dump()}
 
     # ------------------------------------------------------------- forward
-    def forward(self, sentences: Sequence[str]) -> torch.Tensor:  # pragma: no cover - abstract
-        """The training loss of one batch of sentences (scalar)."""
+    def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:  # pragma: no cover - abstract
+        """The training loss of one batch of examples (scalar)."""
         raise NotImplementedError
-
-    def embed_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Encoder + head on padded features -> (B, H) pooled vectors (no normalisation, no MLP).
-
-        The embedder's own ``normalize`` is skipped on purpose: losses use cosine similarity, and the
-        training MLP must see the raw head output, as at evaluation with ``mlp: keep``.
-        """
-        features = self.embedder.pooler(self.embedder.encoder(features))
-        return features["sentence_embedding"]
 
     @property
     def max_seq_length(self) -> int | None:
         """Truncation of the training inputs."""
         return self.views.max_seq_length
 
+    def embed_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Encoder + head on padded features -> (B, H) pooled vectors (no normalisation).
+
+        The embedder's own ``normalize`` is skipped on purpose: losses use cosine similarity, and a
+        training MLP must see the raw head output, as at evaluation with ``mlp: keep``.
+        """
+        features = self.embedder.pooler(self.embedder.encoder(features))
+        return features["sentence_embedding"]
+
     def embed_rows(self, rows: Rows) -> torch.Tensor:
         """Pad ``rows`` into one batch and run the backbone once -> (len(rows), H)."""
         return self.embed_features(self.views.collate(rows, self.embedder.device))
+
+    def embed(self, *groups: Sequence[str]) -> list[torch.Tensor]:
+        """Embed groups of sentences as the embedder reads them (its template, training truncation).
+
+        All groups go through the backbone in ONE forward (as sentence-transformers' siamese losses run
+        each column separately, the results are the same up to padding); returns one (len(group), H)
+        tensor per group.
+        """
+        rows = Rows()
+        soft = self.embedder.encoder.soft_prompt is not None
+        for group in groups:
+            rows.extend(
+                self.views.wrap(self.views.anchor_template, self.views.sentence_ids(group), soft=soft)
+            )
+        states = self.embed_rows(rows)
+        return list(states.split([len(g) for g in groups]))
+
+    # ---------------------------------------------------------- evaluation
+    def eval_embedder(self) -> Embedder:
+        """The model to evaluate and save (sharing this objective's modules)."""
+        return self.embedder
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save what a run keeps as ``best/``: :meth:`eval_embedder` in the sentence-transformers layout."""
+        self.eval_embedder().save(path)
+
+
+def batch_sentences(batch: Mapping[str, Sequence[Any]] | Sequence[str]) -> Sequence[str]:
+    """The ``text`` column of a batch; a plain list of sentences is taken as that column."""
+    return batch["text"] if isinstance(batch, Mapping) else batch
+
+
+class ContrastiveObjective(Objective):
+    """An unsupervised contrastive objective over sentences (SimCSE, PromptBERT, ConPVP): the ``text``
+    column, InfoNCE (:func:`contrastive_loss`) and SimCSE's training MLP on the pooled vectors.
+
+    ``forward`` also accepts a plain list of sentences (the ``text`` column alone).
+    """
+
+    Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
+    columns: ClassVar[ColumnSpec] = ("text",)
+
+    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
+        super().__init__(embedder, max_seq_length=max_seq_length, **options)
+        hidden = int(embedder.pooler.get_embedding_dimension())
+        self.mlp = MLP(hidden).to(embedder.device) if self.options.mlp != "none" else None
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the training MLP if there is one."""
         return self.mlp(x) if self.mlp is not None else x
 
-    # ---------------------------------------------------------- evaluation
     def eval_embedder(self) -> Embedder:
-        """The model to evaluate and save: the embedder, with the MLP appended only for ``mlp: keep``.
+        """The embedder, with the MLP appended only for ``mlp: keep``.
 
         With ``keep`` the returned embedder shares its modules (backbone, soft prompt, MLP) with this
         objective, so it always reflects the current weights.

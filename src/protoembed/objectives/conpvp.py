@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import torch
@@ -10,7 +10,7 @@ from pydantic import Field
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
 from protoembed.objectives.options import ContrastiveOptions
 from protoembed.prompts import TemplateIds
@@ -35,7 +35,7 @@ class ConPVPOptions(ContrastiveOptions):
     )
 
 
-class ConPVP(Objective):
+class ConPVP(ContrastiveObjective):
     """ConPVP (Zeng et al., 2022, Eq. 1): pull each anchor towards its positive prototype, away from the
     other sentences' prototypes and from every negative prototype.
 
@@ -90,8 +90,14 @@ class ConPVP(Objective):
     """
 
     name = "conpvp"
+    default_head = "soft_prompt"
     Options = ConPVPOptions
     options: ConPVPOptions
+
+    @classmethod
+    def head_for(cls, options: Mapping[str, Any]) -> str:
+        """``soft_prompt``; the ``w/ manual`` ablation (``anchor: manual``) reads a discrete template: ``mask``."""
+        return "mask" if options.get("anchor") == "manual" else cls.default_head
 
     def __init__(self, embedder: Embedder, **options: Any) -> None:
         super().__init__(embedder, **options)
@@ -139,9 +145,9 @@ class ConPVP(Objective):
             self.generator.set_state(state["generator"])
 
     # ----------------------------------------------------------- forward
-    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
         """Loss of one batch (Eq. 1, or the selected ablation); every view in one forward."""
-        ids = self.views.sentence_ids(sentences)
+        ids = self.views.sentence_ids(batch_sentences(batch))
         n = len(ids)
         soft = self.options.anchor == "soft"
         rows = self.views.wrap(self.anchor, ids, soft=soft)

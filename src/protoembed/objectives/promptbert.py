@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.options import ContrastiveOptions
 from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, Template
 
@@ -31,7 +31,7 @@ class PromptBERTOptions(ContrastiveOptions):
         return text
 
 
-class PromptBERT(Objective):
+class PromptBERT(ContrastiveObjective):
     """Unsupervised PromptBERT (Jiang et al., 2022, Sec. 5: prompt-based contrastive learning).
 
     The two views of sentence ``x_i`` are the ``[MASK]`` states of ``x_i`` in two different templates:
@@ -71,6 +71,7 @@ class PromptBERT(Objective):
     """
 
     name = "promptbert"
+    default_head = "mask"
     Options = PromptBERTOptions
     options: PromptBERTOptions
 
@@ -85,9 +86,9 @@ class PromptBERT(Objective):
         self.first = self.views.template(encoder.template)
         self.second = self.views.template(self.options.second_template)
 
-    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
         """Loss of one batch: 2N view rows (+ template-alone rows when denoising) in one forward."""
-        ids = self.views.sentence_ids(sentences)
+        ids = self.views.sentence_ids(batch_sentences(batch))
         n = len(ids)
         rows = self.views.wrap(self.first, ids).extend(self.views.wrap(self.second, ids))
         lookups = []

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from protoembed.objectives.base import Objective, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.options import ContrastiveOptions
 
 
-class SimCSE(Objective):
+class SimCSE(ContrastiveObjective):
     """Unsupervised SimCSE (Gao et al., 2021, Eq. 4 with dropout as the only augmentation).
 
     Each sentence is encoded twice in one forward (the batch ``[x; x]``, train mode, so the two copies
@@ -49,11 +49,12 @@ class SimCSE(Objective):
     """
 
     name = "simcse"
+    default_head = "cls"
     Options = ContrastiveOptions
 
-    def forward(self, sentences: Sequence[str]) -> torch.Tensor:
+    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
         """Loss of one batch: both dropout views in one forward of 2N rows."""
-        ids = self.views.sentence_ids(sentences)
+        ids = self.views.sentence_ids(batch_sentences(batch))
         n = len(ids)
         soft = self.embedder.encoder.soft_prompt is not None
         rows = self.views.wrap(self.views.anchor_template, ids, soft=soft)

@@ -9,11 +9,13 @@ In: a :class:`~protoembed.training.config.TrainConfig` (and the embedder it load
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from protoembed.data.examples import Examples
+from protoembed.errors import ProtoembedError
 from protoembed.training.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -27,12 +29,19 @@ class TrainableObjective(Protocol):
     ``state_dict`` goes into checkpoints); training-input truncation is the objective's own business.
     """
 
-    def __call__(self, sentences: Sequence[str]) -> torch.Tensor:
-        """The scalar training loss of one batch of raw sentences (this process's share)."""
+    columns: Sequence[str | tuple[str, ...]]
+    """The columns a batch must have (a tuple: one of those alternatives)."""
+
+    def __call__(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
+        """The scalar training loss of one batch of examples (this process's share of its rows)."""
         ...
 
     def eval_embedder(self) -> Embedder:
-        """The model to evaluate and save (sharing the trained weights)."""
+        """The model to evaluate (sharing the trained weights)."""
+        ...
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save the model a run keeps (``best/``)."""
         ...
 
     def config(self) -> dict[str, Any]:
@@ -67,20 +76,16 @@ def stsb_dev_evaluator(
     return evaluate
 
 
-#: Head used when the config names none.
-DEFAULT_HEADS = {"simcse": "cls", "promptbert": "mask", "conpvp": "soft_prompt"}
-
-
 def head_for(cfg: TrainConfig) -> str | None:
-    """The embedder head of a run: the config's ``head``, else the objective's natural one.
+    """The embedder head of a run: the config's ``head``, else the objective's own
+    (:meth:`protoembed.objectives.Objective.head_for`: e.g. ConPVP's ``w/ manual`` ablation gets ``mask``);
+    ``None`` (the model's own) for an objective outside the registry."""
+    from protoembed.objectives import OBJECTIVES
 
-    ConPVP's ``w/ manual`` ablation (``anchor: manual``) reads a discrete template, so it gets ``mask``.
-    """
     if cfg.head is not None:
         return cfg.head
-    if cfg.objective.name == "conpvp" and cfg.objective.options.get("anchor") == "manual":
-        return "mask"
-    return DEFAULT_HEADS.get(cfg.objective.name)
+    cls = OBJECTIVES.get(cfg.objective.name)
+    return None if cls is None else cls.head_for(cfg.objective.options)
 
 
 def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> TrainableObjective:
@@ -116,25 +121,89 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
         return self.n
 
 
-def sentence_loader(sentences: list[str], batch_size: int, sampler: EpochShuffleSampler):
-    """Batches of ``batch_size`` raw sentences in the sampler's order; the last incomplete one dropped."""
+def example_loader(examples: Examples, batch_size: int, sampler: EpochShuffleSampler):
+    """Batches of ``batch_size`` examples in the sampler's order, each a dict of column lists
+    (``{"sentence1": [...], "sentence2": [...], "score": [...]}``); the last incomplete one dropped."""
     return torch.utils.data.DataLoader(
-        sentences,
+        range(len(examples)),
         batch_size=batch_size,
         sampler=sampler,
         drop_last=True,
-        collate_fn=list,
+        collate_fn=examples.select,
         generator=torch.Generator(),  # keeps DataLoader iterators off the global RNG
     )
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: no decay for 1-d parameters (biases, LayerNorm weights), as HF Trainer does."""
-    decay, no_decay = [], []
+def param_groups(
+    model: torch.nn.Module,
+    weight_decay: float,
+    lr: float,
+    head_lr: float | None = None,
+    backbone: torch.nn.Module | None = None,
+) -> list[dict[str, Any]]:
+    """AdamW groups: no decay for 1-d parameters (biases, LayerNorm weights), as HF Trainer does; with
+    ``head_lr``, every parameter outside ``backbone`` (the pretrained transformer) learns at ``head_lr``.
+
+    Returns up to four groups (decay / no decay x backbone / the rest), empty groups left out.
+    """
+    in_backbone = (
+        {id(p) for p in backbone.parameters()} if backbone is not None and head_lr is not None else set()
+    )
+    groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
     for param in model.parameters():
         if param.requires_grad:
-            (no_decay if param.ndim <= 1 else decay).append(param)
+            fresh = head_lr is not None and id(param) not in in_backbone
+            groups.setdefault((param.ndim > 1, fresh), []).append(param)
     return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {
+            "params": params,
+            "weight_decay": weight_decay if decay else 0.0,
+            "lr": head_lr if fresh else lr,
+        }
+        for (decay, fresh), params in sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1]))
     ]
+
+
+def read_training_examples(cfg: TrainConfig) -> Examples:
+    """The examples of ``cfg.data``: each file read by its format's reader, concatenated in order, the
+    first ``max_sentences`` kept. Columns are not yet matched to the objective (see :func:`examples_for`).
+
+    Raises:
+        ProtoembedError: a missing file, an unknown format or a malformed line (named as ``file:line``).
+    """
+    from protoembed.data.examples import read_examples
+
+    data = cfg.data
+    parts = [
+        read_examples(
+            f.path,
+            f.format,
+            data.data_dir,
+            drop_unterminated_last_line=data.drop_unterminated_last_line,
+            **({"split": f.split} if f.split else {}),
+        )
+        for f in data.files()
+    ]
+    examples = Examples.concat(parts) if len(parts) > 1 else parts[0]
+    if data.max_sentences is not None and len(examples) > data.max_sentences:
+        examples = examples.head(data.max_sentences)
+    return examples
+
+
+def examples_for(examples: Examples, columns: Sequence[str | tuple[str, ...]], cfg: TrainConfig) -> Examples:
+    """``examples`` with the ``columns`` the objective needs (converted if a registered conversion
+    applies, see :func:`protoembed.data.examples.convert`), checked to fill one batch.
+
+    Raises:
+        ProtoembedError: the columns cannot be had, or the batch is larger than the examples.
+    """
+    from protoembed.data.examples import convert
+
+    examples = convert(examples, columns, who=f"objective {cfg.objective.name!r}")
+    batch = cfg.training.batch_size
+    if batch > len(examples):
+        raise ProtoembedError(
+            f"training.batch_size {batch} is larger than the training data ({len(examples)} usable "
+            f"examples in {examples.where()}); lower the batch size or use more data"
+        )
+    return examples

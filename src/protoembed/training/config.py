@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     Field,
@@ -53,7 +54,7 @@ class ObjectiveConfig(BaseModel):
 
     model_config = STRICT
 
-    name: Name = Field(description="simcse | promptbert | conpvp (required)")
+    name: Name = Field(description="a registered objective, e.g. conpvp, cosine_regression (required)")
     options: dict[str, Any] = Field(default_factory=dict, description="the objective's own options")
 
     @model_validator(mode="before")
@@ -88,24 +89,60 @@ class ObjectiveConfig(BaseModel):
         return self
 
 
-class DataConfig(BaseModel):
-    """``data:`` section: the training corpus (one sentence per line)."""
+def _known_format(value: str | None) -> str | None:
+    from protoembed.data.examples import FORMATS
+
+    if value is not None and value not in FORMATS:
+        raise ValueError(f"expected one of {', '.join(FORMATS)}, got {value!r}")
+    return value
+
+
+DataFormat = Annotated[OptionalText, AfterValidator(_known_format)]
+
+
+class DataFile(BaseModel):
+    """One training file of ``data.corpus`` given with its format."""
 
     model_config = STRICT
 
-    corpus: Name = Field(
-        description="one sentence per line (required); relative paths: working dir, then data_dir",
+    path: Name = Field(description="the file")
+    format: DataFormat = Field(None, description="its format (default: data.format, else from the name)")
+    split: OptionalText = Field(None, description="allnli: the split to read (default train)")
+
+
+class DataConfig(BaseModel):
+    """``data:`` section: the training examples (one or more files, read in order and concatenated)."""
+
+    model_config = STRICT
+
+    corpus: Name | Annotated[list[Name | DataFile], Field(min_length=1)] = Field(
+        description="training file(s) (required): a path or a list of paths / {path, format}; relative "
+        "paths: working dir, then data_dir",
         examples=["unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"],
     )
+    format: DataFormat = Field(
+        None,
+        description="text | stsb | sick | senteval_nli | ... (default: from each file name; text for .txt)",
+    )
     max_sentences: Annotated[int, Field(ge=1)] | None = Field(
-        None, description="keep the first N usable sentences"
+        None, description="keep the first N usable examples (sentences, pairs, triplets)"
     )
     drop_unterminated_last_line: bool = Field(
-        True, description='a file not ending in "\\n" may be cut mid-sentence: drop that line'
+        True, description='text format: a file not ending in "\\n" may be cut mid-sentence: drop that line'
     )
     data_dir: OptionalText = Field(
         None, description="benchmark data + base of relative corpus paths (default $PROTOEMBED_DATA)"
     )
+
+    def files(self) -> list[DataFile]:
+        """``corpus`` as a list of :class:`DataFile` (``data.format`` filled in where a file has none)."""
+        items = [self.corpus] if isinstance(self.corpus, str) else self.corpus
+        return [
+            DataFile(path=item, format=self.format)
+            if isinstance(item, str)
+            else DataFile(path=item.path, format=item.format or self.format, split=item.split)
+            for item in items
+        ]
 
 
 def _one_task(value: Any) -> Any:
@@ -144,6 +181,11 @@ class TrainingConfig(BaseModel):
     )
     weight_decay: Annotated[Number, Field(ge=0)] = Field(
         0.0, description="AdamW; never on biases / LayerNorm weights"
+    )
+    head_lr: Annotated[Number, Field(ge=0)] | None = Field(
+        None,
+        description="learning rate of what is not the pretrained backbone (a fresh CNN head, a training "
+        "classifier or MLP, the soft prompt); default lr",
     )
     grad_clip: Annotated[Number, Field(gt=0)] | None = Field(None, description="max gradient norm")
     seed: Annotated[int, Field(ge=0)] = Field(
@@ -192,8 +234,8 @@ class TrainConfig(BaseModel):
     model: Name = Field("default", description="protoembed.load spec: default | HF id | local dir")
     head: OptionalText = Field(
         None,
-        description="cls | mean | max | mask | soft_prompt | cnn (default: simcse cls, promptbert mask, "
-        "conpvp soft_prompt, or mask with anchor: manual)",
+        description="cls | mean | max | mask | soft_prompt | cnn (default: the objective's own, e.g. simcse "
+        "cls, conpvp soft_prompt, cosine_regression mean)",
     )
     template: OptionalText = Field(
         None, description="prompt heads: template with <S> and [MASK] (default: the head's)"
@@ -210,9 +252,9 @@ class TrainConfig(BaseModel):
         None, description="uniform (authors' code) | template (default uniform)"
     )
     objective: ObjectiveConfig = Field(
-        description="name: simcse | promptbert | conpvp, and its options (below)"
+        description="name (simcse, promptbert, conpvp, cosine_regression, ...), and its options (below)"
     )
-    data: DataConfig = Field(description="the training corpus")
+    data: DataConfig = Field(description="the training examples")
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="optimisation and evaluation"
     )
@@ -242,9 +284,9 @@ class TrainConfig(BaseModel):
 #: Extra words for a missing required key.
 _REQUIRED = {
     "objective": "(objective: {name: conpvp, ...})",
-    "objective.name": "(simcse, promptbert or conpvp)",
-    "data": "(a one-sentence-per-line text file)",
-    "data.corpus": "(a one-sentence-per-line text file)",
+    "objective.name": "(a registered objective, e.g. conpvp or cosine_regression)",
+    "data": "(a training file, e.g. a one-sentence-per-line text file)",
+    "data.corpus": "(a training file, e.g. a one-sentence-per-line text file)",
 }
 
 

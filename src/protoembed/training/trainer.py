@@ -11,9 +11,9 @@ logged step, evaluation and event), ``config.yaml`` (the resolved config) and, w
 ``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
 
 The loop: AdamW (no weight decay on biases and LayerNorm weights), a linear schedule with optional
-warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the corpus with a
+warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the examples with a
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
-sees exactly ``batch_size`` sentences (and as many in-batch negatives). The dev score every
+sees exactly ``batch_size`` examples (and as many in-batch negatives). The dev score every
 ``eval_steps`` steps and after the last step; a checkpoint after each evaluation. ``max_seq_length``
 truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP authors'
 evaluation, the dev set and the saved model read whole sentences.
@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from protoembed.data.examples import Examples
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 from protoembed.training.checkpoint import (
@@ -63,13 +64,14 @@ from protoembed.training.components import (
     ObjectiveFactory,
     TrainableObjective,
     build_objective_from_config,
+    example_loader,
+    examples_for,
     head_for,
     param_groups,
-    sentence_loader,
+    read_training_examples,
     stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
-from protoembed.data.corpus import Corpus, read_corpus, resolve_corpus_path
 from protoembed.training.runlog import RunLog
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
 
@@ -94,6 +96,7 @@ class Trainer:
         callback: Callback | None = None,
         progress: bool | None = None,
         evaluator: Evaluator | None = None,
+        examples: Examples | None = None,
     ) -> None:
         if not cfg.output_dir:
             raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
@@ -108,23 +111,12 @@ class Trainer:
         self.evaluator = evaluator or stsb_dev_evaluator(
             self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
         )
+        self.examples = examples
         self.state = TrainerState()
         self.last_checkpoint_step: int | None = None
         self.stop = StopRequest()
 
     # ------------------------------------------------------------ set-up
-    def _read_corpus(self) -> Corpus:
-        data = self.cfg.data
-        path = resolve_corpus_path(data.corpus, self.data_dir)
-        corpus = read_corpus(path, data.max_sentences, data.drop_unterminated_last_line)
-        batch = self.cfg.training.batch_size
-        if batch > len(corpus.sentences):
-            raise ProtoembedError(
-                f"training.batch_size {batch} is larger than the corpus ({len(corpus.sentences)} usable "
-                f"sentences in {path}); lower the batch size or use a larger corpus"
-            )
-        return corpus
-
     def _build(self):
         from accelerate import Accelerator, DataLoaderConfiguration, DistributedDataParallelKwargs
         from accelerate.utils import set_seed
@@ -161,14 +153,18 @@ class Trainer:
                 f"the objective factory returned {type(objective).__name__}, not a torch.nn.Module"
             )
         objective.to(accelerator.device).train()
+        self.examples = examples_for(self.examples, objective.columns, cfg)
 
-        n = len(self.corpus.sentences)
+        n = len(self.examples)
         self.steps_per_epoch = n // tcfg.batch_size
         self.total_steps = tcfg.max_steps or tcfg.epochs * self.steps_per_epoch
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
         self.sampler = EpochShuffleSampler(n, tcfg.seed)
-        loader = sentence_loader(self.corpus.sentences, tcfg.batch_size, self.sampler)
-        optimizer = torch.optim.AdamW(param_groups(objective, tcfg.weight_decay), lr=tcfg.lr)
+        loader = example_loader(self.examples, tcfg.batch_size, self.sampler)
+        groups = param_groups(
+            objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, embedder.encoder.auto_model
+        )
+        optimizer = torch.optim.AdamW(groups, lr=tcfg.lr)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
             objective, optimizer, loader, scheduler
@@ -183,14 +179,14 @@ class Trainer:
     def _evaluate(self, step: int) -> None:
         """The dev score of the evaluation embedder; keep it as ``best/`` if it improved."""
         if self.accelerator.is_main_process:
-            embedder = self.accelerator.unwrap_model(self.objective).eval_embedder()
-            score = float(self.evaluator(embedder))
+            objective = self.accelerator.unwrap_model(self.objective)
+            score = float(self.evaluator(objective.eval_embedder()))
             state = self.state
             improved = state.best_step is None or (
                 not math.isnan(score) and (state.best_score is None or score > state.best_score)
             )
             if improved:
-                embedder.save(self.output_dir / "best")
+                objective.save(self.output_dir / "best")
                 state.best_score, state.best_step = _nan_to_none(score), step
             state.last_score = _nan_to_none(score)
             self.log.write(
@@ -269,7 +265,7 @@ class Trainer:
         if finished is not None:
             logger.info("%s is already finished (results.json)", self.output_dir)
             return finished
-        self.corpus = self._read_corpus()
+        self.examples = self.examples if self.examples is not None else read_training_examples(self.cfg)
         self._build()
         acc, tcfg = self.accelerator, self.cfg.training
         if acc.is_main_process:
@@ -303,14 +299,12 @@ class Trainer:
                 "total_steps": self.total_steps,
                 "steps_per_epoch": self.steps_per_epoch,
                 "world_size": acc.num_processes,
-                "corpus": self.corpus.summary(),
+                "data": self.examples.summary(),
                 "objective": self._objective_config(),
             }
         )
-        summary = self.corpus.summary()
         self._say(
-            f"{summary['sentences']} sentences from {summary['path']} ({summary['empty_lines_skipped']} empty "
-            f"line(s) skipped{', unterminated last line dropped' if summary['dropped_unterminated_last_line'] else ''}); "
+            f"{len(self.examples)} examples ({', '.join(self.examples.names)}) from {self.examples.where()}; "
             f"{'resuming at step ' + str(step) + ' of ' if step else ''}{self.total_steps} steps of "
             f"{tcfg.batch_size} on {acc.num_processes} process(es)"
         )
@@ -424,12 +418,13 @@ def train(
     callback: Callback | None = None,
     progress: bool | None = None,
     evaluator: Evaluator | None = None,
+    examples: Examples | None = None,
 ) -> dict[str, Any]:
     """Run a training described by ``cfg`` (see the module docstring); returns the results dict.
 
     ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests, custom objectives);
     ``callback(event)`` is called after every optimizer step with ``{"step", "loss", "epoch"}`` (an
     exception from it stops the run); ``evaluator(embedder) -> float`` replaces the STS-B dev Spearman
-    that selects ``best/`` (higher is better).
+    that selects ``best/`` (higher is better); ``examples`` replaces reading ``cfg.data`` (already read).
     """
-    return Trainer(cfg, resume, objective_factory, callback, progress, evaluator).run()
+    return Trainer(cfg, resume, objective_factory, callback, progress, evaluator, examples).run()
