@@ -25,31 +25,31 @@ def _print_progress() -> logging.Handler:
 
 def run_train(args: argparse.Namespace) -> int:
     """Load and validate the config, then train."""
-    from protoembed.training.config import load_config
+    from protoembed.training.stages import load_run, train_stages
     from protoembed.training.stopping import TrainingInterrupted
-    from protoembed.training.trainer import train
 
-    cfg = load_config(args.config, list(args.set or []))
-    if args.output_dir:  # a path is not YAML: keep it verbatim
-        cfg.output_dir = args.output_dir
+    # --output-dir: a path is not YAML, so it is kept verbatim
+    stages = load_run(args.config, list(args.set or []), args.output_dir)
     handler = _print_progress()
     try:
-        train(cfg, resume=args.resume)
+        train_stages(stages, resume=args.resume)
     except TrainingInterrupted as stop:
         if stop.main_process:
-            print(f"protoembed train: {stop}; resume with: {_resume_command(args, stop)}", file=sys.stderr)
+            staged = bool(stages[0][0])  # the pipeline's folder holds the stages' folders
+            out = os.path.dirname(str(stop.output_dir)) if staged else str(stop.output_dir)
+            print(f"protoembed train: {stop}; resume with: {_resume_command(args, out)}", file=sys.stderr)
         return 128 + 15  # the shell's status for a process ended by SIGTERM
     finally:
         logging.getLogger("protoembed.training").removeHandler(handler)
     return 0
 
 
-def _resume_command(args: argparse.Namespace, stop) -> str:
+def _resume_command(args: argparse.Namespace, output_dir: str) -> str:
     """The command that continues an interrupted run (absolute paths, the same ``--set`` overrides)."""
     command = ["protoembed", "train", "--config", os.path.abspath(args.config)]
     for override in args.set or []:
         command += ["--set", override]
-    command += ["--output-dir", str(stop.output_dir), "--resume"]
+    command += ["--output-dir", output_dir, "--resume"]
     text = shlex.join(command)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         text += " (under the same launcher, with the same number of processes)"
@@ -60,9 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train`` to the top-level sub-parsers."""
     parser = subparsers.add_parser(
         "train",
-        help="train an embedder from a YAML config (ConPVP, SimCSE, PromptBERT)",
+        help="train an embedder from a YAML config (ConPVP, SimCSE, PromptBERT, SBERT, cross-encoder, ...)",
         description="Train an embedder from a YAML config; writes OUTPUT_DIR/best (sentence-transformers "
-        "layout), results.json (STS test results of best), training_log.jsonl and checkpoints.",
+        "layout), results.json (STS test results of best), training_log.jsonl and checkpoints. A config "
+        "with 'stages' trains them in turn, each in OUTPUT_DIR/<stage name>.",
     )
     parser.add_argument("--config", required=True, metavar="FILE.yaml", help="training config (see configs/)")
     parser.add_argument(

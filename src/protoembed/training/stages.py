@@ -1,0 +1,174 @@
+"""Chained training stages in one config: e.g. SBERT's NLI then STS-B as ONE command.
+
+A config with a ``stages:`` list trains each stage in turn, the next starting from the previous stage's
+kept model (``best/``, selected on STS-B dev as in a single run). Every key outside ``stages`` is shared;
+each stage is a mapping with a ``name`` and the keys it sets on top (deep-merged as ``base:`` files are):
+its own ``objective``, ``data``, ``training`` (epochs, batch, lr, ...), ``head``, ``max_seq_length``::
+
+    model: bert-base-uncased
+    head: mean
+    output_dir: runs/sbert-nli-stsb
+    stages:
+      - name: nli
+        objective: nli_softmax
+        data: {corpus: [senteval/SNLI/s1.dev, senteval/SNLI/s1.test]}
+        training: {epochs: 1, batch_size: 16}
+      - name: stsb
+        objective: cosine_regression
+        data: {corpus: senteval/STS/STSBenchmark/sts-train.csv}
+        training: {epochs: 10, batch_size: 32}
+
+Stage ``name`` writes a whole run folder ``output_dir/name/`` (``best/``, ``results.json``,
+``training_log.jsonl``, ``config.yaml``); ``output_dir/results.json`` is the last stage's results with a
+``stages`` list (each stage's folder, best step, dev and STS scores). ``model`` is set once, for the
+first stage. Before the first stage trains, the data of EVERY stage is read and matched to its
+objective's columns, so a missing file or a wrong column fails at once. ``--resume`` skips finished
+stages and continues an interrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from protoembed.errors import ProtoembedError
+from protoembed.io import write_atomic, write_json_atomic
+from protoembed.training.config import (
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    merge,
+    read_config_file,
+)
+
+logger = logging.getLogger(__name__)
+
+_STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SHARED_ONLY = ("model", "output_dir", "stages", "base")
+
+
+def stage_configs(
+    data: dict[str, Any], source: str, output_dir: str | os.PathLike[str] | None = None
+) -> list[tuple[str, TrainConfig]]:
+    """Expand a config dict with ``stages`` into one validated :class:`TrainConfig` per stage.
+
+    Args:
+        data: the merged config (``base`` resolved, ``--set`` applied) with a ``stages`` list.
+        source: where it came from, for messages.
+        output_dir: overrides the config's ``output_dir``.
+    Returns:
+        ``[(name, config), ...]``: stage ``name`` trains into ``output_dir/name`` from ``model`` (first
+        stage) or the previous stage's ``best/``.
+    Raises:
+        ProtoembedError: a malformed ``stages`` list, a duplicate or bad stage name, a key only the
+            shared part may set, or a stage whose merged config does not validate (named).
+    """
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise ProtoembedError(f"{source}: 'stages' must be a non-empty list of mappings with a 'name'")
+    shared = {k: v for k, v in data.items() if k != "stages"}
+    out = output_dir or shared.get("output_dir")
+    if not out:
+        raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
+    out = Path(out).expanduser()
+    configs: list[tuple[str, TrainConfig]] = []
+    for i, stage in enumerate(stages, 1):
+        if not isinstance(stage, dict) or not isinstance(stage.get("name"), str):
+            raise ProtoembedError(f"{source}: stage {i} must be a mapping with a 'name'")
+        name = stage["name"]
+        where = f"{source}: stage {i} ({name!r})"
+        if not _STAGE_NAME.match(name) or name in {n for n, _ in configs}:
+            raise ProtoembedError(
+                f"{where}: stage names must be distinct folder names (letters, digits, _.-)"
+            )
+        bad = [k for k in stage if k in _SHARED_ONLY]
+        if bad:
+            raise ProtoembedError(f"{where}: {bad[0]!r} is set once for all stages, outside 'stages'")
+        merged = merge(shared, {k: v for k, v in stage.items() if k != "name"})
+        merged["output_dir"] = str(out / name)
+        if configs:
+            merged["model"] = str(out / configs[-1][0] / "best")
+        configs.append((name, config_from_dict(merged, where)))
+    return configs
+
+
+def load_run(
+    path: str | os.PathLike[str], overrides: list[str] | None = None, output_dir: str | None = None
+) -> list[tuple[str, TrainConfig]]:
+    """Read a config file: ``[("", config)]`` for a single run, one entry per stage for a staged one.
+
+    ``--set`` overrides apply to the shared part (before the stages are merged on top).
+    """
+    overrides = list(overrides or [])
+    data = apply_overrides(read_config_file(path), overrides)
+    if "stages" not in data:
+        cfg = load_config(path, overrides)
+        if output_dir:
+            cfg.output_dir = output_dir
+        return [("", cfg)]
+    return stage_configs(data, str(path), output_dir)
+
+
+def _check_data(stages: list[tuple[str, TrainConfig]]):
+    """Read every stage's data and match it to its objective's columns (fails before any training)."""
+    from protoembed.objectives import objective_class
+    from protoembed.training.components import examples_for, read_training_examples
+
+    examples = []
+    for name, cfg in stages:
+        try:
+            raw = read_training_examples(cfg)
+            examples.append(examples_for(raw, objective_class(cfg.objective.name).columns, cfg))
+        except ProtoembedError as err:
+            raise ProtoembedError(f"stage {name!r}: {err}") from None
+    return examples
+
+
+def train_stages(
+    stages: list[tuple[str, TrainConfig]], resume: bool = False, **kwargs: Any
+) -> dict[str, Any]:
+    """Train the stages in order (see the module docstring); returns the pipeline's results dict.
+
+    ``kwargs`` go to :func:`protoembed.training.trainer.train` (``progress``, ``callback``, ...).
+    """
+    from protoembed.training.trainer import train
+
+    if len(stages) == 1 and not stages[0][0]:
+        return train(stages[0][1], resume=resume, **kwargs)
+    examples = _check_data(stages)
+    top = Path(str(stages[0][1].output_dir)).parent
+    summary: list[dict[str, Any]] = []
+    results: dict[str, Any] = {}
+    for (name, cfg), data in zip(stages, examples):
+        logger.info("stage %s: %s on %s", name, cfg.objective.name, data.where())
+        results = train(cfg, resume=resume, examples=data, **kwargs)
+        summary.append(
+            {
+                "name": name,
+                "objective": cfg.objective.name,
+                "output_dir": str(cfg.output_dir),
+                "best_step": results.get("best_step"),
+                "stsb_dev_spearman": results.get("stsb_dev_spearman"),
+                "avg": results.get("avg"),
+                "train_wall_time_s": results.get("train_wall_time_s"),
+            }
+        )
+    if results:  # the main process (others return {})
+        final = {**results, "stages": summary}
+        final["train_wall_time_s"] = round(sum(s["train_wall_time_s"] or 0.0 for s in summary), 1)
+        text = yaml.safe_dump(_pipeline_dict(stages), sort_keys=False, allow_unicode=True)
+        write_atomic(top / "config.yaml", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        write_json_atomic(top / "results.json", final)
+        return final
+    return results
+
+
+def _pipeline_dict(stages: list[tuple[str, TrainConfig]]) -> dict[str, Any]:
+    """The resolved config of every stage, for ``output_dir/config.yaml``."""
+    return {"stages": [{"name": name, **cfg.to_dict()} for name, cfg in stages]}
