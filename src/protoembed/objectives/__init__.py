@@ -14,12 +14,15 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, Objective, contrastive_loss
 from protoembed.objectives.conpvp import ConPVP
+from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.mlp import MLPPooling
 from protoembed.objectives.promptbert import PromptBERT
 from protoembed.objectives.simcse import SimCSE
 
-OBJECTIVES: dict[str, type[Objective]] = {cls.name: cls for cls in (SimCSE, PromptBERT, ConPVP)}
+OBJECTIVES: dict[str, type[Objective]] = {
+    cls.name: cls for cls in (SimCSE, PromptBERT, ConPVP, CrossEncoderObjective)
+}
 
 
 def objective_class(name: str) -> type[Objective]:
