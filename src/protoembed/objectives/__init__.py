@@ -14,14 +14,26 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, Objective, contrastive_loss
 from protoembed.objectives.conpvp import ConPVP
+from protoembed.objectives.cosine_regression import CosineRegression
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.mlp import MLPPooling
+from protoembed.objectives.nli_softmax import NLISoftmax
 from protoembed.objectives.promptbert import PromptBERT
 from protoembed.objectives.simcse import SimCSE
+from protoembed.objectives.simcse_sup import SupervisedSimCSE
 
 OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls for cls in (SimCSE, PromptBERT, ConPVP, CrossEncoderObjective)
+    cls.name: cls
+    for cls in (
+        SimCSE,
+        PromptBERT,
+        ConPVP,
+        CrossEncoderObjective,
+        CosineRegression,  # SBERT, STS-B regression
+        NLISoftmax,  # SBERT, NLI classification
+        SupervisedSimCSE,  # supervised SimCSE
+    )
 }
 
 

@@ -1,0 +1,121 @@
+"""SBERT's classification objective (NLI): softmax over ``W [u; v; |u - v|] + b``, a training-only classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from protoembed.data.examples import NLI_LABELS, ColumnSpec
+from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.cosine_regression import SiameseObjective, check_batch
+from protoembed.objectives.options import ObjectiveOptions
+
+
+class NLISoftmaxOptions(ObjectiveOptions):
+    """Options of :class:`NLISoftmax`."""
+
+    multiplication: bool = Field(
+        False,
+        description="append u*v to the classifier input [u; v; |u-v|] (off in SBERT; "
+        "sentence-transformers' concatenation_sent_multiplication)",
+    )
+
+
+class NLISoftmax(SiameseObjective):
+    """SBERT's classification objective (Reimers & Gurevych, 2019, Section 3, "Classification Objective
+    Function", Figure 1)::
+
+        o = softmax( W_t [u; v; |u - v|] + b ),   W_t in R^{3 x 3n}
+
+    trained with cross-entropy against the NLI label (``contradiction``, ``entailment``, ``neutral``,
+    :data:`~protoembed.data.examples.NLI_LABELS`, sentence-transformers' ``SoftmaxLoss`` order). The
+    classifier ``W_t, b`` (``self.classifier``, a ``Linear(3n, 3)``) is a submodule of the objective, so
+    the optimizer trains it (at ``training.head_lr`` if set) and checkpoints keep it, but it is not part
+    of the model: :meth:`save` writes the embedder only. When the embedder L2-normalises its output (the
+    default model does) the classifier sees the normalised ``u`` and ``v``, as ``SoftmaxLoss`` does on
+    such a model. Same loss as ``SoftmaxLoss`` (the two columns in one forward instead of two).
+
+    Inputs:
+        a batch ``{"sentence1": [premises], "sentence2": [hypotheses], "label": [int, ...]}`` (labels are
+        indexes into ``NLI_LABELS``): the ``snli_jsonl``, ``nli_txt``, ``senteval_nli``, ``allnli`` and
+        ``sick`` data formats.
+
+    Requirements:
+        any head (SBERT: ``mean``, the default here).
+
+    Options:
+        multiplication (bool, false): classify ``[u; v; |u - v|; u * v]`` instead (an ablation of SBERT's
+            Table 6; the classifier then has ``4n`` inputs).
+
+    Example::
+
+        import protoembed
+        from protoembed.objectives import build_objective
+
+        embedder = protoembed.load("default")  # head "mean"
+        objective = build_objective("nli_softmax", embedder).train()
+        loss = objective({"sentence1": ["a man plays a guitar ."], "sentence2": ["a man sleeps ."],
+                          "label": [0]})
+        loss.backward()
+        objective.save("out/sbert-nli")  # the embedder, without the classifier
+
+    Citation: Nils Reimers, Iryna Gurevych. "Sentence-BERT: Sentence Embeddings using Siamese
+    BERT-Networks." EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
+    """
+
+    name = "nli_softmax"
+    Options = NLISoftmaxOptions
+    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", "label")
+    default_head = "mean"
+
+    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
+        super().__init__(embedder, max_seq_length=max_seq_length, **options)
+        hidden = int(embedder.pooler.get_embedding_dimension())
+        parts = 4 if self.options.multiplication else 3
+        self.classifier = torch.nn.Linear(parts * hidden, len(NLI_LABELS)).to(embedder.device)
+
+    def features(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The classifier input ``[u; v; |u - v|]`` (``; u * v`` with ``multiplication``), (N, 3n or 4n)."""
+        if self.embedder.normalize:
+            u, v = F.normalize(u, dim=-1), F.normalize(v, dim=-1)
+        parts = [u, v, (u - v).abs()] + ([u * v] if self.options.multiplication else [])
+        return torch.cat(parts, dim=-1)
+
+    def logits(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
+        """(N, 3) classifier logits of the pairs of ``batch``, in :data:`NLI_LABELS` order."""
+        u, v = self.pair(batch)
+        x = self.features(u, v)
+        return self.classifier(x.to(self.classifier.weight.dtype))
+
+    def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
+        """Mean cross-entropy of the classifier over the batch."""
+        check_batch(self.name, batch, self.columns)
+        n = len(NLI_LABELS)
+        try:
+            labels = torch.as_tensor(batch["label"])
+        except (TypeError, ValueError):
+            labels = torch.tensor([0.5])  # not numbers: reported below
+        if (
+            labels.dtype.is_floating_point
+            or labels.dtype == torch.bool
+            or ((labels < 0) | (labels >= n)).any()
+        ):
+            bad = next(
+                (
+                    x
+                    for x in batch["label"]
+                    if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < n
+                ),
+                batch["label"][0],
+            )
+            raise ProtoembedError(
+                f"objective {self.name!r}: label {bad!r} is not an index into {', '.join(NLI_LABELS)} "
+                f"(expected an integer from 0 to {n - 1})"
+            )
+        logits = self.logits(batch)
+        return F.cross_entropy(logits, labels.to(device=logits.device, dtype=torch.long))

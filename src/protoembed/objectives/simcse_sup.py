@@ -1,0 +1,87 @@
+"""Supervised SimCSE: NLI entailment pairs as positives, contradictions as hard negatives, InfoNCE."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+from pydantic import Field
+
+from protoembed.data.examples import ColumnSpec
+from protoembed.objectives.base import ContrastiveObjective, contrastive_loss
+from protoembed.objectives.cosine_regression import check_batch
+from protoembed.objectives.options import ContrastiveOptions, MLPMode
+
+
+class SupervisedSimCSEOptions(ContrastiveOptions):
+    """Options of :class:`SupervisedSimCSE`: those of unsupervised SimCSE, the MLP kept by default."""
+
+    mlp: MLPMode = Field(
+        "keep",
+        description="Linear+Tanh on the pooled vectors: in training only | also at evaluation (supervised "
+        "SimCSE's setting) | never",
+    )
+
+
+class SupervisedSimCSE(ContrastiveObjective):
+    """Supervised SimCSE (Gao et al., 2021, Section 4, Eq. 5): for anchor ``h_i``, its entailment
+    hypothesis ``h_i^+`` and its contradiction hypothesis ``h_i^-``::
+
+        l_i = -log( e^{sim(h_i, h_i^+)/tau} / sum_j ( e^{sim(h_i, h_j^+)/tau} + e^{sim(h_i, h_j^-)/tau} ) )
+
+    i.e. cross-entropy over the (N, 2N) logits ``cos(H, [H^+; H^-]) / tau`` with target ``i``; the
+    positives and hard negatives of the other examples (of every process, see
+    :mod:`protoembed.objectives.distributed`) are negatives too. Without a ``negative`` column the
+    logits are (N, N) (the paper's "entailment pairs only" row of Table 4). The three columns go
+    through the backbone in one forward of 3N rows. The hard negatives have weight 1 (the authors'
+    ``--hard_negative_weight 0``, the log of the weight, their default).
+
+    MLP. The authors' supervised runs use ``--pooler_type cls`` without ``--mlp_only_train``: the
+    Linear+Tanh layer over ``[CLS]`` is trained and kept at evaluation (their released supervised
+    checkpoints carry it as BERT's pooler, and their evaluation's ``cls`` pooler reads it), whereas
+    unsupervised SimCSE drops it. So ``mlp`` defaults to ``keep`` here: :meth:`eval_embedder` and the
+    saved model apply it.
+
+    Inputs:
+        a batch ``{"anchor": [...], "positive": [...]}`` with an optional ``"negative": [...]`` column:
+        SimCSE's ``simcse_nli`` CSV, or NLI pairs (``sentence1, sentence2, label``), which the trainer
+        turns into such triplets (premise, entailment, contradiction).
+
+    Requirements:
+        any head (SimCSE: ``cls``, the default here); N >= 2 for in-batch negatives to exist.
+
+    Options:
+        temperature (float, 0.05): ``tau``.
+        mlp (``keep`` | ``train`` | ``none``, ``keep``): the MLP also at evaluation, in training only,
+            or not at all.
+
+    Example::
+
+        import protoembed
+        from protoembed.objectives import build_objective
+
+        embedder = protoembed.load("default", head="cls")
+        objective = build_objective("simcse_sup", embedder).train()
+        loss = objective({"anchor": ["a man plays a guitar .", "a dog runs ."],
+                          "positive": ["a man plays music .", "an animal moves ."],
+                          "negative": ["nobody plays .", "the dog sleeps ."]})
+        loss.backward()
+        objective.save("out/sup-simcse")  # with the MLP (mlp: keep)
+
+    Citation: Tianyu Gao, Xingcheng Yao, Danqi Chen. "SimCSE: Simple Contrastive Learning of Sentence
+    Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
+    """
+
+    name = "simcse_sup"
+    Options = SupervisedSimCSEOptions
+    columns: ClassVar[ColumnSpec] = ("anchor", "positive")
+    default_head = "cls"
+
+    def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:  # type: ignore[override]
+        """InfoNCE of one batch of (anchor, positive[, negative]) examples."""
+        check_batch(self.name, batch, self.columns)
+        groups = [batch["anchor"], batch["positive"]] + ([batch["negative"]] if "negative" in batch else [])
+        z = [self.project(x) for x in self.embed(*groups)]
+        negatives = z[2] if len(z) == 3 else None
+        return contrastive_loss(z[0], z[1], negatives, temperature=self.options.temperature)
