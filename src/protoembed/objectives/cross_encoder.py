@@ -249,10 +249,13 @@ class CrossEncoderObjective(Objective):
     def scores(self, sentences1: Sequence[str], sentences2: Sequence[str]) -> torch.Tensor:
         """The cross-encoder's outputs for the pairs: (N,) regression scores or (N, 3) NLI logits.
 
-        Runs in the module's current mode (``eval()`` for deterministic scores), with gradients if enabled.
+        Whole pairs, as the saved cross-encoder reads them (truncated only at the position embeddings'
+        limit, not at the training ``max_seq_length``). Runs in the module's current mode (``eval()``
+        for deterministic scores), with gradients if enabled.
         """
         task = self.task or "regression"
-        logits = self.classifiers[task](**self.pair_features(sentences1, sentences2)).logits
+        features = self.pair_features(sentences1, sentences2, self.embedder.encoder.position_budget)
+        logits = self.classifiers[task](**features).logits
         return logits.squeeze(-1) if task == "regression" else logits
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:

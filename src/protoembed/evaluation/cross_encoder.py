@@ -1,0 +1,115 @@
+"""STS with a cross-encoder: each pair read as ONE input and scored by the model, no embeddings.
+
+Table II of the BERT/ALBERT sentence-embedding paper scores the GLUE-fine-tuned cross-encoder itself on
+the STS-B test set (Spearman x100; BERT 88.58, ALBERT 90.13). The model is a sentence-transformers
+``CrossEncoder`` folder, e.g. ``best/cross_encoder`` of a ``cross_encoder`` training run; its
+``predict`` (with the activation saved in the folder: the identity for our regression models) gives one
+score per pair, correlated with the gold scores exactly as :func:`protoembed.evaluation.sts.evaluate_sts`
+correlates cosines.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protoembed.data.paths import resolve_data_dir
+from protoembed.data.sts import VARIANTS, canonical_task, load_sts_task
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.sts import correlations
+from protoembed.inputs import check_batch_size
+
+logger = logging.getLogger(__name__)
+
+
+def cross_encoder_dir(path: str | os.PathLike[str]) -> Path:
+    """The CrossEncoder folder of ``path``: ``path/cross_encoder`` when ``path`` is a saved run's model
+    (``best/``), else ``path`` itself.
+
+    Raises:
+        ProtoembedError: ``path`` is not a folder.
+    """
+    path = Path(path)
+    if (path / "cross_encoder").is_dir():
+        return path / "cross_encoder"
+    if not path.is_dir():
+        raise ProtoembedError(f"cross-encoder {path}: no such folder")
+    return path
+
+
+def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None):
+    """``sentence_transformers.CrossEncoder`` of :func:`cross_encoder_dir` ``(path)`` with one output.
+
+    Raises:
+        ProtoembedError: the folder cannot be loaded, or the model has several outputs (an NLI
+            classifier scores no similarity).
+    """
+    from sentence_transformers import CrossEncoder
+
+    from protoembed.backbones import loading_errors, quiet_transformers
+    from protoembed.inputs import resolve_device
+
+    folder = cross_encoder_dir(path)
+    with quiet_transformers(), loading_errors(folder):
+        model = CrossEncoder(str(folder), device=str(resolve_device(device)))
+    if model.num_labels != 1:
+        raise ProtoembedError(
+            f"cross-encoder {folder}: has {model.num_labels} outputs; STS needs a regression model with one "
+            "(train it with task: regression on STS-B)"
+        )
+    return model
+
+
+def evaluate_cross_encoder_sts(
+    path: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | None,
+    tasks: Sequence[str] = ("STSBenchmark",),
+    split: str = "test",
+    batch_size: int = 64,
+    variant: str = "senteval",
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Score STS pairs with a cross-encoder (the paper's Table II).
+
+    Args:
+        path: a ``CrossEncoder`` folder, or a saved run's model folder holding one in ``cross_encoder/``.
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        tasks: STS task names (``STSBenchmark`` / ``STS-B``, ``SICK-R``, ``STS12``...).
+        split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``).
+        batch_size: pairs per forward.
+        variant: ``senteval`` or ``raw`` (as :func:`protoembed.data.sts.load_sts_task`).
+        device: torch device (default: CUDA if available, else CPU).
+    Returns:
+        ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` (x100; ``avg`` the
+        mean Spearman), the layout of :func:`protoembed.evaluation.sts.evaluate_sts`; the caller adds
+        ``"model"``.
+    Raises:
+        ProtoembedError: unknown task, variant or split, missing data, or an unloadable model.
+    """
+    if variant not in VARIANTS:
+        raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
+    check_batch_size(batch_size)
+    names = list(dict.fromkeys(canonical_task(task) for task in tasks))
+    if not names:
+        raise ProtoembedError("no STS task to evaluate")
+    root = resolve_data_dir(data_dir)
+    datasets = [load_sts_task(task, root, variant, split) for task in names]  # bad data fails first
+    model = load_cross_encoder(path, device)
+    results: dict[str, dict[str, Any]] = {}
+    for task, pairs in zip(names, datasets):
+        predicted = model.predict(
+            list(zip(pairs.sentences1, pairs.sentences2)),
+            batch_size=batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        spearman, pearson = correlations(np.asarray(predicted, dtype=np.float64), pairs.scores)
+        results[task] = {"spearman": spearman, "pearson": pearson, "n": len(pairs)}
+        logger.info("cross-encoder %s: Spearman %.2f over %d pairs", task, spearman, len(pairs))
+    avg = float(np.mean([r["spearman"] for r in results.values()]))
+    return {"variant": variant, "split": split, "tasks": results, "avg": avg}

@@ -1,0 +1,301 @@
+"""The cross_encoder objective (GLUE-style pair fine-tuning) and the cross-encoder STS evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.stats import pearsonr, spearmanr
+
+import protoembed
+from protoembed.embedder import build
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
+from protoembed.objectives import OBJECTIVES, build_objective
+from protoembed.objectives.cross_encoder import CrossEncoderObjective
+from protoembed.objectives.options import OptionError
+from training_helpers import tiny_config
+
+S1 = ["a man is playing a guitar .", "two dogs are running through a field of grass .", "the cat sat ."]
+S2 = ["a woman is slicing an onion .", "a child is riding a horse .", "the cat sat on the mat ."]
+SCORES = [0.4, 2.5, 4.2]
+LABELS = [0, 2, 1]
+#: STS-B-like pairs: (score, sentence1, sentence2).
+STSB_PAIRS = [
+    (5.0, "a man is playing a guitar .", "a man is playing a guitar ."),
+    (0.2, "a woman is slicing an onion .", "stocks fell sharply after the report on monday ."),
+    (3.6, "two dogs are running through a field of grass .", "two dogs are running through a field ."),
+    (1.0, "the cat sat on the mat .", "a child is riding a horse ."),
+    (4.4, "the quick brown fox jumps over the lazy dog .", "the quick brown fox jumps over the dog ."),
+    (2.0, "a child is riding a horse while people watch the game .", "people watch the game ."),
+    (0.8, "this sentence means something .", "the cat looked out of the window ."),
+    (3.0, "a man is playing a guitar .", "a man is playing ."),
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _objective(model_dir: Path, task: str = "regression", max_seq_length: int | None = 32):
+    torch.manual_seed(0)
+    embedder = protoembed.load(str(model_dir), head="cls", device="cpu")
+    return build_objective("cross_encoder", embedder, max_seq_length=max_seq_length, task=task)
+
+
+def _batch(task: str) -> dict[str, list]:
+    gold = {"score": SCORES} if task == "regression" else {"label": LABELS}
+    return {"sentence1": list(S1), "sentence2": list(S2), **gold}
+
+
+def _logits_by_hand(objective: CrossEncoderObjective, task: str) -> torch.Tensor:
+    """The pair logits from the backbone's [CLS] state and the head's weights, written out."""
+    model = objective.classifiers[task]
+    backbone = objective.embedder.encoder.auto_model
+    features = objective.embedder.tokenizer(S1, S2, padding=True, return_tensors="pt")
+    h = backbone(**features).last_hidden_state[:, 0]
+    kind = backbone.config.model_type
+    if kind == "roberta":  # RobertaClassificationHead: dense, tanh, out_proj on <s>
+        x = torch.tanh(F.linear(h, model.classifier.dense.weight, model.classifier.dense.bias))
+        return F.linear(x, model.classifier.out_proj.weight, model.classifier.out_proj.bias)
+    pooler = backbone.pooler.dense if kind == "bert" else backbone.pooler  # ALBERT: a Linear
+    pooled = torch.tanh(F.linear(h, pooler.weight, pooler.bias))
+    return F.linear(pooled, model.classifier.weight, model.classifier.bias)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_loss_is_the_head_on_the_pair_cls_state(tiny_model_dir, task):
+    # eval: no dropout, so the two paths agree; no truncation (the budget is the position embeddings')
+    objective = _objective(tiny_model_dir, task, max_seq_length=None).eval()
+    model = objective.classifiers[task]
+    assert model.base_model is objective.embedder.encoder.auto_model  # the embedder's backbone itself
+    assert model.config.num_labels == (1 if task == "regression" else 3)
+    with torch.no_grad():
+        loss = objective(_batch(task))
+        logits = _logits_by_hand(objective, task)
+    if task == "regression":  # GLUE STS-B: MSE on the raw 0-5 score
+        expected = F.mse_loss(logits.squeeze(-1), torch.tensor(SCORES))
+    else:
+        expected = F.cross_entropy(logits, torch.tensor(LABELS))
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            objective.scores(S1, S2), logits.squeeze(-1) if task == "regression" else logits
+        )
+
+
+def test_the_pair_is_one_input_truncated_to_max_seq_length(tiny_model_dirs):
+    objective = _objective(tiny_model_dirs["bert"], max_seq_length=12)
+    tokenizer = objective.embedder.tokenizer
+    features = objective.pair_features([S1[1]], [S2[1]])
+    ids = features["input_ids"][0].tolist()
+    assert len(ids) == 12  # every token of the pair counts
+    assert (
+        ids[0] == tokenizer.cls_token_id
+        and ids.count(tokenizer.sep_token_id) == 2
+        and ids[-1] == tokenizer.sep_token_id
+    )
+    second = ids.index(tokenizer.sep_token_id) + 1
+    assert features["token_type_ids"][0].tolist() == [0] * second + [1] * (12 - second)
+    untruncated = objective.pair_features([S1[0]], [S2[0]], max_length=100)["input_ids"][0].tolist()
+    assert untruncated == tokenizer(S1[0], S2[0])["input_ids"]
+
+
+def test_a_training_step_changes_the_evaluated_embedder(tiny_model_dirs):
+    objective = _objective(tiny_model_dirs["albert"], "classification")
+    embedder = objective.eval_embedder()
+    assert embedder is objective.embedder and embedder.head == "cls"
+    before = embedder.encode(S1)
+    optimizer = torch.optim.SGD(objective.parameters(), lr=0.5)
+    objective.train()
+    objective(_batch("classification")).backward()
+    optimizer.step()
+    after = embedder.encode(S1)
+    assert np.abs(after - before).max() > 1e-4
+    # the head's parameters are in objective.parameters() once each, with the backbone's
+    backbone = {id(p) for p in embedder.encoder.auto_model.parameters()}
+    head = [p for p in objective.parameters() if id(p) not in backbone]
+    assert sum(p.numel() for p in head) == sum(
+        p.numel() for p in objective.classifiers["classification"].classifier.parameters()
+    )
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_saved_cross_encoder_predicts_our_scores(tiny_model_dir, task, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    objective = _objective(tiny_model_dir, task)
+    objective.train()
+    objective(_batch(task)).backward()  # a real (non-initial) state is saved
+    for p in objective.parameters():
+        if p.grad is not None:
+            p.data -= 0.1 * p.grad
+    objective.save(tmp_path / "best")
+    objective.eval()
+    with torch.no_grad():
+        ours = objective.scores(S1, S2).numpy()
+    cross = CrossEncoder(str(tmp_path / "best" / "cross_encoder"), device="cpu")
+    assert isinstance(cross.activation_fn, torch.nn.Identity)  # raw 0-5 scores, not a sigmoid
+    predicted = cross.predict(list(zip(S1, S2)))
+    assert predicted.shape == ours.shape
+    np.testing.assert_allclose(predicted, ours, atol=1e-5, rtol=0)
+    if task == "classification":
+        assert cross.config.id2label == {0: "contradiction", 1: "entailment", 2: "neutral"}
+    # best/ is the embedder: its own head (cls), and the mean head over the same backbone
+    cls_model = protoembed.load(str(tmp_path / "best"), device="cpu")
+    assert cls_model.head == "cls"
+    np.testing.assert_allclose(cls_model.encode(S1), objective.eval_embedder().encode(S1), atol=1e-5)
+    mean_model = protoembed.load(str(tmp_path / "best"), head="mean", device="cpu")
+    same_backbone = build(objective.embedder.encoder.auto_model, objective.embedder.tokenizer, "mean")
+    np.testing.assert_allclose(mean_model.encode(S1), same_backbone.encode(S1), atol=1e-5)
+
+
+def test_auto_task_follows_the_columns_and_is_kept(tiny_model_dirs, tmp_path):
+    objective = _objective(tiny_model_dirs["bert"], "auto")
+    assert objective.columns == ("sentence1", "sentence2", ("score", "label"))
+    assert objective.task is None and set(objective.classifiers) == {"regression", "classification"}
+    with pytest.raises(ProtoembedError, match="nothing to save before the first batch"):
+        objective.save(tmp_path / "early")
+    both = {**_batch("regression"), "label": LABELS}  # SICK: a score and a label -> regression
+    objective(both)
+    assert objective.task == "regression"
+    with pytest.raises(ProtoembedError, match="task 'regression' needs a 'score' column"):
+        objective(_batch("classification"))
+    resumed = _objective(tiny_model_dirs["bert"], "auto")
+    resumed.load_state_dict(objective.state_dict())  # a checkpoint keeps the task
+    assert resumed.task == "regression"
+    nli = _objective(tiny_model_dirs["bert"], "auto")
+    nli(_batch("classification"))
+    assert nli.task == "classification"
+
+
+def test_bad_input_is_a_one_line_error(tiny_model_dirs):
+    objective = _objective(tiny_model_dirs["bert"], "auto")
+    with pytest.raises(ProtoembedError) as err:
+        objective({"sentence1": S1, "sentence2": S2})
+    assert str(err.value) == (
+        "objective 'cross_encoder': a batch needs a 'score' or a 'label' column (got: sentence1, sentence2)"
+    )
+    with pytest.raises(ProtoembedError, match="a batch needs a 'sentence2' column"):
+        objective({"sentence1": S1, "score": SCORES})
+    regression = _objective(tiny_model_dirs["bert"], "regression")
+    assert regression.columns == ("sentence1", "sentence2", "score")  # checked against the data before step 1
+    with pytest.raises(ProtoembedError) as err:
+        regression(_batch("classification"))
+    assert str(err.value) == (
+        "objective 'cross_encoder': task 'regression' needs a 'score' column (got: sentence1, sentence2, "
+        "label); for NLI labels use task 'classification'"
+    )
+    classification = _objective(tiny_model_dirs["bert"], "classification")
+    with pytest.raises(ProtoembedError, match="NLI label 3: expected an index 0-2"):
+        classification({"sentence1": S1, "sentence2": S2, "label": [0, 1, 3]})
+    with pytest.raises(ProtoembedError, match="a gold score is not a finite number"):
+        regression({"sentence1": S1, "sentence2": S2, "score": [1.0, float("nan"), 2.0]})
+    with pytest.raises(OptionError, match="option 'task': expected"):
+        _objective(tiny_model_dirs["bert"], "similarity")
+
+
+def _write_stsb(path: Path, pairs: list[tuple[float, str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s:.3f}\t{a}\t{b}" for i, (s, a, b) in enumerate(pairs)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def stsb_data(tmp_path: Path) -> Path:
+    """A data directory with STS-B-like train/dev/test splits (SentEval's layout)."""
+    root = tmp_path / "data"
+    for split, pairs in (("train", STSB_PAIRS * 2), ("dev", STSB_PAIRS), ("test", STSB_PAIRS[::-1])):
+        _write_stsb(root / "senteval" / "STS" / "STSBenchmark" / f"sts-{split}.csv", pairs)
+    return root
+
+
+def test_training_run_writes_the_embedder_and_the_cross_encoder(
+    tiny_model_dirs, stsb_data, tmp_path, monkeypatch
+):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from protoembed.training import train
+
+    monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))
+    out = tmp_path / "run"
+    corpus = stsb_data / "senteval" / "STS" / "STSBenchmark" / "sts-train.csv"
+    cfg = tiny_config(
+        tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", batch_size=4, max_steps=2
+    )
+    results = train(cfg)
+    assert results["best_step"] == 2 and (out / "best" / "modules.json").is_file()
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert log[0]["objective"]["task"] == "auto" and log[0]["data"]["columns"][-1] == "score"
+    assert [e["step"] for e in log if e["event"] == "train"] == [1, 2]
+    assert protoembed.load(str(out / "best"), head="mean", device="cpu").encode(S1).shape == (3, 32)
+    # Table II: the saved cross-encoder on the test split, against the same model run by transformers
+    result = evaluate_cross_encoder_sts(out / "best", stsb_data, batch_size=8, device="cpu")  # one batch
+    folder = out / "best" / "cross_encoder"
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    test = STSB_PAIRS[::-1]
+    with torch.no_grad():
+        features = tokenizer([p[1] for p in test], [p[2] for p in test], padding=True, return_tensors="pt")
+        scores = model(**features).logits.squeeze(-1).numpy()
+    gold = [p[0] for p in test]
+    row = result["tasks"]["STSBenchmark"]
+    assert row["n"] == len(test) and result["split"] == "test"
+    assert row["spearman"] == pytest.approx(spearmanr(scores, gold)[0] * 100, abs=1e-6)
+    assert row["pearson"] == pytest.approx(pearsonr(scores, gold)[0] * 100, abs=1e-4)
+    assert result["avg"] == row["spearman"]
+
+
+def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data, tmp_path):
+    with pytest.raises(ProtoembedError, match="no such folder"):
+        evaluate_cross_encoder_sts(tmp_path / "missing", stsb_data)
+    objective = _objective(tiny_model_dirs["roberta"], "classification")
+    objective(_batch("classification"))
+    objective.save(tmp_path / "nli")
+    with pytest.raises(ProtoembedError, match="has 3 outputs; STS needs a regression model"):
+        evaluate_cross_encoder_sts(tmp_path / "nli", stsb_data, device="cpu")
+
+
+def test_registered():
+    assert OBJECTIVES["cross_encoder"] is CrossEncoderObjective
+    assert CrossEncoderObjective.default_head == "cls"
+
+
+@pytest.mark.backbone
+def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
+    """all-MiniLM-L6-v2 (BERT): the HF head uses the checkpoint's pooler; the saved model predicts our scores."""
+    from safetensors.torch import load_file
+    from sentence_transformers import CrossEncoder
+
+    from protoembed.backbones import default_model_path
+
+    objective = build_objective(
+        "cross_encoder",
+        protoembed.load("default", head="cls", device="cpu"),
+        max_seq_length=128,
+        task="regression",
+    )
+    model = objective.classifiers["regression"]
+    assert type(model).__name__ == "BertForSequenceClassification"
+    saved = load_file(str(Path(default_model_path()) / "model.safetensors"))
+    torch.testing.assert_close(model.bert.pooler.dense.weight, saved["pooler.dense.weight"], rtol=0, atol=0)
+    objective(_batch("regression"))
+    objective.save(tmp_path / "best")
+    objective.eval()
+    with torch.no_grad():
+        ours = objective.scores(S1, S2).numpy()
+    predicted = CrossEncoder(str(tmp_path / "best" / "cross_encoder"), device="cpu").predict(
+        list(zip(S1, S2))
+    )
+    np.testing.assert_allclose(predicted, ours, atol=1e-5, rtol=0)
