@@ -299,3 +299,49 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
         list(zip(S1, S2))
     )
     np.testing.assert_allclose(predicted, ours, atol=1e-5, rtol=0)
+
+
+def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_path, monkeypatch):
+    """The checkpoint holds the shared backbone under two names and the auto task; a resumed run
+    (stopped after step 3, checkpoint at step 2) ends where a straight run does."""
+    from protoembed.training import train
+    from protoembed.training.checkpoint import CHECKPOINT
+
+    monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))
+    corpus = stsb_data / "senteval" / "STS" / "STSBenchmark" / "sts-train.csv"
+    settings = {"max_steps": 6, "eval_steps": 2, "keep_checkpoint": True, "warmup": 1, "batch_size": 4}
+
+    def config(out: Path):
+        return tiny_config(
+            tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", **settings
+        )
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_3(event):
+        if event["step"] == 3:
+            raise Interrupt
+
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    train(config(straight))
+    with pytest.raises(Interrupt):
+        train(config(broken), callback=stop_after_3)
+    train(config(broken), resume=True)
+
+    def weights(out: Path) -> dict[str, torch.Tensor]:
+        (file,) = (out / CHECKPOINT).glob("pytorch_model*.bin")
+        return torch.load(file, map_location="cpu", weights_only=True)
+
+    a, b = weights(straight), weights(broken)
+    assert a.keys() == b.keys() and int(a["task_code"]) == 1  # regression, from the score column
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6, msg=key)
+    from sentence_transformers import CrossEncoder
+
+    pairs = list(zip(S1, S2))
+    np.testing.assert_allclose(
+        CrossEncoder(str(straight / "best" / "cross_encoder"), device="cpu").predict(pairs),
+        CrossEncoder(str(broken / "best" / "cross_encoder"), device="cpu").predict(pairs),
+        atol=1e-6,
+    )
