@@ -153,8 +153,7 @@ class CrossEncoderObjective(Objective):
         super().__init__(embedder, max_seq_length=max_seq_length, **options)
         task = self.options.task
         tasks = TASKS if task == "auto" else (task,)
-        if task != "auto":  # an explicit task needs its own column: checked against the data before step 1
-            self.columns = ("sentence1", "sentence2", GOLD_COLUMNS[task])
+        self.columns = self.columns_for(self.options.model_dump())  # checked against the data before step 1
         backbone = embedder.encoder.auto_model
         self.classifiers = torch.nn.ModuleDict(
             {
@@ -166,6 +165,13 @@ class CrossEncoderObjective(Objective):
         ).to(embedder.device)
         #: 0 = not yet known (``auto`` before the first batch), else 1 + index in :data:`TASKS`.
         self.register_buffer("task_code", torch.tensor(0 if task == "auto" else 1 + TASKS.index(task)))
+
+    @classmethod
+    def columns_for(cls, options: Mapping[str, Any]) -> ColumnSpec:
+        """The columns of a run with these (raw) options: an explicit task needs its own gold column
+        (``score`` or ``label``), ``auto`` either."""
+        task = options.get("task", "auto")
+        return cls.columns if task not in GOLD_COLUMNS else ("sentence1", "sentence2", GOLD_COLUMNS[task])
 
     # ------------------------------------------------------------ the task
     @property
