@@ -373,6 +373,51 @@ def test_training_runs_on_sts_pairs_and_checks_columns_before_step_one(
     )
 
 
+def _nli_jsonl(path: Path) -> Path:
+    """8 premises, each with an entailment, a contradiction and a neutral hypothesis (24 pairs)."""
+    rows = [
+        {"sentence1": f"{premise} {i}", "sentence2": hypothesis, "gold_label": label}
+        for i, premise in enumerate(S1 + S2)
+        for hypothesis, label in zip(S3, ("entailment", "contradiction", "neutral"))
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("objective", "head", "columns", "examples"),
+    [
+        ("nli_softmax", "mean", ["sentence1", "sentence2", "label"], 24),
+        ("simcse_sup", "cls", ["anchor", "positive", "negative"], 8),  # NLI pairs -> triplets
+    ],
+)
+def test_training_runs_on_nli_pairs(
+    tiny_model_dirs,
+    tmp_path: Path,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    objective: str,
+    head: str,
+    columns: list[str],
+    examples: int,
+) -> None:
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    from protoembed.training import train
+
+    corpus = _nli_jsonl(tmp_path / "snli_train.jsonl")  # the snli_jsonl format, inferred from the name
+    out = tmp_path / "run"
+    cfg = tiny_config(
+        tiny_model_dirs["bert"], corpus, out, objective=objective, head=head, max_steps=2, eval_steps=2
+    )
+    train(cfg)
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert (log[0]["data"]["columns"], log[0]["data"]["examples"]) == (columns, examples)
+    losses = [e["loss"] for e in log if e["event"] == "train"]
+    assert len(losses) == 2 and all(math.isfinite(x) and x > 0 for x in losses)
+    model = protoembed.load(str(out / "best"))
+    assert model.head == head and model.encode(S1).shape == (4, 32)
+
+
 # ------------------------------------------------------------- 2 processes == 1 process
 #: (objective, head, batch of 6 examples): the two processes hold 3 examples each.
 DDP_CASES = {
