@@ -47,9 +47,8 @@ class CrossEncoderOptions(ObjectiveOptions):
 
     task: Literal["auto", "regression", "classification"] = Field(
         "auto",
-        description="regression on the score column (GLUE STS-B: MSE, one output) | classification of the "
-        "3 NLI labels (GLUE MNLI: cross-entropy) | auto: regression when the data has a score column, "
-        "else classification",
+        description="regression on score (GLUE STS-B: MSE) | classification of the NLI label (GLUE MNLI: "
+        "cross-entropy) | auto: regression if the data has a score column, else classification",
     )
 
 
