@@ -71,8 +71,14 @@ def sequence_classifier(backbone: torch.nn.Module, num_labels: int, problem_type
     if num_labels == len(NLI_LABELS):
         config.id2label = dict(enumerate(NLI_LABELS))
         config.label2id = {name: i for i, name in enumerate(NLI_LABELS)}
-    with quiet_transformers():
-        model = AutoModelForSequenceClassification.from_config(config)
+    try:
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_config(config)
+    except ValueError:  # no *ForSequenceClassification for this architecture
+        raise ProtoembedError(
+            f"objective 'cross_encoder': transformers has no sequence-classification model for "
+            f"{config.model_type!r} backbones"
+        ) from None
     fresh = getattr(model, model.base_model_prefix)
     if type(fresh) is not type(backbone):
         raise ProtoembedError(
