@@ -84,3 +84,9 @@ clean:
 .PHONY: experiment-unsup
 experiment-unsup: install
 	$(BIN)/python experiments/unsup_cpu.py
+
+# The supervised CPU study (Table I systems on the default backbone, one seed, STS-B one epoch): resumable;
+# writes docs/results/supervised-cpu.md and its figure from the run records.
+.PHONY: experiment-supervised
+experiment-supervised: install
+	$(BIN)/python experiments/supervised_cpu.py --set training.epochs=1

@@ -73,9 +73,20 @@ def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str,
     return load_config(path, overrides).to_dict()
 
 
+def unsupervised(path: Path) -> bool:
+    """Whether ``path`` is a single run of an objective over unlabeled sentences (the ``text`` column)."""
+    from protoembed.objectives import OBJECTIVES
+    from protoembed.training.stages import load_run
+
+    stages = load_run(path)
+    cls = OBJECTIVES.get(stages[0][1].objective.name)
+    return len(stages) == 1 and cls is not None and tuple(cls.columns) == ("text",)
+
+
 def method_configs(config_dir: Path, methods: list[str] | None = None) -> dict[str, Path]:
-    """``{method: yaml}`` of ``config_dir``, in report order; ``methods`` selects a subset."""
-    found = {p.stem: p for p in sorted(config_dir.glob("*.yaml"))}
+    """``{method: yaml}`` of the unsupervised configs of ``config_dir`` (the supervised ones beside them
+    belong to experiments/supervised_cpu.py), in report order; ``methods`` selects a subset."""
+    found = {p.stem: p for p in sorted(config_dir.glob("*.yaml")) if unsupervised(p)}
     if not found:
         raise ProtoembedError(f"no *.yaml config in {config_dir}")
     order = [m for m in METHODS if m in found] + [m for m in found if m not in METHODS]

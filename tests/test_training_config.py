@@ -131,14 +131,46 @@ def test_corpus_paths_relative_to_the_data_dir(tmp_path, monkeypatch, data_dir):
         resolve_corpus_path("unsup/nothing.txt", None)
 
 
+def _shipped_configs():
+    """Every runnable config (not the base pieces), each expanded into its stages."""
+    from protoembed.training.stages import load_run
+
+    paths = [p for p in sorted((REPO / "configs").rglob("*.yaml")) if p.parent.name != "base"]
+    return [(path, name, cfg) for path in paths for name, cfg in load_run(path)]
+
+
 def test_every_shipped_config_is_valid():
-    configs = sorted((REPO / "configs").rglob("*.yaml"))
-    rows = [p for p in configs if "base" not in p.relative_to(REPO / "configs").parts]
-    assert len(rows) >= 31
-    for path in rows:
-        cfg = load_config(path)
+    from protoembed.objectives import OBJECTIVES
+
+    rows = _shipped_configs()
+    assert len({path for path, _, _ in rows}) >= 31 + 9 + 9 + 11 + 2
+    for path, _, cfg in rows:
         assert cfg.output_dir, path
-        assert cfg.objective.name in ("simcse", "promptbert", "conpvp"), path
+        assert cfg.objective.name in OBJECTIVES, path
+    staged = {path.name: [name for p, name, _ in rows if p == path] for path, name, _ in rows if name}
+    assert staged["sbert-nli-stsb.yaml"] == ["nli", "stsb"]
+
+
+def test_supervised_cpu_configs_follow_the_paper():
+    """SBERT on STS-B: mean head, cosine regression, batch 32, lr 2e-5, 10% warm-up, epochs with no step cap."""
+    from protoembed.training.stages import load_run
+
+    [(_, cfg)] = load_run(REPO / "configs" / "cpu" / "sbert-stsb.yaml", ["training.epochs=1"])
+    assert (cfg.head, cfg.objective.name) == (None, "cosine_regression")  # the objective's head: mean
+    t = cfg.training
+    assert (t.epochs, t.max_steps, t.batch_size, t.lr, t.warmup) == (1, None, 32, 2e-5, 0.1)
+    nli, stsb = load_run(REPO / "configs" / "bert-base-uncased" / "cnn-sbert-nli-stsb.yaml")
+    assert (nli[1].objective.name, nli[1].training.epochs, nli[1].training.batch_size) == (
+        "nli_softmax",
+        1,
+        16,
+    )
+    assert (stsb[1].objective.name, stsb[1].training.epochs, stsb[1].training.batch_size) == (
+        "cosine_regression",
+        10,
+        32,
+    )
+    assert nli[1].head == stsb[1].head == "cnn" and stsb[1].training.head_lr == 1e-3
 
 
 def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
@@ -146,17 +178,15 @@ def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
     import protoembed
     from protoembed.training.components import build_objective_from_config, head_for
 
-    configs = [p for p in sorted((REPO / "configs").rglob("*.yaml")) if p.parent.name != "base"]
     built = {}
-    for path in configs:
-        cfg = load_config(path)
+    for _, _, cfg in _shipped_configs():
         key = (head_for(cfg), repr(sorted(cfg.objective.options.items())), cfg.objective.name)
         if key in built:
             continue
         embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=key[0], max_seq_length=16, device="cpu")
         built[key] = build_objective_from_config(cfg, embedder)
         assert built[key].config()["objective"] == cfg.objective.name
-    assert len(built) >= 7
+    assert len(built) >= 7 + 5
 
 
 def test_readme_schema_is_generated_from_the_models():

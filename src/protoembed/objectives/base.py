@@ -91,6 +91,11 @@ class Objective(torch.nn.Module):
         self.views = ViewBuilder(embedder.encoder, max_seq_length)
 
     @classmethod
+    def columns_for(cls, options: Mapping[str, Any]) -> ColumnSpec:
+        """The columns a run with these (raw) options needs (default: :attr:`columns`)."""
+        return cls.columns
+
+    @classmethod
     def head_for(cls, options: Mapping[str, Any]) -> str:
         """The head this objective trains when the config names none (``options``: its raw options)."""
         return cls.default_head

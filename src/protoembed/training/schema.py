@@ -56,11 +56,13 @@ def schema_yaml() -> str:
             continue
         lines.append(_line(0, "objective:", "the objective; every other key is one of its options"))
         lines.append(_line(2, "name: conpvp", ObjectiveConfig.model_fields["name"].description or ""))
-        lines.append("  # every objective:")
+        contrastive = [n for n, c in OBJECTIVES.items() if issubclass(c.Options, ContrastiveOptions)]
+        lines.append(f"  # {', '.join(contrastive)}:")
         lines += _fields(ContrastiveOptions, 2)
         shared = tuple(ContrastiveOptions.model_fields)
         for name, cls in OBJECTIVES.items():
-            if set(cls.Options.model_fields) - set(shared):
+            skip = shared if name in contrastive else ()
+            if set(cls.Options.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
-                lines += _fields(cls.Options, 2, skip=shared)
+                lines += _fields(cls.Options, 2, skip=skip)
     return "\n".join(lines) + "\n"

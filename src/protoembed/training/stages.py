@@ -3,7 +3,8 @@
 A config with a ``stages:`` list trains each stage in turn, the next starting from the previous stage's
 kept model (``best/``, selected on STS-B dev as in a single run). Every key outside ``stages`` is shared;
 each stage is a mapping with a ``name`` and the keys it sets on top (deep-merged as ``base:`` files are):
-its own ``objective``, ``data``, ``training`` (epochs, batch, lr, ...), ``head``, ``max_seq_length``::
+its own ``objective``, ``data``, ``training`` (epochs, batch, lr, ...), ``head``, ``max_seq_length``, and
+its own ``base:`` files (paths relative to the config file given to ``protoembed train``)::
 
     model: bert-base-uncased
     head: mean
@@ -21,7 +22,8 @@ its own ``objective``, ``data``, ``training`` (epochs, batch, lr, ...), ``head``
 Stage ``name`` writes a whole run folder ``output_dir/name/`` (``best/``, ``results.json``,
 ``training_log.jsonl``, ``config.yaml``); ``output_dir/results.json`` is the last stage's results with a
 ``stages`` list (each stage's folder, best step, dev and STS scores). ``model`` is set once, for the
-first stage. Before the first stage trains, the data of EVERY stage is read and matched to its
+first stage. ``--set`` overrides apply to every stage, after its own keys (``--set training.epochs=1``
+makes every stage one epoch). Before the first stage trains, the data of EVERY stage is read and matched to its
 objective's columns, so a missing file or a wrong column fails at once. ``--resume`` skips finished
 stages and continues an interrupted one.
 """
@@ -50,11 +52,14 @@ from protoembed.training.config import (
 logger = logging.getLogger(__name__)
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SHARED_ONLY = ("model", "output_dir", "stages", "base")
+_SHARED_ONLY = ("model", "output_dir", "stages")
 
 
 def stage_configs(
-    data: dict[str, Any], source: str, output_dir: str | os.PathLike[str] | None = None
+    data: dict[str, Any],
+    source: str,
+    output_dir: str | os.PathLike[str] | None = None,
+    overrides: list[str] | None = None,
 ) -> list[tuple[str, TrainConfig]]:
     """Expand a config dict with ``stages`` into one validated :class:`TrainConfig` per stage.
 
@@ -62,6 +67,7 @@ def stage_configs(
         data: the merged config (``base`` resolved, ``--set`` applied) with a ``stages`` list.
         source: where it came from, for messages.
         output_dir: overrides the config's ``output_dir``.
+        overrides: ``--set`` overrides, applied to every stage after its keys are merged (they win).
     Returns:
         ``[(name, config), ...]``: stage ``name`` trains into ``output_dir/name`` from ``model`` (first
         stage) or the previous stage's ``best/``.
@@ -90,7 +96,9 @@ def stage_configs(
         bad = [k for k in stage if k in _SHARED_ONLY]
         if bad:
             raise ProtoembedError(f"{where}: {bad[0]!r} is set once for all stages, outside 'stages'")
-        merged = merge(shared, {k: v for k, v in stage.items() if k != "name"})
+        merged = apply_overrides(
+            merge(shared, {k: v for k, v in stage.items() if k != "name"}), overrides or []
+        )
         merged["output_dir"] = str(out / name)
         if configs:
             merged["model"] = str(out / configs[-1][0] / "best")
@@ -103,16 +111,31 @@ def load_run(
 ) -> list[tuple[str, TrainConfig]]:
     """Read a config file: ``[("", config)]`` for a single run, one entry per stage for a staged one.
 
-    ``--set`` overrides apply to the shared part (before the stages are merged on top).
+    ``--set`` overrides apply to every stage, on top of the stage's own keys.
     """
     overrides = list(overrides or [])
-    data = apply_overrides(read_config_file(path), overrides)
+    data = read_config_file(path)
+    if isinstance(data.get("stages"), list):
+        data["stages"] = [_stage_with_base(stage, Path(path)) for stage in data["stages"]]
     if "stages" not in data:
         cfg = load_config(path, overrides)
         if output_dir:
             cfg.output_dir = output_dir
         return [("", cfg)]
-    return stage_configs(data, str(path), output_dir)
+    return stage_configs(data, str(path), output_dir, overrides)
+
+
+def _stage_with_base(stage: Any, path: Path) -> Any:
+    """A stage's own ``base:`` files (paths relative to the config file) merged under its keys."""
+    if not isinstance(stage, dict) or "base" not in stage:
+        return stage
+    bases = stage["base"] if isinstance(stage["base"], list) else [stage["base"]]
+    merged: dict[str, Any] = {}
+    for name in bases:
+        if not isinstance(name, str):
+            raise ProtoembedError(f"{path}: a stage's 'base' must be a file name or a list of file names")
+        merged = merge(merged, read_config_file(path.expanduser().absolute().parent / name))
+    return merge(merged, {k: v for k, v in stage.items() if k != "base"})
 
 
 def _check_data(stages: list[tuple[str, TrainConfig]]):
@@ -124,7 +147,8 @@ def _check_data(stages: list[tuple[str, TrainConfig]]):
     for name, cfg in stages:
         try:
             raw = read_training_examples(cfg)
-            examples.append(examples_for(raw, objective_class(cfg.objective.name).columns, cfg))
+            columns = objective_class(cfg.objective.name).columns_for(cfg.objective.options)
+            examples.append(examples_for(raw, columns, cfg))
         except ProtoembedError as err:
             raise ProtoembedError(f"stage {name!r}: {err}") from None
     return examples

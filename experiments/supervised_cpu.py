@@ -1,0 +1,235 @@
+"""The supervised CPU study: the BERT/ALBERT paper's Table I systems on the default backbone, then a report.
+
+Run from the repository root: ``make experiment-supervised`` or ``python experiments/supervised_cpu.py``
+(``--systems sbert cnn-sbert``, ``--regimes stsb``, ``--seeds 1 2 3`` select runs; ``--set KEY=VALUE`` adds a
+config override to every run, e.g. ``--set training.epochs=4``; ``--report-only`` only rewrites the report).
+It uses protoembed through ``protoembed train`` / ``protoembed eval sts`` (subprocesses) and, for Table II,
+:func:`protoembed.evaluation.cross_encoder.evaluate_cross_encoder_sts`.
+
+Runs: ``configs/cpu/<system>-<regime>.yaml`` for the systems of :data:`SYSTEMS` and the regimes of
+:data:`REGIMES` (STS-B, NLI, NLI then STS-B as one staged config), each seed into
+``runs/supervised-cpu/<system>-<regime>-seed<k>/`` (git-ignored) with ``--resume``. A finished run is
+recorded in ``docs/results/supervised-cpu/<run>/`` (committed: config, results, each stage's training log,
+the time it took, the machine) and skipped afterwards, so the study can be stopped and resumed. Besides the
+trainer's results (STS test tasks of ``best/`` with the config's head), a cross-encoder run records the
+same tasks with the mean head over its encoder (``results-mean.json``: the Avg. row) and, when it ends on
+STS-B, the cross-encoder's own STS-B test scores (``cross-encoder.json``: Table II). The untrained
+backbone is evaluated with each row's head (``untrained-<head>/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: python experiments/supervised_cpu.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.unsup_cpu import _add_time, _load_average, environment  # noqa: E402
+from experiments.unsup_cpu_report import ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE  # noqa: E402
+from protoembed.errors import ProtoembedError  # noqa: E402
+from protoembed.io import write_json_atomic  # noqa: E402
+
+#: System -> (row label, the heads its rows are evaluated with: first = the run's own head).
+SYSTEMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cross-encoder": ("Cross-encoder", ("cls", "mean")),
+    "sbert": ("SBERT", ("mean",)),
+    "cnn-sbert": ("CNN-SBERT", ("cnn",)),
+    "simcse-sup": ("Supervised SimCSE", ("cls",)),
+}
+#: Regime -> column label (Table I's fine-tuning data).
+REGIMES = {"stsb": "STS-B", "nli": "NLI", "nli-stsb": "NLI then STS-B"}
+STSB = "STSBenchmark"
+MEAN_RESULTS = "results-mean.json"
+CROSS_ENCODER_RESULTS = "cross-encoder.json"
+DEFAULTS = {
+    "configs": "configs/cpu",
+    "runs_dir": "runs/supervised-cpu",
+    "records_dir": "docs/results/supervised-cpu",
+    "report": "docs/results/supervised-cpu.md",
+}
+
+
+def _say(message: str) -> None:
+    print(f"supervised_cpu: {message}", file=sys.stderr, flush=True)
+
+
+def study_configs(config_dir: Path, systems: list[str], regimes: list[str]) -> dict[str, Path]:
+    """``{"<system>-<regime>": yaml}`` that exist in ``config_dir``, in table order."""
+    found = {}
+    for regime in regimes:  # column by column: STS-B first
+        for system in systems:
+            path = config_dir / f"{system}-{regime}.yaml"
+            if path.is_file():
+                found[f"{system}-{regime}"] = path
+    if not found:
+        raise ProtoembedError(f"no config of {systems} x {regimes} in {config_dir}")
+    return found
+
+
+def _run(cmd: list[str], where: Path, quiet: bool = False) -> int:
+    _say(f"{where.name}: {shlex.join(cmd[1:])}")
+    return subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
+
+
+def eval_sts(model: str, head: str, out: Path, tasks: list[str], batch_size: int) -> int:
+    """``protoembed eval sts --model MODEL --head HEAD`` on ``tasks`` into ``out``."""
+    cmd = [sys.executable, "-m", "protoembed", "eval", "sts", "--model", model, "--head", head]
+    cmd += ["--batch-size", str(batch_size), "--tasks", *tasks, "--output", str(out)]
+    return _run(cmd, out.parent, quiet=True)
+
+
+def _final_run_dir(run_dir: Path, config: dict[str, Any]) -> Path:
+    """The folder whose ``best/`` is the run's model: the last stage's for a staged run."""
+    stages = config.get("stages")
+    return run_dir / stages[-1]["name"] if stages else run_dir
+
+
+def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str], batch_size: int) -> bool:
+    """The Avg. row (mean head over a cross-encoder's encoder) and Table II (the cross-encoder on STS-B)."""
+    import yaml
+
+    if system != "cross-encoder":
+        return True
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    best = _final_run_dir(run_dir, config) / "best"
+    if not (run_dir / MEAN_RESULTS).is_file():
+        tasks = tasks if regime == "nli-stsb" else [STSB]
+        if eval_sts(str(best), "mean", run_dir / MEAN_RESULTS, tasks, batch_size) != 0:
+            return False
+    if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
+        from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
+
+        write_json_atomic(run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder"))
+    return True
+
+
+def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
+    """Copy a finished run's small files (each stage's log as ``<stage>.training_log.jsonl``) and ``env``."""
+    record_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
+    files = [(run_dir / "training_log.jsonl", "training_log.jsonl")]
+    files += [
+        (p, f"{p.parent.name}.training_log.jsonl") for p in sorted(run_dir.glob("*/training_log.jsonl"))
+    ]
+    names = ("config.yaml", TIME_FILE, MEAN_RESULTS, CROSS_ENCODER_RESULTS, RESULTS_FILE)  # results last
+    files += [(run_dir / name, name) for name in names]
+    for source, name in files:
+        if source.is_file():
+            target = record_dir / name
+            tmp = target.with_name(f".{name}.tmp")
+            tmp.write_bytes(source.read_bytes())
+            os.replace(tmp, target)
+
+
+def run_one(
+    config: Path, name: str, seed: int, args: argparse.Namespace, tasks: list[str], batch_size: int
+) -> bool:
+    """Train (or resume) one run, add its extra evaluations, record it; True if it finished."""
+    system, regime = next((s, name[len(s) + 1 :]) for s in SYSTEMS if name.startswith(s + "-"))
+    run_name = f"{name}-seed{seed}"
+    run_dir, record_dir = args.runs_dir / run_name, args.records_dir / run_name
+    if (record_dir / RESULTS_FILE).is_file():
+        _say(f"{run_name}: recorded, skipped")
+        return True
+    load_start, started = _load_average(), time.monotonic()
+    try:
+        if not (run_dir / RESULTS_FILE).is_file():
+            cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--resume"]
+            cmd += ["--output-dir", str(run_dir), "--set", f"training.seed={seed}"]
+            if regime != "nli-stsb":  # Table I reads STS-B; Table III (every task) the NLI then STS-B runs
+                cmd += ["--set", f"training.test_tasks=[{STSB}]"]
+            for item in args.set:
+                cmd += ["--set", item]
+            if _run(cmd, run_dir) != 0:
+                _say(f"{run_name} failed; rerun to resume it")
+                return False
+        if not extra_evaluations(run_dir, system, regime, tasks, batch_size):
+            return False
+    finally:
+        _add_time(run_dir, time.monotonic() - started)
+    record(run_dir, record_dir, environment("default", load_start, _load_average()))
+    return True
+
+
+def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> bool:
+    """STS test results of the untrained backbone with each row's head, once per head."""
+    ok = True
+    for head in sorted({h for _, heads in SYSTEMS.values() for h in heads}):
+        out = records_dir / f"untrained-{head}"
+        if (out / RESULTS_FILE).is_file():
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        load_start, started = _load_average(), time.monotonic()
+        code = eval_sts("default", head, out / RESULTS_FILE, tasks, batch_size)
+        _add_time(out, time.monotonic() - started)
+        if code == 0:
+            write_json_atomic(out / ENVIRONMENT_FILE, environment("default", load_start, _load_average()))
+        ok = ok and code == 0
+    return ok
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python experiments/supervised_cpu.py", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--configs", default=DEFAULTS["configs"], type=Path)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
+    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path)
+    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run"
+    )
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the study (see the module docstring); returns the exit code."""
+    from experiments.supervised_cpu_report import write_report
+    from protoembed.training.stages import load_run
+
+    args = parse_args(argv)
+    try:
+        configs = study_configs(args.configs, args.systems, args.regimes)
+        _, first = load_run(next(iter(configs.values())), args.set)[-1]
+        tasks, batch_size = list(first.training.test_tasks), first.training.eval_batch_size
+        failed = []
+        if not args.report_only:
+            if not evaluate_untrained(args.records_dir, tasks, batch_size):
+                failed.append("untrained")
+            for seed in args.seeds:  # seed-major: a partial study already fills whole columns
+                for name, config in configs.items():
+                    if not run_one(config, name, seed, args, tasks, batch_size):
+                        failed.append(f"{name}-seed{seed}")
+        write_report(args.report, args.records_dir, args.configs, _command(argv))
+        _say(f"report written to {args.report}")
+        if failed:
+            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
+            return 1
+        return 0
+    except ProtoembedError as err:
+        _say(f"error: {err}")
+        return 2
+    except KeyboardInterrupt:
+        _say("interrupted; rerun to resume")
+        return 130
+
+
+def _command(argv: list[str] | None) -> str:
+    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
+    return "python experiments/supervised_cpu.py" + "".join(" " + shlex.quote(a) for a in given)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The supervised CPU study's report (docs/results/supervised-cpu.md + .png), drawn from the run records.
+
+A record ``<system>-<regime>-seed<k>/`` holds ``results.json`` (STS test tasks of the kept model with the
+run's head, Spearman and Pearson x100; a staged run's also lists its stages), ``config.yaml`` (every
+stage's resolved config for a staged run), the training logs (``training_log.jsonl``, or
+``<stage>.training_log.jsonl``), ``study_time.json``, ``environment.json`` and, for a cross-encoder,
+``results-mean.json`` (mean head over its encoder) and ``cross-encoder.json`` (the cross-encoder on STS-B
+test). ``untrained-<head>/results.json`` are the backbone before fine-tuning. The hand-written discussion
+is read from ``DISCUSSION.md`` beside the records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from experiments.unsup_cpu_report import mean_std
+from protoembed.evaluation.sts import SHORT_NAMES
+from protoembed.io import pyplot, save_figure, write_atomic
+
+RUN = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
+#: Table I rows: label -> (system, results file, head of the untrained column).
+ROWS = {
+    "[CLS] (cross-encoder)": ("cross-encoder", "results.json", "cls"),
+    "Avg. (cross-encoder)": ("cross-encoder", "results-mean.json", "mean"),
+    "SBERT": ("sbert", "results.json", "mean"),
+    "CNN-SBERT": ("cnn-sbert", "results.json", "cnn"),
+    "Supervised SimCSE": ("simcse-sup", "results.json", "cls"),
+}
+REGIMES = {"stsb": "STS-B", "nli": "NLI", "nli-stsb": "NLI then STS-B"}
+STSB = "STSBenchmark"
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def read_records(records_dir: Path) -> dict[str, list[Path]]:
+    """``{"<system>-<regime>": [record folders, by seed]}`` of the finished runs."""
+    runs: dict[str, list[Path]] = {}
+    for folder in sorted(records_dir.glob("*-seed*")):
+        match = RUN.match(folder.name)
+        if match and (folder / "results.json").is_file():
+            runs.setdefault(match["name"], []).append(folder)
+    return runs
+
+
+def _scores(folders: list[Path], file: str, task: str = STSB) -> tuple[list[float], list[float]]:
+    spearman, pearson = [], []
+    for folder in folders:
+        results = _json(folder / file)
+        if results and task in results.get("tasks", {}):
+            spearman.append(results["tasks"][task]["spearman"])
+            pearson.append(results["tasks"][task]["pearson"])
+    return spearman, pearson
+
+
+def _cell(spearman: list[float], pearson: list[float]) -> str:
+    if not spearman:
+        return "–"
+    return f"{mean_std(spearman)} ({mean_std(pearson)})"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def table_one(
+    records_dir: Path, runs: dict[str, list[Path]]
+) -> tuple[str, dict[str, dict[str, list[float]]]]:
+    """Table I: STS-B test Spearman (Pearson) x100 per row and regime; also the Spearman lists."""
+    values: dict[str, dict[str, list[float]]] = {}
+    rows = []
+    for label, (system, file, head) in ROWS.items():
+        untrained = _json(records_dir / f"untrained-{head}" / "results.json")
+        cells = [_cell(*_scores([records_dir / f"untrained-{head}"], "results.json")) if untrained else "–"]
+        values[label] = {}
+        for regime in REGIMES:
+            spearman, pearson = _scores(runs.get(f"{system}-{regime}", []), file)
+            values[label][regime] = spearman
+            cells.append(_cell(spearman, pearson))
+        rows.append([label, *cells])
+    header = ["Model", "Not fine-tuned", *REGIMES.values()]
+    return _table(header, rows), values
+
+
+def table_two(runs: dict[str, list[Path]]) -> str:
+    """Table II: the cross-encoder itself on STS-B test."""
+    rows = []
+    for regime in ("stsb", "nli-stsb"):
+        folders = runs.get(f"cross-encoder-{regime}", [])
+        rows.append([f"Cross-encoder, {REGIMES[regime]}", _cell(*_scores(folders, "cross-encoder.json"))])
+    return _table(["Model", "STS-B Spearman (Pearson)"], rows)
+
+
+def table_three(runs: dict[str, list[Path]], values: dict[str, dict[str, list[float]]]) -> str:
+    """Table III: every STS task for the best two rows after NLI then STS-B (by STS-B Spearman)."""
+    ranked = sorted(
+        (label for label in values if values[label]["nli-stsb"]),
+        key=lambda label: -float(np.mean(values[label]["nli-stsb"])),
+    )[:2]
+    tasks = [STSB]
+    rows = []
+    for label in ranked:
+        system, file, _ = ROWS[label]
+        folders = runs[f"{system}-nli-stsb"]
+        first = _json(folders[0] / file)
+        tasks = list(first["tasks"])
+        cells = [mean_std(_scores(folders, file, task)[0]) for task in tasks]
+        averages = [(_json(f / file) or {}).get("avg") for f in folders]
+        rows.append([label, *cells, mean_std(averages)])
+    return _table(["Model", *[SHORT_NAMES.get(t, t) for t in tasks], "Avg."], rows) if rows else "–\n"
+
+
+def setup_text(records_dir: Path, runs: dict[str, list[Path]]) -> str:
+    """Steps, data sizes, seeds and compute, from the logs and time records."""
+    lines = []
+    total = 0.0
+    for name, folders in runs.items():
+        seconds = [(_json(f / "study_time.json") or {}).get("seconds", 0.0) for f in folders]
+        total += sum(seconds)
+        steps = []
+        for folder in folders[:1]:
+            for log in sorted(folder.glob("*training_log.jsonl")):
+                entries = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines() if x.strip()]
+                start = next((e for e in entries if e.get("event") == "start"), None)
+                if start:
+                    stage = log.name.split(".")[0] if log.name != "training_log.jsonl" else "run"
+                    steps.append(
+                        f"{stage}: {start['total_steps']} steps over {start['data']['examples']:,} examples"
+                    )
+        lines.append(f"| {name} | {len(folders)} | {'; '.join(steps)} | {np.mean(seconds) / 60:.1f} |")
+    for folder in sorted(records_dir.glob("untrained-*")):
+        total += (_json(folder / "study_time.json") or {}).get("seconds", 0.0)
+    env = next((e for f in runs.values() for e in [_json(f[0] / "environment.json")] if e), None) or {}
+    head = "| Run | Seeds | Steps (per stage) | Minutes per seed |\n|---|---:|---|---:|\n"
+    cores = env.get("cpu_count", "?")
+    return head + "\n".join(lines) + f"\n\nTotal compute: {total / 60:.0f} min on {cores} CPU cores.\n"
+
+
+def plot(values: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    """Grouped bars: STS-B test Spearman per row, one bar per regime (mean, error bar = std over seeds)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    labels = list(values)
+    width = 0.8 / len(REGIMES)
+    for i, (regime, title) in enumerate(REGIMES.items()):
+        means = [float(np.mean(values[r][regime])) if values[r][regime] else 0.0 for r in labels]
+        stds = [
+            float(np.std(values[r][regime], ddof=1)) if len(values[r][regime]) > 1 else 0.0 for r in labels
+        ]
+        ax.bar(np.arange(len(labels)) + (i - 1) * width, means, width, yerr=stds, label=title, capsize=2)
+    ax.set_xticks(np.arange(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("STS-B test Spearman x100")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Fine-tuning data per model (default backbone, CPU study)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def write_report(report: Path, records_dir: Path, config_dir: Path, command: str) -> Path:
+    """Write the study page and its figure from the records."""
+    runs = read_records(records_dir)
+    t1, values = table_one(records_dir, runs)
+    figure = plot(values, report.with_suffix(".png"))
+    nli = yaml.safe_load((config_dir.parent / "base" / "sup-nli-cpu.yaml").read_text(encoding="utf-8"))
+    discussion = records_dir / "DISCUSSION.md"
+    parts = [
+        "# Supervised CPU study: the BERT/ALBERT paper's Table I on the default backbone\n",
+        f"Produced by `{command}` from the run records in `{records_dir}/` (one folder per run). Backbone: "
+        "the embedded default (all-MiniLM-L6-v2, a 6-layer BERT already trained as a sentence encoder) "
+        "instead of BERT-base; ALBERT rows are configs and tiny-model tests only (no ALBERT weights "
+        "here). NLI data: what can be had offline, SNLI dev + test and SICK train + trial entailment "
+        f"labels ({', '.join(nli['data']['corpus'])}), not SNLI + MultiNLI train.\n",
+        "## Table I: STS-B test, Spearman (Pearson) x100\n",
+        "Rows as the paper's: [CLS] and Avg. are the encoder of a cross-encoder fine-tune read with the "
+        "[CLS] state or the mean of token states (one run gives both); SBERT and CNN-SBERT are siamese "
+        "(mean / CNN head); supervised SimCSE is beyond the paper (NLI triplets; its NLI then STS-B "
+        "column continues with SBERT's STS-B regression on [CLS]). Mean ± std over seeds where there "
+        "are several.\n",
+        t1,
+        f"![Table I as bars]({figure.name})\n",
+        "## Table II: the cross-encoder on STS-B test, Spearman (Pearson) x100\n",
+        table_two(runs),
+        "## Table III: the best two models after NLI then STS-B, Spearman x100\n",
+        table_three(runs, values),
+        "## Runs and compute\n",
+        setup_text(records_dir, runs),
+    ]
+    if discussion.is_file():
+        parts += ["## Discussion\n", discussion.read_text(encoding="utf-8")]
+    text = "\n".join(parts)
+    write_atomic(report, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return report
