@@ -90,3 +90,11 @@ experiment-unsup: install
 .PHONY: experiment-supervised
 experiment-supervised: install
 	$(BIN)/python experiments/supervised_cpu.py --set training.epochs=1
+
+# Domain adaptation study (experiments/domain_adapt.py): SimCSE and ConPVP trained on the texts of
+# StackOverflow, Biomedical and Tweet (labels never read; configs/cpu/adapt), seeds 1-3, each then
+# clustered on its set -> docs/results/domain-adaptation/<run>/ and docs/results/domain-adaptation.md.
+# Resumable: rerun to continue; recorded runs are skipped.
+.PHONY: experiment-adapt
+experiment-adapt: install
+	$(BIN)/python experiments/domain_adapt.py

@@ -1,0 +1,253 @@
+"""Domain adaptation study: does a short unsupervised run on unlabeled in-domain text help clustering?
+
+For each short-text clustering set (StackOverflow, Biomedical, Tweet), each method (SimCSE, ConPVP; the
+configs in ``configs/cpu/adapt/``) and seeds {1, 2, 3}: train the default backbone on the set's texts
+(the ``clustering`` format keeps the text field of each line and drops the label, so no run ever reads a
+label), then cluster the same set with the trained model (``protoembed eval clustering``: k-means with
+k = classes, 10 runs, Hungarian accuracy and NMI). "Before" is the untrained default model (its own mean
+head) on the same sets and STS-B test. The short-text clustering literature trains on the texts it
+clusters, without their labels; this study asks the same of a general sentence model.
+
+Run from the repository root: ``make experiment-adapt`` or ``python experiments/domain_adapt.py``
+(``--sets tweet --methods simcse`` for a subset, ``--report-only`` to rewrite the report). Like
+:mod:`experiments.unsup_cpu` it talks to the library through the ``protoembed`` command (subprocesses)
+and ``load_config``. Runs train into ``runs/domain-adaptation/<method>-<set>-seed<k>/`` (git-ignored: the
+models); a finished run's small files (``config.yaml``, ``training_log.jsonl``, ``results.json`` with
+STS-B test, ``clustering.json``, ``study_time.json`` with the wall time of training and of clustering,
+``environment.json``) are recorded in ``docs/results/domain-adaptation/<run>/`` (committed). A recorded run
+is skipped and an interrupted one resumes from its checkpoint, so the study can be stopped and completed
+later. The report, ``docs/results/domain-adaptation.md``, is rewritten from the records every time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: python experiments/domain_adapt.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.domain_adapt_report import (  # noqa: E402
+    CLUSTERING_FILE,
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    LOG_FILE,
+    RESULTS_FILE,
+    TIME_FILE,
+    UNTRAINED,
+    write_report,
+)
+from protoembed.errors import ProtoembedError  # noqa: E402
+from protoembed.io import write_json_atomic  # noqa: E402
+
+#: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
+SETS = {"tweet": "Tweet", "stackoverflow": "StackOverflow", "biomedical": "Biomedical"}
+METHODS = {"simcse": "SimCSE", "conpvp": "ConPVP"}
+DEFAULT_SEEDS = [1, 2, 3]
+DEFAULTS = {
+    "configs": "configs/cpu/adapt",
+    "runs_dir": "runs/domain-adaptation",
+    "records_dir": "docs/results/domain-adaptation",
+    "report": "docs/results/domain-adaptation.md",
+}
+
+
+def _say(message: str) -> None:
+    print(f"domain_adapt: {message}", file=sys.stderr, flush=True)
+
+
+def _load_average() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def _add_time(run_dir: Path, key: str, seconds: float) -> None:
+    """Add ``seconds`` to ``run_dir/study_time.json[key]`` (wall time summed over resumed attempts)."""
+    path = run_dir / TIME_FILE
+    times = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    times[key] = round(times.get(key, 0.0) + seconds, 1)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, times)
+
+
+def environment(load_start: float | None, load_end: float | None) -> dict[str, Any]:
+    """The machine as measured now (what a record's ``environment.json`` holds)."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "load_average_start": load_start,
+        "load_average_end": load_end,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "protoembed": metadata.version("protoembed"),
+    }
+
+
+def _timed(cmd: list[str], run_dir: Path, key: str, quiet: bool = False) -> bool:
+    """Run ``cmd``; add its wall time to ``run_dir``'s ``key``; True if it exited 0."""
+    _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
+    started = time.monotonic()
+    try:
+        code = subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
+    finally:
+        _add_time(run_dir, key, time.monotonic() - started)
+    if code != 0:
+        _say(f"{run_dir.name}: exit {code}; rerun to resume")
+    return code == 0
+
+
+def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
+    """Copy a finished run's small files and ``env`` to its (committed) record folder."""
+    record_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
+    # the clustering results last: they mark a complete record
+    for name in (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, CLUSTERING_FILE):
+        source = run_dir / name
+        if source.is_file():
+            tmp = record_dir / f".{name}.tmp"
+            tmp.write_bytes(source.read_bytes())
+            os.replace(tmp, record_dir / name)
+
+
+def run_one(
+    config: Path, task: str, seed: int, run_dir: Path, record_dir: Path, overrides: list[str]
+) -> bool:
+    """Train (or resume) one run, cluster its set with the trained model, record it; True if done."""
+    if (record_dir / CLUSTERING_FILE).is_file():
+        _say(f"{run_dir.name}: recorded, skipped")
+        return True
+    load_start = _load_average()
+    py = [sys.executable, "-m", "protoembed"]
+    if not (run_dir / RESULTS_FILE).is_file():
+        cmd = [*py, "train", "--config", str(config), "--resume"]
+        cmd += ["--output-dir", str(run_dir), "--set", f"training.seed={seed}"]
+        for item in overrides:
+            cmd += ["--set", item]
+        if not _timed(cmd, run_dir, "train_s"):
+            return False
+    if not (run_dir / CLUSTERING_FILE).is_file():
+        cmd = [*py, "eval", "clustering", "--model", str(run_dir / "best"), "--tasks", task]
+        if not _timed([*cmd, "--output", str(run_dir / CLUSTERING_FILE)], run_dir, "clustering_s", True):
+            return False
+    record(run_dir, record_dir, environment(load_start, _load_average()))
+    return True
+
+
+def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) -> bool:
+    """Clustering and STS-B test of the untrained default model (its mean head), once.
+
+    ``reuse``: a ``protoembed eval clustering --model default`` results file with the same protocol (10
+    k-means runs, seeds 0-9: deterministic), whose rows for ``tasks`` are taken instead of re-encoding.
+    """
+    out = records_dir / UNTRAINED
+    out.mkdir(parents=True, exist_ok=True)
+    py = [sys.executable, "-m", "protoembed"]
+    if not (out / CLUSTERING_FILE).is_file():
+        old = json.loads(reuse.read_text(encoding="utf-8")) if reuse and reuse.is_file() else None
+        if old and old.get("model") == "default" and all(t in old["tasks"] for t in tasks):
+            kept = {**old, "tasks": {t: old["tasks"][t] for t in tasks}, "copied_from": str(reuse)}
+            write_json_atomic(out / CLUSTERING_FILE, kept)
+            _say(f"untrained clustering rows taken from {reuse}")
+        else:
+            cmd = [*py, "eval", "clustering", "--model", "default", "--tasks", *tasks]
+            if not _timed([*cmd, "--output", str(out / CLUSTERING_FILE)], out, "clustering_s", True):
+                return False
+    if not (out / RESULTS_FILE).is_file():
+        cmd = [*py, "eval", "sts", "--model", "default", "--tasks", "STSBenchmark"]
+        if not _timed([*cmd, "--output", str(out / RESULTS_FILE)], out, "sts_s", True):
+            return False
+    write_json_atomic(out / ENVIRONMENT_FILE, environment(None, _load_average()))
+    return True
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python experiments/domain_adapt.py", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--configs", default=DEFAULTS["configs"], type=Path, help="<method>-<set>.yaml folder"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
+    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
+    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
+    parser.add_argument(
+        "--untrained-from",
+        default="docs/results/clustering-default.json",
+        type=Path,
+        help="take the untrained model's clustering rows from this `eval clustering --model default` file",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
+    )
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the study (see the module docstring); returns the exit code."""
+    args = parse_args(argv)
+    from protoembed.training import load_config
+
+    try:
+        configs = {}
+        for method in args.methods:
+            for name in args.sets:
+                path = args.configs / f"{method}-{name}.yaml"
+                load_config(path, args.set)  # every config checked before the first run
+                configs[method, name] = path
+        failed = []
+        if not args.report_only:
+            if not evaluate_untrained(args.records_dir, [SETS[s] for s in SETS], args.untrained_from):
+                failed.append(UNTRAINED)
+            for seed in args.seeds:  # seed-major: a partial study already has every cell once
+                for name in args.sets:
+                    for method in args.methods:
+                        run = f"{method}-{name}-seed{seed}"
+                        ok = run_one(
+                            configs[method, name],
+                            SETS[name],
+                            seed,
+                            args.runs_dir / run,
+                            args.records_dir / run,
+                            args.set,
+                        )
+                        if not ok:
+                            failed.append(run)
+        write_report(args.report, args.records_dir, SETS, METHODS, args.configs, _command(argv, args))
+        _say(f"report written to {args.report}")
+        if failed:
+            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
+            return 1
+        return 0
+    except ProtoembedError as err:
+        _say(f"error: {err}")
+        return 2
+    except KeyboardInterrupt:
+        _say("interrupted; rerun to resume")
+        return 130
+
+
+def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
+    """How to remake the study: ``make experiment-adapt`` when the defaults were used."""
+    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
+    defaults = parse_args([])
+    keys = ("configs", "seeds", "set", "runs_dir", "records_dir", "report", "methods", "sets")
+    if all(getattr(args, k) == getattr(defaults, k) for k in keys):
+        return "`make experiment-adapt` (= `python experiments/domain_adapt.py`)"
+    return "`python experiments/domain_adapt.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
