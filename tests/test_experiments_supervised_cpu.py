@@ -1,0 +1,72 @@
+"""The supervised CPU study (experiments/): its configs, and a report whose tables equal the records."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from experiments import supervised_cpu
+from experiments.supervised_cpu_report import ROWS, write_report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _results(stsb: float, pearson: float, every_task: bool = False) -> dict:
+    tasks = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+    chosen = tasks if every_task else ["STSBenchmark"]
+    scores = {t: {"spearman": stsb - (t != "STSBenchmark") * 5, "pearson": pearson, "n": 10} for t in chosen}
+    return {"variant": "senteval", "split": "test", "tasks": scores, "avg": stsb - 1}
+
+
+def _write(folder: Path, name: str, data: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(data))
+
+
+def test_the_study_covers_every_table_one_cell():
+    configs = supervised_cpu.study_configs(
+        REPO / "configs" / "cpu", list(supervised_cpu.SYSTEMS), list(supervised_cpu.REGIMES)
+    )
+    assert len(configs) == 3 * 3 + 2  # supervised SimCSE has no STS-B-only cell
+    assert list(configs)[:4] == ["cross-encoder-stsb", "sbert-stsb", "cnn-sbert-stsb", "cross-encoder-nli"]
+
+
+def test_report_tables_equal_the_records(tmp_path):
+    records = tmp_path / "records"
+    for head, value in (("cls", 20.0), ("mean", 70.0), ("cnn", 40.0)):
+        _write(records / f"untrained-{head}", "results.json", _results(value, value - 1, every_task=True))
+    for seed, shift in ((1, 0.0), (2, 2.0)):
+        _write(records / f"sbert-stsb-seed{seed}", "results.json", _results(80 + shift, 79))
+        _write(
+            records / f"sbert-nli-stsb-seed{seed}", "results.json", _results(84 + shift, 83, every_task=True)
+        )
+    ce = records / "cross-encoder-stsb-seed1"
+    _write(ce, "results.json", _results(30.0, 29))
+    _write(ce, "results-mean.json", _results(60.0, 59))
+    _write(ce, "cross-encoder.json", _results(87.5, 87))
+    _write(records / "cnn-sbert-nli-stsb-seed1", "results.json", _results(83.0, 82, every_task=True))
+    report = write_report(
+        tmp_path / "page.md", records, REPO / "configs" / "cpu", "make experiment-supervised"
+    )
+    text = report.read_text()
+    table = text.split("## Table I")[1].split("## Table II")[0]
+    rows = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[1:]
+        for line in table.splitlines()
+        if line.startswith("| ") and "Model" not in line
+    }
+    assert list(rows) == list(ROWS)
+    assert rows["SBERT"][0] == "70.00 (69.00)"  # not fine-tuned: the untrained mean head
+    assert rows["SBERT"][1] == "81.00 ± 1.41 (79.00 ± 0.00)"  # STS-B, two seeds: mean ± sample std
+    assert rows["SBERT"][3].rstrip(" |") == "85.00 ± 1.41 (83.00 ± 0.00)"
+    assert rows["[CLS] (cross-encoder)"][1] == "30.00 (29.00)"
+    assert rows["Avg. (cross-encoder)"][1] == "60.00 (59.00)"
+    assert rows["Supervised SimCSE"][1] == "–"
+    assert "| Cross-encoder, STS-B | 87.50 (87.00) |" in text
+    table3 = text.split("## Table III")[1].split("##")[0]
+    assert [r.split(" | ")[0].strip("| ") for r in table3.splitlines() if re.match(r"\| (SBERT|CNN)", r)] == [
+        "SBERT",
+        "CNN-SBERT",
+    ]
+    assert (tmp_path / "page.png").is_file()
