@@ -5,7 +5,8 @@ eval clustering`` of the trained model on its set: accuracy and NMI x100, mean o
 ``results.json`` (STS-B test Spearman x100 of the same model), ``config.yaml``, ``training_log.jsonl``,
 ``study_time.json`` (``train_s``, ``clustering_s``: wall seconds) and ``environment.json``; the untrained
 default model is ``untrained-default/``. Cells are mean ± sample std over the seeds recorded; the
-untrained row is one model, its ± is the spread over the k-means runs.
+untrained row is one model, its ± is the spread over the k-means runs. The hand-written part, what the
+numbers mean for a user, is ``DISCUSSION.md`` beside the records.
 """
 
 from __future__ import annotations
@@ -158,9 +159,9 @@ def write_report(
     methods: dict[str, str],
     configs_dir: Path,
     command: str,
-    discussion: str = "",
 ) -> Path:
-    """Write the report page from the records in ``records_dir`` (atomically)."""
+    """Write the report page from the records in ``records_dir`` (atomically); the hand-written
+    discussion is read from ``DISCUSSION.md`` beside the records, when there is one."""
     data = collect(records_dir, sets, methods)
     every = [r for runs in data["runs"].values() for r in runs]
     first = next((r["config"] for r in every if r["config"]), {})
@@ -201,8 +202,9 @@ def write_report(
         *(findings(data, sets, methods) or ["(no run recorded yet)"]),
         "",
     ]
-    if discussion:
-        text += ["## What it means for a user", "", discussion.strip(), ""]
+    discussion = records_dir / "DISCUSSION.md"
+    if discussion.is_file():
+        text += ["## What it means for a user", "", discussion.read_text(encoding="utf-8").strip(), ""]
     text += [
         "## Runs",
         "",
