@@ -25,6 +25,19 @@ built, nothing trained), plus that absolute maximum.
                                     [--length sentence|row]
 
 Last line: ``ratio=<conpvp step time / simcse step time>`` (target: at most 1.6).
+
+Supervised mode, ``--objective cosine_regression``: SBERT's siamese STS-B step of protoembed (the
+``cosine_regression`` objective, mean head, both columns in one backbone forward) against
+sentence-transformers' own step on the same model folder (``SentenceTransformer`` + ``CosineSimilarityLoss``,
+the two columns tokenised with ``SentenceTransformer.preprocess`` and embedded as the loss does), same
+batches of STS-B train pairs (``senteval/STS/STSBenchmark/sts-train.csv``, file order, scores / 5), same
+AdamW learning rate (2e-5, SBERT's). A step is tokenisation + forward + backward + optimizer step, for both.
+Rounds alternate the two (order swapped every round); the best and the median step are printed.
+
+    python benchmarks/train_step.py --objective cosine_regression [--batch-size 32] [--steps 20]
+
+Last line then: ``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (best steps; target: at
+least 1.0).
 """
 
 from __future__ import annotations
@@ -162,11 +175,117 @@ def cpu_memory(name: str, args: argparse.Namespace) -> str:
     )
 
 
+def sts_pairs(data_dir: Path, count: int) -> list[tuple[str, str, float]]:
+    """The first ``count`` (sentence1, sentence2, score) pairs of STS-B train (read by protoembed's reader)."""
+    from protoembed.data.examples import read_examples
+
+    examples = read_examples(data_dir / "senteval/STS/STSBenchmark/sts-train.csv", "stsb")
+    columns = examples.columns
+    rows = list(zip(columns["sentence1"], columns["sentence2"], columns["score"]))
+    if len(rows) < count:
+        raise SystemExit(f"STS-B train has {len(rows)} pairs, {count} needed: lower --steps or --batch-size")
+    return rows[:count]
+
+
+class SiameseStep:
+    """One supervised training step: protoembed's ``cosine_regression`` or sentence-transformers' own."""
+
+    def __init__(self, system: str, device: str, lr: float) -> None:
+        from protoembed.backbones import default_model_path
+
+        torch.manual_seed(0)
+        self.system, self.device = system, device
+        if system == "protoembed":
+            import protoembed
+            from protoembed.objectives import build_objective
+
+            embedder = protoembed.load("default", head="mean", device=device)
+            self.model = build_objective("cosine_regression", embedder).to(device).train()
+            self.backbone = embedder.encoder.auto_model
+        else:
+            from sentence_transformers import SentenceTransformer
+            from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+            self.st = SentenceTransformer(str(default_model_path()), device=device)
+            self.model = CosineSimilarityLoss(self.st).train()
+            self.backbone = self.st[0].auto_model
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
+
+    def __call__(self, batch: list[tuple[str, str, float]]) -> float:
+        s1, s2, scores = (list(column) for column in zip(*batch))
+        if self.system == "protoembed":
+            loss = self.model({"sentence1": s1, "sentence2": s2, "score": scores})
+        else:
+            from sentence_transformers.util import batch_to_device
+
+            features = [batch_to_device(self.st.preprocess(s), self.st.device) for s in (s1, s2)]
+            labels = torch.tensor(scores, device=self.st.device) / 5
+            loss = self.model(features, labels)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+
+def siamese_main(args: argparse.Namespace) -> None:
+    """Alternate protoembed's and sentence-transformers' STS-B steps, print both, then ``ratio=``."""
+    device, size = args.device, args.batch_size
+    pairs = sts_pairs(Path(args.data_dir), size * (args.steps + 1))
+    batches = [pairs[i * size : (i + 1) * size] for i in range(args.steps + 1)]
+    runs = {name: SiameseStep(name, device, lr=2e-5) for name in ("protoembed", "sentence-transformers")}
+    print(
+        f"STS-B train step, cosine regression, default backbone (all-MiniLM-L6-v2, mean head), device "
+        f"{device}, batch {size} pairs, AdamW lr 2e-5, {args.steps} alternating rounds (+1 warm-up), "
+        f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}"
+    )
+    forwards: dict[str, list[tuple[int, int, int]]] = {name: [] for name in runs}
+    for name, run in runs.items():  # warm-up, and the forwards of one step
+        # sentence-transformers calls the backbone's forward() directly (no module hooks): watch the
+        # embedding layer, which both call as a module, and count non-padding ids
+        pad = run.backbone.config.pad_token_id
+
+        def watch(module, args, kwargs, name=name, pad=pad) -> None:
+            ids = kwargs["input_ids"] if kwargs.get("input_ids") is not None else args[0]
+            forwards[name].append((*ids.shape, int((ids != pad).sum())))
+
+        hook = run.backbone.embeddings.register_forward_pre_hook(watch, with_kwargs=True)
+        run(batches[0])
+        hook.remove()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    order = list(runs)
+    for i in range(args.steps):
+        for name in order if i % 2 == 0 else order[::-1]:
+            _sync(device)
+            start = time.perf_counter()
+            runs[name](batches[i + 1])
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    best = {name: min(values) for name, values in times.items()}
+    median = {name: statistics.median(values) for name, values in times.items()}
+    print(f"{'system':>21}  steps/s  best ms  median ms  forwards of one step (rows x width, non-padding)")
+    for name in runs:
+        shapes = " + ".join(f"{r}x{w} ({t})" for r, w, t in forwards[name])
+        print(
+            f"{name:>21}  {1 / best[name]:7.2f}  {best[name] * 1000:7.0f}  {median[name] * 1000:9.0f}  {shapes}"
+        )
+    pe, st = "protoembed", "sentence-transformers"
+    print(
+        f"median-step ratio {median[st] / median[pe]:.3f} (protoembed steps/s / ST steps/s; sensitive to load)"
+    )
+    print(f"ratio={best[st] / best[pe]:.3f}")
+
+
 def main() -> None:
-    """Alternate ConPVP and SimCSE steps, print both, then ``ratio=``."""
+    """Alternate ConPVP and SimCSE steps (or, with ``--objective``, protoembed's and sentence-transformers'
+    supervised steps), print both, then ``ratio=``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument(
+        "--objective",
+        choices=("cosine_regression",),
+        help="time this supervised objective against sentence-transformers' own step instead",
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="default 16 (32 with --objective)")
+    parser.add_argument("--steps", type=int, default=None, help="default 10 (20 rounds with --objective)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tokens", type=int, default=32, help="sequence length in word pieces")
     parser.add_argument(
@@ -176,9 +295,19 @@ def main() -> None:
         help="what --tokens bounds: each sentence (templates on top) or each whole row",
     )
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.batch_size is None:
+        args.batch_size = 32 if args.objective else 16
+    if args.steps is None:
+        args.steps = 20 if args.objective else 10
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.objective:
+        siamese_main(args)
+        return
     if args.measure_rss:
         measure_rss(args.measure_rss, args)
         return
