@@ -90,8 +90,9 @@ class Embedder(torch.nn.Module):
     ) -> np.ndarray | torch.Tensor:
         """Encode sentences to vectors.
 
-        Every sentence is tokenised once up front; batches are formed from sentences of similar token
-        length (longest first) and padded to the batch's own length; the forward runs in inference mode.
+        Every sentence is tokenised once up front; identical input rows run once; batches are formed
+        from rows of similar token length (longest first) and padded to the batch's own length; the
+        forward runs in inference mode.
 
         Args:
             sentences: the sentences (a single string gives a single vector).
@@ -121,15 +122,27 @@ class Embedder(torch.nn.Module):
         except ProtoembedError:
             self._raise_empty(texts)
             raise
+        # Identical input rows (e.g. sentences that differ only in case for an uncased tokenizer) are
+        # run once: ``first`` holds a row per distinct input, ``inverse`` maps every sentence to it.
+        distinct: dict[tuple[int, ...], int] = {}
+        first: list[int] = []
+        inverse = np.empty(len(ids), dtype=np.int64)
+        for i, row in enumerate(ids):
+            key = (*row, -1 if masks is None else masks[i])
+            inverse[i] = distinct.setdefault(key, len(first))
+            if inverse[i] == len(first):
+                first.append(i)
+        ids = [ids[i] for i in first]
+        masks = None if masks is None else [masks[i] for i in first]
         order = np.argsort([-len(x) for x in ids], kind="stable")
-        out = torch.empty((len(texts), self.dimension), dtype=torch.float32, device=self.device)
+        out = torch.empty((len(ids), self.dimension), dtype=torch.float32, device=self.device)
         if show_progress_bar is None:  # never into a log file
             show_progress_bar = len(texts) > 1000 and sys.stderr.isatty()
         was_training = self.training
         self.eval()
         with torch.inference_mode():
             for start in tqdm(
-                range(0, len(texts), batch_size),
+                range(0, len(ids), batch_size),
                 desc="Encoding",
                 disable=not show_progress_bar,
                 unit="batch",
@@ -144,6 +157,8 @@ class Embedder(torch.nn.Module):
                     vectors = torch.nn.functional.normalize(vectors, dim=-1)
                 out[torch.as_tensor(index, device=self.device)] = vectors
         self.train(was_training)
+        if len(first) < len(texts):
+            out = out[torch.as_tensor(inverse, device=self.device)]
         result = out if convert_to_tensor else out.cpu().numpy()
         return result[0] if single else result
 

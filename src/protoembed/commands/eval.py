@@ -44,6 +44,10 @@ class LazyEncoder:
 
         if self.model is None:
             self.model = load_from_args(self.args)
+            if getattr(self.args, "runtime", "torch") == "onnx":
+                from protoembed.export.cache import onnx_embedder
+
+                self.model = onnx_embedder(self.model)
         try:
             vectors = self.model.encode(
                 sentences,
@@ -225,6 +229,13 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
         choices=("senteval", "full"),
         default="senteval",
         help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
+        "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
     )
     parser.set_defaults(func=run_transfer)
 

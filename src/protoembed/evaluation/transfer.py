@@ -27,6 +27,8 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,17 +180,28 @@ def features(
     return np.concatenate(pair if mrpc_features == "senteval" else [u, v, *pair], axis=1)
 
 
+def task_sentences(data: TransferData) -> list[str]:
+    """Every sentence of a task (all splits, both sides of MRPC's pairs), with repeats, in order."""
+    return [s for part in data.splits.values() for s in part.sentences()]
+
+
 def evaluate_task(
-    encode: Encode,
+    encode: Encode | tuple[np.ndarray, dict[str, int]],
     data: TransferData,
     folds: int = 10,
     inner_folds: int = 10,
     seed: int = SEED,
     mrpc_features: str = "senteval",
 ) -> dict[str, Any]:
-    """One task: encode its sentences (once each), run its protocol (module docstring)."""
-    sentences = [s for part in data.splits.values() for s in part.sentences()]
-    embeddings, index = sentence_embeddings(encode, sentences)
+    """One task: its protocol (module docstring) on the embeddings of its sentences.
+
+    ``encode`` is an encoder (called once, on the task's distinct sentences) or already computed
+    ``(embeddings, sentence -> row)`` that cover every sentence of the task.
+    """
+    if callable(encode):
+        embeddings, index = sentence_embeddings(encode, task_sentences(data))
+    else:
+        embeddings, index = encode
 
     def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
         return features(data, split, embeddings, index, mrpc_features), data.splits[split].labels
@@ -217,10 +230,11 @@ def evaluate_transfer(
 ) -> dict[str, Any]:
     """Evaluate an encoder on SentEval transfer tasks (``progress``: a line per finished task on stderr).
 
-    In: ``encode(sentences) -> array (len(sentences), dim)`` (called once per task, on its distinct
-    sentences); the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed;
-    MRPC's features (:data:`MRPC_FEATURES`).
-    Every task's data is read (and checked) before the first encoding.
+    In: ``encode(sentences) -> array (len(sentences), dim)`` (called once, on the distinct sentences
+    of all the tasks together: one pass of the model, and a sentence shared by tasks is encoded once);
+    the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed; MRPC's
+    features (:data:`MRPC_FEATURES`).
+    Every task's data is read (and checked) before the encoding.
     Out: ``{"protocol", "tasks": {task: {"acc", "dev_acc", "C", sizes..., ["f1"]}}, "avg"}``, accuracies
     x100 and ``avg`` their mean. The caller adds ``"model"``.
     """
@@ -239,13 +253,22 @@ def evaluate_transfer(
         "C_grid": {task: list(C_GRIDS[task]) for task in tasks if task in C_GRIDS},
         "mrpc_features": mrpc_features,
     }
+    if not tasks:
+        raise ProtoembedError("no transfer task to evaluate")
+    datasets = {task: load_transfer_task(task, data_dir) for task in tasks}
+    started = time.monotonic()
+    encoded = sentence_embeddings(encode, [s for data in datasets.values() for s in task_sentences(data)])
+    if progress:
+        seconds = time.monotonic() - started
+        count = f"{len(encoded[1])} distinct sentences of {len(tasks)} task(s)"
+        print(f"transfer: encoded {count} ({seconds:.0f} s)", file=sys.stderr, flush=True)
     return {
         "protocol": protocol,
         **run_suite(
             "transfer",
             tasks,
-            lambda task: load_transfer_task(task, data_dir),
-            lambda data: evaluate_task(encode, data, folds, inner_folds, seed, mrpc_features),
+            datasets.__getitem__,
+            lambda data: evaluate_task(encoded, data, folds, inner_folds, seed, mrpc_features),
             lambda r: f"acc {r['acc']:.2f}",
             progress,
         ),

@@ -1,0 +1,66 @@
+"""A cached fp32 ONNX export of a loaded model, for commands that encode many sentences.
+
+:func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once (fp32, no quantisation: the
+vectors equal the torch model's to float rounding, about 1e-7) into a cache folder keyed by a digest of
+its weights and settings, and opens it with ONNX Runtime. A later call for the same model reuses the
+folder. The cache lives in ``$PROTOEMBED_CACHE/onnx`` (default ``~/.cache/protoembed/onnx``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from protoembed.embedder import Embedder
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+
+logger = logging.getLogger(__name__)
+
+
+def cache_root() -> Path:
+    """``$PROTOEMBED_CACHE/onnx``, or ``~/.cache/protoembed/onnx``."""
+    base = os.environ.get("PROTOEMBED_CACHE") or Path.home() / ".cache" / "protoembed"
+    return Path(base) / "onnx"
+
+
+def model_digest(embedder: Embedder) -> str:
+    """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
+    the graph or the tokenisation depends on: two models with the same digest encode alike."""
+    from protoembed import __version__
+
+    digest = hashlib.sha256()
+    settings = {
+        "head": embedder.head,
+        "normalize": embedder.normalize,
+        "template": embedder.encoder.template,
+        "max_seq_length": embedder.encoder.max_seq_length,
+        "n_soft_prompt": embedder.encoder.n_soft_prompt,
+        "do_lower_case": embedder.encoder.do_lower_case,
+        "vocab": len(embedder.tokenizer),
+        "format_version": FORMAT_VERSION,
+        "protoembed": __version__,
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for name, tensor in sorted(embedder.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def onnx_embedder(embedder: Embedder, root: str | os.PathLike | None = None):
+    """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
+    ``root / <digest>`` (default :func:`cache_root`) on the first call and reused afterwards."""
+    from protoembed.export.graph import export_embedder
+    from protoembed.export.runtime import load_export
+
+    folder = Path(root or cache_root()) / model_digest(embedder)
+    if not (folder / EXPORT_CONFIG).is_file():
+        logger.info("exporting the model to ONNX (fp32) in %s", folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        export_embedder(embedder, folder)
+    return load_export(folder, max_seq_length=embedder.encoder.max_seq_length)
