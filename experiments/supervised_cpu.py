@@ -159,7 +159,8 @@ def run_one(
 
 
 def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> bool:
-    """STS test results of the untrained backbone with each row's head, once per head."""
+    """STS-B test results of the untrained backbone with each row's head, once per head (Table I's first
+    column; the other tasks of the untrained model are in the unsupervised study's records)."""
     ok = True
     for head in sorted({h for _, heads in SYSTEMS.values() for h in heads}):
         out = records_dir / f"untrained-{head}"
@@ -167,7 +168,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> 
             continue
         out.mkdir(parents=True, exist_ok=True)
         load_start, started = _load_average(), time.monotonic()
-        code = eval_sts("default", head, out / RESULTS_FILE, tasks, batch_size)
+        code = eval_sts("default", head, out / RESULTS_FILE, [STSB], batch_size)
         _add_time(out, time.monotonic() - started)
         if code == 0:
             write_json_atomic(out / ENVIRONMENT_FILE, environment("default", load_start, _load_average()))

@@ -260,6 +260,14 @@ def test_training_run_writes_the_embedder_and_the_cross_encoder(
     assert row["spearman"] == pytest.approx(spearmanr(scores, gold)[0] * 100, abs=1e-6)
     assert row["pearson"] == pytest.approx(pearsonr(scores, gold)[0] * 100, abs=1e-4)
     assert result["avg"] == row["spearman"]
+    # the CLI's --cross-encoder gives the same numbers
+    from protoembed.cli import main
+
+    cli_out = tmp_path / "ce.json"
+    args = ["eval", "sts", "--model", str(out / "best"), "--cross-encoder", "--tasks", "STS-B"]
+    assert main([*args, "--batch-size", "8", "--device", "cpu", "--output", str(cli_out)]) == 0
+    cli = json.loads(cli_out.read_text())
+    assert cli["scorer"] == "cross-encoder" and cli["tasks"] == json.loads(json.dumps(result["tasks"]))
 
 
 def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data, tmp_path):

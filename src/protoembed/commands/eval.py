@@ -96,6 +96,13 @@ def run_sts(args: argparse.Namespace) -> int:
     tasks = args.tasks
     if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
         tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
+    if args.cross_encoder:  # the pair scored as one input (the BERT/ALBERT paper's Table II)
+        from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
+
+        options = dict(tasks=tasks, split=args.split, batch_size=args.batch_size, device=args.device)
+        result = evaluate_cross_encoder_sts(args.model, args.data_dir, variant=args.variant, **options)
+        result = {"model": args.model, "scorer": "cross-encoder", **result}
+        return _finish(args, result, format_sts_table(result))
     encoder = lazy_encoder(args)
     result = evaluate_sts(encoder, args.data_dir, variant=args.variant, tasks=tasks, split=args.split)
     result = {**_meta(args, encoder), **result}
@@ -207,6 +214,12 @@ def _register_sts(suites: argparse._SubParsersAction) -> None:
         choices=("test", "dev", "train"),
         default="test",
         help="split of STSBenchmark/SICKRelatedness (default: test)",
+    )
+    parser.add_argument(
+        "--cross-encoder",
+        action="store_true",
+        help="score each pair with the cross-encoder of MODEL (a cross_encoder run's best/ or its "
+        "cross_encoder/ folder) instead of the cosine of two embeddings",
     )
     parser.set_defaults(func=run_sts)
 
