@@ -355,7 +355,15 @@ def test_template_sets(tmp_path: Path) -> None:
 def test_option_errors(bert_dir: Path) -> None:
     soft = load(bert_dir, "soft_prompt")
     cls = load(bert_dir, "cls")
-    assert set(OBJECTIVES) == {"simcse", "promptbert", "conpvp"}
+    assert {
+        "simcse",
+        "promptbert",
+        "conpvp",
+        "cosine_regression",
+        "nli_softmax",
+        "simcse_sup",
+        "cross_encoder",
+    } == set(OBJECTIVES)
     cases = [
         (lambda: build_objective("nope", soft), "unknown objective 'nope'"),
         (lambda: build_objective("conpvp", soft, temprature=0.1), "unknown option 'temprature'"),

@@ -61,7 +61,11 @@ def schema_yaml() -> str:
         lines += _fields(ContrastiveOptions, 2)
         shared = tuple(ContrastiveOptions.model_fields)
         for name, cls in OBJECTIVES.items():
-            skip = shared if name in contrastive else ()
+            base = ContrastiveOptions.model_fields
+            own = cls.Options.model_fields  # a shared option with another default is listed as its own
+            skip = (
+                tuple(f for f in shared if own[f].default == base[f].default) if name in contrastive else ()
+            )
             if set(cls.Options.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
                 lines += _fields(cls.Options, 2, skip=skip)
