@@ -4,7 +4,9 @@ A record is ``docs/results/domain-adaptation/<method>-<set>-seed<k>/`` with ``cl
 eval clustering`` of the trained model on its set: accuracy and NMI x100, mean over 10 k-means runs),
 ``results.json`` (STS-B test Spearman x100 of the same model), ``config.yaml``, ``training_log.jsonl``,
 ``study_time.json`` (``train_s``, ``clustering_s``: wall seconds) and ``environment.json``; the untrained
-default model is ``untrained-default/``. Cells are mean ± sample std over the seeds recorded; the
+default model is ``untrained-default/`` (its own mean head) and, where present,
+``untrained-default-<head>/`` (``protoembed eval clustering --model default --head <head>``: the head a
+method trains, before training). Cells are mean ± sample std over the seeds recorded; the
 untrained row is one model, its ± is the spread over the k-means runs. The hand-written part, what the
 numbers mean for a user, is ``DISCUSSION.md`` beside the records.
 """
@@ -72,10 +74,16 @@ def collect(records_dir: Path, sets: dict[str, str], methods: dict[str, str]) ->
             }
         )
     untrained = records_dir / UNTRAINED
+    heads = {  # the untrained model with another head (untrained-default-<head>/): separates head from training
+        folder.name.removeprefix(UNTRAINED + "-"): _json(folder / CLUSTERING_FILE)
+        for folder in sorted(records_dir.glob(f"{UNTRAINED}-*"))
+        if (folder / CLUSTERING_FILE).is_file()
+    }
     return {
         "runs": runs,
         "before": _json(untrained / CLUSTERING_FILE),
         "before_sts": (_json(untrained / RESULTS_FILE) or {}).get("tasks", {}).get("STSBenchmark"),
+        "before_heads": heads,
     }
 
 
@@ -94,6 +102,14 @@ def main_table(data: dict[str, Any], sets: dict[str, str], methods: dict[str, st
                 f"| {task} | before (untrained default, mean head) | – | {acc0:.2f} (± {before['acc_std']:.2f}) "
                 f"| | {nmi0:.2f} (± {before['nmi_std']:.2f}) | | {sts0} | |"
             )
+        for head, other in data.get("before_heads", {}).items():
+            row = (other or {}).get("tasks", {}).get(task)
+            if row and acc0 is not None and nmi0 is not None:
+                lines.append(
+                    f"| {task} | untrained default, {head} head | – | {row['acc']:.2f} (± {row['acc_std']:.2f}) "
+                    f"| {row['acc'] - acc0:+.2f} | {row['nmi']:.2f} (± {row['nmi_std']:.2f}) "
+                    f"| {row['nmi'] - nmi0:+.2f} | | |"
+                )
         for method, label in methods.items():
             runs = data["runs"].get((method, name), [])
             acc = [r["task"]["acc"] for r in runs]
