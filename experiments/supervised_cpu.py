@@ -7,7 +7,8 @@ It uses protoembed through ``protoembed train`` / ``protoembed eval sts`` (subpr
 :func:`protoembed.evaluation.cross_encoder.evaluate_cross_encoder_sts`.
 
 Runs: ``configs/cpu/<system>-<regime>.yaml`` for the systems of :data:`SYSTEMS` and the regimes of
-:data:`REGIMES` (STS-B, NLI, NLI then STS-B as one staged config), each seed into
+:data:`REGIMES` (STS-B, NLI, NLI then STS-B as one staged config; by default the NLI column is read from the NLI
+stage of the NLI then STS-B runs, which is the NLI run itself), each seed into
 ``runs/supervised-cpu/<system>-<regime>-seed<k>/`` (git-ignored) with ``--resume``. A finished run is
 recorded in ``docs/results/supervised-cpu/<run>/`` (committed: config, results, each stage's training log,
 the time it took, the machine) and skipped afterwards, so the study can be stopped and resumed. Besides the
@@ -103,6 +104,13 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
         tasks = tasks if regime == "nli-stsb" else [STSB]
         if eval_sts(str(best), "mean", run_dir / MEAN_RESULTS, tasks, batch_size) != 0:
             return False
+    for stage in [s["name"] for s in config.get("stages", [])][:-1]:  # earlier stages: the NLI column
+        out = run_dir / stage / MEAN_RESULTS
+        if (
+            not out.is_file()
+            and eval_sts(str(run_dir / stage / "best"), "mean", out, [STSB], batch_size) != 0
+        ):
+            return False
     if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 
@@ -183,7 +191,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--configs", default=DEFAULTS["configs"], type=Path)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
-    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
+    parser.add_argument(
+        "--regimes",
+        nargs="+",
+        default=["stsb", "nli-stsb"],
+        choices=list(REGIMES),
+        help="default: stsb nli-stsb (the NLI column is the NLI stage of the NLI then STS-B runs: the same "
+        "config, data, steps and seed as an NLI run)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
     parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path)

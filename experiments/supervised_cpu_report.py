@@ -5,7 +5,8 @@ run's head, Spearman and Pearson x100; a staged run's also lists its stages), ``
 stage's resolved config for a staged run), the training logs (``training_log.jsonl``, or
 ``<stage>.training_log.jsonl``), ``study_time.json``, ``environment.json`` and, for a cross-encoder,
 ``results-mean.json`` (mean head over its encoder) and ``cross-encoder.json`` (the cross-encoder on STS-B
-test). ``untrained-<head>/results.json`` are the backbone before fine-tuning. The hand-written discussion
+test); a staged run keeps each stage's results as ``<stage>.results.json`` (and ``<stage>.results-mean.json``):
+without a separate NLI run, the NLI column is the NLI stage of the NLI then STS-B run. ``untrained-<head>/results.json`` are the backbone before fine-tuning. The hand-written discussion
 is read from ``DISCUSSION.md`` beside the records.
 """
 
@@ -82,7 +83,10 @@ def table_one(
         cells = [_cell(*_scores([records_dir / f"untrained-{head}"], "results.json")) if untrained else "–"]
         values[label] = {}
         for regime in REGIMES:
-            spearman, pearson = _scores(runs.get(f"{system}-{regime}", []), file)
+            folders, name = runs.get(f"{system}-{regime}", []), file
+            if regime == "nli" and not folders:  # the NLI stage of the NLI then STS-B runs
+                folders, name = runs.get(f"{system}-nli-stsb", []), f"nli.{file}"
+            spearman, pearson = _scores(folders, name)
             values[label][regime] = spearman
             cells.append(_cell(spearman, pearson))
         rows.append([label, *cells])

@@ -46,6 +46,7 @@ def test_report_tables_equal_the_records(tmp_path):
     _write(ce, "results-mean.json", _results(60.0, 59))
     _write(ce, "cross-encoder.json", _results(87.5, 87))
     _write(records / "cnn-sbert-nli-stsb-seed1", "results.json", _results(83.0, 82, every_task=True))
+    _write(records / "sbert-nli-stsb-seed1", "nli.results.json", _results(75.0, 74))  # the NLI stage
     report = write_report(
         tmp_path / "page.md", records, REPO / "configs" / "cpu", "make experiment-supervised"
     )
@@ -59,6 +60,7 @@ def test_report_tables_equal_the_records(tmp_path):
     assert list(rows) == list(ROWS)
     assert rows["SBERT"][0] == "70.00 (69.00)"  # not fine-tuned: the untrained mean head
     assert rows["SBERT"][1] == "81.00 ± 1.41 (79.00 ± 0.00)"  # STS-B, two seeds: mean ± sample std
+    assert rows["SBERT"][2] == "75.00 (74.00)"  # NLI: the NLI stage of the NLI then STS-B run
     assert rows["SBERT"][3].rstrip(" |") == "85.00 ± 1.41 (83.00 ± 0.00)"
     assert rows["[CLS] (cross-encoder)"][1] == "30.00 (29.00)"
     assert rows["Avg. (cross-encoder)"][1] == "60.00 (59.00)"
