@@ -70,6 +70,17 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     monkeypatch.setattr(protoembed.backbones, "default_model_path", refuse)
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models run fastest (and deterministically) on one torch thread, above all on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``{"bert": dir, "albert": dir, "roberta": dir}`` of tiny random Hugging Face models."""

@@ -38,11 +38,8 @@ STSB_PAIRS = [
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every test here on one torch thread (see conftest)."""
 
 
 def _objective(model_dir: Path, task: str = "regression", max_seq_length: int | None = 32):

@@ -127,11 +127,8 @@ def expected_loss(name: str, objective, batch: dict) -> float:
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every test here on one torch thread (see conftest)."""
 
 
 # ----------------------------------------------------------- every head, every objective

@@ -16,11 +16,8 @@ from training_helpers import write_corpus
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every test here on one torch thread (see conftest)."""
 
 
 @pytest.fixture(autouse=True)

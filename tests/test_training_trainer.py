@@ -16,12 +16,8 @@ from training_helpers import standin_factory, tiny_config, write_corpus
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest (and deterministically) on one thread, above all on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every test here on one torch thread (see conftest)."""
 
 
 @pytest.fixture(scope="module")
