@@ -12,6 +12,15 @@ accuracies agree within 0.1; last line ``ratio=<scikit-learn time / protoembed t
 ``--cache`` keeps the encoded features (written on the first run, read afterwards), so that a rerun
 times the probes only. ``--outer-folds N`` runs the first N of the 10 outer folds in both (the same
 per-fold work; for a quick look on a busy machine).
+
+``--end-to-end`` times the whole task instead, model loading and encoding included: protoembed
+(``protoembed.load("default").encode`` on the task's distinct sentences, ``--runtime onnx``: its cached
+fp32 ONNX export, then the batched nested cross-validation) against the straightforward baseline
+(``SentenceTransformer(<default model folder>).encode(..., batch_size=64)``, then the scikit-learn loop
+above), one after the other in one process; it prints the encoding and probe times of each, the largest
+difference between the two sets of vectors, and the same agreement line and last ``ratio=``.
+
+    python benchmarks/transfer.py --end-to-end [--task MR] [--runtime torch|onnx] [--outer-folds 10]
 """
 
 from __future__ import annotations
@@ -48,14 +57,101 @@ def task_features(task: str, data_dir: str, cache: Path | None) -> tuple[np.ndar
     return x, y
 
 
+def end_to_end_features(
+    task: str, data_dir: str, runtime: str
+) -> tuple[np.ndarray, np.ndarray, dict[str, float], np.ndarray]:
+    """Load + encode the task twice (protoembed, then sentence-transformers): protoembed's features and
+    labels, the two encoding times (model loading included) and the sentence-transformers vectors."""
+    from sentence_transformers import SentenceTransformer
+
+    from protoembed import load
+    from protoembed.backbones import resolve_model_dir
+    from protoembed.data.transfer import load_transfer_task
+    from protoembed.evaluation.shared import sentence_embeddings
+    from protoembed.evaluation.transfer import features, task_sentences
+
+    data = load_transfer_task(task, data_dir)
+    sentences = list(dict.fromkeys(task_sentences(data)))
+    times = {}
+    started = time.perf_counter()
+    model = load("default")
+    if runtime == "onnx":
+        from protoembed.export.cache import onnx_embedder
+
+        model = onnx_embedder(model)
+    embeddings, index = sentence_embeddings(lambda s: model.encode(s, batch_size=64), sentences)
+    times["protoembed"] = time.perf_counter() - started
+    started = time.perf_counter()
+    st = SentenceTransformer(str(resolve_model_dir("default")), device="cpu")
+    reference = st.encode(sentences, batch_size=64)
+    times["sentence-transformers"] = time.perf_counter() - started
+    x, y = features(data, "all", embeddings, index), data.splits["all"].labels
+    st_x = features(data, "all", np.asarray(reference, dtype=np.float64), index)
+    return x, y, times, st_x
+
+
+def end_to_end(args: argparse.Namespace) -> None:
+    """Time the whole task (load + encode + probe) both ways and print the ratio."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
+
+    from protoembed.evaluation.transfer import C_GRIDS, SEED, nested_selection
+
+    x, y, encode_time, st_x = end_to_end_features(args.task, args.data_dir, args.runtime)
+    grid = list(C_GRIDS[args.task])
+    outer = list(StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED).split(x, y))[
+        : args.outer_folds
+    ]
+    print(
+        f"{args.task}: {x.shape[0]} examples, {len(outer)} outer folds, C grid {grid}, runtime {args.runtime}"
+    )
+    print(
+        f"max abs difference of the vectors (protoembed - sentence-transformers): {np.abs(x - st_x).max():.1e}"
+    )
+    started = time.perf_counter()
+    chosen = nested_selection(x, y, outer, inner_folds=10, seed=SEED, grid=grid)
+    probe_time = time.perf_counter() - started
+    ours_acc = float(np.mean([np.mean(r["predicted"] == y[te]) for r, (_, te) in zip(chosen, outer)])) * 100
+    ours_c = [r["C"] for r in chosen]
+    ours = encode_time["protoembed"] + probe_time
+    print(
+        f"protoembed:   {ours:8.1f} s (load + encode {encode_time['protoembed']:.1f}, probe {probe_time:.1f})"
+        f"  acc {ours_acc:.2f}  C {ours_c}",
+        flush=True,
+    )
+    inner = StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED)
+    search = GridSearchCV(LogisticRegression(max_iter=1000), {"C": grid}, cv=inner, scoring="accuracy")
+    started = time.perf_counter()
+    reference = cross_validate(search, st_x, y, cv=outer, scoring="accuracy", return_estimator=True)
+    sklearn_time = time.perf_counter() - started
+    sklearn_acc = float(reference["test_score"].mean()) * 100
+    sklearn_c = [float(s.best_params_["C"]) for s in reference["estimator"]]
+    baseline = encode_time["sentence-transformers"] + sklearn_time
+    print(
+        f"baseline:     {baseline:8.1f} s (load + encode {encode_time['sentence-transformers']:.1f}, "
+        f"probe {sklearn_time:.1f})  acc {sklearn_acc:.2f}  C {sklearn_c}"
+    )
+    agree = abs(ours_acc - sklearn_acc) <= 0.1
+    print(
+        f"accuracies agree within 0.1: {agree} (difference {ours_acc - sklearn_acc:+.3f}); "
+        f"chosen C equal in {sum(a == b for a, b in zip(ours_c, sklearn_c))} of {len(outer)} folds"
+    )
+    print(f"ratio={baseline / ours:.2f}")
+
+
 def main() -> None:
-    """Time both probes on the same folds and print the ratio."""
+    """Time both probes on the same folds (or, with ``--end-to-end``, both whole runs) and print the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="MR", choices=("MR", "CR", "SUBJ", "MPQA"))
     parser.add_argument("--cache", type=Path, default=None, metavar="FILE.npz")
     parser.add_argument("--outer-folds", type=int, default=10, help="run the first N outer folds (of 10)")
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
+    parser.add_argument("--end-to-end", action="store_true", help="time loading + encoding + probe")
+    parser.add_argument("--runtime", choices=("torch", "onnx"), default="torch", help="with --end-to-end")
     args = parser.parse_args()
+    if args.end_to_end:
+        end_to_end(args)
+        return
 
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
