@@ -203,8 +203,13 @@ def write_report(
         f"{first.get('max_seq_length', '?')} tokens, no checkpoint selection (STS-B dev once, after the "
         "last step: the final model is kept). Clustering: `protoembed eval clustering --model RUN/best "
         "--tasks SET` (k-means, k = classes, 10 runs with seeds 0-9, Hungarian accuracy and NMI, x100). "
-        "Before: the untrained default model with its own mean head, same protocol; STS-B test: "
-        "Spearman x100 (senteval variant).",
+        "Before: the untrained default model with its own mean head, same protocol"
+        + (
+            f" (its rows taken from `{data['before']['copied_from']}`: `make eval-clustering`, all eight sets)"
+            if (data["before"] or {}).get("copied_from")
+            else ""
+        )
+        + "; STS-B test: Spearman x100 (senteval variant).",
         "",
         f"Runs recorded: {len(every)} of {expected} (3 seeds x {len(methods)} methods x {len(sets)} sets). "
         f"Cells: mean ± std over the seeds (the before row: one model, ± over its k-means runs). Wall "
