@@ -82,9 +82,11 @@ clean:
 # (weights, ignored), docs/results/unsup-cpu/<run>/ (each run's results, config, log and environment,
 # committed) and the report docs/results/unsup-cpu.md + .png. Resumable: rerun to continue; recorded
 # runs are skipped. One method: $(BIN)/python experiments/unsup_cpu.py --methods conpvp-official
+# --suites: transfer, few-shot and clustering of the untrained model and of every seed of ConPVP (paper)
+# and SimCSE (--suite-methods all: every method), and Figs. 4-7; a missing kept model is retrained.
 .PHONY: experiment-unsup
 experiment-unsup: install
-	$(BIN)/python experiments/unsup_cpu.py
+	$(BIN)/python experiments/unsup_cpu.py --suites transfer fewshot clustering
 
 # The supervised CPU study (Table I systems on the default backbone, one seed, STS-B one epoch): resumable;
 # writes docs/results/supervised-cpu.md and its figure from the run records.

@@ -13,6 +13,11 @@ a record holds), and a recorded run is skipped; an interrupted one continues fro
 study can be stopped (Ctrl-C) and completed across sessions and machines. The untrained backbone (its own
 head) is evaluated once into ``docs/results/unsup-cpu/untrained-default/``. The report,
 ``docs/results/unsup-cpu.md``, and its figure are rewritten from the records after every invocation.
+
+``--suites transfer fewshot clustering`` (what ``make experiment-unsup`` passes) also runs those suites on
+the untrained model and on the kept model of every recorded seed of ``--suite-methods`` (default ConPVP
+(paper) and SimCSE; ``all`` for every method), retraining a kept model that is missing, and draws the
+ConPVP paper's Figs. 4-7 (``--no-figures`` leaves them out): see :mod:`experiments.unsup_cpu_suites`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from experiments.unsup_cpu_report import (  # noqa: E402
     UNTRAINED,
     write_report,
 )
+from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, SUITES, suites_and_figures  # noqa: E402
 from protoembed.errors import ProtoembedError  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
 
@@ -64,6 +70,8 @@ DEFAULTS = {
     "full_size": "configs/bert-base-uncased/conpvp.yaml",
 }
 DEFAULT_SEEDS = [1, 2, 3]
+#: What ``make experiment-unsup`` passes: every suite on the default suite methods, and the figures.
+MAKE_ARGS = "--suites transfer fewshot clustering"
 
 
 def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -221,6 +229,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--data-dir", default=None, help="benchmark data (default: $PROTOEMBED_DATA)")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    parser.add_argument(
+        "--suites",
+        nargs="+",
+        default=[],
+        choices=SUITES,
+        help="also run these suites on the untrained model and the kept models, and draw Figs. 4-7",
+    )
+    parser.add_argument(
+        "--suite-methods",
+        nargs="+",
+        default=DEFAULT_SUITE_METHODS,
+        metavar="METHOD",
+        help=f"methods whose seeds get the suites (default: {' '.join(DEFAULT_SUITE_METHODS)}; 'all': every one)",
+    )
+    parser.add_argument("--no-figures", action="store_true", help="with --suites: do not draw Figs. 4-7")
     return parser.parse_args(argv)
 
 
@@ -231,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = method_configs(args.configs, args.methods)
         configs = {m: resolved_config(p, args.set) for m, p in paths.items()}
         first = next(iter(configs.values()))
+        every = method_configs(args.configs)
+        chosen = None if args.suite_methods == ["all"] else args.suite_methods
+        suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
         if args.data_dir:
             os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
         failed = []
@@ -243,6 +269,17 @@ def main(argv: list[str] | None = None) -> int:
                     run_dir, record_dir = args.runs_dir / name, args.records_dir / name
                     if not run_one(config, seed, run_dir, args.set, record_dir, configs[method]["model"]):
                         failed.append(name)
+            if args.suites:
+                failed += suites_and_figures(
+                    args.records_dir,
+                    args.runs_dir,
+                    every,
+                    args.seeds,
+                    args.suites,
+                    suite_methods,
+                    args.set,
+                    not args.no_figures,
+                )
         if args.methods:  # running some methods still reports the whole study
             configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
         full = (args.full_size, resolved_config(Path(args.full_size))) if args.full_size else None
@@ -270,14 +307,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _without_suite_options(given: list[str]) -> list[str]:
+    """``given`` without ``--suites``, ``--suite-methods`` (and their values) and ``--no-figures``."""
+    kept, skipping = [], False
+    for arg in given:
+        if arg in ("--suites", "--suite-methods", "--no-figures"):
+            skipping = arg != "--no-figures"
+            continue
+        if skipping and not arg.startswith("-"):
+            continue
+        skipping = False
+        kept.append(arg)
+    return kept
+
+
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the report: ``make experiment-unsup`` when the defaults were used."""
     given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
+    given = _without_suite_options(given)  # they run more, but the page is drawn from the same records
     command = "`python experiments/unsup_cpu.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
     defaults = parse_args([])
     keys = ("configs", "seeds", "set", "runs_dir", "records_dir", "report", "full_size")
     if all(getattr(args, k) == getattr(defaults, k) for k in keys):
-        return "`make experiment-unsup` (= `python experiments/unsup_cpu.py`)"
+        return f"`make experiment-unsup` (= `python experiments/unsup_cpu.py {MAKE_ARGS}`)"
     return command
 
 

@@ -11,6 +11,12 @@ Every number of the report comes from those files or from the configs: steps, ba
 sentence length, the corpus's sentence count (from the logs), the backbone's parameter count and the
 machine's cores (from the environment records), the full-size comparison (from a full-size config). The
 hand-written discussion is read from ``DISCUSSION.md`` beside the records.
+
+Where the other suites were run (``--suites``, :mod:`experiments.unsup_cpu_suites`), a record (and
+``untrained-default/``) also holds ``transfer.json``, ``fewshot.json``, ``clustering.json`` and
+``suite_time.json``, and ``figures/`` the analysis figures and their JSON: the page then gains the ConPVP
+paper's Tables 5 and 6, the few-shot table and Figs. 4-7, drawn by protoembed's report code
+(:func:`protoembed.report.build_report`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import yaml
 from experiments.unsup_cpu_figure import plot_study
 from protoembed.evaluation.sts import SHORT_NAMES
 from protoembed.io import write_atomic
+from protoembed.report import build_report, load_results
 
 TIME_FILE = "study_time.json"
 ENVIRONMENT_FILE = "environment.json"
@@ -34,6 +41,17 @@ LOG_FILE = "training_log.jsonl"
 CONFIG_FILE = "config.yaml"
 RESULTS_FILE = "results.json"
 UNTRAINED = "untrained-default"
+#: The other suites run on the kept models (``<suite>.json`` beside ``results.json``), in report order.
+SUITES = ("transfer", "fewshot", "clustering")
+SUITE_TIME_FILE = "suite_time.json"
+FIGURES_DIR = "figures"
+#: ``protoembed analyze`` analysis -> its PNG in ``figures/`` (the JSON beside it, same stem).
+FIGURE_FILES = {
+    "similarity": "fig4-similarity.png",
+    "frequent-tokens": "fig5-frequent-tokens.png",
+    "tsne": "fig6-tsne.png",
+    "fewshot": "fig7-fewshot.png",
+}
 
 
 @dataclass
@@ -228,6 +246,46 @@ def observations(averages: dict[str, list[float]], untrained: dict[str, Any] | N
     return "\n".join(lines) + "\n"
 
 
+def suite_sections(
+    path: Path, records_dir: Path, folders: list[tuple[str, str]], training_seconds: float
+) -> str:
+    """Transfer (ConPVP Table 5), clustering (Table 6, accuracy and NMI), few-shot and Figs. 4-7 of the
+    recorded suite results, drawn by protoembed's report code; empty when none is recorded.
+
+    In: the report's path (links are relative to its folder), the records folder, ``(record folder name,
+    row label)`` in row order (the seeds of a method share its label: mean ± std), and the seconds of the
+    training records (for the total). Each table is present when some folder has its suite's JSON; the
+    compute is the sum of every ``suite_time.json`` under ``records_dir``.
+    """
+    files, labels = [], []
+    for folder, label in folders:
+        for suite in SUITES:
+            if (records_dir / folder / f"{suite}.json").is_file():
+                files.append(records_dir / folder / f"{suite}.json")
+                labels.append(label)
+    for file in FIGURE_FILES.values():
+        data = (records_dir / FIGURES_DIR / file).with_suffix(".json")
+        if data.is_file():
+            files.append(data)
+            labels.append(data.stem)
+    if not files:
+        return ""
+    page = build_report(load_results(files, labels), path, figures=False)
+    page = page.split("\n", 2)[2] if page.startswith("# ") else page  # the study page has its own title
+    times = [_json(p) for p in sorted(records_dir.glob(f"*/{SUITE_TIME_FILE}"))]
+    seconds = sum(float(v) for t in times for v in t.values())
+    return (
+        "\n## Transfer, clustering and few-shot of the kept models\n\n"
+        "The untrained model and the kept model of each recorded run, evaluated by `protoembed eval "
+        "transfer|fewshot|clustering` (transfer on the cached fp32 ONNX export); figures by `protoembed "
+        "analyze` for the untrained model and seed 1 of SimCSE and ConPVP (paper) (Fig. 5 on each model's "
+        "mean-pooled token states, `--head mean`, which the frequent-token removal needs). "
+        f"Compute: **{seconds / 60:.1f} min** ({seconds:.0f} s, the `{SUITE_TIME_FILE}` files: suites, figures and any retraining of a "
+        f"kept model); with the training and STS evaluations above, **{(seconds + training_seconds) / 60:.1f} "
+        "min** in all.\n\n" + page.strip() + "\n"
+    )
+
+
 def write_report(
     path: Path,
     records_dir: Path,
@@ -243,8 +301,8 @@ def write_report(
 
     Args:
         path: the report (``.md``); the figure goes to ``path`` with suffix ``.png``.
-        records_dir: the folder of the ``<method>-seed<k>/`` records, ``untrained-default/`` and
-            ``DISCUSSION.md``.
+        records_dir: the folder of the ``<method>-seed<k>/`` records, ``untrained-default/``,
+            ``figures/`` and ``DISCUSSION.md``.
         configs: method -> its resolved config (the YAML's structure), in report order.
         labels: method -> row label (a method without one is labelled by its name).
         seeds: the seeds each method should have.
@@ -296,6 +354,9 @@ def write_report(
         else ""
     )
     discussion = records_dir / "DISCUSSION.md"
+    untrained_label = f"untrained {first['model']} (its own head)"
+    suite_rows = [(UNTRAINED, untrained_label)]
+    suite_rows += [(f"{m}-seed{s}", labels.get(m, m)) for m in configs for s in seeds]
     text = (
         "# Unsupervised sentence embeddings on CPU: ConPVP, its ablations, SimCSE, PromptBERT\n\n"
         f"Generated from the run records in `{records_dir}` by {command}; study status: **{status}**.\n"
@@ -317,6 +378,7 @@ def write_report(
             labels.get(reference, reference) if reference else "",
         )
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
+        + suite_sections(path, records_dir, suite_rows, total)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

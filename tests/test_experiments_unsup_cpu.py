@@ -174,3 +174,246 @@ def test_runs_as_a_script_from_the_repository_root() -> None:
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch) -> None:
     monkeypatch.chdir(REPO)
+
+
+# ------------------------------------------------------------------ the other suites (--suites)
+TRANSFER = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+CLUSTERING = ["AgNews", "Tweet"]
+PROTOCOLS = {
+    "transfer": {"folds": 10, "inner_folds": 10, "seed": 1111, "C_grid": [0.25, 8.0]},
+    "fewshot": {"shots_per_class": 16, "seeds": 3, "C": 1.0},
+    "clustering": {"algorithm": "k-means", "runs": 10},
+}
+
+
+def _suite_json(suite: str, model: str, base: float) -> dict:
+    """A results file as ``protoembed eval <suite> --output`` writes it, numbers from ``base``."""
+    if suite == "transfer":
+        tasks = {t: {"acc": base + i} for i, t in enumerate(TRANSFER)}
+    elif suite == "clustering":
+        tasks = {t: {"acc": base + i, "nmi": base / 2 + i} for i, t in enumerate(CLUSTERING)}
+    else:
+        tasks = {t: {"acc": base, "seeds_acc": [base - 1, base, base + 1]} for t in TRANSFER}
+    return {"model": model, "protocol": PROTOCOLS[suite], "tasks": tasks}
+
+
+class FakeCalls:
+    """``subprocess.call`` stand-in: records each command and writes what the real one would."""
+
+    def __init__(self, runs: Path, records: Path, retrained_shift: float = 0.0) -> None:
+        self.commands: list[list[str]] = []
+        self.runs, self.records, self.shift, self.n = runs, records, retrained_shift, 0
+
+    def __call__(self, cmd: list[str], **kwargs) -> int:
+        assert cmd[:3] == [sys.executable, "-m", "protoembed"], cmd
+        self.commands.append(cmd[3:])
+        self.n += 1
+        out = lambda flag: Path(cmd[cmd.index(flag) + 1])  # noqa: E731
+        if cmd[3] == "train":
+            run = out("--output-dir")
+            results = json.loads((self.records / run.name / "results.json").read_text())
+            results["tasks"]["STS13"]["spearman"] += self.shift
+            (run / "best").mkdir(parents=True)
+            (run / "results.json").write_text(json.dumps(results))
+        elif cmd[3] == "eval":
+            target = out("--output")
+            target.write_text(json.dumps(_suite_json(cmd[4], out("--model").name, 60.0 + 3 * self.n)))
+        elif cmd[3] == "analyze":
+            out("--output").write_text(json.dumps({"analysis": cmd[4], "figure": str(out("--figure"))}))
+        else:
+            raise AssertionError(f"unexpected command {cmd}")
+        return 0
+
+
+def _study(tmp_path: Path, monkeypatch, shift: float = 0.0) -> tuple[FakeCalls, list[str]]:
+    """Records of seed 1 of ConPVP (paper; no config kept) and SimCSE (config kept), no kept models."""
+    from experiments import unsup_cpu_suites
+
+    runs, records = tmp_path / "runs", tmp_path / "records"
+    _write_run(records / "conpvp-paper-seed1", 70.0, log=False)
+    _write_run(records / "simcse-seed1", 72.0, log=False)
+    (records / "simcse-seed1" / "config.yaml").write_text("model: default\n")
+    _write_run(records / UNTRAINED, 60.0, log=False)
+    fake = FakeCalls(runs, records, shift)
+    monkeypatch.setattr(unsup_cpu_suites.subprocess, "call", fake)
+    monkeypatch.setattr(unsup_cpu, "backbone_facts", lambda model: {"parameters": 5, "dimension": 4})
+    args = ["--seeds", "1", "--methods", "conpvp-paper", "simcse", "--runs-dir", str(runs)]
+    args += ["--records-dir", str(records), "--report", str(tmp_path / "r.md")]
+    return fake, [*args, "--suites", "transfer", "fewshot", "clustering"]
+
+
+def _row(text: str, section: str, label: str) -> list[str]:
+    """The cells of ``label``'s row in the first table after the line ``section``."""
+    rest = text[text.index(section) :]
+    line = next(x for x in rest.splitlines() if x.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")][1:]
+
+
+def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, monkeypatch) -> None:
+    fake, args = _study(tmp_path, monkeypatch, shift=0.009)  # within the 0.01 tolerance
+    records, runs = tmp_path / "records", tmp_path / "runs"
+    before = {p: p.read_bytes() for p in records.rglob("*") if p.is_file()}
+    assert unsup_cpu.main(args) == 0
+    paper, simcse = runs / "conpvp-paper-seed1", runs / "simcse-seed1"
+    train = [c for c in fake.commands if c[0] == "train"]
+    assert train == [
+        ["train", "--config", "configs/cpu/conpvp-paper.yaml", "--output-dir", str(paper), "--resume"]
+        + ["--set", "training.seed=1"],  # no recorded config: the method's config and the run's seed
+        ["train", "--config", str(records / "simcse-seed1" / "config.yaml"), "--output-dir", str(simcse)]
+        + ["--resume"],  # the recorded config holds the seed
+    ]
+    evals = [c for c in fake.commands if c[0] == "eval"]
+    expected = []
+    for folder, model in ((UNTRAINED, "default"), ("conpvp-paper-seed1", paper), ("simcse-seed1", simcse)):
+        for suite in ("transfer", "fewshot", "clustering"):
+            cmd = ["eval", suite, "--model", str(model if model == "default" else model / "best")]
+            cmd += ["--output", str(records / folder / f"{suite}.json")]
+            expected.append(cmd + (["--runtime", "onnx"] if suite == "transfer" else []))
+    assert evals == expected
+    figures = records / "figures"
+    models = ["--model", "default", "--model", str(simcse / "best"), "--model", str(paper / "best")]
+    labels = ["--label", "untrained", "--label", "SimCSE", "--label", "ConPVP (paper)"]
+
+    def where(stem: str) -> list[str]:
+        return ["--figure", str(figures / f"{stem}.png"), "--output", str(figures / f"{stem}.json")]
+
+    fewshot = [str(records / f / "fewshot.json") for f in (UNTRAINED, "simcse-seed1", "conpvp-paper-seed1")]
+    assert [c for c in fake.commands if c[0] == "analyze"] == [
+        ["analyze", "similarity", *models, *labels, *where("fig4-similarity")],
+        ["analyze", "frequent-tokens", *models, *labels, "--head", "mean", *where("fig5-frequent-tokens")],
+        ["analyze", "tsne", *models, *labels, *where("fig6-tsne")],
+        ["analyze", "fewshot", *fewshot, *labels, *where("fig7-fewshot")],
+    ]
+    for path, content in before.items():  # the records are extended, never rewritten
+        assert path.read_bytes() == content
+    assert not (records / "conpvp-paper-seed1" / "config.yaml").exists()
+    times = json.loads((records / "conpvp-paper-seed1" / "suite_time.json").read_text())
+    assert sorted(times) == ["clustering", "fewshot", "retrain", "transfer"]
+    assert sorted(json.loads((figures / "suite_time.json").read_text())) == sorted(
+        ["similarity", "frequent-tokens", "tsne", "fewshot"]
+    )
+    from protoembed.cli import build_parser
+
+    for cmd in fake.commands:  # each one is a valid protoembed command line
+        parsed = build_parser().parse_args(cmd)
+        assert parsed.func is not None
+        if cmd[0] == "analyze" and cmd[1] != "fewshot":
+            assert parsed.model == [models[i] for i in range(1, 6, 2)] and parsed.label == labels[1::2]
+    fake.commands.clear()
+    assert unsup_cpu.main(args) == 0  # everything recorded: nothing runs, nothing retrains
+    assert fake.commands == []
+
+
+def test_report_tables_5_and_6_equal_the_suite_files(tmp_path, monkeypatch) -> None:
+    import numpy as np
+
+    fake, args = _study(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    _write_run(records / "simcse-seed2", 74.0, log=False)  # a second seed: mean ± std
+    _write_run(records / "conpvp-paper-seed2", 71.0, log=False)
+    assert unsup_cpu.main([*args[:1], "1", "2", *args[2:]]) == 0
+    assert any(c[:2] == ["eval", "transfer"] and "simcse-seed2" in c[-3] for c in fake.commands)
+    text = (tmp_path / "r.md").read_text()
+
+    def data(folder: str, suite: str) -> dict:
+        return json.loads((records / folder / f"{suite}.json").read_text())["tasks"]
+
+    def cell(values: list[float]) -> str:
+        return f"{np.mean(values):.2f}" + (f" ± {np.std(values, ddof=1):.2f}" if len(values) > 1 else "")
+
+    rows = {"SimCSE": ["simcse-seed1", "simcse-seed2"], "untrained default (its own head)": [UNTRAINED]}
+    rows[unsup_cpu.METHODS["conpvp-paper"]] = ["conpvp-paper-seed1", "conpvp-paper-seed2"]
+    for label, folders in rows.items():
+        transfer = [data(f, "transfer") for f in folders]
+        want = [cell([t[task]["acc"] for t in transfer]) for task in TRANSFER]
+        want.append(cell([np.mean([t[task]["acc"] for task in TRANSFER]) for t in transfer]))
+        assert _row(text, "## Transfer (ConPVP Table 5)", label) == want
+        clusters = [data(f, "clustering") for f in folders]
+        for metric, marker in (("acc", "Accuracy:"), ("nmi", "NMI:")):
+            want = [cell([c[task][metric] for c in clusters]) for task in CLUSTERING]
+            want.append(cell([np.mean([c[task][metric] for task in CLUSTERING]) for c in clusters]))
+            assert _row(text, marker, label) == want
+    assert text.index("## Transfer (ConPVP Table 5)") < text.index("## Clustering (ConPVP Table 6)")
+    for stem in ("fig4-similarity", "fig5-frequent-tokens", "fig6-tsne", "fig7-fewshot"):
+        assert f"](records/figures/{stem}.png)" in text
+    seconds = sum(v for p in records.glob("*/suite_time.json") for v in json.loads(p.read_text()).values())
+    training = 60.0 * 5  # study_time.json of the five records
+    assert f"Compute: **{seconds / 60:.1f} min** ({seconds:.0f} s" in text
+    assert f"**{(seconds + training) / 60:.1f} min** in all" in text
+
+
+def test_report_has_no_suite_sections_without_their_records(tmp_path) -> None:
+    records = tmp_path / "records"
+    _write_run(records / "simcse-seed1", 70.0, log=False)
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1], "`c`")
+    assert "Table 5" not in text and "Table 6" not in text and "Compute:" not in text
+    (records / "simcse-seed1" / "clustering.json").write_text(json.dumps(_suite_json("clustering", "m", 50)))
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1], "`c`")
+    assert "## Clustering (ConPVP Table 6)" in text and "Table 5" not in text and "## Figures" not in text
+    assert _row(text, "Accuracy:", "SimCSE") == ["50.00", "51.00", "50.50"]
+
+
+def test_a_retrained_model_with_other_sts_numbers_stops_the_study(tmp_path, monkeypatch, capsys) -> None:
+    fake, args = _study(tmp_path, monkeypatch, shift=0.02)
+    assert unsup_cpu.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    recorded = _fake_results(70.0)["tasks"]["STS13"]["spearman"]
+    assert err == (
+        f"unsup_cpu: error: conpvp-paper-seed1: the model in {tmp_path / 'runs' / 'conpvp-paper-seed1'} is "
+        f"not the recorded one: STS STS13 (recorded {recorded:.4f}, retrained {recorded + 0.02:.4f})"
+    )
+    assert [c[1] for c in fake.commands if c[0] == "eval"] == [
+        "transfer",
+        "fewshot",
+        "clustering",
+    ]  # untrained
+    assert not list((tmp_path / "records" / "conpvp-paper-seed1").glob("transfer.json"))
+
+
+def test_existing_suite_files_are_skipped_and_their_model_not_needed(tmp_path, monkeypatch) -> None:
+    fake, args = _study(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    for suite in ("transfer", "fewshot", "clustering"):  # conpvp-paper-seed1 is done: no retraining
+        (records / "conpvp-paper-seed1" / f"{suite}.json").write_text(json.dumps(_suite_json(suite, "m", 1)))
+    (records / UNTRAINED / "fewshot.json").write_text(json.dumps(_suite_json("fewshot", "m", 1)))
+    assert unsup_cpu.main([*args, "--no-figures", "--suite-methods", "conpvp-paper", "simcse"]) == 0
+    assert [c[:2] for c in fake.commands] == [
+        ["eval", "transfer"],
+        ["eval", "clustering"],  # the untrained model's few-shot file exists
+        ["train", "--config"],
+        ["eval", "transfer"],
+        ["eval", "fewshot"],
+        ["eval", "clustering"],
+    ]
+    assert "simcse-seed1" in fake.commands[2][4]
+    assert json.loads((records / "conpvp-paper-seed1" / "transfer.json").read_text())["model"] == "m"
+
+
+def test_a_finished_run_folder_without_its_model_is_an_error(tmp_path, monkeypatch, capsys) -> None:
+    fake, args = _study(tmp_path, monkeypatch)
+    run = tmp_path / "runs" / "conpvp-paper-seed1"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps(_fake_results(70.0)))
+    assert unsup_cpu.main([*args, "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: conpvp-paper-seed1: {run} holds a finished run without best/; move it away" in err
+    assert not any(c[0] == "train" for c in fake.commands)
+
+
+def test_unknown_suite_method_is_an_error(capsys) -> None:
+    args = ["--suites", "transfer", "--suite-methods", "simcsee", "--records-dir", "/nonexistent"]
+    assert unsup_cpu.main([*args, "--runs-dir", "/nonexistent", "--report", "/nonexistent/r.md"]) == 2
+    assert "unknown method 'simcsee'" in capsys.readouterr().err
+
+
+def test_the_report_names_make_when_only_suite_options_were_given() -> None:
+    for argv in (
+        ["--suites", "transfer", "fewshot", "clustering"],
+        ["--suite-methods", "all", "--no-figures"],
+    ):
+        made = unsup_cpu._command(argv, unsup_cpu.parse_args(argv))
+        assert made == f"`make experiment-unsup` (= `python experiments/unsup_cpu.py {unsup_cpu.MAKE_ARGS}`)"
+    argv = ["--suites", "transfer", "--seeds", "1"]
+    assert (
+        unsup_cpu._command(argv, unsup_cpu.parse_args(argv)) == "`python experiments/unsup_cpu.py --seeds 1`"
+    )
