@@ -114,7 +114,7 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
     if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 
-        write_json_atomic(run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder"))
+        write_json_atomic(run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder", None))
     return True
 
 
@@ -123,9 +123,8 @@ def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
     record_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
     files = [(run_dir / "training_log.jsonl", "training_log.jsonl")]
-    files += [
-        (p, f"{p.parent.name}.training_log.jsonl") for p in sorted(run_dir.glob("*/training_log.jsonl"))
-    ]
+    for name in ("training_log.jsonl", RESULTS_FILE, MEAN_RESULTS):  # each stage's, as <stage>.<name>
+        files += [(p, f"{p.parent.name}.{name}") for p in sorted(run_dir.glob(f"*/{name}"))]
     names = ("config.yaml", TIME_FILE, MEAN_RESULTS, CROSS_ENCODER_RESULTS, RESULTS_FILE)  # results last
     files += [(run_dir / name, name) for name in names]
     for source, name in files:
