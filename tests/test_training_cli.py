@@ -143,7 +143,7 @@ def test_sigterm_stops_cleanly_and_says_how_to_resume(tiny_model_dirs, data_dir,
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]
     lines = stderr.strip().splitlines()
-    assert any(x.startswith("protoembed train: 32 sentences from ") for x in lines)  # progress, logged
+    assert any(x.startswith("protoembed train: 32 examples (text) from ") for x in lines)  # progress, logged
     last = lines[-1]
     assert last.startswith("protoembed train: stopped by SIGTERM after step "), last
     assert f"the checkpoint of step 8 is kept in {out / 'checkpoint'}" in last
