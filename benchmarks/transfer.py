@@ -90,53 +90,82 @@ def end_to_end_features(
     return x, y, times, st_x
 
 
-def end_to_end(args: argparse.Namespace) -> None:
-    """Time the whole task (load + encode + probe) both ways and print the ratio."""
+def outer_folds(x: np.ndarray, y: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first ``n`` of SentEval's 10 stratified outer folds (seed 1111)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from protoembed.evaluation.transfer import SEED
+
+    return list(StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED).split(x, y))[:n]
+
+
+def time_probes(
+    x: np.ndarray, reference_x: np.ndarray, y: np.ndarray, task: str, outer: list
+) -> tuple[dict[str, object], dict[str, object]]:
+    """Our nested cross-validation on ``x`` and scikit-learn's GridSearchCV inside cross_validate on
+    ``reference_x``, same folds and grid: ``({"time", "acc", "C"}, {"time", "acc", "C"})``."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
     from protoembed.evaluation.transfer import C_GRIDS, SEED, nested_selection
 
-    x, y, encode_time, st_x = end_to_end_features(args.task, args.data_dir, args.runtime)
-    grid = list(C_GRIDS[args.task])
-    outer = list(StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED).split(x, y))[
-        : args.outer_folds
-    ]
+    grid = list(C_GRIDS[task])
+    started = time.perf_counter()
+    chosen = nested_selection(x, y, outer, inner_folds=10, seed=SEED, grid=grid)
+    ours = {
+        "time": time.perf_counter() - started,
+        "acc": float(np.mean([np.mean(r["predicted"] == y[te]) for r, (_, te) in zip(chosen, outer)])) * 100,
+        "C": [r["C"] for r in chosen],
+    }
+    inner = StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED)
+    search = GridSearchCV(LogisticRegression(max_iter=1000), {"C": grid}, cv=inner, scoring="accuracy")
+    started = time.perf_counter()
+    reference = cross_validate(search, reference_x, y, cv=outer, scoring="accuracy", return_estimator=True)
+    sklearn = {
+        "time": time.perf_counter() - started,
+        "acc": float(reference["test_score"].mean()) * 100,
+        "C": [float(s.best_params_["C"]) for s in reference["estimator"]],
+    }
+    return ours, sklearn
+
+
+def print_agreement(ours: dict[str, object], sklearn: dict[str, object], folds: int) -> None:
+    """Whether the accuracies agree within 0.1 and in how many folds the chosen C is equal."""
+    difference = ours["acc"] - sklearn["acc"]
+    same_c = sum(a == b for a, b in zip(ours["C"], sklearn["C"]))
     print(
-        f"{args.task}: {x.shape[0]} examples, {len(outer)} outer folds, C grid {grid}, runtime {args.runtime}"
+        f"accuracies agree within 0.1: {abs(difference) <= 0.1} (difference {difference:+.3f}); "
+        f"chosen C equal in {same_c} of {folds} folds"
+    )
+
+
+def end_to_end(args: argparse.Namespace) -> None:
+    """Time the whole task (load + encode + probe) both ways and print the ratio."""
+    from protoembed.evaluation.transfer import C_GRIDS
+
+    x, y, encode_time, st_x = end_to_end_features(args.task, args.data_dir, args.runtime)
+    outer = outer_folds(x, y, args.outer_folds)
+    print(
+        f"{args.task}: {x.shape[0]} examples, {len(outer)} outer folds, C grid {list(C_GRIDS[args.task])}, "
+        f"runtime {args.runtime}"
     )
     print(
         f"max abs difference of the vectors (protoembed - sentence-transformers): {np.abs(x - st_x).max():.1e}"
     )
-    started = time.perf_counter()
-    chosen = nested_selection(x, y, outer, inner_folds=10, seed=SEED, grid=grid)
-    probe_time = time.perf_counter() - started
-    ours_acc = float(np.mean([np.mean(r["predicted"] == y[te]) for r, (_, te) in zip(chosen, outer)])) * 100
-    ours_c = [r["C"] for r in chosen]
-    ours = encode_time["protoembed"] + probe_time
+    ours, sklearn = time_probes(x, st_x, y, args.task, outer)
+    total = encode_time["protoembed"] + ours["time"]
     print(
-        f"protoembed:   {ours:8.1f} s (load + encode {encode_time['protoembed']:.1f}, probe {probe_time:.1f})"
-        f"  acc {ours_acc:.2f}  C {ours_c}",
+        f"protoembed:   {total:8.1f} s (load + encode {encode_time['protoembed']:.1f}, probe {ours['time']:.1f})"
+        f"  acc {ours['acc']:.2f}  C {ours['C']}",
         flush=True,
     )
-    inner = StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED)
-    search = GridSearchCV(LogisticRegression(max_iter=1000), {"C": grid}, cv=inner, scoring="accuracy")
-    started = time.perf_counter()
-    reference = cross_validate(search, st_x, y, cv=outer, scoring="accuracy", return_estimator=True)
-    sklearn_time = time.perf_counter() - started
-    sklearn_acc = float(reference["test_score"].mean()) * 100
-    sklearn_c = [float(s.best_params_["C"]) for s in reference["estimator"]]
-    baseline = encode_time["sentence-transformers"] + sklearn_time
+    baseline = encode_time["sentence-transformers"] + sklearn["time"]
     print(
         f"baseline:     {baseline:8.1f} s (load + encode {encode_time['sentence-transformers']:.1f}, "
-        f"probe {sklearn_time:.1f})  acc {sklearn_acc:.2f}  C {sklearn_c}"
+        f"probe {sklearn['time']:.1f})  acc {sklearn['acc']:.2f}  C {sklearn['C']}"
     )
-    agree = abs(ours_acc - sklearn_acc) <= 0.1
-    print(
-        f"accuracies agree within 0.1: {agree} (difference {ours_acc - sklearn_acc:+.3f}); "
-        f"chosen C equal in {sum(a == b for a, b in zip(ours_c, sklearn_c))} of {len(outer)} folds"
-    )
-    print(f"ratio={baseline / ours:.2f}")
+    print_agreement(ours, sklearn, len(outer))
+    print(f"ratio={baseline / total:.2f}")
 
 
 def main() -> None:
@@ -153,41 +182,19 @@ def main() -> None:
         end_to_end(args)
         return
 
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
-
-    from protoembed.evaluation.transfer import C_GRIDS, SEED, nested_selection
+    from protoembed.evaluation.transfer import C_GRIDS
 
     x, y = task_features(args.task, args.data_dir, args.cache)
-    grid = list(C_GRIDS[args.task])
-    outer = list(StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED).split(x, y))[
-        : args.outer_folds
-    ]
+    outer = outer_folds(x, y, args.outer_folds)
     print(
-        f"{args.task}: {x.shape[0]} examples x {x.shape[1]} features, {len(outer)} outer folds, C grid {grid}"
+        f"{args.task}: {x.shape[0]} examples x {x.shape[1]} features, {len(outer)} outer folds, "
+        f"C grid {list(C_GRIDS[args.task])}"
     )
-
-    started = time.perf_counter()
-    chosen = nested_selection(x, y, outer, inner_folds=10, seed=SEED, grid=grid)
-    ours_time = time.perf_counter() - started
-    ours_acc = float(np.mean([np.mean(r["predicted"] == y[te]) for r, (_, te) in zip(chosen, outer)])) * 100
-    ours_c = [r["C"] for r in chosen]
-    print(f"protoembed:   {ours_time:8.1f} s  acc {ours_acc:.2f}  C {ours_c}", flush=True)
-
-    inner = StratifiedKFold(n_splits=10, shuffle=True, random_state=SEED)
-    search = GridSearchCV(LogisticRegression(max_iter=1000), {"C": grid}, cv=inner, scoring="accuracy")
-    started = time.perf_counter()
-    reference = cross_validate(search, x, y, cv=outer, scoring="accuracy", return_estimator=True)
-    sklearn_time = time.perf_counter() - started
-    sklearn_acc = float(reference["test_score"].mean()) * 100
-    sklearn_c = [float(s.best_params_["C"]) for s in reference["estimator"]]
-    print(f"scikit-learn: {sklearn_time:8.1f} s  acc {sklearn_acc:.2f}  C {sklearn_c}")
-    agree = abs(ours_acc - sklearn_acc) <= 0.1
-    print(
-        f"accuracies agree within 0.1: {agree} (difference {ours_acc - sklearn_acc:+.3f}); "
-        f"chosen C equal in {sum(a == b for a, b in zip(ours_c, sklearn_c))} of {len(outer)} folds"
-    )
-    print(f"ratio={sklearn_time / ours_time:.2f}")
+    ours, sklearn = time_probes(x, x, y, args.task, outer)
+    print(f"protoembed:   {ours['time']:8.1f} s  acc {ours['acc']:.2f}  C {ours['C']}")
+    print(f"scikit-learn: {sklearn['time']:8.1f} s  acc {sklearn['acc']:.2f}  C {sklearn['C']}")
+    print_agreement(ours, sklearn, len(outer))
+    print(f"ratio={sklearn['time'] / ours['time']:.2f}")
 
 
 if __name__ == "__main__":

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shlex
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +43,7 @@ from experiments.domain_adapt_report import (  # noqa: E402
     UNTRAINED,
     write_report,
 )
-from protoembed.errors import ProtoembedError  # noqa: E402
+from experiments.records import add_time, copy_record, finished, guarded, load_average, machine  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
@@ -65,32 +62,6 @@ def _say(message: str) -> None:
     print(f"domain_adapt: {message}", file=sys.stderr, flush=True)
 
 
-def _load_average() -> float | None:
-    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-
-
-def _add_time(run_dir: Path, key: str, seconds: float) -> None:
-    """Add ``seconds`` to ``run_dir/study_time.json[key]`` (wall time summed over resumed attempts)."""
-    path = run_dir / TIME_FILE
-    times = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    times[key] = round(times.get(key, 0.0) + seconds, 1)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, times)
-
-
-def environment(load_start: float | None, load_end: float | None) -> dict[str, Any]:
-    """The machine as measured now (what a record's ``environment.json`` holds)."""
-    return {
-        "cpu_count": os.cpu_count(),
-        "load_average_start": load_start,
-        "load_average_end": load_end,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": metadata.version("torch"),
-        "protoembed": metadata.version("protoembed"),
-    }
-
-
 def _timed(cmd: list[str], run_dir: Path, key: str, quiet: bool = False) -> bool:
     """Run ``cmd``; add its wall time to ``run_dir``'s ``key``; True if it exited 0."""
     _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
@@ -98,7 +69,7 @@ def _timed(cmd: list[str], run_dir: Path, key: str, quiet: bool = False) -> bool
     try:
         code = subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
     finally:
-        _add_time(run_dir, key, time.monotonic() - started)
+        add_time(run_dir, time.monotonic() - started, key)
     if code != 0:
         _say(f"{run_dir.name}: exit {code}; rerun to resume")
     return code == 0
@@ -106,15 +77,9 @@ def _timed(cmd: list[str], run_dir: Path, key: str, quiet: bool = False) -> bool
 
 def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
     """Copy a finished run's small files and ``env`` to its (committed) record folder."""
-    record_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
     # the clustering results last: they mark a complete record
-    for name in (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, CLUSTERING_FILE):
-        source = run_dir / name
-        if source.is_file():
-            tmp = record_dir / f".{name}.tmp"
-            tmp.write_bytes(source.read_bytes())
-            os.replace(tmp, record_dir / name)
+    names = (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, CLUSTERING_FILE)
+    copy_record([(run_dir / name, name) for name in names], record_dir, env)
 
 
 def run_one(
@@ -124,7 +89,7 @@ def run_one(
     if (record_dir / CLUSTERING_FILE).is_file():
         _say(f"{run_dir.name}: recorded, skipped")
         return True
-    load_start = _load_average()
+    load_start = load_average()
     py = [sys.executable, "-m", "protoembed"]
     if not (run_dir / RESULTS_FILE).is_file():
         cmd = [*py, "train", "--config", str(config), "--resume"]
@@ -137,7 +102,7 @@ def run_one(
         cmd = [*py, "eval", "clustering", "--model", str(run_dir / "best"), "--tasks", task]
         if not _timed([*cmd, "--output", str(run_dir / CLUSTERING_FILE)], run_dir, "clustering_s", True):
             return False
-    record(run_dir, record_dir, environment(load_start, _load_average()))
+    record(run_dir, record_dir, machine(load_start, load_average()))
     return True
 
 
@@ -164,7 +129,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) 
         cmd = [*py, "eval", "sts", "--model", "default", "--tasks", "STSBenchmark"]
         if not _timed([*cmd, "--output", str(out / RESULTS_FILE)], out, "sts_s", True):
             return False
-    write_json_atomic(out / ENVIRONMENT_FILE, environment(None, _load_average()))
+    write_json_atomic(out / ENVIRONMENT_FILE, machine(None, load_average()))
     return True
 
 
@@ -198,45 +163,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the study (see the module docstring); returns the exit code."""
     args = parse_args(argv)
+    return guarded(lambda: _study(args, argv), _say)
+
+
+def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The study's body (see :func:`main`)."""
     from protoembed.training import load_config
 
-    try:
-        configs = {}
-        for method in args.methods:
+    configs = {}
+    for method in args.methods:
+        for name in args.sets:
+            path = args.configs / f"{method}-{name}.yaml"
+            load_config(path, args.set)  # every config checked before the first run
+            configs[method, name] = path
+    failed = []
+    if not args.report_only:
+        if not evaluate_untrained(args.records_dir, [SETS[s] for s in SETS], args.untrained_from):
+            failed.append(UNTRAINED)
+        for seed in args.seeds:  # seed-major: a partial study already has every cell once
             for name in args.sets:
-                path = args.configs / f"{method}-{name}.yaml"
-                load_config(path, args.set)  # every config checked before the first run
-                configs[method, name] = path
-        failed = []
-        if not args.report_only:
-            if not evaluate_untrained(args.records_dir, [SETS[s] for s in SETS], args.untrained_from):
-                failed.append(UNTRAINED)
-            for seed in args.seeds:  # seed-major: a partial study already has every cell once
-                for name in args.sets:
-                    for method in args.methods:
-                        run = f"{method}-{name}-seed{seed}"
-                        ok = run_one(
-                            configs[method, name],
-                            SETS[name],
-                            seed,
-                            args.runs_dir / run,
-                            args.records_dir / run,
-                            args.set,
-                        )
-                        if not ok:
-                            failed.append(run)
-        write_report(args.report, args.records_dir, SETS, METHODS, args.configs, _command(argv, args))
-        _say(f"report written to {args.report}")
-        if failed:
-            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
-            return 1
-        return 0
-    except ProtoembedError as err:
-        _say(f"error: {err}")
-        return 2
-    except KeyboardInterrupt:
-        _say("interrupted; rerun to resume")
-        return 130
+                for method in args.methods:
+                    run = f"{method}-{name}-seed{seed}"
+                    ok = run_one(
+                        configs[method, name],
+                        SETS[name],
+                        seed,
+                        args.runs_dir / run,
+                        args.records_dir / run,
+                        args.set,
+                    )
+                    if not ok:
+                        failed.append(run)
+    write_report(args.report, args.records_dir, SETS, METHODS, args.configs, _command(argv, args))
+    _say(f"report written to {args.report}")
+    return finished(failed, _say)
 
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:

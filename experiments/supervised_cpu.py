@@ -21,7 +21,6 @@ backbone is evaluated with each row's head (``untrained-<head>/``).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
@@ -32,7 +31,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/supervised_cpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.unsup_cpu import _add_time, _load_average, environment  # noqa: E402
+from experiments.records import add_time, copy_record, finished, guarded, load_average  # noqa: E402
+from experiments.unsup_cpu import environment  # noqa: E402
 from experiments.unsup_cpu_report import ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE  # noqa: E402
 from protoembed.errors import ProtoembedError  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
@@ -114,25 +114,19 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
     if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 
-        write_json_atomic(run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder", None))
+        write_json_atomic(
+            run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder", None)
+        )
     return True
 
 
 def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
-    """Copy a finished run's small files (each stage's log as ``<stage>.training_log.jsonl``) and ``env``."""
-    record_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
+    """Copy a finished run's small files (each stage's log and results as ``<stage>.<file>``) and ``env``."""
     files = [(run_dir / "training_log.jsonl", "training_log.jsonl")]
     for name in ("training_log.jsonl", RESULTS_FILE, MEAN_RESULTS):  # each stage's, as <stage>.<name>
         files += [(p, f"{p.parent.name}.{name}") for p in sorted(run_dir.glob(f"*/{name}"))]
     names = ("config.yaml", TIME_FILE, MEAN_RESULTS, CROSS_ENCODER_RESULTS, RESULTS_FILE)  # results last
-    files += [(run_dir / name, name) for name in names]
-    for source, name in files:
-        if source.is_file():
-            target = record_dir / name
-            tmp = target.with_name(f".{name}.tmp")
-            tmp.write_bytes(source.read_bytes())
-            os.replace(tmp, target)
+    copy_record(files + [(run_dir / name, name) for name in names], record_dir, env)
 
 
 def run_one(
@@ -145,7 +139,7 @@ def run_one(
     if (record_dir / RESULTS_FILE).is_file():
         _say(f"{run_name}: recorded, skipped")
         return True
-    load_start, started = _load_average(), time.monotonic()
+    load_start, started = load_average(), time.monotonic()
     try:
         if not (run_dir / RESULTS_FILE).is_file():
             cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--resume"]
@@ -160,8 +154,8 @@ def run_one(
         if not extra_evaluations(run_dir, system, regime, tasks, batch_size):
             return False
     finally:
-        _add_time(run_dir, time.monotonic() - started)
-    record(run_dir, record_dir, environment("default", load_start, _load_average()))
+        add_time(run_dir, time.monotonic() - started)
+    record(run_dir, record_dir, environment("default", load_start, load_average()))
     return True
 
 
@@ -174,11 +168,11 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> 
         if (out / RESULTS_FILE).is_file():
             continue
         out.mkdir(parents=True, exist_ok=True)
-        load_start, started = _load_average(), time.monotonic()
+        load_start, started = load_average(), time.monotonic()
         code = eval_sts("default", head, out / RESULTS_FILE, [STSB], batch_size)
-        _add_time(out, time.monotonic() - started)
+        add_time(out, time.monotonic() - started)
         if code == 0:
-            write_json_atomic(out / ENVIRONMENT_FILE, environment("default", load_start, _load_average()))
+            write_json_atomic(out / ENVIRONMENT_FILE, environment("default", load_start, load_average()))
         ok = ok and code == 0
     return ok
 
@@ -211,34 +205,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the study (see the module docstring); returns the exit code."""
+    args = parse_args(argv)
+    return guarded(lambda: _study(args, argv), _say)
+
+
+def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The study's body (see :func:`main`)."""
     from experiments.supervised_cpu_report import write_report
     from protoembed.training.stages import load_run
 
-    args = parse_args(argv)
-    try:
-        configs = study_configs(args.configs, args.systems, args.regimes)
-        _, first = load_run(next(iter(configs.values())), args.set)[-1]
-        tasks, batch_size = list(first.training.test_tasks), first.training.eval_batch_size
-        failed = []
-        if not args.report_only:
-            if not evaluate_untrained(args.records_dir, tasks, batch_size):
-                failed.append("untrained")
-            for seed in args.seeds:  # seed-major: a partial study already fills whole columns
-                for name, config in configs.items():
-                    if not run_one(config, name, seed, args, tasks, batch_size):
-                        failed.append(f"{name}-seed{seed}")
-        write_report(args.report, args.records_dir, args.configs, _command(argv))
-        _say(f"report written to {args.report}")
-        if failed:
-            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
-            return 1
-        return 0
-    except ProtoembedError as err:
-        _say(f"error: {err}")
-        return 2
-    except KeyboardInterrupt:
-        _say("interrupted; rerun to resume")
-        return 130
+    configs = study_configs(args.configs, args.systems, args.regimes)
+    _, first = load_run(next(iter(configs.values())), args.set)[-1]
+    tasks, batch_size = list(first.training.test_tasks), first.training.eval_batch_size
+    failed = []
+    if not args.report_only:
+        if not evaluate_untrained(args.records_dir, tasks, batch_size):
+            failed.append("untrained")
+        for seed in args.seeds:  # seed-major: a partial study already fills whole columns
+            for name, config in configs.items():
+                if not run_one(config, name, seed, args, tasks, batch_size):
+                    failed.append(f"{name}-seed{seed}")
+    write_report(args.report, args.records_dir, args.configs, _command(argv))
+    _say(f"report written to {args.report}")
+    return finished(failed, _say)
 
 
 def _command(argv: list[str] | None) -> str:

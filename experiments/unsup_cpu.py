@@ -23,20 +23,18 @@ ConPVP paper's Figs. 4-7 (``--no-figures`` leaves them out): see :mod:`experimen
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: python experiments/unsup_cpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from experiments.records import add_time, copy_record, finished, guarded, load_average, machine  # noqa: E402
 from experiments.unsup_cpu_report import (  # noqa: E402
     CONFIG_FILE,
     ENVIRONMENT_FILE,
@@ -110,17 +108,6 @@ def _say(message: str) -> None:
     print(f"unsup_cpu: {message}", file=sys.stderr, flush=True)
 
 
-def _add_time(run_dir: Path, seconds: float) -> None:
-    path = run_dir / TIME_FILE
-    before = json.loads(path.read_text(encoding="utf-8"))["seconds"] if path.is_file() else 0.0
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"seconds": round(before + seconds, 1)})
-
-
-def _load_average() -> float | None:
-    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-
-
 _BACKBONES: dict[str, dict[str, Any]] = {}
 
 
@@ -137,29 +124,13 @@ def backbone_facts(model: str) -> dict[str, Any]:
 
 def environment(model: str, load_start: float | None, load_end: float | None) -> dict[str, Any]:
     """The machine and backbone as measured now (what a record's ``environment.json`` holds)."""
-    return {
-        "cpu_count": os.cpu_count(),
-        "load_average_start": load_start,
-        "load_average_end": load_end,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": metadata.version("torch"),
-        "protoembed": metadata.version("protoembed"),
-        "backbone": backbone_facts(model),
-    }
+    return {**machine(load_start, load_end), "backbone": backbone_facts(model)}
 
 
 def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
     """Copy a finished run's small files and ``env`` to its (committed) record folder."""
-    record_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
-    for name in (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE):  # results last: it marks a complete record
-        source = run_dir / name
-        if source.is_file():
-            target = record_dir / name
-            tmp = target.with_name(f".{name}.tmp")
-            tmp.write_bytes(source.read_bytes())
-            os.replace(tmp, target)
+    names = (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE)  # results last: it marks a complete record
+    copy_record([(run_dir / name, name) for name in names], record_dir, env)
 
 
 def run_one(
@@ -177,15 +148,15 @@ def run_one(
     for item in overrides:
         cmd += ["--set", item]
     _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
-    load_start, started = _load_average(), time.monotonic()
+    load_start, started = load_average(), time.monotonic()
     try:
         code = subprocess.call(cmd)
     finally:
-        _add_time(run_dir, time.monotonic() - started)
+        add_time(run_dir, time.monotonic() - started)
     if code != 0:
         _say(f"{run_dir.name} failed (exit {code}); rerun to resume it")
         return False
-    record(run_dir, record_dir, environment(model, load_start, _load_average()))
+    record(run_dir, record_dir, environment(model, load_start, load_average()))
     return True
 
 
@@ -200,11 +171,11 @@ def evaluate_untrained(records_dir: Path, cfg: dict[str, Any]) -> bool:
     cmd += ["--output", str(out / RESULTS_FILE)]
     _say(f"evaluating the untrained backbone: {' '.join(cmd[1:])}")
     out.mkdir(parents=True, exist_ok=True)
-    load_start, started = _load_average(), time.monotonic()
+    load_start, started = load_average(), time.monotonic()
     code = subprocess.call(cmd, stdout=subprocess.DEVNULL)
-    _add_time(out, time.monotonic() - started)
+    add_time(out, time.monotonic() - started)
     if code == 0:
-        write_json_atomic(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, _load_average()))
+        write_json_atomic(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, load_average()))
     return code == 0
 
 
@@ -250,61 +221,56 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the study (see the module docstring); returns the exit code."""
     args = parse_args(argv)
-    try:
-        paths = method_configs(args.configs, args.methods)
-        configs = {m: resolved_config(p, args.set) for m, p in paths.items()}
-        first = next(iter(configs.values()))
-        every = method_configs(args.configs)
-        chosen = None if args.suite_methods == ["all"] else args.suite_methods
-        suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
-        if args.data_dir:
-            os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
-        failed = []
-        if not args.report_only:
-            if not evaluate_untrained(args.records_dir, first):
-                failed.append(UNTRAINED)
-            for seed in args.seeds:  # seed-major: a partial study already compares every method
-                for method, config in paths.items():
-                    name = f"{method}-seed{seed}"
-                    run_dir, record_dir = args.runs_dir / name, args.records_dir / name
-                    if not run_one(config, seed, run_dir, args.set, record_dir, configs[method]["model"]):
-                        failed.append(name)
-            if args.suites:
-                failed += suites_and_figures(
-                    args.records_dir,
-                    args.runs_dir,
-                    every,
-                    args.seeds,
-                    args.suites,
-                    suite_methods,
-                    args.set,
-                    not args.no_figures,
-                )
-        if args.methods:  # running some methods still reports the whole study
-            configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
-        full = (args.full_size, resolved_config(Path(args.full_size))) if args.full_size else None
-        write_report(
-            args.report,
-            args.records_dir,
-            configs,
-            METHODS,
-            args.seeds,
-            _command(argv, args),
-            REFERENCE,
-            full,
-            backbone_facts(first["model"]),
-        )
-        _say(f"report written to {args.report}")
-        if failed:
-            _say(f"{len(failed)} run(s) failed: {', '.join(failed)}")
-            return 1
-        return 0
-    except ProtoembedError as err:
-        _say(f"error: {err}")
-        return 2
-    except KeyboardInterrupt:
-        _say("interrupted; rerun to resume")
-        return 130
+    return guarded(lambda: _study(args, argv), _say)
+
+
+def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The study's body (see :func:`main`)."""
+    paths = method_configs(args.configs, args.methods)
+    configs = {m: resolved_config(p, args.set) for m, p in paths.items()}
+    first = next(iter(configs.values()))
+    every = method_configs(args.configs)
+    chosen = None if args.suite_methods == ["all"] else args.suite_methods
+    suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
+    if args.data_dir:
+        os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
+    failed = []
+    if not args.report_only:
+        if not evaluate_untrained(args.records_dir, first):
+            failed.append(UNTRAINED)
+        for seed in args.seeds:  # seed-major: a partial study already compares every method
+            for method, config in paths.items():
+                name = f"{method}-seed{seed}"
+                run_dir, record_dir = args.runs_dir / name, args.records_dir / name
+                if not run_one(config, seed, run_dir, args.set, record_dir, configs[method]["model"]):
+                    failed.append(name)
+        if args.suites:
+            failed += suites_and_figures(
+                args.records_dir,
+                args.runs_dir,
+                every,
+                args.seeds,
+                args.suites,
+                suite_methods,
+                args.set,
+                not args.no_figures,
+            )
+    if args.methods:  # running some methods still reports the whole study
+        configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
+    full = (args.full_size, resolved_config(Path(args.full_size))) if args.full_size else None
+    write_report(
+        args.report,
+        args.records_dir,
+        configs,
+        METHODS,
+        args.seeds,
+        _command(argv, args),
+        REFERENCE,
+        full,
+        backbone_facts(first["model"]),
+    )
+    _say(f"report written to {args.report}")
+    return finished(failed, _say)
 
 
 def _without_suite_options(given: list[str]) -> list[str]:

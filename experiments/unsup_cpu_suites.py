@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from experiments.records import add_time
 from experiments.unsup_cpu_report import (
     CONFIG_FILE,
     FIGURE_FILES,
@@ -36,7 +37,6 @@ from experiments.unsup_cpu_report import (
     UNTRAINED,
 )
 from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
 
 #: Options each suite runs with beyond the model and output (transfer: the cached fp32 ONNX export,
 #: vectors equal to torch's to ~1e-7, as ``make eval-transfer``).
@@ -63,14 +63,6 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def add_suite_time(folder: Path, key: str, seconds: float) -> None:
-    """Add ``seconds`` to ``folder/suite_time.json``'s entry ``key`` (created as needed)."""
-    times = _json(folder / SUITE_TIME_FILE) or {}
-    times[key] = round(times.get(key, 0.0) + seconds, 1)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(folder / SUITE_TIME_FILE, times)
-
-
 def _timed(cmd: list[str], folder: Path, key: str) -> int:
     """Run ``cmd`` (its stdout, the suite's table, discarded), its wall time added to ``key``."""
     _say(" ".join(cmd[1:]))
@@ -78,7 +70,7 @@ def _timed(cmd: list[str], folder: Path, key: str) -> int:
     try:
         return subprocess.call(cmd, stdout=subprocess.DEVNULL)
     finally:
-        add_suite_time(folder, key, time.monotonic() - started)
+        add_time(folder, time.monotonic() - started, key, SUITE_TIME_FILE)
 
 
 def sts_difference(retrained: dict[str, Any], recorded: dict[str, Any]) -> str | None:

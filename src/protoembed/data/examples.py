@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.clustering import read_clustering_texts
+from protoembed.data.corpus import read_corpus, resolve_corpus_path
 from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
@@ -148,8 +149,6 @@ class Format:
 
 
 def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -> Examples:
-    from protoembed.data.corpus import read_corpus
-
     corpus = read_corpus(path, drop_unterminated_last_line=drop_unterminated_last_line)
     source = {
         "path": str(path),
@@ -237,17 +236,6 @@ def infer_format(path: str | os.PathLike[str]) -> str:
     return "text"
 
 
-def resolve_data_path(path: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None) -> Path:
-    """Absolute path of a training file: as given if absolute or existing, else under the data directory.
-
-    A relative path is tried against the working directory first, then against ``data_dir`` (the
-    config's ``data.data_dir``, else ``$PROTOEMBED_DATA``).
-    """
-    from protoembed.data.corpus import resolve_corpus_path
-
-    return resolve_corpus_path(str(path), data_dir)
-
-
 def read_examples(
     path: str | os.PathLike[str],
     format: str | None = None,
@@ -268,7 +256,7 @@ def read_examples(
     name = format or infer_format(path)
     if name not in FORMATS:
         raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
-    resolved = resolve_data_path(path, data_dir)
+    resolved = resolve_corpus_path(str(path), data_dir)
     examples = FORMATS[name].reader(resolved, **options)
     if not len(examples):
         raise ProtoembedError(f"{resolved}: no usable example ({name} format)")
