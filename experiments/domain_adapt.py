@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ from experiments.domain_adapt_report import (  # noqa: E402
     UNTRAINED,
     write_report,
 )
-from experiments.records import add_time, copy_record, finished, guarded, load_average, machine  # noqa: E402
+from experiments.records import copy_record, finished, guarded, load_average, machine, timed_call  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
@@ -65,11 +63,7 @@ def _say(message: str) -> None:
 def _timed(cmd: list[str], run_dir: Path, key: str, quiet: bool = False) -> bool:
     """Run ``cmd``; add its wall time to ``run_dir``'s ``key``; True if it exited 0."""
     _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
-    started = time.monotonic()
-    try:
-        code = subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
-    finally:
-        add_time(run_dir, time.monotonic() - started, key)
+    code = timed_call(cmd, run_dir, key, quiet=quiet)
     if code != 0:
         _say(f"{run_dir.name}: exit {code}; rerun to resume")
     return code == 0

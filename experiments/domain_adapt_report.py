@@ -20,12 +20,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from experiments.records import ENVIRONMENT_FILE, TIME_FILE
 from protoembed.io import write_atomic
 
 CLUSTERING_FILE = "clustering.json"
 RESULTS_FILE = "results.json"
-TIME_FILE = "study_time.json"
-ENVIRONMENT_FILE = "environment.json"
 LOG_FILE = "training_log.jsonl"
 CONFIG_FILE = "config.yaml"
 UNTRAINED = "untrained-default"

@@ -2,7 +2,7 @@
 
 A study trains and evaluates through ``protoembed`` subprocesses into git-ignored run folders and copies
 each finished run's small files into a committed record folder. These helpers are that plumbing:
-:func:`add_time` sums wall time over resumed attempts, :func:`machine` describes the machine as measured
+:func:`add_time` sums wall time over resumed attempts (:func:`timed_call` runs a command and adds its), :func:`machine` describes the machine as measured
 now, :func:`copy_record` copies files atomically (the file that marks a complete record last), and
 :func:`guarded` turns a study's errors into its exit code.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
+import time
 from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
@@ -20,7 +22,9 @@ from typing import Any
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
+#: A record's machine description and its wall time (seconds per key, summed over resumed attempts).
 ENVIRONMENT_FILE = "environment.json"
+TIME_FILE = "study_time.json"
 
 
 def load_average() -> float | None:
@@ -28,7 +32,7 @@ def load_average() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
-def add_time(folder: Path, seconds: float, key: str = "seconds", file: str = "study_time.json") -> None:
+def add_time(folder: Path, seconds: float, key: str = "seconds", file: str = TIME_FILE) -> None:
     """Add ``seconds`` to ``folder/file``'s entry ``key`` (created as needed): wall time summed over the
     attempts of a resumed run."""
     path = folder / file
@@ -36,6 +40,18 @@ def add_time(folder: Path, seconds: float, key: str = "seconds", file: str = "st
     times[key] = round(times.get(key, 0.0) + seconds, 1)
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, times)
+
+
+def timed_call(
+    cmd: list[str], folder: Path, key: str = "seconds", file: str = TIME_FILE, quiet: bool = False
+) -> int:
+    """Run ``cmd`` (its stdout discarded if ``quiet``), add its wall time to ``folder/file``'s ``key``
+    (also when interrupted); returns its exit code."""
+    started = time.monotonic()
+    try:
+        return subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
+    finally:
+        add_time(folder, time.monotonic() - started, key, file)
 
 
 def machine(load_start: float | None, load_end: float | None) -> dict[str, Any]:

@@ -30,13 +30,12 @@ from typing import Any
 import numpy as np
 import yaml
 
+from experiments.records import ENVIRONMENT_FILE, TIME_FILE
 from experiments.unsup_cpu_figure import plot_study
 from protoembed.evaluation.sts import SHORT_NAMES
 from protoembed.io import write_atomic
 from protoembed.report import build_report, load_results
 
-TIME_FILE = "study_time.json"
-ENVIRONMENT_FILE = "environment.json"
 LOG_FILE = "training_log.jsonl"
 CONFIG_FILE = "config.yaml"
 RESULTS_FILE = "results.json"

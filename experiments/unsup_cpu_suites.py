@@ -19,14 +19,12 @@ figure whose JSON exists is skipped, so the work can be stopped and resumed.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.records import add_time
+from experiments.records import timed_call
 from experiments.unsup_cpu_report import (
     CONFIG_FILE,
     FIGURE_FILES,
@@ -66,11 +64,7 @@ def _json(path: Path) -> Any:
 def _timed(cmd: list[str], folder: Path, key: str) -> int:
     """Run ``cmd`` (its stdout, the suite's table, discarded), its wall time added to ``key``."""
     _say(" ".join(cmd[1:]))
-    started = time.monotonic()
-    try:
-        return subprocess.call(cmd, stdout=subprocess.DEVNULL)
-    finally:
-        add_time(folder, time.monotonic() - started, key, SUITE_TIME_FILE)
+    return timed_call(cmd, folder, key, SUITE_TIME_FILE, quiet=True)
 
 
 def sts_difference(retrained: dict[str, Any], recorded: dict[str, Any]) -> str | None:

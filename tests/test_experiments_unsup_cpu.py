@@ -227,15 +227,13 @@ class FakeCalls:
 
 def _study(tmp_path: Path, monkeypatch, shift: float = 0.0) -> tuple[FakeCalls, list[str]]:
     """Records of seed 1 of ConPVP (paper; no config kept) and SimCSE (config kept), no kept models."""
-    from experiments import unsup_cpu_suites
-
     runs, records = tmp_path / "runs", tmp_path / "records"
     _write_run(records / "conpvp-paper-seed1", 70.0, log=False)
     _write_run(records / "simcse-seed1", 72.0, log=False)
     (records / "simcse-seed1" / "config.yaml").write_text("model: default\n")
     _write_run(records / UNTRAINED, 60.0, log=False)
     fake = FakeCalls(runs, records, shift)
-    monkeypatch.setattr(unsup_cpu_suites.subprocess, "call", fake)
+    monkeypatch.setattr(subprocess, "call", fake)  # the suites run their commands through records.timed_call
     monkeypatch.setattr(unsup_cpu, "backbone_facts", lambda model: {"parameters": 5, "dimension": 4})
     args = ["--seeds", "1", "--methods", "conpvp-paper", "simcse", "--runs-dir", str(runs)]
     args += ["--records-dir", str(records), "--report", str(tmp_path / "r.md")]
