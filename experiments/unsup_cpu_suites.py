@@ -213,7 +213,8 @@ def suites_and_figures(
     overrides: list[str],
     figures: bool = True,
 ) -> list[str]:
-    """The suites of the untrained model and of every recorded seed of ``methods``, then the figures.
+    """The suites of the untrained model and of every recorded seed of ``methods``; the figures as soon
+    as the models of seed :data:`FIGURE_SEED` are evaluated.
 
     Args:
         records_dir, runs_dir: the study's records and run folders.
@@ -243,15 +244,7 @@ def suites_and_figures(
 
         return resolve
 
-    failed = [f"{UNTRAINED}:{s}" for s in run_suites(records_dir / UNTRAINED, suites, lambda: "default")]
-    for seed in seeds:  # seed-major, as the training: a partial run already compares the methods
-        for method in methods:
-            name = f"{method}-seed{seed}"
-            if not (records_dir / name / RESULTS_FILE).is_file():
-                _say(f"{name}: not recorded yet; its suites wait for its training")
-                continue
-            failed += [f"{name}:{s}" for s in run_suites(records_dir / name, suites, model(method, seed))]
-    if figures:
+    def figures_now() -> list[str]:
         models = {
             label: (lambda: "default") if method is None else model(method, FIGURE_SEED)
             for label, method in FIGURE_MODELS
@@ -261,6 +254,19 @@ def suites_and_figures(
         ]
         if absent:
             _say(f"the figures wait for the record of {_folder(absent[0])}")
-        else:
-            failed += [f"figure:{n}" for n in draw_figures(records_dir, models)]
+            return []
+        return [f"figure:{n}" for n in draw_figures(records_dir, models)]
+
+    failed = [f"{UNTRAINED}:{s}" for s in run_suites(records_dir / UNTRAINED, suites, lambda: "default")]
+    for seed in seeds:  # seed-major, as the training: a partial run already compares the methods
+        for method in methods:
+            name = f"{method}-seed{seed}"
+            if not (records_dir / name / RESULTS_FILE).is_file():
+                _say(f"{name}: not recorded yet; its suites wait for its training")
+                continue
+            failed += [f"{name}:{s}" for s in run_suites(records_dir / name, suites, model(method, seed))]
+        if figures and seed == FIGURE_SEED:  # drawn as soon as their models are evaluated
+            failed += figures_now()
+    if figures and FIGURE_SEED not in seeds:
+        failed += figures_now()
     return failed

@@ -415,3 +415,23 @@ def test_the_report_names_make_when_only_suite_options_were_given() -> None:
     assert (
         unsup_cpu._command(argv, unsup_cpu.parse_args(argv)) == "`python experiments/unsup_cpu.py --seeds 1`"
     )
+
+
+def test_figures_are_drawn_after_seed_1_before_later_seeds(tmp_path, monkeypatch) -> None:
+    fake, args = _study(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    for name in ("conpvp-paper-seed2", "simcse-seed2"):  # a later seed: evaluated after the figures
+        _write_run(records / name, 71.0, log=False)
+    args[args.index("--seeds") + 1 : args.index("--seeds") + 2] = ["1", "2"]
+    assert unsup_cpu.main(args) == 0
+    order = [(c[0], c[c.index("--output") + 1] if c[0] == "eval" else c[1]) for c in fake.commands]
+    order = [(kind, what) for kind, what in order if kind != "train"]
+    first_figure = next(i for i, (kind, _) in enumerate(order) if kind == "analyze")
+    seed2 = [i for i, (kind, out) in enumerate(order) if kind == "eval" and "-seed2/" in out]
+    assert len(seed2) == 6 and first_figure < min(seed2)
+    assert [what for kind, what in order[first_figure : first_figure + 4]] == [
+        "similarity",
+        "frequent-tokens",
+        "tsne",
+        "fewshot",
+    ]
