@@ -25,8 +25,8 @@ demo: install
 	$(BIN)/protoembed eval sts --model default --variant raw
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/ruff format --check src tests benchmarks experiments
 
 # The full suite (what CI runs); the 15 slowest tests are listed at the end.
 test: install lint

@@ -125,3 +125,19 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         evaluate_clustering(lambda t: np.zeros((len(t), 2)), tmp_path, tasks=["Tweet"], runs=0)
     assert main(["eval", "clustering", "--data-dir", str(tmp_path), "--tasks", "Tweet"]) == 2
     assert f"{path}:2" in capsys.readouterr().err
+
+
+def test_cli_clustering_onnx_runtime_equals_torch(tmp_path, tiny_model_dirs, monkeypatch):
+    _write_toy(tmp_path)
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    argv = ["eval", "clustering", "--model", str(tiny_model_dirs["bert"]), "--data-dir", str(tmp_path)]
+    results = {}
+    for runtime in ("torch", "onnx"):
+        out = tmp_path / f"{runtime}.json"
+        assert (
+            main([*argv, "--tasks", "Tweet", "--runs", "3", "--runtime", runtime, "--output", str(out)]) == 0
+        )
+        results[runtime] = json.loads(out.read_text())["tasks"]["Tweet"]
+    assert len(list((tmp_path / "cache" / "onnx").iterdir())) == 1
+    for key in ("runs_acc", "runs_nmi"):
+        assert results["onnx"][key] == pytest.approx(results["torch"][key], abs=1e-9)

@@ -96,3 +96,18 @@ def test_cli_fewshot_writes_json_and_violin_plot(tmp_path, tiny_model_dirs):
     assert len(saved["tasks"]["MRPC"]["seeds_acc"]) == 2
     assert figure.read_bytes()[:4] == b"\x89PNG"
     assert main([*argv[:-4], "--shots", "0"]) == 2  # bad value: one-line error, exit 2
+
+
+def test_cli_fewshot_onnx_runtime_equals_torch(tmp_path, tiny_model_dirs, monkeypatch):
+    write_toy(tmp_path)
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    argv = ["eval", "fewshot", "--model", str(tiny_model_dirs["bert"]), "--data-dir", str(tmp_path)]
+    argv += ["--tasks", "MR", "MRPC", "--shots", "3", "--seeds", "2"]
+    results = {}
+    for runtime in ("torch", "onnx"):
+        out = tmp_path / f"{runtime}.json"
+        assert main([*argv, "--runtime", runtime, "--output", str(out)]) == 0
+        results[runtime] = json.loads(out.read_text())["tasks"]
+    assert len(list((tmp_path / "cache" / "onnx").iterdir())) == 1
+    for task, torch_result in results["torch"].items():
+        assert results["onnx"][task]["seeds_acc"] == pytest.approx(torch_result["seeds_acc"], abs=1e-9)

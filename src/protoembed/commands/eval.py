@@ -161,7 +161,8 @@ def _suite_parser(
     tasks_help: str | None = None,
     aliases: dict[str, str] | Callable[[], dict[str, str]] | None = None,
 ) -> argparse.ArgumentParser:
-    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output.
+    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output,
+    --allow-empty and --runtime.
 
     ``--tasks`` defaults to all of ``tasks`` (``all_by_default``), else to ``None`` (the suite decides);
     it accepts the names the papers' tables print (``aliases``: task -> that name) too. ``--output``
@@ -186,6 +187,13 @@ def _suite_parser(
         "--output", default=None, type=output_file(), metavar="FILE.json", help="write the results JSON here"
     )
     add_allow_empty_option(parser)
+    parser.add_argument(
+        "--runtime",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
+        "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
+    )
     return parser
 
 
@@ -242,13 +250,6 @@ def _register_transfer(suites: argparse._SubParsersAction) -> None:
         choices=("senteval", "full"),
         default="senteval",
         help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
-    )
-    parser.add_argument(
-        "--runtime",
-        choices=("torch", "onnx"),
-        default="torch",
-        help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
-        "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
     )
     parser.set_defaults(func=run_transfer)
 
