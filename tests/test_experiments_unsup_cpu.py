@@ -266,7 +266,9 @@ def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, mon
         for suite in ("transfer", "fewshot", "clustering"):
             cmd = ["eval", suite, "--model", str(model if model == "default" else model / "best")]
             cmd += ["--output", str(records / folder / f"{suite}.json")]
-            expected.append(cmd + ["--runtime", "onnx"])
+            expected.append(
+                cmd + ["--runtime", "onnx"] + (["--cache-embeddings"] if suite != "clustering" else [])
+            )
     assert evals == expected
     figures = records / "figures"
     models = ["--model", "default", "--model", str(simcse / "best"), "--model", str(paper / "best")]

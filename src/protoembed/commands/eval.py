@@ -32,22 +32,33 @@ class LazyEncoder:
     """``encode(sentences) -> array`` that loads the model on its first call.
 
     Loading lazily lets a suite read (and validate) its data before the slow model load. After the
-    first call, :attr:`model` is the loaded :class:`~protoembed.Embedder`.
+    first call, :attr:`model` is the loaded :class:`~protoembed.Embedder` (or its ONNX export, with
+    ``--runtime onnx``) and, with ``--cache-embeddings``, :attr:`store` its
+    :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`.
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.model = None
+        self.store = None
 
-    def __call__(self, sentences: list[str]) -> np.ndarray:
+    def _load(self) -> None:
+        self.model = load_from_args(self.args)
+        runtime = getattr(self.args, "runtime", "torch")
+        if getattr(self.args, "cache_embeddings", False):
+            from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
+            from protoembed.export.cache import model_digest
+
+            key = runtime + ("-allow-empty" if self.args.allow_empty else "")
+            self.store = EmbeddingStore(self._encode, store_folder(model_digest(self.model), key))
+        if runtime == "onnx":
+            from protoembed.export.cache import onnx_embedder
+
+            self.model = onnx_embedder(self.model)
+
+    def _encode(self, sentences: list[str]) -> np.ndarray:
         import numpy as np
 
-        if self.model is None:
-            self.model = load_from_args(self.args)
-            if getattr(self.args, "runtime", "torch") == "onnx":
-                from protoembed.export.cache import onnx_embedder
-
-                self.model = onnx_embedder(self.model)
         try:
             vectors = self.model.encode(
                 sentences,
@@ -62,6 +73,11 @@ class LazyEncoder:
                 "pass --allow-empty to encode them as the template alone"
             ) from None
         return np.asarray(vectors)
+
+    def __call__(self, sentences: list[str]) -> np.ndarray:
+        if self.model is None:
+            self._load()
+        return self.store(sentences) if self.store is not None else self._encode(sentences)
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
@@ -193,6 +209,13 @@ def _suite_parser(
         default="torch",
         help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
         "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
+    )
+    parser.add_argument(
+        "--cache-embeddings",
+        action="store_true",
+        help="keep the model's sentence vectors in $PROTOEMBED_CACHE/embeddings (default "
+        "~/.cache/protoembed/embeddings) and look them up in later runs of the same model: few-shot after "
+        "transfer encodes almost nothing",
     )
     return parser
 
