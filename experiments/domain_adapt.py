@@ -109,6 +109,8 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) 
     out = records_dir / UNTRAINED
     out.mkdir(parents=True, exist_ok=True)
     py = [sys.executable, "-m", "protoembed"]
+    if (out / CLUSTERING_FILE).is_file() and (out / RESULTS_FILE).is_file():
+        return True  # recorded: its files, the environment included, are left as they are
     if not (out / CLUSTERING_FILE).is_file():
         old = json.loads(reuse.read_text(encoding="utf-8")) if reuse and reuse.is_file() else None
         if old and old.get("model") == "default" and all(t in old["tasks"] for t in tasks):

@@ -132,3 +132,16 @@ def test_report_cells_are_seed_means_and_changes_from_before(tmp_path):
     )
     assert "accuracy +4.00 (2 of 2 seeds above before), NMI -1.00 (1 of 2 above)" in text
     assert "Runs recorded: 2 of 3" in text
+
+
+def test_a_recorded_untrained_model_is_left_as_it_is(tmp_path, monkeypatch):
+    from experiments import domain_adapt
+
+    out = tmp_path / domain_adapt.UNTRAINED
+    out.mkdir()
+    for name in (domain_adapt.CLUSTERING_FILE, domain_adapt.RESULTS_FILE, domain_adapt.ENVIRONMENT_FILE):
+        (out / name).write_text("{}")
+    monkeypatch.setattr("subprocess.call", lambda *a, **k: pytest.fail("nothing is to run"))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert domain_adapt.evaluate_untrained(tmp_path, ["Tweet"], None)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
