@@ -212,8 +212,8 @@ def write_report(
         "",
         f"Runs recorded: {len(every)} of {expected} (3 seeds x {len(methods)} methods x {len(sets)} sets). "
         f"Cells: mean ± std over the seeds (the before row: one model, ± over its k-means runs). Wall "
-        f"time of the recorded runs: {_minutes(total)} in all, on 2 CPU cores shared with other jobs "
-        "(the load averages below).",
+        f"time of the recorded runs: {_minutes(total)} in all, on 2 CPU cores (the load averages below: "
+        "about 2 is a run alone, more means other jobs shared the cores).",
         "",
         *main_table(data, sets, methods),
         "",
