@@ -273,10 +273,14 @@ def suite_sections(
     page = page.split("\n", 2)[2] if page.startswith("# ") else page  # the study page has its own title
     times = [_json(p) for p in sorted(records_dir.glob(f"*/{SUITE_TIME_FILE}"))]
     seconds = sum(float(v) for t in times for v in t.values())
+    done = [f for f, _ in folders if all((records_dir / f / f"{s}.json").is_file() for s in SUITES)]
     return (
         "\n## Transfer, clustering and few-shot of the kept models\n\n"
         "The untrained model and the kept model of each recorded run, evaluated by `protoembed eval "
-        "transfer|fewshot|clustering` (transfer on the cached fp32 ONNX export); figures by `protoembed "
+        "transfer|fewshot|clustering` (encoded with ONNX Runtime on the model's cached fp32 export, "
+        "`--runtime onnx`; few-shot looks up the vectors transfer stored, `--cache-embeddings`). "
+        f"Models with all {len(SUITES)} suites recorded ({len(done)}): {', '.join(done) or 'none'}. "
+        "Figures by `protoembed "
         "analyze` for the untrained model and seed 1 of SimCSE and ConPVP (paper) (Fig. 5 on each model's "
         "mean-pooled token states, `--head mean`, which the frequent-token removal needs). "
         f"Compute: **{seconds / 60:.1f} min** ({seconds:.0f} s, the `{SUITE_TIME_FILE}` files: suites, figures and any retraining of a "

@@ -312,7 +312,9 @@ def test_report_tables_5_and_6_equal_the_suite_files(tmp_path, monkeypatch) -> N
     _write_run(records / "simcse-seed2", 74.0, log=False)  # a second seed: mean ± std
     _write_run(records / "conpvp-paper-seed2", 71.0, log=False)
     assert unsup_cpu.main([*args[:1], "1", "2", *args[2:]]) == 0
-    assert any(c[:2] == ["eval", "transfer"] and "simcse-seed2" in c[-3] for c in fake.commands)
+    assert any(
+        c[:2] == ["eval", "transfer"] and "simcse-seed2" in c[c.index("--output") + 1] for c in fake.commands
+    )
     text = (tmp_path / "r.md").read_text()
 
     def data(folder: str, suite: str) -> dict:
@@ -340,6 +342,8 @@ def test_report_tables_5_and_6_equal_the_suite_files(tmp_path, monkeypatch) -> N
     training = 60.0 * 5  # study_time.json of the five records
     assert f"Compute: **{seconds / 60:.1f} min** ({seconds:.0f} s" in text
     assert f"**{(seconds + training) / 60:.1f} min** in all" in text
+    evaluated = f"{UNTRAINED}, conpvp-paper-seed1, conpvp-paper-seed2, simcse-seed1, simcse-seed2"
+    assert f"Models with all 3 suites recorded (5): {evaluated}." in text
 
 
 def test_report_has_no_suite_sections_without_their_records(tmp_path) -> None:
