@@ -2,9 +2,10 @@
 
 A study trains and evaluates through ``protoembed`` subprocesses into git-ignored run folders and copies
 each finished run's small files into a committed record folder. These helpers are that plumbing:
-:func:`add_time` sums wall time over resumed attempts (:func:`timed_call` runs a command and adds its), :func:`machine` describes the machine as measured
-now, :func:`copy_record` copies files atomically (the file that marks a complete record last), and
-:func:`guarded` turns a study's errors into its exit code.
+:func:`add_time` sums wall time over resumed attempts (:func:`timed_call` runs a command and adds its
+wall time), :func:`machine` describes the machine as measured now, :func:`copy_record` copies files
+atomically (the file that marks a complete record last), and :func:`guarded` turns a study's errors
+into its exit code.
 """
 
 from __future__ import annotations

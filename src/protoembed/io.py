@@ -49,6 +49,12 @@ def _nearest_existing(path: Path) -> Path:
     return Path(path.anchor or ".")
 
 
+def cache_dir(kind: str) -> Path:
+    """protoembed's cache folder for ``kind`` (``onnx``, ``embeddings``): ``$PROTOEMBED_CACHE/<kind>``, or
+    ``~/.cache/protoembed/<kind>``; not created here."""
+    return Path(os.environ.get("PROTOEMBED_CACHE") or Path.home() / ".cache" / "protoembed") / kind
+
+
 def check_writable(path: str | os.PathLike, suffix: str | None = None, create_parents: bool = True) -> Path:
     """Check, before any work, that a file can be written at ``path``; return it as a :class:`Path`.
 

@@ -45,16 +45,18 @@ class LazyEncoder:
     def _load(self) -> None:
         self.model = load_from_args(self.args)
         runtime = getattr(self.args, "runtime", "torch")
+        digest = None  # of the torch model's weights and settings: keys both caches, hashed once
         if getattr(self.args, "cache_embeddings", False):
             from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
             from protoembed.export.cache import model_digest
 
+            digest = model_digest(self.model)
             key = runtime + ("-allow-empty" if self.args.allow_empty else "")
-            self.store = EmbeddingStore(self._encode, store_folder(model_digest(self.model), key))
+            self.store = EmbeddingStore(self._encode, store_folder(digest, key))
         if runtime == "onnx":
             from protoembed.export.cache import onnx_embedder
 
-            self.model = onnx_embedder(self.model)
+            self.model = onnx_embedder(self.model, digest=digest)
 
     def _encode(self, sentences: list[str]) -> np.ndarray:
         import numpy as np

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from protoembed.errors import ProtoembedError
-from protoembed.io import write_atomic
+from protoembed.io import cache_dir, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +33,7 @@ STORE_FILE = "vectors.npz"
 
 def store_folder(digest: str, runtime: str, root: str | os.PathLike | None = None) -> Path:
     """``root / <digest>-<runtime>``; ``root`` defaults to ``$PROTOEMBED_CACHE/embeddings``."""
-    base = os.environ.get("PROTOEMBED_CACHE") or Path.home() / ".cache" / "protoembed"
-    return Path(root or Path(base) / "embeddings") / f"{digest}-{runtime}"
+    return Path(root or cache_dir("embeddings")) / f"{digest}-{runtime}"
 
 
 class EmbeddingStore:

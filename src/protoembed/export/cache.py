@@ -18,14 +18,14 @@ import torch
 
 from protoembed.embedder import Embedder
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+from protoembed.io import cache_dir
 
 logger = logging.getLogger(__name__)
 
 
 def cache_root() -> Path:
     """``$PROTOEMBED_CACHE/onnx``, or ``~/.cache/protoembed/onnx``."""
-    base = os.environ.get("PROTOEMBED_CACHE") or Path.home() / ".cache" / "protoembed"
-    return Path(base) / "onnx"
+    return cache_dir("onnx")
 
 
 def model_digest(embedder: Embedder) -> str:
@@ -52,13 +52,14 @@ def model_digest(embedder: Embedder) -> str:
     return digest.hexdigest()[:16]
 
 
-def onnx_embedder(embedder: Embedder, root: str | os.PathLike | None = None):
+def onnx_embedder(embedder: Embedder, root: str | os.PathLike | None = None, digest: str | None = None):
     """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
-    ``root / <digest>`` (default :func:`cache_root`) on the first call and reused afterwards."""
+    ``root / <digest>`` (default :func:`cache_root`) on the first call and reused afterwards.
+    ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already."""
     from protoembed.export.graph import export_embedder
     from protoembed.export.runtime import load_export
 
-    folder = Path(root or cache_root()) / model_digest(embedder)
+    folder = Path(root or cache_root()) / (digest or model_digest(embedder))
     if not (folder / EXPORT_CONFIG).is_file():
         logger.info("exporting the model to ONNX (fp32) in %s", folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
