@@ -311,3 +311,65 @@ def test_transfer_results_of_other_tasks_share_a_table(inputs, tmp_path):
     rows = tables(build_report(load_results([inputs["base-transfer"], two]), tmp_path / "r.md"))
     (_, row) = rows["Transfer (ConPVP Table 5)"]
     assert row["Model"] == "two" and row["CR"] == "n/a" and row["Avg."] == "n/a" and row["MR"] != "n/a"
+
+
+def test_summary_is_the_pages_average_cells(inputs, tmp_path):
+    """--summary's table (parsed back) holds, for every model and suite, the Avg. cell of the full page's
+    table of that suite; a model without a suite gets n/a."""
+    runs = tmp_path / "runs"
+    paths = [runs / "conpvp-seed1", runs / "conpvp-seed2", tmp_path / "base", *inputs["clustering"]]
+    paths += inputs["fewshot"]
+    page = tables(build_report(load_results(paths), tmp_path / "page.md", figures=False))
+    out = tmp_path / "summary.md"
+    assert main(["report", *map(str, paths), "-o", str(out), "--summary"]) == 0
+    text = out.read_text()
+    assert text.startswith("| Model |") and not text.startswith("#")  # the table and nothing else
+    summary = {row["Model"]: row for row in tables(text)[None]}
+    sections = {
+        "STS (Table 3)": "STS (ConPVP Table 3)",
+        "Transfer (Table 5)": "Transfer (ConPVP Table 5)",
+        "Few-shot (Fig. 7)": "Few-shot (ConPVP Fig. 7)",
+        "Clustering acc. (Table 6)": "Accuracy",
+        "Clustering NMI (Table 6)": "NMI",
+    }
+    assert list(summary) == ["conpvp", "base", "simcse", "default"]  # order of first appearance
+    checked = 0
+    for column, section in sections.items():
+        averages = {row["Model"]: row["Avg."] for row in page[section]}
+        for model, row in summary.items():
+            assert row[column] == averages.get(model, "n/a"), (column, model)
+            checked += model in averages
+    assert checked == 8  # sts 2, transfer 2, clustering 2 x 1, few-shot 2
+    per_run = [json.loads(f.read_text())["tasks"] for f in inputs["conpvp-transfer"]]
+    assert summary["conpvp"]["Transfer (Table 5)"] == cell(
+        [np.mean([t["acc"] for t in r.values()]) for r in per_run]
+    )
+
+
+def test_readme_tables_are_current():
+    """The README's generated tables equal what `protoembed report --summary` makes from the records now."""
+    from experiments import readme_tables
+
+    readme = Path(readme_tables.ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count("<!-- end report -->") >= 1
+    assert readme_tables.render(readme, "README.md") == readme
+
+
+def test_readme_tables_rewrite_and_check(tmp_path, capsys):
+    from experiments import readme_tables
+
+    block = (
+        "<!-- protoembed report docs/results/unsup-cpu/untrained-default --summary --label "
+        "untrained-default=untrained -->\n| stale |\n<!-- end report -->\n"
+    )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n\n{block}\nafter\n")
+    assert readme_tables.main([str(readme), "--check"]) == 1
+    assert readme_tables.main([str(readme)]) == 0
+    text = readme.read_text()
+    assert "| stale |" not in text and "| untrained | " in text and text.endswith("after\n")
+    assert readme_tables.main([str(readme), "--check"]) == 0
+    readme.write_text("<!-- protoembed report docs/nowhere --summary -->\n<!-- end report -->\n")
+    assert readme_tables.main([str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "docs/nowhere: no such results file or folder" in err

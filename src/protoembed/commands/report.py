@@ -11,12 +11,15 @@ import argparse
 import shlex
 import sys
 
-from protoembed.report import load_results, write_report
+from protoembed.report import load_results, write_report, write_summary
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the inputs, write the page (and its few-shot figure), say where."""
     results = load_results(args.inputs, args.label or ())
+    if args.summary:
+        print(f"wrote {write_summary(results, args.output)}", file=sys.stderr)
+        return 0
     ablation = [a for item in args.ablation or () for a in item.split(",") if a]
     command = args.command or "protoembed report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     target = write_report(results, args.output, ablation, command, figures=not args.no_figures)
@@ -44,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         metavar="LABEL,LABEL,...",
         help="labels of the ablation table (ConPVP Table 4), the full model first; the others leave Table 3",
+    )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="write only one table: each model's average on every suite given (the Avg. cells of the page)",
     )
     parser.add_argument("--no-figures", action="store_true", help="do not draw the few-shot figure")
     parser.add_argument("--command", default=None, help=argparse.SUPPRESS)

@@ -4,7 +4,15 @@
 "report.md")`` writes the page. ``protoembed report`` is the command line.
 """
 
-from protoembed.report.page import build_report, write_report
+from protoembed.report.page import build_report, summary_table, write_report, write_summary
 from protoembed.report.results import Result, by_suite, load_results
 
-__all__ = ["Result", "build_report", "by_suite", "load_results", "write_report"]
+__all__ = [
+    "Result",
+    "build_report",
+    "by_suite",
+    "load_results",
+    "summary_table",
+    "write_report",
+    "write_summary",
+]

@@ -50,15 +50,33 @@ def seed_table(groups: Groups, names: dict[str, str], metric: str, label: str = 
     tasks = _tasks(groups)
     rows = []
     for name, runs in groups.items():
-        per_run = [[r.data["tasks"].get(t, {}).get(metric) for t in tasks] for r in runs]
+        per_run = _per_run(runs, tasks, metric)
         cells = []
         for j in range(len(tasks)):
             column = [row[j] for row in per_run]
             cells.append(fmt(None) if None in column else fmt_spread(*_spread(column)))
-        complete = all(v is not None for row in per_run for v in row)
-        avg = fmt_spread(*_spread([float(np.mean(row)) for row in per_run])) if complete else fmt(None)
-        rows.append((name, cells, avg))
+        rows.append((name, cells, _average_cell(per_run)))
     return papers_table([names.get(t, t) for t in tasks], rows, label)
+
+
+def _per_run(runs: list[Result], tasks: list[str], metric: str) -> list[list[float | None]]:
+    """``metric`` of each task (``None`` where missing), one row per run."""
+    return [[r.data["tasks"].get(t, {}).get(metric) for t in tasks] for r in runs]
+
+
+def _average_cell(per_run: list[list[float | None]]) -> str:
+    """The ``Avg.`` cell: mean ± std over runs of each run's mean over the tasks; ``n/a`` if one is missing."""
+    complete = all(v is not None for row in per_run for v in row)
+    return fmt_spread(*_spread([float(np.mean(row)) for row in per_run])) if complete else fmt(None)
+
+
+def _pooled_draws(runs: list[Result], tasks: list[str]) -> list[list[float]]:
+    """Few-shot: every draw's accuracy of every run, per task."""
+    return [[v for r in runs for v in r.data["tasks"].get(t, {}).get("seeds_acc", [])] for t in tasks]
+
+
+def _fewshot_average(pooled: list[list[float]]) -> str:
+    return fmt(float(np.mean([np.mean(v) for v in pooled]))) if all(pooled) else fmt(None)
 
 
 def fewshot_table(groups: Groups) -> list[str]:
@@ -66,11 +84,44 @@ def fewshot_table(groups: Groups) -> list[str]:
     tasks = _tasks(groups)
     rows = []
     for name, runs in groups.items():
-        pooled = [[v for r in runs for v in r.data["tasks"].get(t, {}).get("seeds_acc", [])] for t in tasks]
+        pooled = _pooled_draws(runs, tasks)
         cells = [fmt_spread(*_spread(v)) if v else fmt(None) for v in pooled]
-        avg = fmt(float(np.mean([np.mean(v) for v in pooled]))) if all(pooled) else fmt(None)
-        rows.append((name, cells, avg))
+        rows.append((name, cells, _fewshot_average(pooled)))
     return papers_table([TRANSFER_NAMES.get(t, t) for t in tasks], rows)
+
+
+#: The summary's columns: (suite, metric, heading), in the page's section order.
+SUMMARY_COLUMNS = (
+    ("sts", "spearman", "STS (Table 3)"),
+    ("transfer", "acc", "Transfer (Table 5)"),
+    ("fewshot", "acc", "Few-shot (Fig. 7)"),
+    ("clustering", "acc", "Clustering acc. (Table 6)"),
+    ("clustering", "nmi", "Clustering NMI (Table 6)"),
+)
+
+
+def summary_table(grouped: dict[str, Groups]) -> list[str]:
+    """One row per label, one column per suite (and metric) present: the ``Avg.`` cell of that suite's
+    table on the full page, computed the same way (``n/a`` where the label lacks the suite).
+
+    In: :func:`protoembed.report.results.by_suite`'s grouping. Out: the markdown table's lines.
+    """
+    columns = [c for c in SUMMARY_COLUMNS if c[0] in grouped]
+    labels = list(dict.fromkeys(label for groups in grouped.values() for label in groups))
+    rows = []
+    for label in labels:
+        cells = []
+        for suite, metric, _ in columns:
+            groups = grouped[suite]
+            runs = groups.get(label)
+            if not runs:
+                cells.append(fmt(None))
+            elif suite == "fewshot":
+                cells.append(_fewshot_average(_pooled_draws(runs, _tasks(groups))))
+            else:
+                cells.append(_average_cell(_per_run(runs, _tasks(groups), metric)))
+        rows.append([label, *cells])
+    return markdown_table(["Model", *(c[2] for c in columns)], rows, "l" + "r" * len(columns))
 
 
 def _extra(p: dict[str, Any], known: Sequence[str]) -> str:
@@ -228,4 +279,16 @@ def write_report(
     except OSError as err:
         raise ProtoembedError(f"cannot write {out}: {err.strerror or err}") from None
     text = build_report(results, out, ablation, command, figures)
+    return write_atomic(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_summary(results: Sequence[Result], output: str | os.PathLike[str]) -> Path:
+    """Write :func:`summary_table` of ``results`` (a markdown table and nothing else) to ``output``
+    atomically; mixed protocols fail before anything is written."""
+    out = check_writable(output)
+    text = "\n".join(summary_table(by_suite(results))) + "\n"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ProtoembedError(f"cannot write {out}: {err.strerror or err}") from None
     return write_atomic(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
