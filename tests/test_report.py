@@ -315,7 +315,7 @@ def test_transfer_results_of_other_tasks_share_a_table(inputs, tmp_path):
 
 def test_summary_is_the_pages_average_cells(inputs, tmp_path):
     """--summary's table (parsed back) holds, for every model and suite, the Avg. cell of the full page's
-    table of that suite; a model without a suite gets n/a."""
+    table of that suite; a model without a suite gets a dash."""
     runs = tmp_path / "runs"
     paths = [runs / "conpvp-seed1", runs / "conpvp-seed2", tmp_path / "base", *inputs["clustering"]]
     paths += inputs["fewshot"]
@@ -337,7 +337,7 @@ def test_summary_is_the_pages_average_cells(inputs, tmp_path):
     for column, section in sections.items():
         averages = {row["Model"]: row["Avg."] for row in page[section]}
         for model, row in summary.items():
-            assert row[column] == averages.get(model, "n/a"), (column, model)
+            assert row[column] == averages.get(model, "–"), (column, model)
             checked += model in averages
     assert checked == 8  # sts 2, transfer 2, clustering 2 x 1, few-shot 2
     per_run = [json.loads(f.read_text())["tasks"] for f in inputs["conpvp-transfer"]]

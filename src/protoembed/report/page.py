@@ -90,6 +90,8 @@ def fewshot_table(groups: Groups) -> list[str]:
     return papers_table([TRANSFER_NAMES.get(t, t) for t in tasks], rows)
 
 
+#: A summary cell of a model without results of that suite (``n/a`` stays for a suite missing a task).
+NOT_RUN = "–"
 #: The summary's columns: (suite, metric, heading), in the page's section order.
 SUMMARY_COLUMNS = (
     ("sts", "spearman", "STS (Table 3)"),
@@ -102,7 +104,7 @@ SUMMARY_COLUMNS = (
 
 def summary_table(grouped: dict[str, Groups]) -> list[str]:
     """One row per label, one column per suite (and metric) present: the ``Avg.`` cell of that suite's
-    table on the full page, computed the same way (``n/a`` where the label lacks the suite).
+    table on the full page, computed the same way; :data:`NOT_RUN` where the label has no results of the suite.
 
     In: :func:`protoembed.report.results.by_suite`'s grouping. Out: the markdown table's lines.
     """
@@ -115,7 +117,7 @@ def summary_table(grouped: dict[str, Groups]) -> list[str]:
             groups = grouped[suite]
             runs = groups.get(label)
             if not runs:
-                cells.append(fmt(None))
+                cells.append(NOT_RUN)
             elif suite == "fewshot":
                 cells.append(_fewshot_average(_pooled_draws(runs, _tasks(groups))))
             else:
