@@ -23,6 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from protoembed.cli import build_parser
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_atomic
 from protoembed.report import by_suite, load_results, summary_table
@@ -33,17 +34,14 @@ BLOCK = re.compile(r"(<!-- protoembed report (?P<args>.+?) -->\n)(?P<table>.*?)(
 
 def _table(arguments: str, origin: str) -> str:
     """The summary table, between blank lines, for one block's ``protoembed report`` arguments."""
-    parser = argparse.ArgumentParser(prog=f"{origin}: protoembed report", add_help=False)
-    parser.add_argument("inputs", nargs="+")
-    parser.add_argument("--label", action="append", default=[])
-    parser.add_argument("--summary", action="store_true", required=True)
-    try:
-        args = parser.parse_args(shlex.split(arguments))
+    expected = f"{origin}: expected 'protoembed report INPUTS... --summary [--label ...]'"
+    try:  # the command's own parser, so a block takes exactly the command's options
+        args = build_parser().parse_args(["report", *shlex.split(arguments), "-o", os.devnull])
     except SystemExit:
-        raise ProtoembedError(
-            f"{origin}: expected 'protoembed report INPUTS... --summary [--label ...]'"
-        ) from None
-    results = load_results([ROOT / item for item in args.inputs], args.label)
+        raise ProtoembedError(expected) from None
+    if not args.summary:
+        raise ProtoembedError(expected)
+    results = load_results([ROOT / item for item in args.inputs], args.label or ())
     return "\n" + "\n".join(summary_table(by_suite(results))) + "\n\n"
 
 

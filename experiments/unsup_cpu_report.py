@@ -256,12 +256,14 @@ def suite_sections(
     training records (for the total). Each table is present when some folder has its suite's JSON; the
     compute is the sum of every ``suite_time.json`` under ``records_dir``.
     """
-    files, labels = [], []
+    files, labels, done = [], [], []
     for folder, label in folders:
-        for suite in SUITES:
-            if (records_dir / folder / f"{suite}.json").is_file():
-                files.append(records_dir / folder / f"{suite}.json")
-                labels.append(label)
+        found = [records_dir / folder / f"{suite}.json" for suite in SUITES]
+        found = [f for f in found if f.is_file()]
+        files += found
+        labels += [label] * len(found)
+        if len(found) == len(SUITES):
+            done.append(folder)
     for file in FIGURE_FILES.values():
         data = (records_dir / FIGURES_DIR / file).with_suffix(".json")
         if data.is_file():
@@ -273,7 +275,6 @@ def suite_sections(
     page = page.split("\n", 2)[2] if page.startswith("# ") else page  # the study page has its own title
     times = [_json(p) for p in sorted(records_dir.glob(f"*/{SUITE_TIME_FILE}"))]
     seconds = sum(float(v) for t in times for v in t.values())
-    done = [f for f, _ in folders if all((records_dir / f / f"{s}.json").is_file() for s in SUITES)]
     return (
         "\n## Transfer, clustering and few-shot of the kept models\n\n"
         "The untrained model and the kept model of each recorded run, evaluated by `protoembed eval "

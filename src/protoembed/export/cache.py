@@ -23,11 +23,6 @@ from protoembed.io import cache_dir
 logger = logging.getLogger(__name__)
 
 
-def cache_root() -> Path:
-    """``$PROTOEMBED_CACHE/onnx``, or ``~/.cache/protoembed/onnx``."""
-    return cache_dir("onnx")
-
-
 def model_digest(embedder: Embedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
     the graph or the tokenisation depends on: two models with the same digest encode alike."""
@@ -54,12 +49,12 @@ def model_digest(embedder: Embedder) -> str:
 
 def onnx_embedder(embedder: Embedder, root: str | os.PathLike | None = None, digest: str | None = None):
     """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
-    ``root / <digest>`` (default :func:`cache_root`) on the first call and reused afterwards.
+    ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and reused afterwards.
     ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already."""
     from protoembed.export.graph import export_embedder
     from protoembed.export.runtime import load_export
 
-    folder = Path(root or cache_root()) / (digest or model_digest(embedder))
+    folder = Path(root or cache_dir("onnx")) / (digest or model_digest(embedder))
     if not (folder / EXPORT_CONFIG).is_file():
         logger.info("exporting the model to ONNX (fp32) in %s", folder)
         folder.parent.mkdir(parents=True, exist_ok=True)

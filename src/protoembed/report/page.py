@@ -109,19 +109,19 @@ def summary_table(grouped: dict[str, Groups]) -> list[str]:
     In: :func:`protoembed.report.results.by_suite`'s grouping. Out: the markdown table's lines.
     """
     columns = [c for c in SUMMARY_COLUMNS if c[0] in grouped]
+    tasks = {suite: _tasks(groups) for suite, groups in grouped.items()}
     labels = list(dict.fromkeys(label for groups in grouped.values() for label in groups))
     rows = []
     for label in labels:
         cells = []
         for suite, metric, _ in columns:
-            groups = grouped[suite]
-            runs = groups.get(label)
+            runs = grouped[suite].get(label)
             if not runs:
                 cells.append(NOT_RUN)
             elif suite == "fewshot":
-                cells.append(_fewshot_average(_pooled_draws(runs, _tasks(groups))))
+                cells.append(_fewshot_average(_pooled_draws(runs, tasks[suite])))
             else:
-                cells.append(_average_cell(_per_run(runs, _tasks(groups), metric)))
+                cells.append(_average_cell(_per_run(runs, tasks[suite], metric)))
         rows.append([label, *cells])
     return markdown_table(["Model", *(c[2] for c in columns)], rows, "l" + "r" * len(columns))
 
@@ -274,23 +274,27 @@ def write_report(
     figures: bool = True,
 ) -> Path:
     """Write :func:`build_report`'s page to ``output`` atomically (missing folders are created)."""
+    return _write_markdown(
+        results, output, lambda out: build_report(results, out, ablation, command, figures)
+    )
+
+
+def write_summary(results: Sequence[Result], output: str | os.PathLike[str]) -> Path:
+    """Write :func:`summary_table` of ``results`` (a markdown table and nothing else) to ``output``
+    atomically; mixed protocols fail before anything is written."""
+    return _write_markdown(results, output, lambda _: "\n".join(summary_table(by_suite(results))) + "\n")
+
+
+def _write_markdown(
+    results: Sequence[Result], output: str | os.PathLike[str], text: Callable[[Path], str]
+) -> Path:
+    """Check ``output`` and the results' protocols before any work, then write ``text(output)`` atomically
+    (missing folders are created)."""
     out = check_writable(output)
     by_suite(results)  # mixed protocols fail before anything is written
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ProtoembedError(f"cannot write {out}: {err.strerror or err}") from None
-    text = build_report(results, out, ablation, command, figures)
-    return write_atomic(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def write_summary(results: Sequence[Result], output: str | os.PathLike[str]) -> Path:
-    """Write :func:`summary_table` of ``results`` (a markdown table and nothing else) to ``output``
-    atomically; mixed protocols fail before anything is written."""
-    out = check_writable(output)
-    text = "\n".join(summary_table(by_suite(results))) + "\n"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ProtoembedError(f"cannot write {out}: {err.strerror or err}") from None
-    return write_atomic(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    content = text(out)
+    return write_atomic(out, lambda tmp: Path(tmp).write_text(content, encoding="utf-8"))
