@@ -29,9 +29,11 @@ from protoembed.embedder import Embedder
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.mlp import MLP, MLPPooling
 from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
+from protoembed.objectives.precision import fp32_loss
 from protoembed.objectives.views import Rows, ViewBuilder
 
 
+@fp32_loss
 def contrastive_loss(
     anchors: torch.Tensor,
     positives: torch.Tensor,
@@ -41,8 +43,10 @@ def contrastive_loss(
     """InfoNCE with in-batch (and cross-process) negatives.
 
     ``logits = [cos(a, P) | cos(a, Q)] / temperature`` ((N, N) or (N, 2N)), target ``i`` for row ``i``,
-    mean cross-entropy. Inputs are gathered over processes first (global batch ``N·W``); the gradient
-    is scaled so that DDP's averaging reproduces the one-process gradient on the concatenated batch.
+    mean cross-entropy, in fp32 whatever the training precision (inputs cast, autocast off:
+    :func:`~protoembed.objectives.precision.fp32_loss`). Inputs are gathered over processes first (global
+    batch ``N·W``); the gradient is scaled so that DDP's averaging reproduces the one-process gradient on
+    the concatenated batch.
 
     Args:
         anchors: (N, D) anchor vectors ``v``.

@@ -17,6 +17,7 @@ from protoembed.data.examples import ColumnSpec, describe_columns
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import Objective
 from protoembed.objectives.options import ObjectiveOptions, PositiveNumber
+from protoembed.objectives.precision import fp32_loss
 
 
 def check_batch(name: str, batch: Mapping[str, Sequence[Any]], needed: ColumnSpec) -> int:
@@ -116,5 +117,13 @@ class CosineRegression(SiameseObjective):
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
         """Mean squared error between ``cos(u, v)`` and ``score / score_scale`` over the batch."""
         u, v = self.pair(batch)
-        gold = torch.as_tensor(batch["score"], dtype=u.dtype, device=u.device) / self.options.score_scale
-        return F.mse_loss(F.cosine_similarity(u, v, dim=-1), gold)
+        dtype = torch.promote_types(u.dtype, torch.float32)  # not below fp32 (float64 in tests)
+        gold = torch.as_tensor(batch["score"], dtype=dtype, device=u.device)
+        return cosine_mse(u, v, gold / self.options.score_scale)
+
+
+@fp32_loss
+def cosine_mse(u: torch.Tensor, v: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """SBERT's regression loss ``mean (cos(u_i, v_i) - gold_i)^2`` on (N, H) vectors and (N,) targets, in
+    fp32 whatever the training precision."""
+    return F.mse_loss(F.cosine_similarity(u, v, dim=-1), gold)

@@ -27,6 +27,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
 from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.precision import fp32_loss
 
 logger = logging.getLogger(__name__)
 
@@ -274,7 +275,8 @@ class CrossEncoderObjective(Objective):
         task = self.task_of(batch)
         labels = self.gold(task, batch[GOLD_COLUMNS[task]])
         features = self.pair_features(batch["sentence1"], batch["sentence2"])
-        return self.classifiers[task](**features, labels=labels).loss
+        model = self.classifiers[task]
+        return sequence_classification_loss(labels, model(**features).logits, model.config)
 
     # ---------------------------------------------------------- evaluation
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -298,6 +300,15 @@ class CrossEncoderObjective(Objective):
             )
 
         replace_dir(path, build)
+
+
+@fp32_loss
+def sequence_classification_loss(labels: torch.Tensor, logits: torch.Tensor, config: Any) -> torch.Tensor:
+    """Hugging Face's loss of ``*ForSequenceClassification`` (``config.problem_type``: MSE or
+    cross-entropy) on the (N, num_labels) ``logits``, in fp32 whatever the training precision."""
+    from transformers.loss.loss_utils import ForSequenceClassificationLoss
+
+    return ForSequenceClassificationLoss(labels, logits, config)
 
 
 def save_cross_encoder(model: torch.nn.Module, tokenizer: Any, path: Path, max_length: int) -> Path:

@@ -14,6 +14,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.cosine_regression import SiameseObjective, check_batch
 from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.precision import autocast_off, fp32
 
 
 class NLISoftmaxOptions(ObjectiveOptions):
@@ -87,10 +88,12 @@ class NLISoftmax(SiameseObjective):
         return torch.cat(parts, dim=-1)
 
     def logits(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
-        """(N, 3) classifier logits of the pairs of ``batch``, in :data:`NLI_LABELS` order."""
+        """(N, 3) classifier logits of the pairs of ``batch``, in :data:`NLI_LABELS` order; the
+        classifier (and the loss on its logits) in fp32 whatever the training precision."""
         u, v = self.pair(batch)
-        x = self.features(u, v)
-        return self.classifier(x.to(self.classifier.weight.dtype))
+        with autocast_off(u.device):
+            x = self.features(fp32(u), fp32(v))
+            return self.classifier(x.to(self.classifier.weight.dtype))
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
         """Mean cross-entropy of the classifier over the batch."""
@@ -118,4 +121,5 @@ class NLISoftmax(SiameseObjective):
                 f"(expected an integer from 0 to {n - 1})"
             )
         logits = self.logits(batch)
-        return F.cross_entropy(logits, labels.to(device=logits.device, dtype=torch.long))
+        with autocast_off(logits.device):
+            return F.cross_entropy(fp32(logits), labels.to(device=logits.device, dtype=torch.long))
