@@ -89,6 +89,34 @@ def test_loss_is_the_head_on_the_pair_cls_state(tiny_model_dir, task):
         )
 
 
+@pytest.mark.parametrize("loss", ["mse", "bce"])
+def test_regression_loss_option(tiny_model_dirs, loss, tmp_path):
+    # GLUE: MSE on the raw score; sentence-transformers' STS-B recipe: BCE with logits on score / 5
+    torch.manual_seed(0)
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="cls", device="cpu")
+    objective = build_objective("cross_encoder", embedder, task="regression", loss=loss).eval()
+    with torch.no_grad():
+        value = objective(_batch("regression"))
+        s = _logits_by_hand(objective, "regression").squeeze(-1).double()
+    y = torch.tensor(SCORES, dtype=torch.float64)
+    if loss == "mse":
+        expected = ((s - y) ** 2).mean()
+    else:
+        p = torch.sigmoid(s)
+        expected = -(y / 5 * torch.log(p) + (1 - y / 5) * torch.log(1 - p)).mean()
+    assert value.dtype == torch.float32
+    torch.testing.assert_close(value.double(), expected, rtol=1e-5, atol=1e-6)
+    # the saved CrossEncoder predicts what the loss was trained on: the score (mse) or score / 5 (bce)
+    from sentence_transformers import CrossEncoder
+
+    objective.save(tmp_path / "best")
+    cross = CrossEncoder(str(tmp_path / "best" / "cross_encoder"), device="cpu")
+    predicted = cross.predict(list(zip(S1, S2)))
+    np.testing.assert_allclose(
+        predicted, (torch.sigmoid(s) if loss == "bce" else s).numpy(), atol=1e-5, rtol=0
+    )
+
+
 def test_the_pair_is_one_input_truncated_to_max_seq_length(tiny_model_dirs):
     objective = _objective(tiny_model_dirs["bert"], max_seq_length=12)
     tokenizer = objective.embedder.tokenizer
@@ -203,6 +231,8 @@ def test_bad_input_is_a_one_line_error(tiny_model_dirs):
         regression({"sentence1": S1, "sentence2": S2, "score": [1.0, float("nan"), 2.0]})
     with pytest.raises(OptionError, match="option 'task': expected"):
         _objective(tiny_model_dirs["bert"], "similarity")
+    with pytest.raises(OptionError, match="option 'loss': expected"):
+        build_objective("cross_encoder", regression.embedder, task="regression", loss="l1")
 
 
 def _write_stsb(path: Path, pairs: list[tuple[float, str, str]]) -> Path:

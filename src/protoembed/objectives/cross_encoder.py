@@ -41,6 +41,10 @@ PROBLEM_TYPES = {"regression": "regression", "classification": "single_label_cla
 GOLD_COLUMNS = {"regression": "score", "classification": "label"}
 #: ``CrossEncoder.predict`` applies no activation: a regression model returns the raw 0-5 score.
 IDENTITY = "torch.nn.modules.linear.Identity"
+#: ``CrossEncoder.predict`` of a model trained with ``loss: bce``: the sigmoid, i.e. the predicted score / 5.
+SIGMOID = "torch.nn.modules.activation.Sigmoid"
+#: The top of the 0-5 STS scale: ``loss: bce`` regresses ``score / MAX_SCORE`` in [0, 1].
+MAX_SCORE = 5.0
 
 
 class CrossEncoderOptions(ObjectiveOptions):
@@ -50,6 +54,11 @@ class CrossEncoderOptions(ObjectiveOptions):
         "auto",
         description="regression on score (GLUE STS-B: MSE) | classification of the NLI label (GLUE MNLI: "
         "cross-entropy) | auto: regression if the data has a score column, else classification",
+    )
+    loss: Literal["mse", "bce"] = Field(
+        "mse",
+        description="the regression loss: mse on the raw 0-5 score (GLUE STS-B) | bce: binary "
+        "cross-entropy with logits on score/5 (sentence-transformers' STS-B cross-encoder recipe)",
     )
 
 
@@ -102,7 +111,9 @@ class CrossEncoderObjective(Objective):
     ``[CLS]`` state through its pooler and a linear layer to
 
     - regression (GLUE STS-B): one output ``s``, loss ``mean (s - y)^2`` with ``y`` the raw gold score in
-      [0, 5] (``num_labels = 1``, no rescaling);
+      [0, 5] (``num_labels = 1``, no rescaling); with ``loss: bce`` (sentence-transformers' STS-B
+      cross-encoder recipe, ``training_stsbenchmark.py``) the output is a logit and the loss
+      ``mean BCE(sigmoid(s), y / 5)``, computed with logits;
     - classification (GLUE MNLI): 3 logits over :data:`~protoembed.data.examples.NLI_LABELS`, loss the
       mean cross-entropy with the gold label.
 
@@ -132,6 +143,10 @@ class CrossEncoderObjective(Objective):
             too, as SICK does), else classification; the first batch fixes it for the run (it is kept
             in the state dict, so a resumed run continues with it). ``auto`` builds both heads (one
             stays untrained); an explicit task builds one and requires its column before step 1.
+        loss (``mse`` | ``bce``, ``mse``): the regression loss (GLUE's MSE on the raw score, or BCE with
+            logits on score / 5); a model trained with ``bce`` is saved with the sigmoid as its
+            ``CrossEncoder`` activation, so ``predict`` returns the predicted score / 5. Classification
+            always uses cross-entropy.
 
     Example::
 
@@ -271,12 +286,16 @@ class CrossEncoderObjective(Objective):
         return logits.squeeze(-1) if task == "regression" else logits
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
-        """Loss of one batch: Hugging Face's MSE (regression) or cross-entropy (classification)."""
+        """Loss of one batch: Hugging Face's MSE (regression) or cross-entropy (classification); with
+        ``loss: bce`` a regression batch's loss is ``BCEWithLogits(s, score / 5)`` (mean over the batch)."""
         task = self.task_of(batch)
         labels = self.gold(task, batch[GOLD_COLUMNS[task]])
         features = self.pair_features(batch["sentence1"], batch["sentence2"])
         model = self.classifiers[task]
-        return sequence_classification_loss(labels, model(**features).logits, model.config)
+        logits = model(**features).logits
+        if task == "regression" and self.options.loss == "bce":
+            return scaled_score_bce(labels, logits)
+        return sequence_classification_loss(labels, logits, model.config)
 
     # ---------------------------------------------------------- evaluation
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -296,7 +315,11 @@ class CrossEncoderObjective(Objective):
         def build(tmp: Path) -> None:
             self.eval_embedder().save(tmp)
             save_cross_encoder(
-                model, self.embedder.tokenizer, tmp / CROSS_ENCODER_DIR, self.embedder.encoder.position_budget
+                model,
+                self.embedder.tokenizer,
+                tmp / CROSS_ENCODER_DIR,
+                self.embedder.encoder.position_budget,
+                sigmoid=task == "regression" and self.options.loss == "bce",
             )
 
         replace_dir(path, build)
@@ -311,7 +334,16 @@ def sequence_classification_loss(labels: torch.Tensor, logits: torch.Tensor, con
     return ForSequenceClassificationLoss(labels, logits, config)
 
 
-def save_cross_encoder(model: torch.nn.Module, tokenizer: Any, path: Path, max_length: int) -> Path:
+@fp32_loss
+def scaled_score_bce(scores: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """``loss: bce``: binary cross-entropy with logits between the (N, 1) ``logits`` and the gold 0-5
+    ``scores`` / 5, averaged over the batch (sentence-transformers' ``CrossEncoder`` STS-B recipe), in fp32."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(logits.squeeze(-1), scores / MAX_SCORE)
+
+
+def save_cross_encoder(
+    model: torch.nn.Module, tokenizer: Any, path: Path, max_length: int, sigmoid: bool = False
+) -> Path:
     """Write ``model`` (a ``*ForSequenceClassification``) and ``tokenizer`` as a sentence-transformers
     ``CrossEncoder`` folder.
 
@@ -319,7 +351,8 @@ def save_cross_encoder(model: torch.nn.Module, tokenizer: Any, path: Path, max_l
     activation and ``max_length`` (the backbone's position budget: a saved model reads whole pairs) and
     saved by it, so ``CrossEncoder(path).predict`` returns the raw outputs: the 0-5 score of a
     regression model (sentence-transformers' default for one output would be a sigmoid) or the 3 NLI
-    logits. Returns ``path``.
+    logits. ``sigmoid=True`` (a model trained with ``loss: bce``) saves the sigmoid instead: ``predict``
+    returns the predicted score / 5. Returns ``path``.
     """
     from sentence_transformers import CrossEncoder as STCrossEncoder
 
@@ -328,13 +361,13 @@ def save_cross_encoder(model: torch.nn.Module, tokenizer: Any, path: Path, max_l
     with quiet_transformers():
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
-        loaded = STCrossEncoder(
-            str(staging), device="cpu", activation_fn=torch.nn.Identity(), max_length=max_length
-        )
+        activation = torch.nn.Sigmoid() if sigmoid else torch.nn.Identity()
+        loaded = STCrossEncoder(str(staging), device="cpu", activation_fn=activation, max_length=max_length)
         loaded.save(str(path))
     model.train(was_training)
     shutil.rmtree(staging)
     config = json.loads((path / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-    if config.get("activation_fn") != IDENTITY:  # guard against a change of sentence-transformers' layout
+    expected = SIGMOID if sigmoid else IDENTITY
+    if config.get("activation_fn") != expected:  # guard against a change of sentence-transformers' layout
         raise RuntimeError(f"{path}: the saved CrossEncoder's activation is {config.get('activation_fn')!r}")
     return path
