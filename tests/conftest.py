@@ -34,6 +34,9 @@ SUBPROCESS_TESTS = (
     "test_distributed.py",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_cli_errors.py::test_cli_modules_import_no_torch",
+    "test_cli_errors.py::test_a_second_run_on_a_held_folder_is_refused",
+    "test_cli_errors.py::test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes",
+    "test_cli_errors.py::test_a_full_disk_keeps_the_last_checkpoint_and_resumes",
     "test_experiments_unsup_cpu.py::test_runs_as_a_script",
 )
 

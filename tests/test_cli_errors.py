@@ -6,12 +6,15 @@ own errors exit through ``SystemExit(2)``.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,7 @@ import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir, write_json_atomic
+from test_training_cli import _config, _env  # the tiny training config of the CLI tests
 
 BLOCK = "/sys/protoembed-cannot-write-here"  # sysfs refuses new files, even to root
 
@@ -321,3 +325,332 @@ def test_a_shared_temp_folder_is_swapped_in_and_its_leftover_cleaned(tmp_path):
     tmp.mkdir()  # what a kill while the processes write leaves
     clean_stale_siblings(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+# --------------------------------------------------------------------------- one run per output folder
+
+
+def _protoembed(*args: str, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """``protoembed args`` in a fresh interpreter."""
+    cmd = [sys.executable, "-m", "protoembed", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_failed_in_one_line(proc: subprocess.CompletedProcess[str] | tuple[int, str], *needles: str) -> str:
+    """Exit 2, no traceback, one ``protoembed...`` error line holding every needle; returns that line."""
+    code, err = (proc.returncode, proc.stderr) if not isinstance(proc, tuple) else proc
+    assert code == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    errors = [line for line in err.strip().splitlines() if "error" in line and line.startswith("protoembed")]
+    assert len(errors) == 1 and errors[0] == err.strip().splitlines()[-1], err[-3000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def _wait_for(condition, process: subprocess.Popen, what: str, limit: float = 240) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert process.poll() is None, f"the run ended before {what}: {process.stderr.read()[-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} after {limit} s"
+        time.sleep(0.02)
+
+
+def _run_outputs(folder: Path) -> dict[str, object]:
+    """What a finished run leaves, comparable across folders: ``best/`` byte for byte, the results and the
+    log without paths and wall times, and the names of every entry (no temp folder left behind)."""
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    for key in ("model", "train_wall_time_s"):
+        results.pop(key)
+    log = [json.loads(line) for line in (folder / "training_log.jsonl").read_text().splitlines()]
+    for entry in log:
+        for key in ("elapsed_s", "wall_time_s", "data"):
+            entry.pop(key, None)
+    return {
+        "best": {
+            str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(folder.glob("best/**/*"))
+            if p.is_file()
+        },
+        "results": results,
+        "log": [e for e in log if e["event"] != "resume"],
+        "entries": sorted(p.name for p in folder.iterdir()),
+    }
+
+
+@pytest.fixture(scope="module")
+def run_alone(tiny_model_dirs, data_dir, tmp_path_factory) -> tuple[Path, dict[str, object]]:
+    """(config, outputs) of the reference run: 16 steps, dev every 8, trained alone from start to end."""
+    root = tmp_path_factory.mktemp("alone")
+    config = _config(root, tiny_model_dirs["bert"], "simcse", "cls", max_steps=16, eval_steps=8)
+    done = _protoembed(
+        "train", "--config", str(config), "--output-dir", str(root / "run"), env=_env(data_dir)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return config, _run_outputs(root / "run")
+
+
+def test_a_second_run_on_a_held_folder_is_refused(run_alone, data_dir, tmp_path):
+    """While a run holds its folder (stopped by SIGSTOP right after taking the lock, so the timing is
+    exact), a second run exits 2 naming the folder and the process; the first then ends as if alone."""
+    config, alone = run_alone
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
+    first = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True)
+    lock = out / ".protoembed.lock"
+    try:
+        _wait_for(lambda: lock.is_file() and lock.read_text().strip() == str(first.pid), first, "the lock")
+        first.send_signal(signal.SIGSTOP)
+        second = _protoembed("train", "--config", str(config), "--output-dir", str(out), env=_env(data_dir))
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert_failed_in_one_line(second, f"{out} is in use by another training run (process {first.pid})")
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-3000:]
+    assert _run_outputs(out) == alone
+
+
+def test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes(run_alone, data_dir, tmp_path):
+    config, alone = run_alone
+    out = tmp_path / "run"
+    cmd = ["train", "--config", str(config), "--output-dir", str(out)]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "protoembed", *cmd], env=_env(data_dir), stderr=subprocess.PIPE, text=True
+    )
+    _wait_for((out / "checkpoint" / "trainer_state.json").is_file, first, "the checkpoint of step 8")
+    first.kill()  # SIGKILL: no handler runs, the kernel drops the lock
+    first.communicate(timeout=60)
+    assert (out / ".protoembed.lock").is_file()  # the file stays, the lock does not
+    resumed = _protoembed(*cmd, "--resume", env=_env(data_dir))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _run_outputs(out) == alone
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def _mount_tmpfs(folder: Path, size: str = "60m") -> bool:
+    """Mount a small tmpfs on ``folder`` where the machine allows it (root, not in a locked-down sandbox)."""
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
+    )
+    return done.returncode == 0
+
+
+def _fill(folder: Path) -> Path:
+    """Write ``folder/filler`` until the file system is full (the chunks shrink down to one byte)."""
+    filler = folder / "filler"
+    chunk = 1 << 20
+    with open(filler, "wb", buffering=0) as handle:
+        while chunk:
+            try:
+                handle.write(b"\0" * chunk)
+            except OSError:
+                chunk //= 2
+    return filler
+
+
+#: what the fallback injects when no tmpfs can be mounted: the second checkpoint's save runs out of space
+#: after writing part of its file
+_INJECT_ENOSPC = """
+import errno, sys
+from pathlib import Path
+import accelerate
+calls = []
+real = accelerate.Accelerator.save_state
+def save_state(self, output_dir=None, **kwargs):
+    calls.append(output_dir)
+    if len(calls) == 2:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(output_dir) / "model.bin").write_bytes(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real(self, output_dir, **kwargs)
+accelerate.Accelerator.save_state = save_state
+from protoembed.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_keeps_the_last_checkpoint_and_resumes(run_alone, data_dir, tmp_path):
+    """Training into a 60 MB tmpfs that fills up after the checkpoint of step 8 (real: the disk is filled
+    while the run is stopped by SIGSTOP; else an injected ENOSPC in the second checkpoint): one line names
+    the path and what was kept, no partial folder is left, and --resume once there is room equals a run
+    alone."""
+    config, alone = run_alone
+    disk = tmp_path / "disk"
+    real = _mount_tmpfs(disk)
+    out = disk / "run"
+    cmd = ["train", "--config", str(config), "--output-dir", str(out)]
+    try:
+        if real:
+            first = subprocess.Popen(
+                [sys.executable, "-m", "protoembed", *cmd],
+                env=_env(data_dir),
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _wait_for((out / "checkpoint" / "trainer_state.json").is_file, first, "the checkpoint of step 8")
+            first.send_signal(signal.SIGSTOP)
+            filler = _fill(disk)
+            first.send_signal(signal.SIGCONT)
+            _, stderr = first.communicate(timeout=300)
+            failed: tuple[int, str] | subprocess.CompletedProcess[str] = (first.returncode, stderr)
+        else:
+            failed = subprocess.run(
+                [sys.executable, "-c", _INJECT_ENOSPC, *cmd],
+                env=_env(data_dir),
+                capture_output=True,
+                text=True,
+            )
+        line = assert_failed_in_one_line(
+            failed, "No space left on device", f"the checkpoint of step 8 is kept in {out / 'checkpoint'}"
+        )
+        assert f"cannot write {out}" in line and "resume with: " in line
+        assert not (out / "results.json").exists()
+        assert sorted(p.name for p in out.iterdir() if p.name.startswith(".") and "lock" not in p.name) == []
+        assert json.loads((out / "checkpoint" / "trainer_state.json").read_text())["step"] == 8
+        if real:
+            filler.unlink()
+        resumed = _protoembed(*cmd, "--resume", env=_env(data_dir))
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert _run_outputs(out) == alone
+    finally:
+        if real:
+            subprocess.run(["umount", str(disk)], check=True)
+
+
+def _enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("site", ["best", "log", "results"])
+def test_a_full_disk_at_each_training_write(site, tiny_model_dirs, data_dir, tmp_path, capsys, monkeypatch):
+    """An injected ENOSPC at each write of a run: one line naming the path and what was kept, no partial
+    file or folder, and --resume from what was kept gives the run alone's model and results."""
+    import protoembed.embedder
+    import protoembed.training.runlog
+
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", max_steps=4, eval_steps=2)
+    argv = ["train", "--config", str(config), "--output-dir"]
+    assert main([*argv, str(tmp_path / "alone")]) == 0
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        if site == "best":  # the first best/ (step 2), after its weights are written
+            patch.setattr(protoembed.embedder, "_write_json", _enospc)
+            path, kept = out / "best", "no checkpoint had been written yet, so a resumed run starts over"
+        elif site == "log":  # the log line of step 3, after the checkpoint of step 2
+            appends = []
+
+            def append(file, mode="r", *args, **kwargs):
+                appends.append(mode)
+                if appends.count("a") == 5:
+                    _enospc()
+                return open(file, mode, *args, **kwargs)
+
+            patch.setattr(protoembed.training.runlog, "open", append, raising=False)
+            path, kept = (
+                out / "training_log.jsonl",
+                f"the checkpoint of step 2 is kept in {out / 'checkpoint'}",
+            )
+        else:  # results.json, after the last checkpoint
+            write_text = Path.write_text
+
+            def fail_results(self, *args, **kwargs):
+                if self.name.startswith(".results.json."):
+                    write_text(self, "{half", encoding="utf-8")
+                    _enospc()
+                return write_text(self, *args, **kwargs)
+
+            patch.setattr(Path, "write_text", fail_results)
+            path, kept = out / "results.json", f"the checkpoint of step 4 is kept in {out / 'checkpoint'}"
+        capsys.readouterr()
+        line = assert_failed_in_one_line(
+            run_cli([*argv, str(out)], capsys), f"cannot write {path}: No space left"
+        )
+    assert kept in line and f"resume with: protoembed train --config {config}" in line
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".protoembed.lock"]
+    assert main([*argv, str(out), "--resume"]) == 0
+    assert (out / "best" / "model.safetensors").read_bytes() == (
+        tmp_path / "alone/best/model.safetensors"
+    ).read_bytes()
+    results = [json.loads((d / "results.json").read_text())["tasks"] for d in (out, tmp_path / "alone")]
+    assert results[0] == results[1]
+
+
+def test_a_full_disk_on_encode_export_and_report(
+    tiny_model_dirs, sentences_file, tmp_path, capsys, monkeypatch
+):
+    """encode's .npy, an export's folder (with a stale temp folder of an export killed by kill -9 beside
+    it) and report's page: one line each, nothing half-written left."""
+    import protoembed.export.graph
+
+    out = tmp_path / "out"
+    out.mkdir()
+    model = str(tiny_model_dirs["bert"])
+
+    def half_then_enospc(path, *args, **kwargs):
+        Path(str(path)).write_bytes(b"half")
+        _enospc()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(np, "save", half_then_enospc)
+        code_err = run_cli(
+            ["encode", str(sentences_file), "-o", str(out / "v.npy"), "--model", model], capsys
+        )
+    assert_failed_in_one_line(
+        code_err, f"cannot write {out / 'v.npy'}: No space left on device; no partial file"
+    )
+
+    killed = out / f".other-export.tmp-{_dead_pid()}-x"  # what kill -9 during an export leaves
+    killed.mkdir()
+    (killed / "model.onnx").write_bytes(b"87 MB in real life")
+    with monkeypatch.context() as patch:
+        patch.setattr(protoembed.export.graph, "_write_graph", lambda e, path, *a: half_then_enospc(path))
+        code_err = run_cli(["export", model, "-o", str(out / "onnx")], capsys)
+    assert_failed_in_one_line(
+        code_err, f"cannot write {out / 'onnx'}: No space left on device; no partial folder"
+    )
+
+    results = out / "sts.json"
+    write_json_atomic(
+        results,
+        {
+            "model": "m",
+            "variant": "senteval",
+            "split": "test",
+            "avg": 1.0,
+            "tasks": {"STS12": {"spearman": 1.0, "pearson": 1.0, "n": 3}},
+        },
+    )
+    write_text = Path.write_text
+
+    def fail_page(self, *args, **kwargs):
+        if self.name.startswith(".report.md."):
+            half_then_enospc(self)
+        return write_text(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "write_text", fail_page)
+        code_err = run_cli(["report", str(results), "-o", str(out / "report.md"), "--no-figures"], capsys)
+    assert_failed_in_one_line(code_err, f"cannot write {out / 'report.md'}: No space left on device")
+    assert sorted(p.name for p in out.iterdir()) == ["sts.json"]
+
+
+# --------------------------------------------------------------------------- a read-only output folder
+
+
+def test_train_into_a_read_only_folder_is_refused_first(readonly_dir, tiny_model_dirs, tmp_path, capsys):
+    """Checked before the config's data is read: the corpus here does not even exist."""
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    (tmp_path / "corpus.txt").unlink()
+    for target in (readonly_dir / "run", Path(BLOCK) / "run"):
+        code_err = run_cli(["train", "--config", str(config), "--output-dir", str(target)], capsys)
+        assert_failed_in_one_line(code_err, f"cannot write {target / 'results.json'}", "not writable")
+    with open(config, "a", encoding="utf-8") as handle:
+        handle.write(f"output_dir: {readonly_dir / 'from-config'}\n")
+    code_err = run_cli(["train", "--config", str(config)], capsys)
+    assert_failed_in_one_line(code_err, str(readonly_dir / "from-config"), "not writable")

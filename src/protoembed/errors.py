@@ -26,3 +26,16 @@ class EmptySentenceError(ProtoembedError):
             f"{len(self.indexes)} sentence(s) have no tokens after stripping (index {shown}); "
             "remove them or pass allow_empty=True to encode them as the template alone"
         )
+
+
+class WriteError(ProtoembedError):
+    """A write that failed on the file system (full disk, I/O error, read-only, permissions).
+
+    ``str(err)`` names the path, the reason and what was kept (the previous file or folder, or that
+    nothing was left behind). Attributes: ``path`` (the target), ``reason`` (e.g. ``No space left on
+    device``).
+    """
+
+    def __init__(self, message: str, path: object = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.path, self.reason = path, reason

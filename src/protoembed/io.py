@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.errors import ProtoembedError, WriteError
 
 _TMP_TAG = "tmp"
 _OLD_TAG = "old"
@@ -40,6 +41,46 @@ def current_umask() -> int:
 
 def _reason(err: OSError) -> str:
     return err.strerror or type(err).__name__
+
+
+#: what torch's zip writer and safetensors say when a write fails (they raise no ``OSError``)
+_LIBRARY_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "No space left on device", "I/O error")
+
+
+def write_failure(err: BaseException, folder: str | os.PathLike | None = None) -> str | None:
+    """The reason a write failed (``No space left on device``), or ``None`` if ``err`` is no write failure.
+
+    In: the exception raised while writing (an :class:`OSError`, or the ``RuntimeError`` of torch's zip
+    writer / the ``SafetensorError`` of safetensors, which wrap the OS error in text), and the folder
+    written into (looked at for free space when the library's message names no cause; call it before
+    the partial file is removed).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:  # an OSError anywhere in the chain
+        seen.add(id(current))
+        if isinstance(current, OSError) and not isinstance(current, FileNotFoundError):
+            return _reason(current)
+        current = current.__cause__ or current.__context__
+    text = str(err)
+    if not any(marker in text for marker in _LIBRARY_WRITE_FAILURES):
+        return None
+    if "No space left on device" in text:
+        return "No space left on device"
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            stat = os.statvfs(folder)
+            if stat.f_bavail * stat.f_frsize < 1 << 20:
+                return "No space left on device"
+    return f"write error ({text.splitlines()[0][:120]})"
+
+
+def _kept(target: Path, existed: bool, kind: str = "file") -> str:
+    return f"the previous {target.name} is kept" if existed else f"no partial {kind} is left"
+
+
+def _write_error(target: Path, reason: str, existed: bool, kind: str = "file") -> WriteError:
+    return WriteError(f"cannot write {target}: {reason}; {_kept(target, existed, kind)}", target, reason)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -117,12 +158,16 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: 
         os.close(fd)
     except OSError as err:
         raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    existed = target.exists()
     try:
         write(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except OSError as err:
-        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    except Exception as err:  # a full disk: OSError, or a library's own error wrapping it
+        reason = write_failure(err, target.parent)
+        if reason is None:
+            raise
+        raise _write_error(target, reason, existed) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -181,6 +226,25 @@ def clean_stale_siblings(target: str | os.PathLike) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+_STALE_NAME = re.compile(rf"^\.(?P<name>.+)\.(?:{_TMP_TAG}|{_OLD_TAG})-\d+-")
+
+
+def clean_stale_temp(folder: str | os.PathLike) -> None:
+    """Remove every hidden temp folder in ``folder`` left by a killed process, whatever its target.
+
+    :func:`clean_stale_siblings` for each target named by a ``.<name>.tmp-<pid>-...`` or
+    ``.<name>.old-<pid>-...`` entry (a moved-aside copy whose target is gone is renamed back), so an
+    export killed by ``kill -9`` leaves its space behind only until the next export into the same
+    folder, of any name. Entries of live processes are kept.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    names = {m.group("name") for entry in folder.iterdir() if (m := _STALE_NAME.match(entry.name))}
+    for name in sorted(names):
+        clean_stale_siblings(folder / name)
+
+
 def _chmod_like_mkdir(path: Path) -> None:
     """Give the folder ``path`` the mode ``mkdir`` would under the current umask."""
     os.chmod(path, 0o777 & ~current_umask())
@@ -235,11 +299,15 @@ def replace_dir(target: str | os.PathLike, build: Callable[[Path], None]) -> Pat
         _chmod_like_mkdir(tmp)
     except OSError as err:
         raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    existed = target.is_dir()
     try:
         build(tmp)
         swap_dir(tmp, target)
-    except OSError as err:  # permission, full disk, read-only file system
-        raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    except Exception as err:  # permission, full disk, read-only file system (or a library's error)
+        reason = write_failure(err, tmp)
+        if reason is None:
+            raise
+        raise _write_error(target, reason, existed, "folder") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

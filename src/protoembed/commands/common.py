@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from protoembed.errors import ProtoembedError
 from protoembed.heads import get_head, heads_help
@@ -54,6 +55,30 @@ def output_file(suffix: str | None = None, create_parents: bool = True) -> Calla
 
     convert.__name__ = "output file"
     return convert
+
+
+def output_folder(text: str) -> str:
+    """``argparse`` type for an output folder (``train --output-dir``): checked writable at parse time.
+
+    The same probe as :func:`output_file` (:func:`protoembed.io.check_writable`) on a file inside the
+    folder, so a read-only folder or file system, or a file of that name, is refused before anything is
+    read or trained; a missing folder is fine when its nearest existing parent is writable.
+    """
+    try:
+        check_output_folder(text)
+    except ProtoembedError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def check_output_folder(folder: str | Path) -> Path:
+    """Raise :class:`ProtoembedError` naming ``folder`` unless files can be written in it (see
+    :func:`output_folder`); returns it as a :class:`Path`."""
+    check_writable(Path(folder).expanduser() / "results.json")
+    return Path(folder).expanduser()
+
+
+output_folder.__name__ = "output folder"
 
 
 def task_names(

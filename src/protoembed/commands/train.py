@@ -11,6 +11,10 @@ import logging
 import os
 import shlex
 import sys
+from pathlib import Path
+
+from protoembed.commands.common import check_output_folder, output_folder
+from protoembed.errors import WriteError
 
 
 def _print_progress() -> logging.Handler:
@@ -30,18 +34,44 @@ def run_train(args: argparse.Namespace) -> int:
 
     # --output-dir: a path is not YAML, so it is kept verbatim
     stages = load_run(args.config, list(args.set or []), args.output_dir)
+    staged = bool(stages[0][0])  # the pipeline's folder holds the stages' folders
+    top = os.path.dirname(str(stages[0][1].output_dir)) if staged else str(stages[0][1].output_dir)
+    if stages[0][1].output_dir:  # before any data is read or model loaded (--output-dir: at parse time)
+        check_output_folder(top)
     handler = _print_progress()
     try:
         train_stages(stages, resume=args.resume)
     except TrainingInterrupted as stop:
         if stop.main_process:
-            staged = bool(stages[0][0])  # the pipeline's folder holds the stages' folders
             out = os.path.dirname(str(stop.output_dir)) if staged else str(stop.output_dir)
             print(f"protoembed train: {stop}; resume with: {_resume_command(args, out)}", file=sys.stderr)
         return 128 + 15  # the shell's status for a process ended by SIGTERM
+    except WriteError as err:  # a full disk: the message says what was kept
+        print(f"protoembed: error: {err}; resume with: {_resume_command(args, os.path.abspath(top))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if int(os.environ.get("RANK", "0")) == 0:
+            kept = _kept_checkpoint([Path(str(cfg.output_dir)) for _, cfg in stages])
+            print(
+                f"protoembed train: interrupted (Ctrl-C); {kept}; resume with: "
+                f"{_resume_command(args, os.path.abspath(top))}",
+                file=sys.stderr,
+            )
+        return 128 + 2  # the shell's status for a process ended by SIGINT
     finally:
         logging.getLogger("protoembed.training").removeHandler(handler)
     return 0
+
+
+def _kept_checkpoint(folders: list[Path]) -> str:
+    """What a resumed run starts from: the latest stage folder's checkpoint, or that there is none."""
+    from protoembed.training.checkpoint import find_checkpoint, read_state
+
+    for folder in reversed(folders):
+        checkpoint = find_checkpoint(folder)
+        if checkpoint is not None:
+            return f"the checkpoint of step {read_state(checkpoint).step} is kept in {checkpoint}"
+    return "no checkpoint had been written yet, so a resumed run starts over"
 
 
 def _resume_command(args: argparse.Namespace, output_dir: str) -> str:
@@ -73,7 +103,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="override a config key, e.g. --set training.lr=1e-5 --set objective.temperature=0.1 (repeatable)",
     )
     parser.add_argument(
-        "--output-dir", default=None, metavar="DIR", help="output directory (overrides the config)"
+        "--output-dir",
+        default=None,
+        type=output_folder,
+        metavar="DIR",
+        help="output directory (overrides the config); checked writable first",
     )
     parser.add_argument(
         "--resume",

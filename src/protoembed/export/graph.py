@@ -38,7 +38,7 @@ import torch
 
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
-from protoembed.io import replace_dir
+from protoembed.io import clean_stale_temp, replace_dir
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -141,6 +141,7 @@ def export_embedder(
         }
         _json(tmp / EXPORT_CONFIG, config)
 
+    clean_stale_temp(target.parent)  # what an export killed by kill -9 left, whatever its name
     replace_dir(target, build)
     logger.info("exported %s head (%s) to %s", head, quantize or "fp32", target)
     return target

@@ -127,7 +127,13 @@ def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
         return found
     if not item.is_file():
         raise ProtoembedError(f"{item}: no such results file or folder")
-    return [(item, _read(item), None)]
+    data = _read(item)
+    if not isinstance(data, dict):
+        shown = {list: "an array", type(None): "null"}.get(type(data), f"a JSON {type(data).__name__}")
+        raise ProtoembedError(
+            f"{item}: expected a JSON object (a protoembed results file, e.g. from eval --output), got {shown}"
+        )
+    return [(item, data, None)]
 
 
 def _labels(defaults: list[str], inputs: list[int], overrides: Sequence[str], n_inputs: int) -> list[str]:

@@ -17,8 +17,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError
-from protoembed.io import clean_stale_siblings, shared_temp_sibling, swap_dir, write_json_atomic
+from protoembed.errors import ProtoembedError, WriteError
+from protoembed.io import (
+    clean_stale_siblings,
+    shared_temp_sibling,
+    swap_dir,
+    write_failure,
+    write_json_atomic,
+)
 
 CHECKPOINT = "checkpoint"
 STATE_FILE = "trainer_state.json"
@@ -130,10 +136,18 @@ def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
     if accelerator.is_main_process:
         clean_stale_siblings(final)  # a temp folder of a killed save, an unfinished one of ours
     accelerator.wait_for_everyone()
-    # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
-    accelerator.save_state(str(tmp), safe_serialization=False)
-    if accelerator.is_main_process:
-        write_json_atomic(tmp / STATE_FILE, state.to_dict())
+    try:
+        # Pickled tensors, not safetensors: an objective may hold the same tensor under two names.
+        accelerator.save_state(str(tmp), safe_serialization=False)
+        if accelerator.is_main_process:
+            write_json_atomic(tmp / STATE_FILE, state.to_dict())
+    except Exception as err:  # a full disk: torch's writer raises RuntimeError, not OSError
+        reason = err.reason if isinstance(err, WriteError) else write_failure(err, tmp)
+        if reason is None:
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # the partial folder, not the previous checkpoint
+        message = f"cannot write {final}: {reason}; no partial checkpoint is left"
+        raise WriteError(message, final, reason) from None  # the previous one is untouched
     accelerator.wait_for_everyone()  # every part written before the main process renames the folder
     if accelerator.is_main_process:
         swap_dir(tmp, final)

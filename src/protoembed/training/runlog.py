@@ -6,9 +6,14 @@ the checkpoint are dropped, since those steps are done again.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from protoembed.errors import WriteError
 
 LOG_FILE = "training_log.jsonl"
 
@@ -23,13 +28,32 @@ class RunLog:
     def start(self) -> None:
         """Begin a fresh log (an empty file)."""
         if self.enabled:
-            self.path.write_text("", encoding="utf-8")
+            self._guarded(lambda: self.path.write_text("", encoding="utf-8"))
 
     def write(self, entry: dict[str, Any]) -> None:
-        """Append ``entry`` as one line."""
-        if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(entry) + "\n")
+        """Append ``entry`` as one line (a full disk: :class:`WriteError`, the line is not written)."""
+        if not self.enabled:
+            return
+        line = json.dumps(entry) + "\n"
+        size = self.path.stat().st_size if self.path.is_file() else 0
+
+        def append() -> None:
+            try:
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.write(line)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, size)  # no cut line: the log ends with its last whole entry
+                raise
+
+        self._guarded(append)
+
+    def _guarded(self, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise WriteError(f"cannot write {self.path}: {reason}", self.path, reason) from None
 
     def truncate(self, step: int) -> None:
         """Keep only the entries of steps up to ``step`` (a line cut by a crash is dropped too)."""
@@ -43,4 +67,5 @@ class RunLog:
                 continue
             if entry.get("step", 0) <= step:
                 kept.append(line)
-        self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        text = "".join(k + "\n" for k in kept)
+        self._guarded(lambda: self.path.write_text(text, encoding="utf-8"))

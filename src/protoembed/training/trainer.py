@@ -37,8 +37,10 @@ Progress goes to the ``protoembed.training`` logger (the ``train`` command print
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,8 +50,8 @@ from typing import Any
 import torch
 
 from protoembed.data.examples import Examples
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
+from protoembed.errors import ProtoembedError, WriteError
+from protoembed.io import write_atomic, write_json_atomic
 from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
@@ -72,6 +74,7 @@ from protoembed.training.components import (
     stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
+from protoembed.training.lock import hold_output_dir
 from protoembed.training.runlog import RunLog
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
 
@@ -235,11 +238,32 @@ class Trainer:
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # "Writing model shards" bars would break the training bar
         try:
-            with self.stop:
-                return self._run()
+            with self._lock(), self.stop:
+                try:
+                    return self._run()
+                except WriteError as err:  # a full disk: say what a resumed run starts from
+                    raise WriteError(f"{err}; {self._kept()}", err.path, err.reason) from None
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
+
+    def _kept(self) -> str:
+        """What a write failure leaves of the run: ``best/`` and the checkpoint, with their steps."""
+        best = self.output_dir / "best"
+        kept = [f"{best} holds step {self.state.best_step}"] if self.state.best_step is not None else []
+        if self.last_checkpoint_step is not None:
+            kept.append(
+                f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / 'checkpoint'}"
+            )
+        else:
+            kept.append("no checkpoint had been written yet, so a resumed run starts over")
+        return "training stopped: " + ", ".join(kept)
+
+    def _lock(self) -> contextlib.AbstractContextManager:
+        """The output folder's exclusive lock, held by the main process (``RANK`` 0 or unset) for the run."""
+        if int(os.environ.get("RANK", "0")) != 0:
+            return contextlib.nullcontext()
+        return hold_output_dir(self.output_dir)
 
     def _check_stop(self, step: int) -> None:
         """Raise :class:`TrainingInterrupted` if any process received a stop signal (collective)."""
@@ -288,7 +312,10 @@ class Trainer:
             self.last_checkpoint_step = saved.step
             self.log.truncate(saved.step)
         elif acc.is_main_process:
-            (self.output_dir / "config.yaml").write_text(dump_config(self.cfg), encoding="utf-8")
+            text = dump_config(self.cfg)
+            write_atomic(
+                self.output_dir / "config.yaml", lambda tmp: Path(tmp).write_text(text, encoding="utf-8")
+            )
             self.log.start()
         self.state.world_size, self.state.total_steps = acc.num_processes, self.total_steps
         step = self.state.step
