@@ -107,3 +107,96 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_model_di
         result = torch.load(tmp_path / f"gather-{rank}.pt")
         torch.testing.assert_close(result["gathered"], torch.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]))
         torch.testing.assert_close(result["grad"], torch.full((rank + 1, 2), 3.0))  # local slice only
+
+
+# ------------------------------------------------------------------ GradCache with two processes
+#: cases whose views are the same in 1 and 2 processes (no per-rank template draws)
+DROPOUT_OFF_CASES = ("conpvp_denoise", "promptbert", "simcse", "simcse_sup")
+
+
+class _ChunkedUncached(torch.nn.Module):
+    """The uncached step on the cached step's chunks (see grad_cache_cases), as one DDP forward."""
+
+    def __init__(self, objective) -> None:
+        super().__init__()
+        self.objective = objective
+
+    def forward(self, views):
+        from grad_cache_cases import chunked_uncached_loss
+
+        return chunked_uncached_loss(self.objective, views)
+
+
+def _cached_worker(rank: int, world: int, port: int, model_dir: str, templates: str, out: str) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from grad_cache_cases import CASES as CACHED
+    from grad_cache_cases import MINI_BATCH, batch_for, build, gradients, twin
+    from protoembed.objectives.cache import grad_cache_step
+    from protoembed.objectives.distributed import average_gradients
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        for case in CACHED:
+            reference = build(model_dir, case, templates)  # dropout on, float32
+            cached = twin(reference)
+            views = reference.collate(batch_for(case, rank, world))
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                _ChunkedUncached(reference), find_unused_parameters=True
+            )
+            torch.manual_seed(100 + rank)
+            loss = ddp(views)
+            loss.backward()  # DDP averages
+            torch.manual_seed(100 + rank)
+            cached_loss = grad_cache_step(cached, views, MINI_BATCH)
+            average_gradients(cached.parameters())
+            result = {
+                "loss": loss.item(),
+                "grads": gradients(reference),
+                "cached_loss": cached_loss.item(),
+                "cached_grads": gradients(cached),
+            }
+            if case in DROPOUT_OFF_CASES:  # against ONE process on the concatenated batch
+                plain = build(model_dir, case, templates).double().eval()
+                off_loss = grad_cache_step(plain, batch_for(case, rank, world), MINI_BATCH)
+                average_gradients(plain.parameters())
+                result.update(off_loss=off_loss.item(), off_grads=gradients(plain))
+            torch.save(result, Path(out) / f"cached-{case}-{rank}.pt")
+            del ddp, reference, cached, loss
+    finally:
+        dist.destroy_process_group()
+
+
+def test_cached_step_with_two_processes(tiny_model_dirs, tmp_path: Path) -> None:
+    """Each process: the GradCache step + its own gradient average == the uncached step through DDP on
+    the same chunks and random state (dropout on, float32, to 1e-5); with dropout off (float64) the two
+    processes' cached step == one process's plain step on the concatenated batch."""
+    from grad_cache_cases import CASES as CACHED
+    from grad_cache_cases import ONE_PAIR, batch_for, build, gradients, max_relative_difference
+
+    model_dir = str(tiny_model_dirs["bert"])
+    templates = tmp_path / "one-pair.txt"
+    templates.write_text(ONE_PAIR, encoding="utf-8")
+    world = 2
+    mp.spawn(
+        _cached_worker, args=(world, _free_port(), model_dir, str(templates), str(tmp_path)), nprocs=world
+    )
+    worst = {}
+    for case in CACHED:
+        for rank in range(world):
+            result = torch.load(tmp_path / f"cached-{case}-{rank}.pt")
+            assert abs(result["cached_loss"] - result["loss"]) <= 1e-5 * abs(result["loss"]), (case, rank)
+            worst[case] = max_relative_difference(result["cached_grads"], result["grads"])
+            assert worst[case] < 1e-5, (case, rank, worst[case])
+        if case in DROPOUT_OFF_CASES:
+            plain = build(model_dir, case, str(templates)).double().eval()
+            reference = plain(batch_for(case))
+            reference.backward()
+            expected = gradients(plain)
+            for rank in range(world):
+                result = torch.load(tmp_path / f"cached-{case}-{rank}.pt")
+                assert abs(result["off_loss"] - reference.item()) <= 1e-5 * abs(reference.item()), case
+                assert max_relative_difference(result["off_grads"], expected) < 1e-5, (case, rank)

@@ -70,16 +70,20 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
 
 
 @pytest.mark.parametrize(
-    ("objective", "head"),
-    [("standin", "mean"), ("conpvp", "soft_prompt")],  # conpvp: its template draws must resume too
+    ("objective", "head", "extra"),
+    [
+        ("standin", "mean", {}),
+        ("conpvp", "soft_prompt", {}),  # conpvp: its template draws must resume too
+        ("conpvp", "soft_prompt", {"mini_batch_size": 4}),  # GradCache: chunks replay their dropout
+    ],
 )
 def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(
-    tiny_model_dirs, corpus, tmp_path, objective, head
+    tiny_model_dirs, corpus, tmp_path, objective, head, extra
 ):
     """Stop after step 3 (checkpoint at step 2), resume, compare with a straight run (crosses an epoch)."""
     model = tiny_model_dirs["bert"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"
-    settings = {"max_steps": 6, "eval_steps": 2, "keep_checkpoint": True, "warmup": 1}
+    settings = {"max_steps": 6, "eval_steps": 2, "keep_checkpoint": True, "warmup": 1, **extra}
     factory = standin_factory() if objective == "standin" else None
 
     def config(out):

@@ -30,7 +30,7 @@ from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_av
 from protoembed.objectives.mlp import MLP, MLPPooling
 from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
 from protoembed.objectives.precision import fp32_loss
-from protoembed.objectives.views import Rows, ViewBuilder
+from protoembed.objectives.views import Rows, ViewBatch, ViewBuilder
 
 
 @fp32_loss
@@ -163,10 +163,20 @@ def batch_sentences(batch: Mapping[str, Sequence[Any]] | Sequence[str]) -> Seque
 
 
 class ContrastiveObjective(Objective):
-    """An unsupervised contrastive objective over sentences (SimCSE, PromptBERT, ConPVP): the ``text``
-    column, InfoNCE (:func:`contrastive_loss`) and SimCSE's training MLP on the pooled vectors.
+    """A contrastive objective over sentences (SimCSE, PromptBERT, ConPVP, supervised SimCSE): InfoNCE
+    (:func:`contrastive_loss`) and SimCSE's training MLP on the pooled vectors.
 
-    ``forward`` also accepts a plain list of sentences (the ``text`` column alone).
+    A step is split in three, so that a large batch can go through GradCache
+    (:mod:`protoembed.objectives.cache`) with the same code as a plain step:
+
+    - :meth:`collate` (``batch -> ViewBatch``): every row of the step (all views, denoising rows),
+      tokenised and padded on CPU; the training DataLoader runs it (``training.num_workers``);
+    - :meth:`embed_features` (features of any subset of rows -> their (rows, H) vectors): the backbone
+      and head, row by row independent;
+    - :meth:`loss` (the vectors of ALL rows -> scalar): denoising subtraction, training MLP, InfoNCE.
+
+    ``forward(batch)`` is ``loss(embed_features(rows), batch)`` in one forward; ``batch`` may be a
+    :class:`ViewBatch`, a dict of columns or, for the ``text`` column alone, a plain list of sentences.
     """
 
     Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
@@ -180,6 +190,29 @@ class ContrastiveObjective(Objective):
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the training MLP if there is one."""
         return self.mlp(x) if self.mlp is not None else x
+
+    # ----------------------------------------------------------- one step
+    def build_rows(
+        self, batch: Mapping[str, Sequence[Any]] | Sequence[str]
+    ) -> tuple[Rows, int, dict[str, torch.Tensor]]:  # pragma: no cover - abstract
+        """``(rows, n, index)``: every row of one step, the number of examples and what :meth:`loss`
+        needs to read the rows back (see :class:`~protoembed.objectives.views.ViewBatch`)."""
+        raise NotImplementedError
+
+    def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:  # pragma: no cover - abstract
+        """The loss of one step from the (R, H) vectors of all ``R`` rows of ``batch``, in row order."""
+        raise NotImplementedError
+
+    def collate(self, batch: Mapping[str, Sequence[Any]] | Sequence[str]) -> ViewBatch:
+        """Tokenise and pad every row of one step (CPU tensors; see :meth:`build_rows`)."""
+        rows, n, index = self.build_rows(batch)
+        return self.views.batch(rows, n, index)
+
+    def forward(self, batch: ViewBatch | Mapping[str, Sequence[Any]] | Sequence[str]) -> torch.Tensor:
+        """The loss of one batch, every row in one forward of the backbone."""
+        views = batch if isinstance(batch, ViewBatch) else self.collate(batch)
+        views = views.to(self.embedder.device)
+        return self.loss(self.embed_features(views.rows()), views)
 
     def eval_embedder(self) -> Embedder:
         """The embedder, with the MLP appended only for ``mlp: keep``.

@@ -13,6 +13,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
 from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.views import Rows, ViewBatch
 from protoembed.prompts import TemplateIds
 from protoembed.templates import template_set
 
@@ -119,6 +120,10 @@ class ConPVP(ContrastiveObjective):
         self.positives = [self.views.template(t) for t in self.positive_texts]
         self.negatives = [self.views.template(t) for t in self.negative_texts]
         self._generator: torch.Generator | None = None
+        self._step_draw_state: torch.Tensor | None = None
+        self._batch_generator: torch.Generator | None = None
+        #: with DataLoader workers, draw each batch's templates from a generator keyed by the batch.
+        self.keyed_draws = bool(self.options.prototypes)
         #: the (T+, T-) template texts drawn for each sentence of the last batch (for logs and tests).
         self.last_templates: list[tuple[str | None, str | None]] = []
 
@@ -132,21 +137,29 @@ class ConPVP(ContrastiveObjective):
         return self._generator
 
     def draw(self, n: int, count: int) -> list[int]:
-        """``n`` indices drawn uniformly from ``range(count)``."""
-        return torch.randint(count, (n,), generator=self.generator).tolist()
+        """``n`` indices drawn uniformly from ``range(count)`` (from the batch's own generator, if any)."""
+        generator = self._batch_generator if self._batch_generator is not None else self.generator
+        return torch.randint(count, (n,), generator=generator).tolist()
 
     def get_extra_state(self) -> dict[str, Any]:
-        """The draw generator's state, so that a resumed run draws the same templates."""
+        """The draw generator's state after the last step's draws, so that a resumed run draws the same
+        templates."""
+        if self._step_draw_state is not None:
+            return {"generator": self._step_draw_state}
         return {"generator": None if self._generator is None else self._generator.get_state()}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_extra_state`."""
         if state.get("generator") is not None:
             self.generator.set_state(state["generator"])
+            self._step_draw_state = None
 
-    # ----------------------------------------------------------- forward
-    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
-        """Loss of one batch (Eq. 1, or the selected ablation); every view in one forward."""
+    # ----------------------------------------------------------- one step
+    def build_rows(
+        self, batch: Mapping[str, Sequence[str]] | Sequence[str]
+    ) -> tuple[Rows, int, dict[str, torch.Tensor]]:
+        """The anchor, c+ and c- views (or the ablation's), N rows each, then (denoising) their
+        template-only copies; draws the templates of this batch."""
         ids = self.views.sentence_ids(batch_sentences(batch))
         n = len(ids)
         soft = self.options.anchor == "soft"
@@ -165,13 +178,43 @@ class ConPVP(ContrastiveObjective):
         else:
             rows.extend(self.views.wrap(self.anchor, ids, soft=soft))  # second dropout view of the anchor
             self.last_templates = [(None, None)] * n
-        views = len(rows) // n
         if self.options.denoise == "attention_mask":
             rows.extend(self.views.template_only_attention(rows))
-        states = self.embed_rows(rows)
+        return rows, n, {}
+
+    def collate(
+        self, batch: Mapping[str, Sequence[str]] | Sequence[str], draw_key: int | None = None
+    ) -> ViewBatch:
+        """The rows of one step, with the draw generator's state after its draws (see :meth:`loss`).
+
+        ``draw_key``: draw this batch's templates from a generator seeded with it instead of the running
+        one (DataLoader workers, which hold copies of the objective; see
+        :class:`protoembed.training.step.Collator`).
+        """
+        if draw_key is None:
+            rows, n, index = self.build_rows(batch)
+            return self.views.batch(rows, n, index, draw_state=self.generator.get_state())
+        self._batch_generator = torch.Generator().manual_seed(draw_key)
+        try:
+            rows, n, index = self.build_rows(batch)
+        finally:
+            self._batch_generator = None
+        return self.views.batch(rows, n, index)
+
+    def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
+        """Eq. 1 (or the selected ablation) from the vectors of every row.
+
+        Also records the batch's ``draw_state`` as the one a checkpoint saves: the training loader may
+        have collated (and drawn the templates of) the next batch already.
+        """
+        if batch.draw_state is not None:
+            self._step_draw_state = batch.draw_state
+        n = batch.n
         if self.options.denoise == "attention_mask":
-            states = states[: views * n] - states[views * n :]
+            half = states.size(0) // 2
+            states = states[:half] - states[half:]
         z = self.project(states)
+        views = z.size(0) // n
         return contrastive_loss(
             z[:n], z[n : 2 * n], z[2 * n :] if views == 3 else None, temperature=self.options.temperature
         )

@@ -15,6 +15,8 @@ and the same averaged gradients as one process on the concatenated ``N·W`` sent
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 import torch.distributed as dist
 
@@ -60,3 +62,39 @@ def scale_for_ddp_average(loss: torch.Tensor) -> torch.Tensor:
     if size == 1:
         return loss
     return loss + (size - 1) * (loss - loss.detach())
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter], bucket_numel: int = 1 << 24) -> None:
+    """Average ``.grad`` over processes in place (what DDP's all-reduce does), in flat buckets.
+
+    For steps that run outside DDP's hooks (a GradCache step, :mod:`protoembed.objectives.cache`); with
+    :func:`scale_for_ddp_average` in the loss, the result equals the one-process gradient on the
+    concatenated batch. Every process must hold gradients for the same parameters (the same objective
+    on every process does). Identity for a single process.
+
+    Args:
+        parameters: the trained parameters (those without a gradient are skipped).
+        bucket_numel: elements per all-reduce call (bounds the extra memory of the flat copy).
+    """
+    _, size = world()
+    if size == 1:
+        return
+    grads = [p.grad for p in parameters if p.grad is not None]
+    bucket: list[torch.Tensor] = []
+    for i, grad in enumerate(grads):
+        bucket.append(grad)
+        last = i == len(grads) - 1
+        if (
+            last
+            or sum(g.numel() for g in bucket) >= bucket_numel
+            or grads[i + 1].dtype != grad.dtype
+            or grads[i + 1].device != grad.device
+        ):
+            flat = torch.cat([g.reshape(-1) for g in bucket])
+            dist.all_reduce(flat)
+            flat /= size
+            offset = 0
+            for g in bucket:
+                g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                offset += g.numel()
+            bucket = []

@@ -12,6 +12,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.views import Rows, ViewBatch
 from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, Template
 
 
@@ -86,23 +87,30 @@ class PromptBERT(ContrastiveObjective):
         self.first = self.views.template(encoder.template)
         self.second = self.views.template(self.options.second_template)
 
-    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
-        """Loss of one batch: 2N view rows (+ template-alone rows when denoising) in one forward."""
+    def build_rows(
+        self, batch: Mapping[str, Sequence[str]] | Sequence[str]
+    ) -> tuple[Rows, int, dict[str, torch.Tensor]]:
+        """2N view rows, then (denoising) one template-alone row per template and sentence length;
+        ``index["denoise"]`` (2N,) is the template-alone row of each view row."""
         ids = self.views.sentence_ids(batch_sentences(batch))
         n = len(ids)
         rows = self.views.wrap(self.first, ids).extend(self.views.wrap(self.second, ids))
-        lookups = []
+        lookups: list[int] = []
         if self.options.denoise:
             for view, template in enumerate((self.first, self.second)):
                 lengths = [length for _, length in rows.span[view * n : (view + 1) * n]]
                 unique = sorted(set(lengths))
                 base = len(rows)
                 rows.extend(self.views.template_alone(template, unique))
-                lookups.append([base + unique.index(length) for length in lengths])
-        states = self.embed_rows(rows)
+                lookups.extend(base + unique.index(length) for length in lengths)
+        index = {"denoise": torch.tensor(lookups, dtype=torch.long)} if lookups else {}
+        return rows, n, index
+
+    def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
+        """InfoNCE between the two (denoised) views."""
+        n = batch.n
         views = states[: 2 * n]
-        if lookups:
-            index = torch.tensor(lookups[0] + lookups[1], device=states.device)
-            views = views - states[index]
+        if "denoise" in batch.index:
+            views = views - states[batch.index["denoise"]]
         z = self.project(views)
         return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)

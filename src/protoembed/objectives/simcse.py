@@ -8,6 +8,7 @@ import torch
 
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.views import Rows, ViewBatch
 
 
 class SimCSE(ContrastiveObjective):
@@ -52,13 +53,16 @@ class SimCSE(ContrastiveObjective):
     default_head = "cls"
     Options = ContrastiveOptions
 
-    def forward(self, batch: Mapping[str, Sequence[str]] | Sequence[str]) -> torch.Tensor:
-        """Loss of one batch: both dropout views in one forward of 2N rows."""
+    def build_rows(
+        self, batch: Mapping[str, Sequence[str]] | Sequence[str]
+    ) -> tuple[Rows, int, dict[str, torch.Tensor]]:
+        """Both dropout views: the N sentences twice (2N rows)."""
         ids = self.views.sentence_ids(batch_sentences(batch))
-        n = len(ids)
         soft = self.embedder.encoder.soft_prompt is not None
         rows = self.views.wrap(self.views.anchor_template, ids, soft=soft)
-        z = self.project(
-            self.embed_rows(rows.extend(self.views.wrap(self.views.anchor_template, ids, soft=soft)))
-        )
+        return rows.extend(self.views.wrap(self.views.anchor_template, ids, soft=soft)), len(ids), {}
+
+    def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
+        """Eq. 4 between the two views (rows ``:n`` and ``n:``)."""
+        z, n = self.project(states), batch.n
         return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)

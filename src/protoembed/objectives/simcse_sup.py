@@ -12,6 +12,7 @@ from protoembed.data.examples import ColumnSpec
 from protoembed.objectives.base import ContrastiveObjective, contrastive_loss
 from protoembed.objectives.cosine_regression import check_batch
 from protoembed.objectives.options import ContrastiveOptions, MLPMode
+from protoembed.objectives.views import Rows, ViewBatch
 
 
 class SupervisedSimCSEOptions(ContrastiveOptions):
@@ -78,10 +79,21 @@ class SupervisedSimCSE(ContrastiveObjective):
     columns: ClassVar[ColumnSpec] = ("anchor", "positive")
     default_head = "cls"
 
-    def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:  # type: ignore[override]
-        """InfoNCE of one batch of (anchor, positive[, negative]) examples."""
+    def build_rows(self, batch: Mapping[str, Sequence[Any]]) -> tuple[Rows, int, dict[str, torch.Tensor]]:
+        """The anchors, positives and (if any) negatives, N rows each, in the embedder's format."""
         check_batch(self.name, batch, self.columns)
         groups = [batch["anchor"], batch["positive"]] + ([batch["negative"]] if "negative" in batch else [])
-        z = [self.project(x) for x in self.embed(*groups)]
-        negatives = z[2] if len(z) == 3 else None
-        return contrastive_loss(z[0], z[1], negatives, temperature=self.options.temperature)
+        soft = self.embedder.encoder.soft_prompt is not None
+        rows = Rows()
+        for group in groups:
+            rows.extend(
+                self.views.wrap(self.views.anchor_template, self.views.sentence_ids(group), soft=soft)
+            )
+        return rows, len(groups[0]), {}
+
+    def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
+        """Eq. 5 over the (N, 2N) logits, or (N, N) without negatives."""
+        n = batch.n
+        z = self.project(states)
+        negatives = z[2 * n :] if len(z) == 3 * n else None
+        return contrastive_loss(z[:n], z[n : 2 * n], negatives, temperature=self.options.temperature)

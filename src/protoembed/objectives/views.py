@@ -19,7 +19,7 @@ Besides the plain rows, two kinds of *denoising* rows are supported (see the obj
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -47,6 +47,47 @@ class Rows:
         for name in ("ids", "mask_index", "soft", "span", "positions", "attend_sentence"):
             getattr(self, name).extend(getattr(other, name))
         return self
+
+
+@dataclass
+class ViewBatch:
+    """The padded rows of one training step, as tensors: what the DataLoader's collate function hands to
+    the objective (built on CPU, then moved to the model's device) and what a cached step chunks.
+
+    Attributes:
+        features: encoder features of all ``R`` rows: ``input_ids`` and ``attention_mask`` (R, T), and as
+            the views need them ``mask_index`` (R,), ``position_ids`` (R, T), ``soft_prompt_rows`` (R,).
+        lengths: (R,) tokens of each row, padding excluded (the attention mask may hide some of them).
+        n: examples in the batch (the views of example ``i`` are rows ``i``, ``n + i``, ...).
+        index: what the objective's loss needs to read the rows back (e.g. PromptBERT's denoising rows).
+        draw_state: state of a template-draw generator after this batch's draws (ConPVP), so that a
+            checkpoint taken after this step records it even when the next batch was already collated.
+    """
+
+    features: dict[str, torch.Tensor]
+    lengths: torch.Tensor
+    n: int
+    index: dict[str, torch.Tensor] = field(default_factory=dict)
+    draw_state: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.lengths.numel())
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> ViewBatch:
+        """The same batch with every tensor on ``device`` (Accelerate's loader calls this)."""
+        move = {"device": device, "non_blocking": non_blocking}
+        return replace(
+            self,
+            features={k: v.to(**move) for k, v in self.features.items()},
+            index={k: v.to(**move) for k, v in self.index.items()},
+        )
+
+    def rows(self, start: int = 0, end: int | None = None) -> dict[str, torch.Tensor]:
+        """Features of rows ``start:end``, padding cut to the longest of them: exactly what padding those
+        rows alone would give (right padding). A new dict, so the encoder may add keys to it."""
+        end = len(self) if end is None else end
+        width = int(self.lengths[start:end].max()) if end > start else 0
+        return {k: v[start:end, :width] if v.dim() >= 2 else v[start:end] for k, v in self.features.items()}
 
 
 class ViewBuilder:
@@ -141,6 +182,22 @@ class ViewBuilder:
             rows.positions.append([o + p for p in range(head)] + [o + head + length + p for p in range(tail)])
             rows.attend_sentence.append(True)
         return rows
+
+    def batch(
+        self,
+        rows: Rows,
+        n: int,
+        index: dict[str, torch.Tensor] | None = None,
+        draw_state: torch.Tensor | None = None,
+    ) -> ViewBatch:
+        """``rows`` padded into a :class:`ViewBatch` on CPU (``n`` examples; ``index``: see there)."""
+        return ViewBatch(
+            features=self.collate(rows, torch.device("cpu")),
+            lengths=torch.tensor([len(ids) for ids in rows.ids], dtype=torch.long),
+            n=n,
+            index=dict(index or {}),
+            draw_state=draw_state,
+        )
 
     def collate(self, rows: Rows, device: torch.device) -> dict[str, torch.Tensor]:
         """Pad ``rows`` into one batch of encoder features on ``device``."""

@@ -121,15 +121,24 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
         return self.n
 
 
-def example_loader(examples: Examples, batch_size: int, sampler: EpochShuffleSampler):
+def example_loader(
+    examples: Examples,
+    batch_size: int,
+    sampler: EpochShuffleSampler,
+    collate_fn: Callable[[list[int]], Any] | None = None,
+    num_workers: int = 0,
+):
     """Batches of ``batch_size`` examples in the sampler's order, each a dict of column lists
-    (``{"sentence1": [...], "sentence2": [...], "score": [...]}``); the last incomplete one dropped."""
+    (``{"sentence1": [...], "sentence2": [...], "score": [...]}``) or what ``collate_fn(indices)`` makes
+    of them (:class:`protoembed.training.step.Collator`: tensors), in ``num_workers`` processes (0: this
+    one); the last incomplete batch dropped."""
     return torch.utils.data.DataLoader(
         range(len(examples)),
         batch_size=batch_size,
         sampler=sampler,
         drop_last=True,
-        collate_fn=examples.select,
+        collate_fn=collate_fn or examples.select,
+        num_workers=num_workers,
         generator=torch.Generator(),  # keeps DataLoader iterators off the global RNG
     )
 

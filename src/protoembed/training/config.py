@@ -204,6 +204,25 @@ class TrainingConfig(BaseModel):
         description="STS test tasks of results.json (the tables' names STS-B, SICK-R work too)",
     )
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
+    mini_batch_size: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="GradCache (simcse, promptbert, conpvp, simcse_sup): the backbone sees M rows at a time, "
+        "the loss the whole batch; divides the per-process batch; null = off",
+    )
+    num_workers: Annotated[int, Field(ge=0)] = Field(
+        0, description="DataLoader processes tokenising and collating batches (0 = the main process)"
+    )
+
+    @model_validator(mode="after")
+    def _mini_batch(self) -> TrainingConfig:
+        m, batch = self.mini_batch_size, self.batch_size
+        if m is not None and (m > batch or batch % m):
+            raise ConfigKeyError(
+                "training.mini_batch_size",
+                f"expected a divisor of training.batch_size {batch} (the per-process batch is cut into "
+                f"chunks of it), got {m}",
+            )
+        return self
 
     @field_validator("warmup")
     @classmethod

@@ -76,6 +76,7 @@ from protoembed.training.components import (
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.lock import hold_output_dir
 from protoembed.training.runlog import RunLog
+from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,9 @@ class Trainer:
         self.total_steps = tcfg.max_steps or tcfg.epochs * self.steps_per_epoch
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
         self.sampler = EpochShuffleSampler(n, tcfg.seed)
-        loader = example_loader(self.examples, tcfg.batch_size, self.sampler)
+        check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, accelerator.num_processes)
+        collate = Collator(self.examples, objective, tcfg.num_workers, tcfg.seed, accelerator.process_index)
+        loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
         groups = param_groups(
             objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, embedder.encoder.auto_model
         )
@@ -386,11 +389,10 @@ class Trainer:
                 loader.set_epoch(epoch)
                 for batch in loader:
                     self._check_stop(step)
-                    loss = self.objective(batch)
-                    value = float(acc.reduce(loss.detach().float().reshape(1), reduction="mean").item())
+                    loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size)
+                    value = float(acc.reduce(loss.float().reshape(1), reduction="mean").item())
                     if not math.isfinite(value):
                         self._stop_on_nan(step + 1, epoch, value)
-                    acc.backward(loss)
                     if tcfg.grad_clip is not None:
                         acc.clip_grad_norm_(self.objective.parameters(), tcfg.grad_clip)
                     self.optimizer.step()
