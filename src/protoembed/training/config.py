@@ -161,6 +161,11 @@ def _warmup_number(value: Any) -> Any:
     return value
 
 
+#: Accelerate's experiment trackers (``accelerate.tracking.LOGGER_TYPE_TO_CLASS``; a test keeps them equal).
+TRACKERS = ("aim", "comet_ml", "mlflow", "tensorboard", "wandb", "clearml", "dvclive", "swanlab", "trackio")
+TrackerName = Literal[TRACKERS]  # type: ignore[valid-type]
+
+
 class TrainingConfig(BaseModel):
     """``training:`` section: optimisation, evaluation and logging."""
 
@@ -211,6 +216,22 @@ class TrainingConfig(BaseModel):
     )
     num_workers: Annotated[int, Field(ge=0)] = Field(
         0, description="DataLoader processes tokenising and collating batches (0 = the main process)"
+    )
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32",
+        description="fp32 | bf16 (CUDA or CPU) | fp16 (CUDA, loss scaling): the backbone's arithmetic; "
+        "similarities, tau and losses stay fp32, the saved model fp32",
+    )
+    batch_sampler: Literal["shuffle", "no_duplicates"] = Field(
+        "shuffle",
+        description="shuffle (seed + epoch) | no_duplicates: no text twice in a batch (across its columns)",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute the backbone's activations in backward (less memory, same gradients)"
+    )
+    report_to: Annotated[list[TrackerName], BeforeValidator(_one_task)] = Field(
+        default_factory=list,
+        description="Accelerate trackers also logging loss, lr and dev score: tensorboard, wandb, ...",
     )
 
     @model_validator(mode="after")

@@ -61,7 +61,6 @@ from protoembed.training.checkpoint import (
     save_checkpoint,
 )
 from protoembed.training.components import (
-    EpochShuffleSampler,
     Evaluator,
     ObjectiveFactory,
     TrainableObjective,
@@ -75,9 +74,18 @@ from protoembed.training.components import (
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.lock import hold_output_dir
+from protoembed.training.precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.runlog import RunLog
+from protoembed.training.samplers import build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
+from protoembed.training.trackers import (
+    TRACKER_DIR,
+    TrackedLog,
+    check_trackers,
+    finish_trackers,
+    start_trackers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +137,14 @@ class Trainer:
         import protoembed
 
         cfg, tcfg = self.cfg, self.cfg.training
+        check_trackers(tcfg.report_to)
         accelerator = Accelerator(
             cpu=not torch.cuda.is_available(),
+            mixed_precision=accelerate_precision(tcfg.precision),
             dataloader_config=DataLoaderConfiguration(split_batches=True),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+            log_with=tcfg.report_to or None,
+            project_dir=str(self.output_dir / TRACKER_DIR) if tcfg.report_to else None,
         )
         if tcfg.batch_size % accelerator.num_processes:
             raise ProtoembedError(
@@ -140,7 +152,7 @@ class Trainer:
                 "processes (the batch is split over them)"
             )
         self.accelerator = accelerator
-        self.log = RunLog(self.output_dir, enabled=accelerator.is_main_process)
+        self.log = TrackedLog(RunLog(self.output_dir, enabled=accelerator.is_main_process), accelerator)
         set_seed(tcfg.seed)
         embedder = protoembed.load(
             cfg.model,
@@ -157,13 +169,14 @@ class Trainer:
                 f"the objective factory returned {type(objective).__name__}, not a torch.nn.Module"
             )
         objective.to(accelerator.device).train()
+        if tcfg.gradient_checkpointing:
+            enable_gradient_checkpointing(embedder.encoder.auto_model)
         self.examples = examples_for(self.examples, objective.columns, cfg)
 
-        n = len(self.examples)
-        self.steps_per_epoch = n // tcfg.batch_size
-        self.total_steps = tcfg.max_steps or tcfg.epochs * self.steps_per_epoch
+        self.sampler, self.plan = build_sampler(self.examples, tcfg.batch_size, tcfg.seed, tcfg.batch_sampler)
+        self.steps_per_epoch = self.plan.batches_in(0)
+        self.total_steps = tcfg.max_steps or self.plan.steps(tcfg.epochs)
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
-        self.sampler = EpochShuffleSampler(n, tcfg.seed)
         check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, accelerator.num_processes)
         collate = Collator(self.examples, objective, tcfg.num_workers, tcfg.seed, accelerator.process_index)
         loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
@@ -247,6 +260,8 @@ class Trainer:
                 except WriteError as err:  # a full disk: say what a resumed run starts from
                     raise WriteError(f"{err}; {self._kept()}", err.path, err.reason) from None
         finally:
+            if hasattr(self, "accelerator"):
+                finish_trackers(self.accelerator)
             if bars:
                 hf_logging.enable_progress_bar()
 
@@ -322,6 +337,8 @@ class Trainer:
             self.log.start()
         self.state.world_size, self.state.total_steps = acc.num_processes, self.total_steps
         step = self.state.step
+        if tcfg.report_to:
+            start_trackers(acc, self.output_dir, self.cfg.to_dict(), step)
         self.log.write(
             {
                 "event": "resume" if checkpoint is not None else "start",
@@ -383,7 +400,7 @@ class Trainer:
         window: list[float] = []
         try:
             while step < self.total_steps:
-                epoch, done_in_epoch = divmod(step, self.steps_per_epoch)
+                epoch, done_in_epoch = self.plan.locate(step)
                 self.sampler.set_epoch(epoch)
                 loader = acc.skip_first_batches(self.loader, done_in_epoch) if done_in_epoch else self.loader
                 loader.set_epoch(epoch)
