@@ -1,7 +1,9 @@
 """Templates: discrete prompts with a sentence slot ``<S>`` and a ``[MASK]`` slot.
 
 A template such as ``This sentence : "<S>" means [MASK] .`` (PromptBERT; ConPVP Table 1) is split
-around ``<S>`` into a prefix and a suffix. Tokenising replaces ``[MASK]`` with the backbone's own mask
+around ``<S>`` into a prefix and a suffix, each losing ONE joining space next to ``<S>`` (a second space is
+kept: byte-level BPE tokenizers such as RoBERTa's read it, ``'<S>  ' means`` ends the sentence with
+`` ' means``). Tokenising replaces ``[MASK]`` with the backbone's own mask
 token (``[MASK]`` for BERT/ALBERT, ``<mask>`` for RoBERTa). Prefix and suffix are tokenised once and
 the sentence's tokens are placed between them, so truncation only ever shortens the sentence.
 
@@ -23,8 +25,10 @@ if TYPE_CHECKING:
 SENTENCE_SLOT = "<S>"
 MASK_SLOT = "[MASK]"
 
-#: PromptBERT's anchor template and its second view (Jiang et al. 2022), also ConPVP's ``w/ manual``.
+#: PromptBERT's best template for BERT (Jiang et al. 2022): the mask head's default, ConPVP's ``w/ manual``.
 PROMPTBERT_TEMPLATE = 'This sentence : "<S>" means [MASK] .'
+#: The other template of the PromptBERT authors' BERT pair (their anchor and evaluation template; see
+#: :data:`protoembed.objectives.promptbert.AUTHORS_VIEWS`).
 PROMPTBERT_SECOND_TEMPLATE = 'This sentence of "<S>" means [MASK] .'
 #: The soft-prompt anchor of the ConPVP authors' code: ``[CLS] sentence P P P P [MASK] . [SEP]``.
 SOFT_PROMPT_TEMPLATE = "<S> [MASK] ."
@@ -53,13 +57,13 @@ class Template:
 
     @cached_property
     def prefix(self) -> str:
-        """Text before ``<S>`` (may contain ``[MASK]``), stripped of the joining space."""
-        return self.text.split(SENTENCE_SLOT)[0].rstrip(" ")
+        """Text before ``<S>`` (may contain ``[MASK]``) without one joining space."""
+        return self.text.split(SENTENCE_SLOT)[0].removesuffix(" ")
 
     @cached_property
     def suffix(self) -> str:
-        """Text after ``<S>`` (may contain ``[MASK]``), stripped of the joining space."""
-        return self.text.split(SENTENCE_SLOT)[1].lstrip(" ")
+        """Text after ``<S>`` (may contain ``[MASK]``) without one joining space."""
+        return self.text.split(SENTENCE_SLOT)[1].removeprefix(" ")
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,54 @@ from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.options import ContrastiveOptions
 from protoembed.objectives.views import Rows, ViewBatch
-from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, Template
+from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE, Template
+
+#: PromptBERT's two views in the authors' run script (kongds/Prompt-BERT, ``run.sh``: ``unsup-bert``'s
+#: and ``unsup-roberta``'s ``--mask_embedding_sentence_template`` and ``..._different_template``), per
+#: backbone family: (anchor = evaluation template, second view). The script writes them as
+#: ``*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*`` (``_`` a space) and tokenises the text before
+#: and after the sentence as two pieces; the RoBERTa pair is spelled here so that protoembed's tokenisation
+#: gives the same ids under byte-level BPE, which reads spaces: the piece after the sentence is
+#: `` ' means<mask>.`` (a space before the quote, none before the mask and the period), hence the second
+#: space after ``<S>`` (one joining space is dropped) and ``means[MASK].``.
+AUTHORS_VIEWS: dict[str, tuple[str, str]] = {
+    "bert": (PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE),
+    "roberta": ("This sentence : '<S>  ' means[MASK].", "The sentence : '<S>  ' means[MASK]."),
+}
+#: ``config.model_type`` of the backbones that take the RoBERTa pair (the script's ``'roberta' in`` name).
+ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
+
+
+def backbone_family(embedder: Embedder) -> str:
+    """``roberta`` for a RoBERTa-like backbone (:data:`ROBERTA_FAMILY`), else ``bert`` (BERT, ALBERT,
+    MiniLM, ...): the key of :data:`AUTHORS_VIEWS`."""
+    model_type = getattr(embedder.encoder.auto_model.config, "model_type", "")
+    return "roberta" if model_type in ROBERTA_FAMILY else "bert"
+
+
+def default_second_template(anchor: str, family: str) -> str:
+    """The second view when the config names none: the other template of the authors' pair for
+    ``family`` (their second view when ``anchor``, the embedder's template, is their anchor; their anchor
+    when ``anchor`` is their second view, e.g. the mask head's default template under BERT)."""
+    first, second = AUTHORS_VIEWS[family]
+    return first if anchor == second else second
 
 
 class PromptBERTOptions(ContrastiveOptions):
     """PromptBERT's options (see :class:`PromptBERT`)."""
 
-    second_template: str = Field(PROMPTBERT_SECOND_TEMPLATE, description="template of the second view")
+    second_template: str | None = Field(
+        None,
+        description="template of the second view (default: the other template of the PromptBERT authors' "
+        "pair for the backbone family)",
+    )
     denoise: bool = Field(True, description="template denoising (PromptBERT Eq. 3), in training only")
 
     @field_validator("second_template")
     @classmethod
-    def _template(cls, text: str) -> str:
+    def _template(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
         try:
             Template(text)
         except ProtoembedError as err:
@@ -36,9 +72,14 @@ class PromptBERT(ContrastiveObjective):
     """Unsupervised PromptBERT (Jiang et al., 2022, Sec. 5: prompt-based contrastive learning).
 
     The two views of sentence ``x_i`` are the ``[MASK]`` states of ``x_i`` in two different templates:
-    the embedder's own template (the one used at evaluation, by default
-    ``This sentence : "<S>" means [MASK] .``) and ``second_template`` (default
-    ``This sentence of "<S>" means [MASK] .``), both in one forward of 2N rows. With template denoising
+    the anchor ``h_i`` in the embedder's own template (the one used at evaluation) and ``h_i'`` in
+    ``second_template``, both in one forward of 2N rows. The PromptBERT authors' run script
+    (kongds/Prompt-BERT, ``run.sh``, :data:`AUTHORS_VIEWS`) anchors BERT on
+    ``This sentence of "<S>" means [MASK] .`` with ``This sentence : "<S>" means [MASK] .`` as the second
+    view, and RoBERTa on ``This sentence : '<S>' means [MASK] .`` with ``The sentence : '<S>' means
+    [MASK] .`` (spelled for byte-level BPE as in :data:`AUTHORS_VIEWS`); the roles matter, since InfoNCE
+    runs over the anchor's rows. The configs set the embedder's ``template`` to the authors' anchor; the
+    default ``second_template`` is the other template of the pair. With template denoising
     (PromptBERT Eq. 3) each view is ``h_i - \\hat h_i``, where ``\\hat h_i`` is the ``[MASK]`` state of
     the template alone, run with the position ids its tokens would have if the ``len(x_i)`` sentence
     tokens were present (computed in the same forward, one row per template and sentence length, with
@@ -57,13 +98,16 @@ class PromptBERT(ContrastiveObjective):
 
     Options:
         temperature (float, 0.05): ``tau``.
-        second_template (str): the template of the second view.
+        second_template (str, default by backbone family): the template of the second view; by default
+            :func:`default_second_template` of the embedder's template (the authors' second view when the
+            embedder's template is their anchor).
         denoise (bool, true): template denoising as above.
         mlp (``train`` | ``keep`` | ``none``, ``train``): see :class:`~protoembed.objectives.SimCSE`.
 
     Example::
 
-        embedder = protoembed.load("default", head="mask")
+        anchor = AUTHORS_VIEWS["bert"][0]  # the default backbone is BERT-like
+        embedder = protoembed.load("default", head="mask", template=anchor)
         loss = build_objective("promptbert", embedder, denoise=True).train()(sentences)
 
     Citation: Ting Jiang, Jian Jiao, Shaohan Huang, Zihan Zhang, Deqing Wang, Fuzhen Zhuang, Furu Wei,
@@ -84,8 +128,12 @@ class PromptBERT(ContrastiveObjective):
                 f"objective 'promptbert' needs head 'mask' (a discrete template); the embedder has head "
                 f"{embedder.head!r}"
             )
+        #: the second view's template text (the option, else the authors' pair's other template).
+        self.second_template = self.options.second_template or default_second_template(
+            encoder.template, backbone_family(embedder)
+        )
         self.first = self.views.template(encoder.template)
-        self.second = self.views.template(self.options.second_template)
+        self.second = self.views.template(self.second_template)
 
     def build_rows(
         self, batch: Mapping[str, Sequence[str]] | Sequence[str]
