@@ -10,6 +10,7 @@ import errno
 import json
 import math
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -654,3 +655,114 @@ def test_train_into_a_read_only_folder_is_refused_first(readonly_dir, tiny_model
         handle.write(f"output_dir: {readonly_dir / 'from-config'}\n")
     code_err = run_cli(["train", "--config", str(config)], capsys)
     assert_failed_in_one_line(code_err, str(readonly_dir / "from-config"), "not writable")
+
+
+# --------------------------------------------------------------------------- malformed inputs, misleading messages
+
+
+@pytest.mark.parametrize("content", ["[]", "null", "3"])
+def test_report_on_json_that_is_not_an_object(content, tmp_path, capsys):
+    results = tmp_path / "r.json"
+    results.write_text(content + "\n", encoding="utf-8")
+    code_err = run_cli(["report", str(results), "-o", str(tmp_path / "page.md")], capsys)
+    assert_failed_in_one_line(code_err, str(results), "expected a JSON object")
+    assert not (tmp_path / "page.md").exists()
+
+
+def test_cross_encoder_scoring_refuses_a_bi_encoder(tiny_model_dirs, tmp_path, capsys):
+    """A bi-encoder's folder (or a bare backbone) would get a freshly initialised head: refused, before the
+    data is read, naming the folder to pass."""
+    saved = protoembed.load(str(tiny_model_dirs["bert"]), head="mean").save(tmp_path / "best")
+    for model in (saved, tiny_model_dirs["bert"]):
+        argv = [
+            "eval",
+            "sts",
+            "--cross-encoder",
+            "--model",
+            str(model),
+            "--data-dir",
+            str(tmp_path / "no-data"),
+        ]
+        line = assert_failed_in_one_line(run_cli(argv, capsys), f"{model} is not a trained cross-encoder")
+        assert "best/cross_encoder/" in line and "BertModel" in line and "no-data" not in line
+
+
+def test_truncation_is_said_once_per_call_and_transformers_warning_is_not(
+    tiny_model_dirs, tmp_path, caplog, capfd
+):
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    budget = model.encoder.sentence_budget(None, None)  # the tiny backbone's positions less [CLS] [SEP]
+    long = " ".join(["word"] * 3 * budget)
+    with caplog.at_level("WARNING", logger="protoembed"):
+        model.encode([long, "short", long + " more"])
+        model.encode(["short"])
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("protoembed")]
+    longest = len(model.encoder.sentence_ids([long + " more"])[0])
+    assert said == [
+        f"2 of 3 input(s) truncated to {budget} sentence tokens (the backbone's limit; the longest had {longest})"
+    ]
+    assert "Token indices sequence length" not in capfd.readouterr().err
+
+
+def test_data_dir_that_is_a_file(tmp_path, capsys):
+    path = tmp_path / "data.tar"
+    path.write_bytes(b"")
+    code_err = run_cli(["eval", "sts", "--data-dir", str(path)], capsys)
+    line = assert_failed_in_one_line(code_err, f"{path} (from --data-dir) is a file, not a directory")
+    assert "download" not in line
+
+
+def test_base_file_errors_name_the_file_and_its_includer(tiny_model_dirs, tmp_path, capsys):
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    (tmp_path / "typo.yaml").write_text("training: {bacth_size: 4}\n", encoding="utf-8")
+    top = tmp_path / "top.yaml"
+    top.write_text(f"base: [{config.name}, typo.yaml]\n", encoding="utf-8")
+    argv = ["train", "--config", str(top), "--output-dir", str(tmp_path / "o")]
+    assert_failed_in_one_line(
+        run_cli(argv, capsys),
+        f"{tmp_path / 'typo.yaml'} (base of {top}): unknown config key 'training.bacth_size'",
+    )
+    top.write_text("base: missing.yaml\n", encoding="utf-8")
+    assert_failed_in_one_line(run_cli(argv, capsys), f"{top}: base file 'missing.yaml' not found")
+
+
+def test_ctrl_c_prints_the_resume_command(tiny_model_dirs, data_dir, tmp_path):
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", max_steps=400, eval_steps=8)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
+    process = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True)
+    _wait_for((out / "checkpoint" / "trainer_state.json").is_file, process, "the checkpoint of step 8")
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("protoembed train: interrupted (Ctrl-C); the checkpoint of step "), last
+    assert f"is kept in {out / 'checkpoint'}; resume with: " in last
+    expected = ["protoembed", "train", "--config", str(config), "--output-dir", str(out), "--resume"]
+    assert shlex.split(last.split("; resume with: ", 1)[1]) == expected
+
+
+def test_every_table_title_names_the_model_head_and_scorer():
+    from protoembed.evaluation.sts import format_sts_table
+
+    tasks = {"STSBenchmark": {"spearman": 39.0, "pearson": 40.0, "n": 3}}
+    mask = {
+        "model": "default",
+        "head": "mask",
+        "template": '"<S>" means [MASK] .',
+        "tasks": tasks,
+        "avg": 39.0,
+    }
+    assert format_sts_table(mask).splitlines()[0] == (
+        'STS (? data, test split, model default, head mask (template "<S>" means [MASK] .), scorer cosine)'
+    )
+    cross = {
+        "model": "run/best/cross_encoder",
+        "scorer": "cross-encoder",
+        "variant": "senteval",
+        "tasks": tasks,
+        "avg": 39.0,
+    }
+    assert format_sts_table(cross).splitlines()[0] == (
+        "STS (senteval data, test split, model run/best/cross_encoder, scorer cross-encoder)"
+    )

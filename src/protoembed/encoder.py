@@ -23,6 +23,7 @@ tokens).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ from sentence_transformers.base.modules.input_module import InputModule
 from protoembed.backbones import load_backbone
 from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
+
+logger = logging.getLogger(__name__)
 
 SOFT_PROMPT_FILE = "soft_prompt.safetensors"
 SOFT_PROMPT_INITS = ("uniform", "template")
@@ -163,7 +166,10 @@ class PromptEncoder(InputModule):
         texts = [str(s).strip() for s in sentences]
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
-        ids = [list(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+        # verbose=False: transformers' "sequence length is longer than the specified maximum" warning
+        # names the tokenizer's limit, not ours; tokenize_ids says what is cut and to what length.
+        tokenized = self.tokenizer(texts, add_special_tokens=False, verbose=False) if texts else None
+        ids = [list(x) for x in tokenized["input_ids"]] if tokenized is not None else []
         self._check_empty([len(x) for x in ids], allow_empty)
         return ids
 
@@ -209,12 +215,26 @@ class PromptEncoder(InputModule):
         Returns:
             ``(input_ids per sentence, mask index per sentence or None without a template)``.
         """
-        rows = [
-            self.wrap(ids, self.template_ids, self.max_seq_length)
-            for ids in self.sentence_ids(sentences, allow_empty)
-        ]
+        sentence_ids = self.sentence_ids(sentences, allow_empty)
+        self._log_truncation([len(ids) for ids in sentence_ids])
+        rows = [self.wrap(ids, self.template_ids, self.max_seq_length) for ids in sentence_ids]
         masks = None if self.template_ids is None else [mask for _, mask in rows]
         return [ids for ids, _ in rows], masks
+
+    def _log_truncation(self, lengths: list[int]) -> None:
+        """Log once (a warning) how many sentences are longer than :meth:`sentence_budget` and cut to it."""
+        budget = self.sentence_budget(self.template_ids, self.max_seq_length)
+        cut = [n for n in lengths if n > budget]
+        if cut:
+            limit = f"max_seq_length {self.max_seq_length}" if self.max_seq_length else "the backbone's limit"
+            logger.warning(
+                "%d of %d input(s) truncated to %d sentence tokens (%s; the longest had %d)",
+                len(cut),
+                len(lengths),
+                budget,
+                limit,
+                max(cut),
+            )
 
     @staticmethod
     def _check_empty(lengths: list[int], allow_empty: bool) -> None:

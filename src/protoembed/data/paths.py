@@ -20,7 +20,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None, must_exist: bool =
         the directory as an absolute :class:`~pathlib.Path`, taken from ``data_dir``, else from the
         ``PROTOEMBED_DATA`` environment variable.
     Raises:
-        ProtoembedError: neither is set, or the directory does not exist.
+        ProtoembedError: neither is set, or the directory does not exist or is a file.
     """
     source = "--data-dir"
     if data_dir is None or str(data_dir) == "":
@@ -32,6 +32,11 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None, must_exist: bool =
             "or run `protoembed data download --dest DIR` to fetch the data first"
         )
     path = Path(data_dir).expanduser().absolute()
+    if must_exist and path.exists() and not path.is_dir():
+        raise ProtoembedError(
+            f"benchmark data directory {path} (from {source}) is a file, not a directory; "
+            "pass the folder that holds senteval/ (and sts_raw/, clustering/)"
+        )
     if must_exist and not path.is_dir():
         raise ProtoembedError(
             f"benchmark data directory {path} (from {source}) does not exist; "

@@ -10,6 +10,7 @@ correlates cosines.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -36,10 +37,42 @@ def cross_encoder_dir(path: str | os.PathLike[str]) -> Path:
     """
     path = Path(path)
     if (path / "cross_encoder").is_dir():
-        return path / "cross_encoder"
-    if not path.is_dir():
+        path = path / "cross_encoder"
+    elif not path.is_dir():
         raise ProtoembedError(f"cross-encoder {path}: no such folder")
+    missing = _missing_classifier(path)
+    if missing is not None:
+        raise ProtoembedError(
+            f"{path} is not a trained cross-encoder ({missing}); pass the best/cross_encoder/ folder of a "
+            "cross_encoder training run (or a CrossEncoder folder), or drop --cross-encoder to score "
+            "embeddings"
+        )
     return path
+
+
+def _missing_classifier(folder: Path) -> str | None:
+    """What ``folder`` lacks to be a trained cross-encoder, or ``None``: a ``config.json`` naming a
+    ``*ForSequenceClassification`` model and, in ``model.safetensors`` (read from its header, no torch),
+    the weights of its classifier head. A bi-encoder's backbone would otherwise be "converted" by
+    sentence-transformers into a CrossEncoder with a freshly initialised head, and score noise."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "no readable config.json"
+    names = config.get("architectures") or [] if isinstance(config, dict) else []
+    if not any(str(name).endswith("ForSequenceClassification") for name in names):
+        shown = ", ".join(map(str, names)) or "no architecture"
+        return f"its config.json names {shown}, not a *ForSequenceClassification model"
+    weights = folder / "model.safetensors"
+    if weights.is_file():
+        try:
+            with open(weights, "rb") as handle:
+                header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+        except (OSError, ValueError):
+            return None  # unreadable weights: the loader reports them
+        if not any("classifier" in key or key.startswith("score.") for key in header):
+            return "its weights hold no classifier head"
+    return None
 
 
 def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None):
@@ -97,8 +130,9 @@ def evaluate_cross_encoder_sts(
     names = list(dict.fromkeys(canonical_task(task) for task in tasks))
     if not names:
         raise ProtoembedError("no STS task to evaluate")
+    cross_encoder_dir(path)  # a folder that is no cross-encoder fails first
     root = resolve_data_dir(data_dir)
-    datasets = [load_sts_task(task, root, variant, split) for task in names]  # bad data fails first
+    datasets = [load_sts_task(task, root, variant, split) for task in names]  # then bad data
     model = load_cross_encoder(path, device)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in zip(names, datasets):

@@ -117,7 +117,8 @@ def format_sts_table(result: dict[str, Any]) -> str:
     """
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     title = f"STS ({result.get('variant', '?')} data, {result.get('split', 'test')} split"
-    lines = table_head(title, result, ["Task", "Spearman", "Pearson", "n"], "lrrr")
+    scored = {"scorer": "cosine", **result}  # a bi-encoder's pairs: the cosine of the two embeddings
+    lines = table_head(title, scored, ["Task", "Spearman", "Pearson", "n"], "lrrr")
     for task, r in tasks.items():
         lines.append(f"| {task} | {fmt(r['spearman'])} | {fmt(r['pearson'])} | {r['n']} |")
     pearson_avg = float(np.mean([r["pearson"] for r in tasks.values()])) if tasks else math.nan

@@ -57,10 +57,18 @@ def papers_row(
 
 
 def table_head(title: str, result: dict[str, Any], columns: Sequence[str], aligns: str) -> list[str]:
-    """A table's first lines: ``title (..., model M)``, a blank line, the header and the rule.
+    """A table's first lines: ``title (..., model M, head H (template T), scorer S)``, a blank line, the
+    header and the rule.
 
     ``title`` ends without its closing parenthesis; ``aligns`` has one character per column
-    (``l`` or ``r``).
+    (``l`` or ``r``). The model, its head (and template) and the scorer come from ``result`` (``model``,
+    ``head``, ``template``, ``scorer``), each where present, so two tables of one model with different
+    heads or scorers never look alike.
     """
-    model = f", model {result['model']})" if result.get("model") else ")"
-    return [title + model, "", *markdown_table(columns, [], aligns)]
+    parts = [f"model {result['model']}"] if result.get("model") else []
+    if result.get("head"):
+        template = f" (template {result['template']})" if result.get("template") else ""
+        parts.append(f"head {result['head']}{template}")
+    if result.get("scorer"):
+        parts.append(f"scorer {result['scorer']}")
+    return [title + "".join(f", {p}" for p in parts) + ")", "", *markdown_table(columns, [], aligns)]

@@ -360,8 +360,16 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_config_file(path: str | os.PathLike[str], _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a YAML config, resolving ``base:`` includes (relative to the including file)."""
+def read_config_file(
+    path: str | os.PathLike[str],
+    _seen: tuple[Path, ...] = (),
+    origins: dict[str, Path] | None = None,
+) -> dict[str, Any]:
+    """Read a YAML config, resolving ``base:`` includes (relative to the including file).
+
+    ``origins``, if given, is filled with the file each dotted key comes from (the including file's
+    keys win, as in the merge), so a validation error names the file that holds the faulty key.
+    """
     path = Path(path).expanduser().absolute()
     if path in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, path))
@@ -369,6 +377,7 @@ def read_config_file(path: str | os.PathLike[str], _seen: tuple[Path, ...] = ())
     data = _read_yaml(path)
     bases = data.pop("base", None)
     if bases is None:
+        _record_origins(data, path, origins)
         return data
     if isinstance(bases, str):
         bases = [bases]
@@ -376,8 +385,36 @@ def read_config_file(path: str | os.PathLike[str], _seen: tuple[Path, ...] = ())
         raise ProtoembedError(f"{path}: 'base' must be a file name or a list of file names")
     merged: dict[str, Any] = {}
     for name in bases:
-        merged = merge(merged, read_config_file(path.parent / name, (*_seen, path)))
+        included = path.parent / name
+        if not included.is_file():
+            raise ProtoembedError(f"{path}: base file {name!r} not found ({included})")
+        merged = merge(merged, read_config_file(included, (*_seen, path), origins))
+    _record_origins(data, path, origins)
     return merge(merged, data)
+
+
+def _record_origins(
+    data: dict[str, Any], path: Path, origins: dict[str, Path] | None, prefix: str = ""
+) -> None:
+    """``origins[dotted key] = path`` for every key (and sub-key) of ``data``."""
+    if origins is None:
+        return
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        origins[dotted] = path
+        if isinstance(value, dict):
+            _record_origins(value, path, origins, dotted + ".")
+
+
+def key_origin(key: str, origins: dict[str, Path]) -> Path | None:
+    """The file that set ``key`` or its nearest enclosing section, from :func:`read_config_file`'s
+    ``origins`` (``None``: no file set any of them)."""
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        found = origins.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -472,15 +509,19 @@ def load_config(path: str | os.PathLike[str], overrides: list[str] | None = None
     An error names the last ``--set`` override that touched the faulty key, else ``path``.
     """
     overrides = list(overrides or [])
+    origins: dict[str, Path] = {}
+    data = read_config_file(path, origins=origins)
 
     def where(key: str) -> str:
         for text in reversed(overrides):
             dotted = ".".join(parse_override(text)[0])
             if key == dotted or key.startswith(dotted + ".") or dotted.startswith(key + "."):
                 return f"--set {text}"
-        return str(path)
+        origin = key_origin(key, origins)
+        top = Path(path).expanduser().absolute()
+        return str(path) if origin is None or origin == top else f"{origin} (base of {path})"
 
-    return _validate(apply_overrides(read_config_file(path), overrides), where)
+    return _validate(apply_overrides(data, overrides), where)
 
 
 def dump_config(cfg: TrainConfig) -> str:
