@@ -1,0 +1,98 @@
+"""bf16 against fp32: the loss of one batch for every objective, on the CPU study's configs.
+
+For each config (default: the CPU study's ConPVP, SimCSE, PromptBERT, supervised SimCSE, SBERT on STS-B
+and on NLI, and the cross-encoder on STS-B and on NLI), the run's model is built as the trainer builds it
+(the default backbone, the config's head, objective and training truncation) and the first
+``--batch-size`` examples of the run's data (read and matched to the objective's columns) go through the
+objective twice with the same weights, dropout off (ConPVP's template draws replayed): in fp32, then
+under bf16 autocast, which is what ``training.precision: bf16`` applies to the objective's forward
+(the similarities, temperature scaling, log-softmax and losses stay fp32 there). Printed: both losses and
+their relative difference; the issue's bound is 1%.
+
+Run from the repository root: ``PROTOEMBED_DATA=/path/to/data python experiments/precision_check.py
+[--batch-size 32] [CONFIG ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python experiments/precision_check.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CONFIGS = tuple(
+    f"configs/cpu/{name}.yaml"
+    for name in (
+        "conpvp-paper",
+        "conpvp-official",
+        "simcse",
+        "promptbert",
+        "simcse-sup-nli",
+        "sbert-stsb",
+        "sbert-nli",
+        "cross-encoder-stsb",
+        "cross-encoder-nli",
+    )
+)
+
+
+def losses(config: str, batch_size: int) -> tuple[float, float]:
+    """``(fp32 loss, bf16 loss)`` of the first ``batch_size`` examples of ``config``'s run."""
+    import torch
+
+    import protoembed
+    from protoembed.objectives import objective_class
+    from protoembed.training.components import (
+        build_objective_from_config,
+        examples_for,
+        head_for,
+        read_training_examples,
+    )
+    from protoembed.training.config import load_config
+
+    cfg = load_config(config)
+    columns = objective_class(cfg.objective.name).columns_for(cfg.objective.options)
+    examples = examples_for(read_training_examples(cfg), columns, cfg)
+    batch = examples.select(range(min(batch_size, len(examples))))
+    torch.manual_seed(cfg.training.seed)
+    embedder = protoembed.load(
+        cfg.model,
+        head=head_for(cfg),
+        template=cfg.template,
+        n_soft_prompt=cfg.n_soft_prompt,
+        soft_prompt_init=cfg.soft_prompt_init,
+        device="cpu",
+    )
+    objective = build_objective_from_config(cfg, embedder).eval()
+    draws = None
+    if hasattr(objective, "generator"):  # ConPVP: replay the template draws in the second pass
+        _ = objective.generator
+        draws = objective.get_extra_state()
+    with torch.no_grad():
+        fp32 = float(objective(batch))
+        if draws is not None:
+            objective.set_extra_state(draws)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = float(objective(batch))
+    return fp32, bf16
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print one line per config and the largest relative difference."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="*", default=list(CONFIGS))
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args(argv)
+    worst = 0.0
+    for config in args.configs:
+        fp32, bf16 = losses(config, args.batch_size)
+        rel = abs(bf16 - fp32) / abs(fp32)
+        worst = max(worst, rel)
+        print(f"{config}: fp32={fp32:.6f} bf16={bf16:.6f} rel_diff={rel:.2e}")
+    print(f"max_rel_diff={worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()
