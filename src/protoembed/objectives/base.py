@@ -185,7 +185,8 @@ class ContrastiveObjective(Objective):
     def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
         super().__init__(embedder, max_seq_length=max_seq_length, **options)
         hidden = int(embedder.pooler.get_embedding_dimension())
-        self.mlp = MLP(hidden).to(embedder.device) if self.options.mlp != "none" else None
+        backbone = embedder.encoder.auto_model  # the MLP starts as the backbone's own layers do
+        self.mlp = MLP(hidden, backbone).to(embedder.device) if self.options.mlp != "none" else None
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """Apply the training MLP if there is one."""

@@ -2,7 +2,10 @@
 
 During training SimCSE (and ConPVP's released code) pass every sentence vector through
 ``tanh(W h + b)`` before the similarity; by default the MLP is dropped at evaluation ("MLP only in
-training"). With ``mlp: keep`` the evaluated/saved model keeps it: :class:`MLPPooling` wraps the head's
+training"). The projection is initialised with the backbone's own rule, as SimCSE's, PromptBERT's and the
+ConPVP authors' code create it inside the model and call the backbone's ``init_weights`` on it (BERT,
+RoBERTa, ALBERT: normal with std = ``config.initializer_range``, 0.02, zero bias), not with PyTorch's
+``Linear`` default (uniform in +-1/sqrt(H), bias too). With ``mlp: keep`` the evaluated/saved model keeps it: :class:`MLPPooling` wraps the head's
 pooling module and applies the projection to its ``sentence_embedding``, and saves both in the
 sentence-transformers layout (``SentenceTransformer(path)`` imports it by dotted path).
 """
@@ -22,12 +25,35 @@ _WEIGHTS = "mlp.safetensors"
 _INNER = "pooler"
 
 
-class MLP(torch.nn.Module):
-    """``tanh(Linear(h))`` with a square (H, H) weight (SimCSE's ``MLPLayer``)."""
+def init_like_backbone(module: torch.nn.Module, backbone: torch.nn.Module) -> None:
+    """Initialise ``module``'s layers in place with ``backbone``'s own rule: Hugging Face's
+    ``PreTrainedModel._init_weights`` (for a ``Linear``: normal with mean 0 and std =
+    ``config.initializer_range``, zero bias), what ``init_weights`` applies to SimCSE's ``MLPLayer``.
 
-    def __init__(self, hidden: int) -> None:
+    Raises:
+        TypeError: ``backbone`` has no ``_init_weights`` (not a Hugging Face model).
+    """
+    init = getattr(backbone, "_init_weights", None)
+    if init is None:
+        raise TypeError(f"{type(backbone).__name__} has no _init_weights: not a Hugging Face model")
+    with torch.no_grad():
+        module.apply(init)
+
+
+class MLP(torch.nn.Module):
+    """``tanh(Linear(h))`` with a square (H, H) weight (SimCSE's ``MLPLayer``).
+
+    Args:
+        hidden: H.
+        backbone: initialise the layer with this Hugging Face model's rule (:func:`init_like_backbone`);
+            ``None`` keeps PyTorch's default (a module whose weights are loaded next).
+    """
+
+    def __init__(self, hidden: int, backbone: torch.nn.Module | None = None) -> None:
         super().__init__()
         self.dense = torch.nn.Linear(hidden, hidden)
+        if backbone is not None:
+            init_like_backbone(self, backbone)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., H)."""
