@@ -388,13 +388,13 @@ def run_alone(tiny_model_dirs, data_dir, tmp_path_factory) -> tuple[Path, dict[s
         "train", "--config", str(config), "--output-dir", str(root / "run"), env=_env(data_dir)
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return config, _run_outputs(root / "run")
+    return config, _run_outputs(root / "run"), root / "run"
 
 
 def test_a_second_run_on_a_held_folder_is_refused(run_alone, data_dir, tmp_path):
     """While a run holds its folder (stopped by SIGSTOP right after taking the lock, so the timing is
     exact), a second run exits 2 naming the folder and the process; the first then ends as if alone."""
-    config, alone = run_alone
+    config, alone, _ = run_alone
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
     first = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True)
@@ -412,7 +412,7 @@ def test_a_second_run_on_a_held_folder_is_refused(run_alone, data_dir, tmp_path)
 
 
 def test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes(run_alone, data_dir, tmp_path):
-    config, alone = run_alone
+    config, alone, _ = run_alone
     out = tmp_path / "run"
     cmd = ["train", "--config", str(config), "--output-dir", str(out)]
     first = subprocess.Popen(
@@ -480,7 +480,7 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_resumes(run_alone, data_dir, 
     while the run is stopped by SIGSTOP; else an injected ENOSPC in the second checkpoint): one line names
     the path and what was kept, no partial folder is left, and --resume once there is room equals a run
     alone."""
-    config, alone = run_alone
+    config, alone, _ = run_alone
     disk = tmp_path / "disk"
     real = _mount_tmpfs(disk)
     out = disk / "run"
@@ -766,3 +766,62 @@ def test_every_table_title_names_the_model_head_and_scorer():
     assert format_sts_table(cross).splitlines()[0] == (
         "STS (senteval data, test split, model run/best/cross_encoder, scorer cross-encoder)"
     )
+
+
+# --------------------------------------------------------------------------- model cards
+
+
+def _card_table(card: str, heading: str) -> list[list[str]]:
+    """The rows (cells) of the first markdown table after ``heading`` in a card."""
+    block = card.split(heading, 1)[1].split("\n\n")[1]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
+
+
+def test_a_trained_models_card_holds_the_runs_own_numbers(run_alone):
+    _, _, run = run_alone
+    card = (run / "best" / "README.md").read_text(encoding="utf-8")
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    start = json.loads((run / "training_log.jsonl").read_text().splitlines()[0])
+    rows = dict(_card_table(card, "## Training"))
+    assert float(rows["STS-B dev Spearman x100"]) == round(results["stsb_dev_spearman"], 2)
+    assert int(rows["selected at step"]) == results["best_step"]
+    corpus = Path(start["data"]["files"][0]["path"])
+    lines = len(corpus.read_bytes().splitlines())
+    assert rows["training data"] == f"`corpus.txt` ({lines} lines, {start['data']['examples']} examples)"
+    assert rows["objective"] == "simcse (temperature=0.05, mlp=train)"
+    table = {
+        row[0]: row[1:] for row in _card_table(card, "## Results: STS (senteval data, test split, cosine)")
+    }
+    for task, row in results["tasks"].items():
+        assert [float(table[task][0]), float(table[task][1]), int(table[task][2])] == [
+            round(row["spearman"], 2),
+            round(row["pearson"], 2),
+            row["n"],
+        ]
+    assert float(table["Avg."][0]) == round(results["avg"], 2)
+    import yaml
+
+    config = yaml.safe_load(card.split("```yaml\n", 1)[1].split("```", 1)[0])
+    recorded = yaml.safe_load((run / "config.yaml").read_text())
+    recorded.pop("output_dir")
+    assert config == recorded
+    model = dict(_card_table(card, "saved by protoembed."))
+    assert model["head"] == "cls" and model["protoembed version"] == protoembed.__version__
+    assert 'SentenceTransformer("best")' in card and "trust_remote_code" not in card
+
+
+def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
+    mask = protoembed.load(str(tiny_model_dirs["bert"]), head="mask").save(tmp_path / "mask-model")
+    card = (mask / "README.md").read_text(encoding="utf-8")
+    rows = dict(_card_table(card, "saved by protoembed."))
+    assert rows["head"] == f"mask, template `{protoembed.load(str(mask)).encoder.template}`"
+    assert 'SentenceTransformer("mask-model", trust_remote_code=True)' in card and "## Training" not in card
+    mean = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    card = (mean.save(tmp_path / "mean-model") / "README.md").read_text(encoding="utf-8")
+    assert 'SentenceTransformer("mean-model")' in card
+    exported = mean.export(tmp_path / "onnx-model")
+    card = (exported / "README.md").read_text(encoding="utf-8")
+    assert (
+        dict(_card_table(card, "saved by protoembed."))["ONNX export"] == f"fp32, dimension {mean.dimension}"
+    )
+    assert 'protoembed.load("onnx-model")' in card

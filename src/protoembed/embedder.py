@@ -27,6 +27,7 @@ from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_batch_size, check_max_seq_length, check_sentences, resolve_device
 from protoembed.io import replace_dir
+from protoembed.model_card import write_model_card
 
 PROTOEMBED_CONFIG = "protoembed.json"
 #: modules.json types written for standard modules (aliases every sentence-transformers version knows).
@@ -222,6 +223,7 @@ class Embedder(torch.nn.Module):
                 },
             )
             _write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
+            write_model_card(tmp, name=Path(path).name)
 
         with quiet_transformers():
             return replace_dir(path, build)

@@ -39,6 +39,7 @@ import torch
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
 from protoembed.io import clean_stale_temp, replace_dir
+from protoembed.model_card import write_model_card
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -140,6 +141,7 @@ def export_embedder(
             "quantize": quantize,
         }
         _json(tmp / EXPORT_CONFIG, config)
+        write_model_card(tmp, name=target.name)
 
     clean_stale_temp(target.parent)  # what an export killed by kill -9 left, whatever its name
     replace_dir(target, build)

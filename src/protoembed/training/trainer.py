@@ -52,6 +52,7 @@ import torch
 from protoembed.data.examples import Examples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
+from protoembed.model_card import write_model_card
 from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
@@ -362,6 +363,7 @@ class Trainer:
         if acc.is_main_process:
             results = self._final_results()
             write_json_atomic(self.output_dir / "results.json", results)
+            write_model_card(self.output_dir / "best", self.output_dir)  # its numbers: the run's records
             self.log.write(
                 {
                     "event": "end",
