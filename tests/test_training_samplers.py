@@ -95,8 +95,17 @@ def test_accelerate_splits_the_same_batches_over_processes() -> None:
     assert [a + b for a, b in zip(*shards)] == whole and all(len(s) == 4 for s in shards[0])
 
 
-def test_fewer_distinct_texts_than_a_batch_is_a_one_line_error() -> None:
-    examples = Examples({"text": ["a ."] * 10 + ["b ."] * 10 + [f"c {i} ." for i in range(5)]})
+def test_fewer_distinct_texts_than_a_batch_is_a_one_line_error(tiny_model_dirs, tmp_path: Path) -> None:
+    lines = ["a ."] * 10 + ["b ."] * 10 + [f"c {i} ." for i in range(5)]
+    corpus = write_corpus(tmp_path / "few.txt", lines)
+    cfg = tiny_config(tiny_model_dirs["bert"], corpus, tmp_path / "run", batch_sampler="no_duplicates")
+    steps: list[int] = []
+    with pytest.raises(
+        ProtoembedError, match=r"^training.batch_sampler no_duplicates: [^\n]* 7 distinct texts"
+    ):
+        train(cfg, objective_factory=lambda c, e: StandInObjective(e), callback=lambda e: steps.append(1))
+    assert steps == [] and not (tmp_path / "run" / "training_log.jsonl").exists()  # before step 1
+    examples = Examples({"text": lines})
     with pytest.raises(
         ProtoembedError,
         match=r"^training.batch_sampler no_duplicates: .* 7 distinct texts, fewer than training.batch_size 8",

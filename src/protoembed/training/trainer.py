@@ -13,10 +13,14 @@ logged step, evaluation and event), ``config.yaml`` (the resolved config) and, w
 The loop: AdamW (no weight decay on biases and LayerNorm weights), a linear schedule with optional
 warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the examples with a
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
-sees exactly ``batch_size`` examples (and as many in-batch negatives). The dev score every
-``eval_steps`` steps and after the last step; a checkpoint after each evaluation. ``max_seq_length``
-truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP authors'
-evaluation, the dev set and the saved model read whole sentences.
+sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
+no_duplicates`` no two examples of a batch share a text and an epoch may have fewer batches
+(:mod:`protoembed.training.samplers`). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
+``gradient_checkpointing`` (:mod:`protoembed.training.precision`) change how a step computes, not what;
+``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
+The dev score every ``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
+``max_seq_length`` truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP
+authors' evaluation, the dev set and the saved model read whole sentences.
 
 Processes: ``torchrun --nproc_per_node N -m protoembed train ...`` or ``accelerate launch -m protoembed
 train ...`` (on a CPU-only machine: ``accelerate launch --multi_gpu --num_processes N``, the processes then
@@ -24,8 +28,9 @@ use gloo). ``batch_size`` is the global batch: Accelerate splits each batch over
 (``split_batches``), so N processes see the same batches as one process; the objective gathers the other
 processes' embeddings for its negatives. Only the main process evaluates and writes files.
 
-Resuming (``resume=True``) restores model, optimizer, scheduler and every RNG from the checkpoint and skips
-the batches already done in the current epoch; on CPU the final model equals the uninterrupted run's.
+Resuming (``resume=True``) restores model, optimizer, scheduler (and fp16's loss scale) and every RNG from
+the checkpoint and skips the batches already done in the current epoch; on CPU the final model equals the
+uninterrupted run's.
 
 Stopping: SIGTERM (a scheduler's or ``kill``'s default) lets the current step finish (with its evaluation
 and checkpoint if one is due), then raises :class:`TrainingInterrupted`; the last checkpoint is kept, so
