@@ -35,12 +35,25 @@ def test_tensorboard_events_hold_the_loss_and_the_dev_score(
     out = tmp_path / "run"
     cfg = tiny_config(tiny_model_dirs["bert"], write_corpus(tmp_path / "c.txt"), out, report_to="tensorboard")
     assert cfg.training.report_to == ["tensorboard"]
-    train(cfg, objective_factory=standin_factory())
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_3(event):
+        if event["step"] == 3:
+            raise Interrupt
+
+    # interrupted after step 3 (checkpoint at 2) and resumed: TensorBoard drops the redone step 3
+    with pytest.raises(Interrupt):
+        train(cfg, objective_factory=standin_factory(), callback=stop_after_3)
+    train(cfg, resume=True, objective_factory=standin_factory())
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     events = EventAccumulator(str(out / TRACKER_DIR / PROJECT))
     events.Reload()
 
     def scalars(tag: str) -> dict[int, float]:
+        steps = [e.step for e in events.Scalars(tag)]
+        assert len(steps) == len(set(steps)), steps  # every step once
         return {e.step: e.value for e in events.Scalars(tag)}
 
     train_log = {e["step"]: e for e in log if e["event"] == "train"}

@@ -5,7 +5,7 @@ In: the tracker names of the config, the run's ``Accelerator`` (built with ``log
 (:class:`TrackedLog`): ``train/loss`` and ``train/lr`` at each logged step, ``eval/stsb_dev_spearman`` at
 each evaluation, ``test/sts_avg`` at the end, each at its optimizer step; the resolved config as the run's
 hyper-parameters. TensorBoard writes ``OUTPUT_DIR/trackers/protoembed/events.out.tfevents.*``; a resumed
-run purges the steps after its checkpoint (they are trained again). Only the main process logs.
+run hides the steps logged after its checkpoint (they are trained again). Only the main process logs.
 """
 
 from __future__ import annotations
@@ -84,11 +84,13 @@ def metrics(entry: dict[str, Any]) -> dict[str, float]:
 
 
 def start_trackers(accelerator, output_dir: Path, config: dict[str, Any], step: int) -> None:
-    """``init_trackers`` for the run in ``output_dir``; ``step``: the step it starts from (a resume
-    purges TensorBoard's later steps)."""
-    kwargs: dict[str, dict[str, Any]] = {"wandb": {"name": output_dir.name}}
-    if step:
-        kwargs["tensorboard"] = {"purge_step": step + 1}
+    """``init_trackers`` for the run in ``output_dir``; ``step``: the step it starts from. TensorBoard
+    hides what an earlier attempt in the same folder logged from step ``step + 1`` on (those steps are
+    trained again: a resume, or a fresh start after a run stopped before its first checkpoint)."""
+    kwargs: dict[str, dict[str, Any]] = {
+        "wandb": {"name": output_dir.name},
+        "tensorboard": {"purge_step": step + 1},
+    }
     accelerator.init_trackers(PROJECT, config=hyperparameters(config), init_kwargs=kwargs)
 
 
