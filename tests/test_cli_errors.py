@@ -825,3 +825,55 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
         dict(_card_table(card, "saved by protoembed."))["ONNX export"] == f"fp32, dimension {mean.dimension}"
     )
     assert 'protoembed.load("onnx-model")' in card
+
+
+# --------------------------------------------------------------------------- validated before torch
+
+
+def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
+    """A bad key, a bad objective option, a missing base: file and a read-only output folder: each a
+    one-line error (exit 2) from an interpreter that never imported torch, transformers or
+    sentence-transformers (they take most of a minute to import on a busy machine)."""
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
+    text = config.read_text(encoding="utf-8")
+    bad = {
+        "key": text.replace("batch_size:", "bacth_size:"),
+        "option": text.replace("{name: simcse}", "{name: simcse, tau: 0.1}"),
+        "base": "base: missing.yaml\n" + text,
+    }
+    for name, content in bad.items():
+        (tmp_path / f"{name}.yaml").write_text(content, encoding="utf-8")
+    runs = [
+        ["train", "--config", str(tmp_path / f"{name}.yaml"), "--output-dir", str(tmp_path / "o")]
+        for name in bad
+    ]
+    runs.append(["train", "--config", str(config), "--output-dir", f"{BLOCK}/o"])
+    code = (
+        "import contextlib, io, json, sys\nfrom protoembed.cli import main\nout = []\n"
+        f"for argv in {runs!r}:\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        try:\n            status = main(argv)\n"
+        "        except SystemExit as exit_:\n            status = exit_.code\n"
+        "    out.append([status, err.getvalue()])\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print(json.dumps({'runs': out, 'imported': heavy}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    report = json.loads(proc.stdout)
+    assert report["imported"] == []
+    needles = [
+        "unknown config key 'training.bacth_size'",
+        "objective 'simcse': unknown option 'tau'",
+        "base file 'missing.yaml' not found",
+        "not writable",
+    ]
+    for (status, err), needle in zip(report["runs"], needles, strict=True):
+        assert_failed_in_one_line((status, err), needle)
+
+
+def test_the_torch_free_options_are_the_objectives_own():
+    from protoembed.objectives import OBJECTIVES
+    from protoembed.objectives.option_models import OPTIONS
+
+    assert {name: cls.Options for name, cls in OBJECTIVES.items()} == OPTIONS

@@ -30,14 +30,15 @@ def _print_progress() -> logging.Handler:
 def run_train(args: argparse.Namespace) -> int:
     """Load and validate the config, then train."""
     from protoembed.training.stages import load_run, train_stages
-    from protoembed.training.stopping import TrainingInterrupted
 
-    # --output-dir: a path is not YAML, so it is kept verbatim
+    # --output-dir: a path is not YAML, so it is kept verbatim. Validated before torch is imported.
     stages = load_run(args.config, list(args.set or []), args.output_dir)
     staged = bool(stages[0][0])  # the pipeline's folder holds the stages' folders
     top = os.path.dirname(str(stages[0][1].output_dir)) if staged else str(stages[0][1].output_dir)
     if stages[0][1].output_dir:  # before any data is read or model loaded (--output-dir: at parse time)
         check_output_folder(top)
+    from protoembed.training.stopping import TrainingInterrupted  # torch, transformers, ...
+
     handler = _print_progress()
     try:
         train_stages(stages, resume=args.resume)
@@ -47,7 +48,10 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"protoembed train: {stop}; resume with: {_resume_command(args, out)}", file=sys.stderr)
         return 128 + 15  # the shell's status for a process ended by SIGTERM
     except WriteError as err:  # a full disk: the message says what was kept
-        print(f"protoembed: error: {err}; resume with: {_resume_command(args, os.path.abspath(top))}", file=sys.stderr)
+        print(
+            f"protoembed: error: {err}; resume with: {_resume_command(args, os.path.abspath(top))}",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         if int(os.environ.get("RANK", "0")) == 0:

@@ -8,43 +8,57 @@ evaluate and save.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import ContrastiveObjective, Objective, contrastive_loss
-from protoembed.objectives.conpvp import ConPVP
-from protoembed.objectives.cosine_regression import CosineRegression
-from protoembed.objectives.cross_encoder import CrossEncoderObjective
-from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
-from protoembed.objectives.mlp import MLPPooling
-from protoembed.objectives.nli_softmax import NLISoftmax
-from protoembed.objectives.promptbert import PromptBERT
-from protoembed.objectives.simcse import SimCSE
-from protoembed.objectives.simcse_sup import SupervisedSimCSE
 
-OBJECTIVES: dict[str, type[Objective]] = {
-    cls.name: cls
-    for cls in (
-        SimCSE,
-        PromptBERT,
-        ConPVP,
-        CrossEncoderObjective,
-        CosineRegression,  # SBERT, STS-B regression
-        NLISoftmax,  # SBERT, NLI classification
-        SupervisedSimCSE,  # supervised SimCSE
-    )
+if TYPE_CHECKING:
+    from protoembed.embedder import Embedder
+    from protoembed.objectives.base import Objective
+
+#: registry name -> module of the objective class; imported on first use (torch), so that
+#: :mod:`protoembed.objectives.option_models` (the options, for config validation) loads without torch.
+_CLASSES = {
+    "simcse": ("protoembed.objectives.simcse", "SimCSE"),
+    "promptbert": ("protoembed.objectives.promptbert", "PromptBERT"),
+    "conpvp": ("protoembed.objectives.conpvp", "ConPVP"),
+    "cross_encoder": ("protoembed.objectives.cross_encoder", "CrossEncoderObjective"),
+    "cosine_regression": ("protoembed.objectives.cosine_regression", "CosineRegression"),  # SBERT, STS-B
+    "nli_softmax": ("protoembed.objectives.nli_softmax", "NLISoftmax"),  # SBERT, NLI classification
+    "simcse_sup": ("protoembed.objectives.simcse_sup", "SupervisedSimCSE"),  # supervised SimCSE
 }
+#: the other public names, from their modules on first access
+_NAMES = {
+    "ContrastiveObjective": "protoembed.objectives.base",
+    "Objective": "protoembed.objectives.base",
+    "contrastive_loss": "protoembed.objectives.base",
+    "gather_with_grad": "protoembed.objectives.distributed",
+    "scale_for_ddp_average": "protoembed.objectives.distributed",
+    "MLPPooling": "protoembed.objectives.mlp",
+    **{cls: module for module, cls in _CLASSES.values()},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``OBJECTIVES`` and the classes, imported when first asked for (PEP 562)."""
+    if name == "OBJECTIVES":
+        value: Any = {key: objective_class(key) for key in _CLASSES}
+    elif name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def objective_class(name: str) -> type[Objective]:
     """The registered objective ``name``; a one-line error lists the known ones otherwise."""
     try:
-        return OBJECTIVES[name]
+        module, cls = _CLASSES[name]
     except KeyError:
-        raise ProtoembedError(
-            f"unknown objective {name!r}: expected one of {', '.join(OBJECTIVES)}"
-        ) from None
+        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(_CLASSES)}") from None
+    return getattr(importlib.import_module(module), cls)
 
 
 def build_objective(

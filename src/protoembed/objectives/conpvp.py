@@ -3,37 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
-from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.option_models import ConPVPOptions
 from protoembed.objectives.views import Rows, ViewBatch
 from protoembed.prompts import TemplateIds
 from protoembed.templates import template_set
-
-
-class ConPVPOptions(ContrastiveOptions):
-    """ConPVP's options (see :class:`ConPVP`)."""
-
-    templates: str = Field("paper", description="T+ / T- template sets: paper | official | a template file")
-    denoise: Literal["none", "attention_mask"] = Field(
-        "none",
-        description="none (the paper) | attention_mask (the authors' code: template-only pass subtracted)",
-    )
-    anchor: Literal["soft", "manual"] = Field(
-        "soft", description="soft prompt anchor | manual: a mask head's discrete template (w/ manual)"
-    )
-    negative_prototypes: bool = Field(True, description="false = ablation w/o c-")
-    prototypes: bool = Field(True, description="false = ablation w/o c+ & c- (SimCSE-style second view)")
-    seed: Annotated[int, Field(ge=0)] = Field(
-        0, description="template draws (default in training: training.seed)"
-    )
 
 
 class ConPVP(ContrastiveObjective):

@@ -11,12 +11,11 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
 from protoembed.data.examples import ColumnSpec, describe_columns
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import Objective
-from protoembed.objectives.options import ObjectiveOptions, PositiveNumber
+from protoembed.objectives.option_models import CosineRegressionOptions
 from protoembed.objectives.precision import fp32_loss
 
 
@@ -62,14 +61,6 @@ class SiameseObjective(Objective):
         check_batch(self.name, batch, self.columns)
         u, v = self.embed(batch["sentence1"], batch["sentence2"])
         return u, v
-
-
-class CosineRegressionOptions(ObjectiveOptions):
-    """Options of :class:`CosineRegression`."""
-
-    score_scale: PositiveNumber = Field(
-        5.0, description="the gold score is divided by this (STS-B and SICK scores lie in [0, 5])"
-    )
 
 
 class CosineRegression(SiameseObjective):

@@ -15,10 +15,9 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
-from pydantic import Field
 
 from protoembed.backbones import quiet_transformers
 from protoembed.data.examples import NLI_LABELS, ColumnSpec
@@ -26,7 +25,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
-from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.option_models import CrossEncoderOptions
 from protoembed.objectives.precision import fp32_loss
 
 logger = logging.getLogger(__name__)
@@ -45,21 +44,6 @@ IDENTITY = "torch.nn.modules.linear.Identity"
 SIGMOID = "torch.nn.modules.activation.Sigmoid"
 #: The top of the 0-5 STS scale: ``loss: bce`` regresses ``score / MAX_SCORE`` in [0, 1].
 MAX_SCORE = 5.0
-
-
-class CrossEncoderOptions(ObjectiveOptions):
-    """Options of :class:`CrossEncoderObjective`."""
-
-    task: Literal["auto", "regression", "classification"] = Field(
-        "auto",
-        description="regression on score (GLUE STS-B: MSE) | classification of the NLI label (GLUE MNLI: "
-        "cross-entropy) | auto: regression if the data has a score column, else classification",
-    )
-    loss: Literal["mse", "bce"] = Field(
-        "mse",
-        description="the regression loss: mse on the raw 0-5 score (GLUE STS-B) | bce: binary "
-        "cross-entropy with logits on score/5 (sentence-transformers' STS-B cross-encoder recipe)",
-    )
 
 
 def sequence_classifier(backbone: torch.nn.Module, num_labels: int, problem_type: str) -> torch.nn.Module:

@@ -7,24 +7,13 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
 from protoembed.data.examples import NLI_LABELS, ColumnSpec
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.cosine_regression import SiameseObjective, check_batch
-from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.option_models import NLISoftmaxOptions
 from protoembed.objectives.precision import autocast_off, fp32
-
-
-class NLISoftmaxOptions(ObjectiveOptions):
-    """Options of :class:`NLISoftmax`."""
-
-    multiplication: bool = Field(
-        False,
-        description="append u*v to the classifier input [u; v; |u-v|] (off in SBERT; "
-        "sentence-transformers' concatenation_sent_multiplication)",
-    )
 
 
 class NLISoftmax(SiameseObjective):

@@ -6,14 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from pydantic import Field, field_validator
 
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
-from protoembed.objectives.options import ContrastiveOptions
+from protoembed.objectives.option_models import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch
-from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE, Template
+from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
 
 #: PromptBERT's two views in the authors' run script (kongds/Prompt-BERT, ``run.sh``: ``unsup-bert``'s
 #: and ``unsup-roberta``'s ``--mask_embedding_sentence_template`` and ``..._different_template``), per
@@ -44,28 +43,6 @@ def default_second_template(anchor: str, family: str) -> str:
     when ``anchor`` is their second view, e.g. the mask head's default template under BERT)."""
     first, second = AUTHORS_VIEWS[family]
     return first if anchor == second else second
-
-
-class PromptBERTOptions(ContrastiveOptions):
-    """PromptBERT's options (see :class:`PromptBERT`)."""
-
-    second_template: str | None = Field(
-        None,
-        description="template of the second view (default: the other template of the PromptBERT authors' "
-        "pair for the backbone family)",
-    )
-    denoise: bool = Field(True, description="template denoising (PromptBERT Eq. 3), in training only")
-
-    @field_validator("second_template")
-    @classmethod
-    def _template(cls, text: str | None) -> str | None:
-        if text is None:
-            return None
-        try:
-            Template(text)
-        except ProtoembedError as err:
-            raise ValueError(str(err)) from None
-        return text
 
 
 class PromptBERT(ContrastiveObjective):

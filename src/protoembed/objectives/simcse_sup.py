@@ -6,23 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
-from pydantic import Field
 
 from protoembed.data.examples import ColumnSpec
 from protoembed.objectives.base import ContrastiveObjective, contrastive_loss
 from protoembed.objectives.cosine_regression import check_batch
-from protoembed.objectives.options import ContrastiveOptions, MLPMode
+from protoembed.objectives.option_models import SupervisedSimCSEOptions
 from protoembed.objectives.views import Rows, ViewBatch
-
-
-class SupervisedSimCSEOptions(ContrastiveOptions):
-    """Options of :class:`SupervisedSimCSE`: those of unsupervised SimCSE, the MLP kept by default."""
-
-    mlp: MLPMode = Field(
-        "keep",
-        description="Linear+Tanh on the pooled vectors: in training only | also at evaluation (supervised "
-        "SimCSE's setting) | never",
-    )
 
 
 class SupervisedSimCSE(ContrastiveObjective):

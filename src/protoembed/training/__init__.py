@@ -5,7 +5,18 @@ groups), atomic checkpoints (:mod:`.checkpoint`), the run log (:mod:`.runlog`), 
 
 from __future__ import annotations
 
+from typing import Any
+
 from protoembed.training.config import TrainConfig, load_config
-from protoembed.training.trainer import train
+
+
+def __getattr__(name: str) -> Any:
+    """``train``, imported on first use (the trainer imports torch; the config and its validation do not)."""
+    if name == "train":
+        from protoembed.training.trainer import train
+
+        return train
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["TrainConfig", "load_config", "train"]

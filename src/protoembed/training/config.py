@@ -71,7 +71,7 @@ class ObjectiveConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
-        from protoembed.objectives import objective_class
+        from protoembed.objectives.option_models import options_class
         from protoembed.objectives.options import OptionError
 
         bad = [k for k in self.options if not isinstance(k, str)]
@@ -79,7 +79,7 @@ class ObjectiveConfig(BaseModel):
             raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
         extra = (info.context or {}).get("objectives", {})
         try:
-            model = extra[self.name] if self.name in extra else objective_class(self.name).Options
+            model = extra[self.name] if self.name in extra else options_class(self.name)  # no torch
             parsed = model.parse(self.name, self.options)
         except OptionError as err:
             raise ConfigKeyError(f"objective.{err.key}", str(err), full=True) from None

@@ -1,0 +1,120 @@
+"""Every registered objective's options, without torch: a config is validated before torch is imported.
+
+Each objective's ``Options`` (:attr:`protoembed.objectives.base.Objective.Options`) is declared here and
+imported by the objective's module, so :func:`options_class` finds the options of an objective by its
+registry name without importing the objective (and torch, transformers, sentence-transformers): a config
+error is reported in a fraction of a second. A test checks that :data:`OPTIONS` and the registry agree.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.options import ContrastiveOptions, MLPMode, ObjectiveOptions, PositiveNumber
+from protoembed.prompts import Template
+
+
+class ConPVPOptions(ContrastiveOptions):
+    """ConPVP's options (see :class:`ConPVP`)."""
+
+    templates: str = Field("paper", description="T+ / T- template sets: paper | official | a template file")
+    denoise: Literal["none", "attention_mask"] = Field(
+        "none",
+        description="none (the paper) | attention_mask (the authors' code: template-only pass subtracted)",
+    )
+    anchor: Literal["soft", "manual"] = Field(
+        "soft", description="soft prompt anchor | manual: a mask head's discrete template (w/ manual)"
+    )
+    negative_prototypes: bool = Field(True, description="false = ablation w/o c-")
+    prototypes: bool = Field(True, description="false = ablation w/o c+ & c- (SimCSE-style second view)")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        0, description="template draws (default in training: training.seed)"
+    )
+
+
+class PromptBERTOptions(ContrastiveOptions):
+    """PromptBERT's options (see :class:`PromptBERT`)."""
+
+    second_template: str | None = Field(
+        None,
+        description="template of the second view (default: the other template of the PromptBERT authors' "
+        "pair for the backbone family)",
+    )
+    denoise: bool = Field(True, description="template denoising (PromptBERT Eq. 3), in training only")
+
+    @field_validator("second_template")
+    @classmethod
+    def _template(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
+        try:
+            Template(text)
+        except ProtoembedError as err:
+            raise ValueError(str(err)) from None
+        return text
+
+
+class SupervisedSimCSEOptions(ContrastiveOptions):
+    """Options of :class:`SupervisedSimCSE`: those of unsupervised SimCSE, the MLP kept by default."""
+
+    mlp: MLPMode = Field(
+        "keep",
+        description="Linear+Tanh on the pooled vectors: in training only | also at evaluation (supervised "
+        "SimCSE's setting) | never",
+    )
+
+
+class CosineRegressionOptions(ObjectiveOptions):
+    """Options of :class:`CosineRegression`."""
+
+    score_scale: PositiveNumber = Field(
+        5.0, description="the gold score is divided by this (STS-B and SICK scores lie in [0, 5])"
+    )
+
+
+class NLISoftmaxOptions(ObjectiveOptions):
+    """Options of :class:`NLISoftmax`."""
+
+    multiplication: bool = Field(
+        False,
+        description="append u*v to the classifier input [u; v; |u-v|] (off in SBERT; "
+        "sentence-transformers' concatenation_sent_multiplication)",
+    )
+
+
+class CrossEncoderOptions(ObjectiveOptions):
+    """Options of :class:`CrossEncoderObjective`."""
+
+    task: Literal["auto", "regression", "classification"] = Field(
+        "auto",
+        description="regression on score (GLUE STS-B: MSE) | classification of the NLI label (GLUE MNLI: "
+        "cross-entropy) | auto: regression if the data has a score column, else classification",
+    )
+    loss: Literal["mse", "bce"] = Field(
+        "mse",
+        description="the regression loss: mse on the raw 0-5 score (GLUE STS-B) | bce: binary "
+        "cross-entropy with logits on score/5 (sentence-transformers' STS-B cross-encoder recipe)",
+    )
+
+
+#: registry name -> options model, for every objective of :data:`protoembed.objectives.OBJECTIVES`
+OPTIONS: dict[str, type[ObjectiveOptions]] = {
+    "simcse": ContrastiveOptions,
+    "promptbert": PromptBERTOptions,
+    "conpvp": ConPVPOptions,
+    "cross_encoder": CrossEncoderOptions,
+    "cosine_regression": CosineRegressionOptions,
+    "nli_softmax": NLISoftmaxOptions,
+    "simcse_sup": SupervisedSimCSEOptions,
+}
+
+
+def options_class(name: str) -> type[ObjectiveOptions]:
+    """The options model of the registered objective ``name``; a one-line error lists the known ones."""
+    try:
+        return OPTIONS[name]
+    except KeyError:
+        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(OPTIONS)}") from None
