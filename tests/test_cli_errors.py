@@ -877,3 +877,47 @@ def test_the_torch_free_options_are_the_objectives_own():
     from protoembed.objectives.option_models import OPTIONS
 
     assert {name: cls.Options for name, cls in OBJECTIVES.items()} == OPTIONS
+
+
+def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, monkeypatch):
+    """torch's zip writer and safetensors raise no OSError on a full disk: :func:`write_failure` still
+    reads them as one (on a real full tmpfs where it can be mounted, else their messages with statvfs
+    saying 0 bytes are free)."""
+    import gc
+
+    from safetensors.torch import save_file
+
+    from protoembed.io import write_failure
+
+    disk = tmp_path / "disk"
+    real = _mount_tmpfs(disk, "1m")
+    weights = {"w": torch.zeros(1000)}
+    try:
+        reasons = []
+        if real:
+            _fill(disk)
+            for save in (
+                lambda: torch.save(weights, disk / "a.pt"),
+                lambda: save_file(weights, disk / "a.st"),
+            ):
+                with pytest.raises(Exception) as raised:  # whatever the library raises
+                    save()
+                reasons.append(write_failure(raised.value, disk))
+                del raised
+        else:
+            monkeypatch.setattr(
+                os, "statvfs", lambda path: os.statvfs_result((4096, 4096, 1, 0, 0, 1, 0, 0, 0, 255))
+            )
+            torch_error = RuntimeError(
+                "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"
+            )
+            safetensors_error = RuntimeError(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            )
+            reasons = [write_failure(err, disk) for err in (torch_error, safetensors_error)]
+        assert reasons == ["No space left on device"] * 2
+        assert write_failure(RuntimeError("shapes do not match"), disk) is None
+    finally:
+        if real:
+            gc.collect()  # the failed writers' open files
+            subprocess.run(["umount", str(disk)], check=True)

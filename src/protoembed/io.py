@@ -55,13 +55,15 @@ def write_failure(err: BaseException, folder: str | os.PathLike | None = None) -
     written into (looked at for free space when the library's message names no cause; call it before
     the partial file is removed).
     """
+    if isinstance(err, WriteError):  # a nested folder's write failed (a model saved inside another)
+        return err.reason
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:  # an OSError anywhere in the chain
         seen.add(id(current))
         if isinstance(current, OSError) and not isinstance(current, FileNotFoundError):
             return _reason(current)
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     text = str(err)
     if not any(marker in text for marker in _LIBRARY_WRITE_FAILURES):
         return None
