@@ -1,14 +1,30 @@
-"""The cnn head against a direct loop computation of its reading of Choi et al. Fig. 2, padding
-invariance, one-token inputs, gradients, and the model-level round trip through a saved folder."""
+"""The cnn head against a direct loop computation of its reading of Choi et al. Fig. 2, against the
+layer-by-layer implementation it replaced (outputs and gradients), padding invariance, one-token inputs,
+gradients, the parameters of saved models, and the model-level round trip through a saved folder."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import protoembed
 from protoembed.heads.cnn import CNNHead
+
+
+def _layers(head: CNNHead, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The head as it was first written, layer by layer on (B, C, T, H) maps with torch's Conv2d and
+    max_pool2d: the reference of the time-major, fused implementation."""
+    x = states.unsqueeze(1)  # (B, 1, T, H)
+    mask = attention_mask.to(states.dtype)[:, None, :, None]  # (B, 1, T, 1)
+    for conv in head.convs:
+        x = torch.tanh(conv(x * mask))
+        x = F.max_pool2d(x.masked_fill(mask == 0, float("-inf")), (2, 1), (2, 1), ceil_mode=True)
+        mask = F.max_pool2d(mask, (2, 1), (2, 1), ceil_mode=True)
+        x = x.masked_fill(mask == 0, 0.0)
+    x = torch.tanh(head.project(x)) * mask  # (B, 1, T', H)
+    return x.sum(dim=(1, 2)) / mask.sum(dim=(1, 2)).clamp(min=1)
 
 
 def _direct(head: CNNHead, states: np.ndarray) -> np.ndarray:
@@ -53,6 +69,49 @@ def test_cnn_head_equals_direct_computation_with_padding(lengths):
     assert out.shape == (len(lengths), 6)
     for row, n in enumerate(lengths):
         np.testing.assert_allclose(out[row].numpy(), _direct(head, states[row, :n].numpy()), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "blocks", "kernel_size"),
+    [((11, 4, 1, 7), 2, 3), ((12, 12, 5), 2, 3), ((9, 2, 6), 3, 5), ((1, 1), 1, 3), ((10, 3), 4, 3)],
+)
+def test_cnn_head_equals_the_layer_by_layer_head(lengths, blocks, kernel_size):
+    # float32, the training dtype: same vectors and same gradients (input states and every parameter)
+    torch.manual_seed(0)
+    head = CNNHead(24, channels=16, blocks=blocks, kernel_size=kernel_size)
+    width = max(lengths)
+    states = torch.randn(len(lengths), width, 24)
+    mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+        states[row, n:] = 50.0  # padding garbage
+    upstream = torch.randn(len(lengths), 24)
+    results = []
+    for forward in (
+        lambda x: head({"token_embeddings": x, "attention_mask": mask})["sentence_embedding"],
+        lambda x: _layers(head, x, mask),
+    ):
+        x = states.clone().requires_grad_(True)
+        head.zero_grad()
+        out = forward(x)
+        (out * upstream).sum().backward()
+        results.append([out.detach(), x.grad, *(p.grad.clone() for p in head.parameters())])
+    for new, old in zip(*results):
+        torch.testing.assert_close(new, old, rtol=0, atol=1e-5)
+
+
+def test_saved_heads_keep_their_parameters():
+    # models saved before the time-major implementation load as they are: same names and shapes
+    head = CNNHead(10, channels=7, blocks=2, kernel_size=3)
+    shapes = {name: tuple(p.shape) for name, p in head.state_dict().items()}
+    assert shapes == {
+        "convs.0.weight": (7, 1, 3, 1),
+        "convs.0.bias": (7,),
+        "convs.1.weight": (7, 7, 3, 1),
+        "convs.1.bias": (7,),
+        "project.weight": (1, 7, 1, 1),
+        "project.bias": (1,),
+    }
 
 
 def test_cnn_head_trains_and_keeps_the_backbone_width():
