@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from protoembed.data.lines import read_lines
+from protoembed.data.lines import iter_lines
 from protoembed.errors import ProtoembedError
 
 
@@ -80,21 +80,27 @@ def read_corpus(
 ) -> Corpus:
     """Read a one-sentence-per-line UTF-8 file (see the module docstring for the rules).
 
-    Lines are read by :func:`protoembed.data.lines.read_lines` (BOM and CRLF handled there).
+    Lines are streamed by :func:`protoembed.data.lines.iter_lines` (BOM and CRLF handled there), so the
+    file is held once, as the list of its sentences.
     """
     path = Path(path)
-    lines = read_lines(path)
-    dropped = False
-    if lines and drop_unterminated_last_line and not _ends_with_newline(path):
-        dropped = bool(lines.pop().strip())
     sentences: list[str] = []
-    empty = 0
-    for line in lines:
+    empty = lines = 0
+    last = ""
+    for line in iter_lines(path):  # streamed: the file is never held whole besides its sentences
+        last, lines = line, lines + 1
         line = line.strip()
         if not line:
             empty += 1
             continue
         sentences.append(line)
+    dropped = False
+    if lines and drop_unterminated_last_line and not _ends_with_newline(path):
+        if last.strip():
+            sentences.pop()
+            dropped = True
+        else:
+            empty -= 1  # a blank unterminated last line is neither a sentence nor counted
     if not sentences:
         detail = f"{empty} empty line(s)" + (", an unterminated last line dropped" if dropped else "")
         raise ProtoembedError(f"corpus {path} has no usable sentence ({detail})")

@@ -1,6 +1,6 @@
 """The one line reader for every text input: benchmark files, sentence lists, corpora.
 
-Rules: the file is decoded as a whole (UTF-8 by default; a leading BOM is dropped); lines are split
+Rules: the file is decoded as UTF-8 by default (a leading BOM is dropped); lines are split
 on ``\\n`` only (never on the other characters ``str.splitlines`` treats as breaks, such as ``\\x0b``
 or U+2028, which occur inside real sentences); a ``\\r`` before the ``\\n`` is removed (CRLF files); a
 final newline does not make an extra empty line, and a last line without one is kept. Errors name the
@@ -10,6 +10,7 @@ file and, for a decoding error, the 1-based line.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
@@ -19,8 +20,55 @@ def _encoding_name(encoding: str) -> str:
     return "UTF-8" if encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig") else encoding
 
 
+def iter_lines(
+    path: str | os.PathLike[str], encoding: str = "utf-8", missing_hint: str = ""
+) -> Iterator[str]:
+    """The lines of a text file one at a time (the rules of the module docstring), streamed: the file is
+    never held whole, as bytes or as text, so a 1M-line corpus costs one copy of its sentences.
+
+    Lines are split on ``b"\\n"`` before decoding, which gives the same text as decoding the whole file:
+    in UTF-8 (and Latin-1) a ``\\n`` byte is never part of another character.
+
+    Raises:
+        ProtoembedError: as :func:`read_lines` (raised when the faulty line is reached).
+    """
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise ProtoembedError(
+            f"{path}: file not found{'; ' + missing_hint if missing_hint else ''}"
+        ) from None
+    except IsADirectoryError:
+        raise ProtoembedError(f"{path}: expected a file, found a directory") from None
+    except OSError as err:
+        raise ProtoembedError(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
+    with handle:
+        lineno = 0
+        try:
+            for raw in handle:
+                lineno += 1
+                try:
+                    line = raw.decode(encoding)
+                except UnicodeDecodeError as err:
+                    raise ProtoembedError(
+                        f"{path}:{lineno}: expected {_encoding_name(encoding)} text ({err.reason})"
+                    ) from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                if lineno == 1 and not line:
+                    return  # the file was a lone BOM
+                if line.endswith("\n"):
+                    line = line[:-1]
+                yield line[:-1] if line.endswith("\r") else line
+        except IsADirectoryError:
+            raise ProtoembedError(f"{path}: expected a file, found a directory") from None
+        except OSError as err:
+            raise ProtoembedError(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
+
+
 def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", missing_hint: str = "") -> list[str]:
-    """Read a text file as a list of lines.
+    """Read a text file as a list of lines (:func:`iter_lines`, collected).
 
     Args:
         path: the file.
@@ -32,29 +80,4 @@ def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", missing_hi
         ProtoembedError: the file is missing, is a folder, cannot be read, or is not in ``encoding``
             (the message names the file and the line).
     """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ProtoembedError(
-            f"{path}: file not found{'; ' + missing_hint if missing_hint else ''}"
-        ) from None
-    except IsADirectoryError:
-        raise ProtoembedError(f"{path}: expected a file, found a directory") from None
-    except OSError as err:
-        raise ProtoembedError(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as err:
-        lineno = data.count(b"\n", 0, err.start) + 1
-        raise ProtoembedError(
-            f"{path}:{lineno}: expected {_encoding_name(encoding)} text ({err.reason})"
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(iter_lines(path, encoding, missing_hint))
