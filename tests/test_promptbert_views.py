@@ -92,6 +92,7 @@ def test_configs_use_the_authors_views(family):
         assert (cfg.template, cfg.objective.options["second_template"]) == AUTHORS_VIEWS[family], path
     authors = load_config(REPO / CONFIGS[family][1]).training
     assert (authors.batch_size, authors.lr, authors.epochs, authors.eval_steps) == (256, 1e-5, 1, 125)
+    assert authors.precision == "fp16"
     assert load_config(REPO / CONFIGS[family][1]).max_seq_length == MAX_LEN
     assert load_config(REPO / CONFIGS[family][1]).objective.options["denoise"] is True
 
