@@ -1,0 +1,195 @@
+"""The cross-encoder's STS-B dev curve: how many epochs the supervised CPU study's cross-encoder needs.
+
+Run from the repository root, one loss at a time (each run trains in this process)::
+
+    python experiments/cross_encoder_curve.py --loss mse --epochs 4 --eval-steps 90
+    python experiments/cross_encoder_curve.py --loss bce --epochs 4 --eval-steps 90
+    python experiments/cross_encoder_curve.py --report-only   # rewrite the markdown from the JSON
+
+Each run is ``configs/cpu/cross-encoder-stsb.yaml`` (the study's STS-B cross-encoder, seed 1) with
+``training.epochs``, ``training.eval_steps`` and ``objective.loss`` set, into
+``runs/cross-encoder-curve/<loss>/`` (git-ignored). Every ``eval_steps`` steps it records the
+cross-encoder's own STS-B dev Spearman (the pair scored as one input: what Table II reads on test) and
+the dev Spearman of its encoder read with the [CLS] head (Table I's "[CLS]" row); the cross-encoder's
+score selects ``best/``. The points go to ``docs/results/supervised-cpu/cross-encoder-curve.json``
+(one entry per loss, written atomically after every evaluation) and the table to
+``docs/results/supervised-cpu/cross-encoder-curve.md``.
+
+The linear learning-rate decay runs over the whole ``--epochs`` budget, so the point at epoch k of a
+4-epoch run is not a k-epoch run; the curve shows where dev stops improving under that schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: python experiments/cross_encoder_curve.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.records import guarded, load_average  # noqa: E402
+from protoembed.io import write_atomic, write_json_atomic  # noqa: E402
+
+CONFIG = "configs/cpu/cross-encoder-stsb.yaml"
+CURVE_JSON = Path("docs/results/supervised-cpu/cross-encoder-curve.json")
+CURVE_MD = CURVE_JSON.with_suffix(".md")
+RUNS = Path("runs/cross-encoder-curve")
+
+
+def _say(message: str) -> None:
+    print(f"cross_encoder_curve: {message}", file=sys.stderr, flush=True)
+
+
+def write_markdown(curves: dict[str, Any]) -> None:
+    """Write :func:`markdown` of ``curves`` to the curve page, atomically."""
+    text = markdown(curves)
+    write_atomic(CURVE_MD, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _dev_spearman_of_pairs(objective: Any, data_dir: str | None, batch_size: int = 64) -> float:
+    """The cross-encoder's STS-B dev Spearman x100: :meth:`CrossEncoderObjective.scores` of each pair
+    (eval mode, whole pairs), correlated with the gold scores."""
+    import numpy as np
+    import torch
+
+    from protoembed.data.sts import load_sts_task
+    from protoembed.evaluation.sts import correlations
+
+    pairs = load_sts_task("STSBenchmark", data_dir, "senteval", "dev")
+    was_training = objective.training
+    objective.eval()
+    scores = []
+    with torch.no_grad():
+        for i in range(0, len(pairs), batch_size):
+            scores.append(
+                objective.scores(pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size])
+            )
+    objective.train(was_training)
+    spearman, _ = correlations(torch.cat(scores).double().numpy().astype(np.float64), pairs.scores)
+    return float(spearman)
+
+
+def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, Any]:
+    """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
+    ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
+    "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
+    from protoembed.training.components import build_objective_from_config, stsb_dev_evaluator
+    from protoembed.training.config import load_config
+    from protoembed.training.trainer import train
+
+    overrides = [
+        f"training.epochs={epochs}",
+        f"training.eval_steps={eval_steps}",
+        f"training.seed={seed}",
+        f"objective.loss={loss}",
+        f"output_dir={RUNS / loss}",
+    ]
+    cfg = load_config(CONFIG, overrides)
+    cls_dev = stsb_dev_evaluator(cfg.data.data_dir, cfg.training.eval_variant, cfg.training.eval_batch_size)
+    built: dict[str, Any] = {}
+    steps_per_epoch = 5749 // cfg.training.batch_size
+    entry: dict[str, Any] = {
+        "loss": loss,
+        "epochs": epochs,
+        "eval_steps": eval_steps,
+        "seed": seed,
+        "batch_size": cfg.training.batch_size,
+        "steps_per_epoch": steps_per_epoch,
+        "config": CONFIG,
+        "overrides": overrides,
+        "points": [],
+    }
+    start = time.perf_counter()
+
+    def factory(config: Any, embedder: Any) -> Any:
+        built["objective"] = build_objective_from_config(config, embedder)
+        return built["objective"]
+
+    def evaluate(embedder: Any) -> float:
+        cross = _dev_spearman_of_pairs(built["objective"], cfg.data.data_dir)
+        cls = float(cls_dev(embedder))
+        step = len(entry["points"]) + 1
+        entry["points"].append(
+            {
+                "step": min(step * eval_steps, epochs * steps_per_epoch),
+                "epoch": round(min(step * eval_steps / steps_per_epoch, epochs), 3),
+                "cross_encoder_dev": round(cross, 2),
+                "cls_dev": round(cls, 2),
+                "elapsed_s": round(time.perf_counter() - start, 1),
+                "load_average": load_average(),
+            }
+        )
+        save(entry)
+        logging.info("curve %s: %s", loss, entry["points"][-1])
+        return cross
+
+    train(cfg, objective_factory=factory, evaluator=evaluate)
+    entry["seconds"] = round(time.perf_counter() - start, 1)
+    save(entry)
+    return entry
+
+
+def save(entry: dict[str, Any]) -> None:
+    """Put ``entry`` into the curve JSON under its loss (atomically) and rewrite the markdown."""
+    curves = json.loads(CURVE_JSON.read_text(encoding="utf-8")) if CURVE_JSON.is_file() else {}
+    curves[entry["loss"]] = entry
+    write_json_atomic(CURVE_JSON, curves)
+    write_markdown(curves)
+
+
+def markdown(curves: dict[str, Any]) -> str:
+    """The curves as one markdown table per loss: step, epoch, cross-encoder dev, [CLS] dev, best marked."""
+    lines = [
+        "# The cross-encoder's STS-B dev curve (supervised CPU study)",
+        "",
+        "Made by `python experiments/cross_encoder_curve.py` from `cross-encoder-curve.json`: "
+        f"`{CONFIG}` (seed 1, batch 32, encoder lr 2e-5, classifier lr 1e-3, linear decay over the whole "
+        "budget), STS-B dev Spearman x100 of the cross-encoder (pairs as one input) and of its encoder "
+        "with the [CLS] head. **Bold**: the best cross-encoder dev score of the run.",
+        "",
+    ]
+    for loss, entry in curves.items():
+        points = entry["points"]
+        best = max((p["cross_encoder_dev"] for p in points), default=None)
+        lines += [
+            f"## loss: {loss} ({entry['epochs']} epochs, eval every {entry['eval_steps']} steps"
+            + (f", {entry['seconds'] / 60:.0f} min)" if "seconds" in entry else ", unfinished)"),
+            "",
+            "| step | epoch | cross-encoder dev | [CLS] dev |",
+            "|---:|---:|---:|---:|",
+        ]
+        for p in points:
+            cross = f"{p['cross_encoder_dev']:.2f}"
+            cross = f"**{cross}**" if p["cross_encoder_dev"] == best else cross
+            lines.append(f"| {p['step']} | {p['epoch']:.2f} | {cross} | {p['cls_dev']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loss", choices=("mse", "bce"), default="mse")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--eval-steps", type=int, default=90)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the markdown")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+
+    def body() -> int:
+        if args.report_only:
+            write_markdown(json.loads(CURVE_JSON.read_text(encoding="utf-8")))
+        else:
+            run_curve(args.loss, args.epochs, args.eval_steps, args.seed)
+        return 0
+
+    return guarded(body, _say)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
