@@ -38,6 +38,13 @@ Rounds alternate the two (order swapped every round); the best and the median st
 
 Last line then: ``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (best steps; target: at
 least 1.0).
+
+GradCache mode, ``--mini-batch-size M``: the cached step of ``--cache-objective`` (conpvp) against its
+plain step at the same batch, alternating, and the data time of a step against its model time:
+
+    python benchmarks/train_step.py --mini-batch-size 32 [--batch-size 64] [--steps 5]
+
+Last line then: ``ratio=<cached step time / plain step time>`` (best steps; target: at most 1.4).
 """
 
 from __future__ import annotations
@@ -275,6 +282,68 @@ def siamese_main(args: argparse.Namespace) -> None:
     print(f"ratio={best[st] / best[pe]:.3f}")
 
 
+def cache_main(args: argparse.Namespace) -> None:
+    """``--mini-batch-size M``: the GradCache step against the plain step of the same objective at equal
+    batch, and the data time of a step (what the training loader's collate does: tokenise, build the
+    views, pad) against its model time (forward, backward, optimizer step), both through the trainer's
+    own :func:`protoembed.training.step.forward_backward`. Plain and cached steps alternate (order swapped
+    every round) on the same batches. Last line: ``ratio=<cached step time / plain step time>`` (best
+    steps; target: at most 1.4)."""
+    from accelerate import Accelerator
+
+    from protoembed.training.step import forward_backward
+
+    device, size, name = args.device, args.batch_size, args.cache_objective
+    accelerator = Accelerator(cpu=not device.startswith("cuda"))
+    objective, optimizer = build(name, args.tokens, device, args.length)
+    model, optimizer = accelerator.prepare(objective, optimizer)
+    data = sentences(size * (args.steps + 1), args.tokens, Path(args.data_dir))
+    batches = [data[i * size : (i + 1) * size] for i in range(args.steps + 1)]
+    variants = {"plain": None, "cached": args.mini_batch_size}
+    data_times: list[float] = []
+    model_times: dict[str, list[float]] = {v: [] for v in variants}
+
+    def one(variant: str, batch: list[str]) -> None:
+        start = time.perf_counter()
+        views = objective.collate(batch)
+        collated = time.perf_counter()
+        forward_backward(accelerator, model, views, variants[variant])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        data_times.append(collated - start)
+        model_times[variant].append(time.perf_counter() - collated)
+
+    for variant in variants:  # warm-up
+        one(variant, batches[0])
+    data_times.clear()
+    model_times = {v: [] for v in variants}
+    order = list(variants)
+    for i in range(args.steps):
+        for variant in order if i % 2 == 0 else order[::-1]:
+            one(variant, batches[i + 1])
+    rows = len(objective.collate(batches[0]))
+    print(
+        f"{name}, default backbone (all-MiniLM-L6-v2), device {device}, batch {size} ({rows} rows), "
+        f"{args.tokens} sentence tokens, mini_batch_size {args.mini_batch_size}, {args.steps} alternating "
+        f"rounds (+1 warm-up), torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}"
+    )
+    best = {v: min(t) for v, t in model_times.items()}
+    median = {v: statistics.median(t) for v, t in model_times.items()}
+    for variant in variants:
+        print(
+            f"{variant:>7}: {1 / best[variant]:6.2f} steps/s (best model time {best[variant] * 1000:.0f} ms, "
+            f"median {median[variant] * 1000:.0f} ms)"
+        )
+    data_median = statistics.median(data_times)
+    print(
+        f"data time per step {data_median * 1000:.1f} ms (median collate, main process) against model time "
+        f"{median['plain'] * 1000:.0f} ms (median plain step): data/model ratio {data_median / median['plain']:.4f}"
+    )
+    print(f"median-step ratio {median['cached'] / median['plain']:.3f} (cached / plain; sensitive to load)")
+    print(f"ratio={best['cached'] / best['plain']:.3f}")
+
+
 def main() -> None:
     """Alternate ConPVP and SimCSE steps (or, with ``--objective``, protoembed's and sentence-transformers'
     supervised steps), print both, then ``ratio=``."""
@@ -296,6 +365,12 @@ def main() -> None:
     )
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
+    parser.add_argument(
+        "--mini-batch-size",
+        type=int,
+        help="time the GradCache step with this mini-batch against the plain step (and data vs model time)",
+    )
+    parser.add_argument("--cache-objective", choices=sorted(OBJECTIVES), default="conpvp")
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -307,6 +382,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.objective:
         siamese_main(args)
+        return
+    if args.mini_batch_size:
+        cache_main(args)
         return
     if args.measure_rss:
         measure_rss(args.measure_rss, args)
