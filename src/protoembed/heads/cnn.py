@@ -86,11 +86,11 @@ class ConvTanhPool(torch.autograd.Function):
                 if mask_input:
                     saved = saved * m[:length, :, None, None]
                 flat = saved.view(-1, cin)
-                z = bias.expand(even * rows, channels).contiguous()
+                start = ((1 - m) * PENALTY)[:, :, None, None] + bias  # (even, B, 1, C): bias and penalty
+                z = start.expand(even, batch, hidden, channels).contiguous().view(-1, channels)
                 for j in range(k):
                     out_rows, in_rows = _shifted(rows, length, j, half)
                     z[out_rows].addmm_(flat[in_rows], weight[:, :, j].t())
-                z.view(even, batch, hidden, channels).add_(((1 - m) * PENALTY)[:, :, None, None])
             pairs = z.view(even // 2, 2, batch, hidden, channels)
             take_first = pairs[:, 0] >= pairs[:, 1]
             pooled_mask = torch.maximum(m[0::2], m[1::2])
