@@ -39,6 +39,13 @@ Rounds alternate the two (order swapped every round); the best and the median st
 Last line then: ``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (best steps; target: at
 least 1.0).
 
+With ``--head cnn`` the same rounds time protoembed's step with the ``cnn`` head (CNN-SBERT) against its
+step with the mean head (SBERT), same batches and learning rate:
+
+    python benchmarks/train_step.py --objective cosine_regression --head cnn
+
+Last line then: ``ratio=<cnn step time / mean step time>`` (best steps; target: at most 3).
+
 GradCache mode, ``--mini-batch-size M``: the cached step of ``--cache-objective`` (conpvp) against its
 plain step at the same batch, alternating, and the data time of a step against its model time:
 
@@ -197,7 +204,7 @@ def sts_pairs(data_dir: Path, count: int) -> list[tuple[str, str, float]]:
 class SiameseStep:
     """One supervised training step: protoembed's ``cosine_regression`` or sentence-transformers' own."""
 
-    def __init__(self, system: str, device: str, lr: float) -> None:
+    def __init__(self, system: str, device: str, lr: float, head: str = "mean") -> None:
         from protoembed.backbones import default_model_path
 
         torch.manual_seed(0)
@@ -206,7 +213,7 @@ class SiameseStep:
             import protoembed
             from protoembed.objectives import build_objective
 
-            embedder = protoembed.load("default", head="mean", device=device)
+            embedder = protoembed.load("default", head=head, device=device)
             self.model = build_objective("cosine_regression", embedder).to(device).train()
             self.backbone = embedder.encoder.auto_model
         else:
@@ -239,7 +246,13 @@ def siamese_main(args: argparse.Namespace) -> None:
     device, size = args.device, args.batch_size
     pairs = sts_pairs(Path(args.data_dir), size * (args.steps + 1))
     batches = [pairs[i * size : (i + 1) * size] for i in range(args.steps + 1)]
-    runs = {name: SiameseStep(name, device, lr=2e-5) for name in ("protoembed", "sentence-transformers")}
+    if args.head:  # protoembed with that head against protoembed with the mean head
+        runs = {
+            f"protoembed {args.head}": SiameseStep("protoembed", device, lr=2e-5, head=args.head),
+            "protoembed mean": SiameseStep("protoembed", device, lr=2e-5),
+        }
+    else:
+        runs = {name: SiameseStep(name, device, lr=2e-5) for name in ("protoembed", "sentence-transformers")}
     print(
         f"STS-B train step, cosine regression, default backbone (all-MiniLM-L6-v2, mean head), device "
         f"{device}, batch {size} pairs, AdamW lr 2e-5, {args.steps} alternating rounds (+1 warm-up), "
@@ -275,6 +288,13 @@ def siamese_main(args: argparse.Namespace) -> None:
         print(
             f"{name:>21}  {1 / best[name]:7.2f}  {best[name] * 1000:7.0f}  {median[name] * 1000:9.0f}  {shapes}"
         )
+    if args.head:
+        head, mean = list(runs)
+        print(
+            f"median-step ratio {median[head] / median[mean]:.3f} ({args.head} / mean step time; sensitive to load)"
+        )
+        print(f"ratio={best[head] / best[mean]:.3f}")
+        return
     pe, st = "protoembed", "sentence-transformers"
     print(
         f"median-step ratio {median[st] / median[pe]:.3f} (protoembed steps/s / ST steps/s; sensitive to load)"
@@ -352,6 +372,11 @@ def main() -> None:
         "--objective",
         choices=("cosine_regression",),
         help="time this supervised objective against sentence-transformers' own step instead",
+    )
+    parser.add_argument(
+        "--head",
+        choices=("cnn",),
+        help="with --objective: time protoembed's step with this head against its mean-head step",
     )
     parser.add_argument("--batch-size", type=int, default=None, help="default 16 (32 with --objective)")
     parser.add_argument("--steps", type=int, default=None, help="default 10 (20 rounds with --objective)")
