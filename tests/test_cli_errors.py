@@ -527,17 +527,27 @@ def _enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+@pytest.fixture(scope="module")
+def short_run_alone(tiny_model_dirs, data_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """(config, run folder) of a 4-step run (dev every 2 steps) trained alone, in this process."""
+    root = tmp_path_factory.mktemp("short")
+    config = _config(root, tiny_model_dirs["bert"], "simcse", "cls", max_steps=4, eval_steps=2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PROTOEMBED_DATA", str(data_dir))
+        assert main(["train", "--config", str(config), "--output-dir", str(root / "alone")]) == 0
+    return config, root / "alone"
+
+
 @pytest.mark.parametrize("site", ["best", "log", "results"])
-def test_a_full_disk_at_each_training_write(site, tiny_model_dirs, data_dir, tmp_path, capsys, monkeypatch):
+def test_a_full_disk_at_each_training_write(site, short_run_alone, data_dir, tmp_path, capsys, monkeypatch):
     """An injected ENOSPC at each write of a run: one line naming the path and what was kept, no partial
     file or folder, and --resume from what was kept gives the run alone's model and results."""
     import protoembed.embedder
     import protoembed.training.runlog
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
-    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", max_steps=4, eval_steps=2)
+    config, alone = short_run_alone
     argv = ["train", "--config", str(config), "--output-dir"]
-    assert main([*argv, str(tmp_path / "alone")]) == 0
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
         if site == "best":  # the first best/ (step 2), after its weights are written
@@ -576,9 +586,9 @@ def test_a_full_disk_at_each_training_write(site, tiny_model_dirs, data_dir, tmp
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".protoembed.lock"]
     assert main([*argv, str(out), "--resume"]) == 0
     assert (out / "best" / "model.safetensors").read_bytes() == (
-        tmp_path / "alone/best/model.safetensors"
+        alone / "best/model.safetensors"
     ).read_bytes()
-    results = [json.loads((d / "results.json").read_text())["tasks"] for d in (out, tmp_path / "alone")]
+    results = [json.loads((d / "results.json").read_text())["tasks"] for d in (out, alone)]
     assert results[0] == results[1]
 
 

@@ -55,7 +55,7 @@ def run_train(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         if int(os.environ.get("RANK", "0")) == 0:
-            kept = _kept_checkpoint([Path(str(cfg.output_dir)) for _, cfg in stages])
+            kept = _kept_checkpoint([Path(str(cfg.output_dir)).absolute() for _, cfg in stages])
             print(
                 f"protoembed train: interrupted (Ctrl-C); {kept}; resume with: "
                 f"{_resume_command(args, os.path.abspath(top))}",
