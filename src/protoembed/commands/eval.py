@@ -1,14 +1,17 @@
 """``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
 
-Suites are sub-commands of ``eval``; each one is a ``_register_<suite>(suites)`` function listed in
-:data:`SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``).
+Suites are sub-commands of ``eval``, one per :class:`~protoembed.evaluation.suite.Suite` of
+:data:`protoembed.evaluation.suites.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
+declaration gives the sub-command's help, tasks, options, evaluation and table. The results JSON records
+the model, the suite's name (``"suite"``) and the suite's result.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from protoembed.commands.common import (
@@ -18,11 +21,9 @@ from protoembed.commands.common import (
     output_file,
     task_names,
 )
-from protoembed.data.clustering import CLUSTERING_TASKS
-from protoembed.data.sts import SHORT_NAMES as STS_SHORT_NAMES
-from protoembed.data.sts import STS_TASKS
-from protoembed.data.transfer import TRANSFER_TASKS
 from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suites import SUITES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -107,66 +108,17 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
     return 0
 
 
-def run_sts(args: argparse.Namespace) -> int:
-    """``protoembed eval sts``: print the STS tables, optionally write the results JSON."""
-    from protoembed.evaluation.sts import evaluate_sts, format_sts_table
-
-    tasks = args.tasks
-    if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
-        tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
-    if args.cross_encoder:  # the pair scored as one input (the BERT/ALBERT paper's Table II)
-        from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
-
-        options = dict(tasks=tasks, split=args.split, batch_size=args.batch_size, device=args.device)
-        result = evaluate_cross_encoder_sts(args.model, args.data_dir, variant=args.variant, **options)
-        result = {"model": args.model, "scorer": "cross-encoder", **result}
-        return _finish(args, result, format_sts_table(result))
+def run_suite(suite: Suite, args: argparse.Namespace) -> int:
+    """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
+    suite's other files, such as few-shot's ``--figure``)."""
     encoder = lazy_encoder(args)
-    result = evaluate_sts(encoder, args.data_dir, variant=args.variant, tasks=tasks, split=args.split)
-    result = {**_meta(args, encoder), **result}
-    return _finish(args, result, format_sts_table(result))
-
-
-def _evaluate(
-    args: argparse.Namespace, evaluate: Callable[..., dict[str, Any]], **options: Any
-) -> dict[str, Any]:
-    """``evaluate(encoder, data_dir, tasks=..., progress=True, **options)`` plus the model's description."""
-    encoder = lazy_encoder(args)
-    result = evaluate(encoder, args.data_dir, tasks=args.tasks, progress=True, **options)
-    return {**_meta(args, encoder), **result}
-
-
-def run_transfer(args: argparse.Namespace) -> int:
-    """``protoembed eval transfer``: print the transfer tables, optionally write the results JSON."""
-    from protoembed.evaluation.transfer import evaluate_transfer, format_transfer_table
-
-    result = _evaluate(
-        args,
-        evaluate_transfer,
-        folds=args.folds,
-        inner_folds=args.inner_folds,
-        seed=args.seed,
-        mrpc_features=args.mrpc_features,
-    )
-    return _finish(args, result, format_transfer_table(result))
-
-
-def run_clustering(args: argparse.Namespace) -> int:
-    """``protoembed eval clustering``: print the clustering tables, optionally write the results JSON."""
-    from protoembed.evaluation.clustering import evaluate_clustering, format_clustering_table
-
-    result = _evaluate(args, evaluate_clustering, runs=args.runs)
-    return _finish(args, result, format_clustering_table(result))
-
-
-def run_fewshot(args: argparse.Namespace) -> int:
-    """``protoembed eval fewshot``: print the table; optionally write the JSON and the violin plot."""
-    from protoembed.evaluation.fewshot import evaluate_fewshot, format_fewshot_table, plot_fewshot
-
-    result = _evaluate(args, evaluate_fewshot, shots=args.shots, seeds=args.seeds, c=args.C)
-    if args.figure:
-        print(f"wrote {plot_fewshot(result, args.figure)}", file=sys.stderr)
-    return _finish(args, result, format_fewshot_table(result))
+    result = suite.evaluate(args, encoder)
+    # a cross-encoder (STS --cross-encoder) never loads the embedder: the model spec alone describes it
+    meta = _meta(args, encoder) if encoder.model is not None else {"model": args.model}
+    result = {**meta, "suite": suite.name, **result}
+    for path in suite.write_files(args, result):
+        print(f"wrote {path}", file=sys.stderr)
+    return _finish(args, result, suite.format_table(result))
 
 
 def _suite_parser(
@@ -177,7 +129,7 @@ def _suite_parser(
     tasks: tuple[str, ...],
     all_by_default: bool = True,
     tasks_help: str | None = None,
-    aliases: dict[str, str] | Callable[[], dict[str, str]] | None = None,
+    aliases: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
 ) -> argparse.ArgumentParser:
     """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output,
     --allow-empty and --runtime.
@@ -222,107 +174,27 @@ def _suite_parser(
     return parser
 
 
-def _transfer_short_names() -> dict[str, str]:
-    """The transfer tasks' table names (``SST2`` -> ``SST``), imported only when a name needs them."""
-    from protoembed.evaluation.transfer import SHORT_NAMES
-
-    return SHORT_NAMES
-
-
-def _register_sts(suites: argparse._SubParsersAction) -> None:
+def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
+    """Add the sub-command of ``suite``: the options every suite has, then its own and its output files."""
     parser = _suite_parser(
         suites,
-        "sts",
-        "STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
-        "Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
-        STS_TASKS,
-        all_by_default=False,
-        tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
-        "with --split dev/train: STS-B and SICK-R)",
-        aliases=STS_SHORT_NAMES,
+        suite.name,
+        suite.help,
+        suite.description,
+        suite.tasks,
+        all_by_default=suite.all_by_default,
+        tasks_help=suite.tasks_help,
+        aliases=suite.display_names or None,
     )
-    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
-    parser.add_argument(
-        "--split",
-        choices=("test", "dev", "train"),
-        default="test",
-        help="split of STSBenchmark/SICKRelatedness (default: test)",
-    )
-    parser.add_argument(
-        "--cross-encoder",
-        action="store_true",
-        help="score each pair with the cross-encoder of MODEL (a cross_encoder run's best/ or its "
-        "cross_encoder/ folder) instead of the cosine of two embeddings",
-    )
-    parser.set_defaults(func=run_sts)
-
-
-def _register_transfer(suites: argparse._SubParsersAction) -> None:
-    parser = _suite_parser(
-        suites,
-        "transfer",
-        "SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
-        "Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
-        "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
-        TRANSFER_TASKS,
-        aliases=_transfer_short_names,
-    )
-    parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
-    parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
-    parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
-    parser.add_argument(
-        "--mrpc-features",
-        choices=("senteval", "full"),
-        default="senteval",
-        help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
-    )
-    parser.set_defaults(func=run_transfer)
-
-
-def _register_fewshot(suites: argparse._SubParsersAction) -> None:
-    parser = _suite_parser(
-        suites,
-        "fewshot",
-        "few-shot transfer: K examples per class, several seeds, logistic regression",
-        "Train logistic regression on K labelled examples per class (drawn per seed) of each SentEval "
-        "transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
-        TRANSFER_TASKS,
-        aliases=_transfer_short_names,
-    )
-    parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
-    parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
-    parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the classifier")
-    parser.add_argument(
-        "--figure", default=None, type=output_file(), metavar="FILE.png", help="write the violin plot here"
-    )
-    parser.set_defaults(func=run_fewshot)
-
-
-def _register_clustering(suites: argparse._SubParsersAction) -> None:
-    parser = _suite_parser(
-        suites,
-        "clustering",
-        "short-text clustering: k-means, Hungarian-matched accuracy and NMI",
-        "Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
-        "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
-        CLUSTERING_TASKS,
-    )
-    parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
-    parser.set_defaults(func=run_clustering)
-
-
-#: Suites of ``protoembed eval``: name -> function adding its sub-parser.
-SUITES: dict[str, Callable[[argparse._SubParsersAction], None]] = {
-    "sts": _register_sts,
-    "transfer": _register_transfer,
-    "fewshot": _register_fewshot,
-    "clustering": _register_clustering,
-}
+    suite.add_options(parser)
+    for flag, metavar, help in suite.output_files:
+        parser.add_argument(flag, default=None, type=output_file(), metavar=metavar, help=help)
+    parser.set_defaults(func=functools.partial(run_suite, suite))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``eval`` and its suites to the top-level sub-parsers."""
     parser = subparsers.add_parser("eval", help="evaluate a model on a benchmark suite")
     suites = parser.add_subparsers(dest="suite", required=True, metavar="SUITE")
-    for add in SUITES.values():
-        add(suites)
+    for suite in SUITES.values():
+        add_suite(suites, suite)

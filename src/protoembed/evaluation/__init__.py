@@ -7,5 +7,7 @@
 - :mod:`~protoembed.evaluation.analysis`: the embedding-space figures;
 - :mod:`~protoembed.evaluation.shared`: what the suites share (deduplicated encoding, table cells).
 
-The package imports none of them up front (they pull in scipy, scikit-learn or torch).
+Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (command line, evaluation,
+report section); :mod:`~protoembed.evaluation.suites` lists them. The package imports none of them up
+front; a suite module imports scipy, scikit-learn or torch only inside the functions that compute.
 """

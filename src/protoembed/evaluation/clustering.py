@@ -11,22 +11,23 @@ encoder returns them.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import KMeans
-from sklearn.metrics import normalized_mutual_info_score
 
 from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.suite import OVER_SEEDS, Suite, extra_protocol
 
 
 def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
     """Accuracy of ``clusters`` against ``labels`` under the best one-to-one cluster -> class map (0..1)."""
+    from scipy.optimize import linear_sum_assignment
+
     n_clusters, n_classes = int(clusters.max()) + 1, int(labels.max()) + 1
     contingency = np.zeros((n_clusters, n_classes), dtype=np.int64)
     np.add.at(contingency, (clusters, labels), 1)
@@ -36,6 +37,9 @@ def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
 
 def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int = 10) -> dict[str, Any]:
     """``runs`` k-means runs (seeds 0..runs-1): per-run and mean/std accuracy and NMI, x100."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import normalized_mutual_info_score
+
     accuracy, nmi = [], []
     for seed in range(runs):
         clusters = KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(embeddings)
@@ -112,3 +116,38 @@ def format_clustering_table(result: dict[str, Any]) -> str:
     values = [r["acc"] for r in tasks.values()]
     lines += papers_row("Accuracy x100 (papers' layout):", list(tasks), values, result["avg"])
     return "\n".join(lines) + "\n"
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
+
+
+def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
+    """``protoembed eval clustering``: :func:`evaluate_clustering` with the command's options."""
+    return evaluate_clustering(encode, args.data_dir, tasks=args.tasks, runs=args.runs, progress=True)
+
+
+def clustering_protocol_line(p: dict[str, Any]) -> str:
+    """The report's line under the clustering tables (ConPVP Table 6), from the results' protocol record."""
+    return (
+        f"Protocol: {p.get('algorithm', 'k-means')}, {p.get('runs', '?')} runs; accuracy after the best "
+        f"one-to-one cluster-class matching (Hungarian) and NMI, each averaged over the runs, x100"
+        f"{extra_protocol(p, ('algorithm', 'runs'))}; {OVER_SEEDS}."
+    )
+
+
+SUITE = Suite(
+    name="clustering",
+    help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
+    description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
+    "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
+    tasks=CLUSTERING_TASKS,
+    add_options=_add_options,
+    evaluate=_evaluate,
+    format_table=format_clustering_table,
+    page_order=6,
+    title="Clustering (ConPVP Table 6)",
+    tables=(("Accuracy:", "acc"), ("NMI:", "nmi")),
+    summary=(("acc", "Clustering acc. (Table 6)"), ("nmi", "Clustering NMI (Table 6)")),
+    protocol_line=clustering_protocol_line,
+)

@@ -18,17 +18,18 @@ distribution (a violin per task).
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.suite import Suite, extra_protocol
 from protoembed.evaluation.transfer import SHORT_NAMES, features
 from protoembed.io import pyplot, save_figure
 
@@ -49,6 +50,8 @@ def evaluate_task(
     encode: Encode, data: TransferData, shots: int = 16, seeds: int = 10, c: float = 1.0
 ) -> dict[str, Any]:
     """One task: every seed's accuracy x100 and their summary (see the module docstring)."""
+    from sklearn.linear_model import LogisticRegression
+
     pool = "all" if "all" in data.splits else "train"
     labels = data.splits[pool].labels
     draws = [draw_shots(labels, shots, seed) for seed in range(seeds)]
@@ -146,3 +149,59 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
+    parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
+    parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the classifier")
+
+
+def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
+    """``protoembed eval fewshot``: :func:`evaluate_fewshot` with the command's options."""
+    options = dict(shots=args.shots, seeds=args.seeds, c=args.C)
+    return evaluate_fewshot(encode, args.data_dir, tasks=args.tasks, progress=True, **options)
+
+
+def _write_files(args: argparse.Namespace, result: dict[str, Any]) -> list[Path]:
+    """``--figure``: the violin plot of one model's draws."""
+    return [plot_fewshot(result, args.figure)] if args.figure else []
+
+
+def _draw_comparison(models: Sequence[tuple[str, Sequence[dict[str, Any]]]], png: Path) -> dict[str, Any]:
+    """The report's Fig. 7 (:func:`protoembed.evaluation.fewshot_figure.plot_fewshot_comparison`)."""
+    from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
+
+    return plot_fewshot_comparison(models, png)
+
+
+def fewshot_protocol_line(p: dict[str, Any]) -> str:
+    """The report's line under the few-shot table (ConPVP Fig. 7), from the results' protocol record."""
+    return (
+        f"Protocol: logistic regression (C = {p.get('C', '?')}) on {p.get('shots_per_class', '?')} examples "
+        f"per class, {p.get('seeds', '?')} draws; accuracy x100 on the test split or the undrawn examples"
+        f"{extra_protocol(p, ('C', 'shots_per_class', 'seeds'))}; mean ± std over every draw of every run of "
+        "a model (the violins); Avg. = mean of the task means."
+    )
+
+
+SUITE = Suite(
+    name="fewshot",
+    help="few-shot transfer: K examples per class, several seeds, logistic regression",
+    description="Train logistic regression on K labelled examples per class (drawn per seed) of each "
+    "SentEval transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
+    tasks=TRANSFER_TASKS,
+    display_names=SHORT_NAMES,
+    add_options=_add_options,
+    output_files=(("--figure", "FILE.png", "write the violin plot here"),),
+    evaluate=_evaluate,
+    format_table=format_fewshot_table,
+    write_files=_write_files,
+    page_order=7,
+    title="Few-shot (ConPVP Fig. 7)",
+    pooled="seeds_acc",
+    summary=(("acc", "Few-shot (Fig. 7)"),),
+    protocol_line=fewshot_protocol_line,
+    figure=_draw_comparison,
+    figure_caption=(7, "few-shot accuracy over the draws"),
+)

@@ -15,10 +15,8 @@ import numpy as np
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis import model_colour
+from protoembed.evaluation.transfer import SHORT_NAMES
 from protoembed.io import pyplot, save_figure
-
-#: Column names of the papers' transfer tables.
-SHORT_NAMES = {"SST2": "SST"}
 
 
 def fewshot_values(results: Sequence[dict[str, Any]]) -> dict[str, list[float]]:

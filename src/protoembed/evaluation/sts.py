@@ -8,18 +8,19 @@ requested tasks is encoded in one call, so a model sees each sentence once.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
 
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs, canonical_task, load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
+from protoembed.evaluation.suite import OVER_SEEDS, Suite
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -51,6 +52,8 @@ def pair_cosines(encode: Encode, pairs: StsPairs) -> np.ndarray:
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     """(Spearman, Pearson) x100 of ``predicted`` against ``gold``; NaN when either is constant."""
+    from scipy.stats import pearsonr, spearmanr
+
     if len(gold) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
         return math.nan, math.nan
     return float(spearmanr(predicted, gold)[0]) * 100, float(pearsonr(predicted, gold)[0]) * 100
@@ -127,3 +130,69 @@ def format_sts_table(result: dict[str, Any]) -> str:
     values = [r["spearman"] for r in tasks.values()]
     lines += papers_row("Spearman x100 (papers' layout):", names, values, result["avg"])
     return "\n".join(lines) + "\n"
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
+    parser.add_argument(
+        "--split",
+        choices=("test", "dev", "train"),
+        default="test",
+        help="split of STSBenchmark/SICKRelatedness (default: test)",
+    )
+    parser.add_argument(
+        "--cross-encoder",
+        action="store_true",
+        help="score each pair with the cross-encoder of MODEL (a cross_encoder run's best/ or its "
+        "cross_encoder/ folder) instead of the cosine of two embeddings",
+    )
+
+
+def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
+    """``protoembed eval sts``: the cosine of two embeddings, or with ``--cross-encoder`` the pair scored
+    as one input (the BERT/ALBERT paper's Table II); ``encode`` is then unused."""
+    tasks = args.tasks
+    if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
+        tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
+    if args.cross_encoder:
+        from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
+
+        options = dict(tasks=tasks, split=args.split, batch_size=args.batch_size, device=args.device)
+        result = evaluate_cross_encoder_sts(args.model, args.data_dir, variant=args.variant, **options)
+        return {"scorer": "cross-encoder", **result}
+    return evaluate_sts(encode, args.data_dir, variant=args.variant, tasks=tasks, split=args.split)
+
+
+def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
+    """What two STS results must share to share a table: the data variant and the split."""
+    return {"variant": data.get("variant"), "split": data.get("split", "test")}
+
+
+def sts_protocol_line(p: dict[str, Any]) -> str:
+    """The report's line under the STS tables (ConPVP Tables 3 and 4)."""
+    return (
+        f"Protocol: Spearman x100 of the cosine against gold, {p.get('variant')} data, {p.get('split')} "
+        f"split (STS12-16: all subsets of a year pooled); {OVER_SEEDS}."
+    )
+
+
+SUITE = Suite(
+    name="sts",
+    help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
+    description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
+    tasks=STS_TASKS,
+    display_names=SHORT_NAMES,
+    all_by_default=False,
+    tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
+    "with --split dev/train: STS-B and SICK-R)",
+    add_options=_add_options,
+    evaluate=_evaluate,
+    format_table=format_sts_table,
+    page_order=3,
+    title="STS (ConPVP Table 3)",
+    tables=((None, "spearman"),),
+    ablation_title="Ablation (ConPVP Table 4)",
+    summary=(("spearman", "STS (Table 3)"),),
+    protocol=sts_protocol,
+    protocol_line=sts_protocol_line,
+)

@@ -26,6 +26,7 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -33,13 +34,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import f1_score
-from sklearn.model_selection import StratifiedKFold
 
 from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.logistic import fit_many, predict_many
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.suite import OVER_SEEDS, Suite, extra_protocol
 
 #: SentEval's grid of the inverse L2 regularisation strength for scikit-learn's logistic regression.
 C_GRID = tuple(2.0**t for t in range(-2, 4))
@@ -74,6 +73,10 @@ def nested_selection(
     plus a refit per C) is one problem of a single :func:`~protoembed.evaluation.logistic.fit_many`.
     Out per split: ``{"C", "dev_acc" (mean inner accuracy x100 of that C), "predicted" (test labels)}``.
     """
+    from sklearn.model_selection import StratifiedKFold
+
+    from protoembed.evaluation.logistic import fit_many, predict_many
+
     rows: list[np.ndarray] = []
     cs: list[float] = []
     plans = []
@@ -114,6 +117,8 @@ def kfold_accuracy(
     Out: ``{"acc": mean test accuracy x100 over the outer folds, "dev_acc": mean of the inner
     cross-validation accuracies of the chosen C, "C": the C chosen in each outer fold}``.
     """
+    from sklearn.model_selection import StratifiedKFold
+
     outer = list(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, y))
     chosen = nested_selection(x, y, outer, inner_folds, seed, grid)
     accuracies = [_accuracy(r["predicted"], y[test]) * 100 for r, (_, test) in zip(chosen, outer)]
@@ -137,6 +142,10 @@ def train_test_accuracy(
 
     Out: ``{"acc", "dev_acc", "C"}`` (accuracies x100), plus ``"f1"`` (x100, positive class) if asked.
     """
+    from sklearn.metrics import f1_score
+
+    from protoembed.evaluation.logistic import fit_many, predict_many
+
     (x_train, y_train), (x_test, y_test) = train, test
     n = len(y_train)
     if dev is None:
@@ -288,3 +297,63 @@ def format_transfer_table(result: dict[str, Any]) -> str:
     values = [r["acc"] for r in tasks.values()]
     lines += papers_row("Accuracy x100 (papers' layout):", names, values, result["avg"])
     return "\n".join(lines) + "\n"
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
+    parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
+    parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
+    parser.add_argument(
+        "--mrpc-features",
+        choices=MRPC_FEATURES,
+        default="senteval",
+        help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
+    )
+
+
+def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
+    """``protoembed eval transfer``: :func:`evaluate_transfer` with the command's options."""
+    options = dict(folds=args.folds, inner_folds=args.inner_folds, seed=args.seed)
+    return evaluate_transfer(
+        encode, args.data_dir, tasks=args.tasks, progress=True, mrpc_features=args.mrpc_features, **options
+    )
+
+
+def c_grids(grid: Any) -> str:
+    """``0.25..8`` for one grid; ``0.25..8 (MR, CR), 0.5..32 (TREC)`` for per-task grids."""
+    if not grid:
+        return "?"
+    if not isinstance(grid, dict):
+        return f"{min(grid):g}..{max(grid):g}"
+    by_grid: dict[str, list[str]] = {}
+    for task, values in grid.items():
+        by_grid.setdefault(c_grids(values), []).append(SHORT_NAMES.get(task, task))
+    return ", ".join(f"{g} ({', '.join(tasks)})" for g, tasks in by_grid.items())
+
+
+def transfer_protocol_line(p: dict[str, Any]) -> str:
+    """The report's line under the transfer table (ConPVP Table 5), from the results' protocol record."""
+    return (
+        "Protocol: SentEval logistic regression on frozen embeddings; MR, CR, SUBJ, MPQA by "
+        f"{p.get('folds', '?')}-fold CV with C chosen by inner {p.get('inner_folds', '?')}-fold CV, "
+        f"SST-2 with C chosen on dev, TREC and MRPC by inner CV on train; seed {p.get('seed', '?')}"
+        f"; C from {c_grids(p.get('C_grid'))}{extra_protocol(p, ('folds', 'inner_folds', 'seed', 'C_grid'))}; "
+        f"accuracy x100, {OVER_SEEDS}."
+    )
+
+
+SUITE = Suite(
+    name="transfer",
+    help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
+    description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
+    "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
+    tasks=TRANSFER_TASKS,
+    display_names=SHORT_NAMES,
+    add_options=_add_options,
+    evaluate=_evaluate,
+    format_table=format_transfer_table,
+    page_order=5,
+    title="Transfer (ConPVP Table 5)",
+    summary=(("acc", "Transfer (Table 5)"),),
+    protocol_line=transfer_protocol_line,
+)

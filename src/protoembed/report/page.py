@@ -6,7 +6,9 @@ few-shot (Fig. 7 and its table), the figures of the analysis JSON given, and the
 its protocol in one line, taken from the results' own protocol record. A cell is the mean over a model's
 runs (its seeds) of the run's number, ``± std`` (sample) when the model has more than one run; ``Avg.``
 is the same over each run's mean over the table's tasks. Few-shot cells pool every draw of every run (what
-the violins show). Tables are drawn by :mod:`protoembed.evaluation.tables`.
+the violins show). Each suite's section (title, tables, protocol line, summary columns, figure) comes
+from its :class:`~protoembed.evaluation.suite.Suite`; tables are drawn by
+:mod:`protoembed.evaluation.tables`.
 """
 
 from __future__ import annotations
@@ -14,23 +16,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from protoembed.data.sts import SHORT_NAMES as STS_NAMES
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suites import SUITES as DECLARED
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
 from protoembed.io import check_writable, write_atomic, write_json_atomic
 from protoembed.report.results import Result, by_suite, protocol
 
-TRANSFER_NAMES = {"SST2": "SST"}
-#: Analysis -> the paper's figure number and caption.
+#: Analysis (or suite, for the figure the report draws of it) -> the paper's figure number and caption.
 FIGURES = {
     "similarity": (4, "predicted cosine (scaled to [0, 1]) against gold, STS-B test"),
     "frequent-tokens": (5, "STS average with the k most frequent tokens left out of pooling"),
     "tsne": (6, "t-SNE of STS-B test pairs with gold 0 (orange), 3 (blue), 5 (green)"),
-    "fewshot": (7, "few-shot accuracy over the draws"),
+    **{s.name: s.figure_caption for s in DECLARED.values() if s.figure_caption is not None},
 }
 Groups = dict[str, list[Result]]
 
@@ -70,36 +71,34 @@ def _average_cell(per_run: list[list[float | None]]) -> str:
     return fmt_spread(*_spread([float(np.mean(row)) for row in per_run])) if complete else fmt(None)
 
 
-def _pooled_draws(runs: list[Result], tasks: list[str]) -> list[list[float]]:
-    """Few-shot: every draw's accuracy of every run, per task."""
-    return [[v for r in runs for v in r.data["tasks"].get(t, {}).get("seeds_acc", [])] for t in tasks]
+def _pooled_draws(runs: list[Result], tasks: list[str], key: str) -> list[list[float]]:
+    """Every draw (``key``: few-shot's ``seeds_acc``) of every run, per task."""
+    return [[v for r in runs for v in r.data["tasks"].get(t, {}).get(key, [])] for t in tasks]
 
 
-def _fewshot_average(pooled: list[list[float]]) -> str:
+def _pooled_average(pooled: list[list[float]]) -> str:
     return fmt(float(np.mean([np.mean(v) for v in pooled]))) if all(pooled) else fmt(None)
 
 
-def fewshot_table(groups: Groups) -> list[str]:
-    """Few-shot: per task, mean ± std of every draw of every run of the label; ``Avg.``: mean of those."""
+def pooled_table(groups: Groups, names: dict[str, str], key: str) -> list[str]:
+    """Per task, mean ± std of every draw (``key``) of every run of the label; ``Avg.``: mean of those
+    (few-shot, ConPVP Fig. 7)."""
     tasks = _tasks(groups)
     rows = []
     for name, runs in groups.items():
-        pooled = _pooled_draws(runs, tasks)
+        pooled = _pooled_draws(runs, tasks, key)
         cells = [fmt_spread(*_spread(v)) if v else fmt(None) for v in pooled]
-        rows.append((name, cells, _fewshot_average(pooled)))
-    return papers_table([TRANSFER_NAMES.get(t, t) for t in tasks], rows)
+        rows.append((name, cells, _pooled_average(pooled)))
+    return papers_table([names.get(t, t) for t in tasks], rows)
 
 
 #: A summary cell of a model without results of that suite (``n/a`` stays for a suite missing a task).
 NOT_RUN = "–"
-#: The summary's columns: (suite, metric, heading), in the page's section order.
-SUMMARY_COLUMNS = (
-    ("sts", "spearman", "STS (Table 3)"),
-    ("transfer", "acc", "Transfer (Table 5)"),
-    ("fewshot", "acc", "Few-shot (Fig. 7)"),
-    ("clustering", "acc", "Clustering acc. (Table 6)"),
-    ("clustering", "nmi", "Clustering NMI (Table 6)"),
-)
+
+
+def summary_columns() -> list[tuple[Suite, str, str]]:
+    """The summary's columns: (suite, metric, heading) of each suite's ``summary``, in the registry's order."""
+    return [(suite, metric, heading) for suite in DECLARED.values() for metric, heading in suite.summary]
 
 
 def summary_table(grouped: dict[str, Groups]) -> list[str]:
@@ -108,69 +107,36 @@ def summary_table(grouped: dict[str, Groups]) -> list[str]:
 
     In: :func:`protoembed.report.results.by_suite`'s grouping. Out: the markdown table's lines.
     """
-    columns = [c for c in SUMMARY_COLUMNS if c[0] in grouped]
+    columns = [c for c in summary_columns() if c[0].name in grouped]
     tasks = {suite: _tasks(groups) for suite, groups in grouped.items()}
     labels = list(dict.fromkeys(label for groups in grouped.values() for label in groups))
     rows = []
     for label in labels:
         cells = []
         for suite, metric, _ in columns:
-            runs = grouped[suite].get(label)
+            runs = grouped[suite.name].get(label)
             if not runs:
                 cells.append(NOT_RUN)
-            elif suite == "fewshot":
-                cells.append(_fewshot_average(_pooled_draws(runs, tasks[suite])))
+            elif suite.pooled:
+                cells.append(_pooled_average(_pooled_draws(runs, tasks[suite.name], suite.pooled)))
             else:
-                cells.append(_average_cell(_per_run(runs, tasks[suite], metric)))
+                cells.append(_average_cell(_per_run(runs, tasks[suite.name], metric)))
         rows.append([label, *cells])
     return markdown_table(["Model", *(c[2] for c in columns)], rows, "l" + "r" * len(columns))
 
 
-def _extra(p: dict[str, Any], known: Sequence[str]) -> str:
-    rest = [f"{k} {v}" for k, v in p.items() if k not in known]
-    return f"; {', '.join(rest)}" if rest else ""
-
-
-def _grids(grid: Any) -> str:
-    """``0.25..8`` for one grid; ``0.25..8 (MR, CR), 0.5..32 (TREC)`` for per-task grids."""
-    if not grid:
-        return "?"
-    if not isinstance(grid, dict):
-        return f"{min(grid):g}..{max(grid):g}"
-    by_grid: dict[str, list[str]] = {}
-    for task, values in grid.items():
-        by_grid.setdefault(_grids(values), []).append(TRANSFER_NAMES.get(task, task))
-    return ", ".join(f"{g} ({', '.join(tasks)})" for g, tasks in by_grid.items())
-
-
-def protocol_line(suite: str, p: dict[str, Any]) -> str:
-    """One line saying how the numbers of a suite's table were obtained (from the results' protocol)."""
-    seeds = "mean ± std over a model's runs (seeds)"
-    if suite == "sts":
-        return (
-            f"Protocol: Spearman x100 of the cosine against gold, {p.get('variant')} data, {p.get('split')} "
-            f"split (STS12-16: all subsets of a year pooled); {seeds}."
-        )
-    if suite == "transfer":
-        return (
-            "Protocol: SentEval logistic regression on frozen embeddings; MR, CR, SUBJ, MPQA by "
-            f"{p.get('folds', '?')}-fold CV with C chosen by inner {p.get('inner_folds', '?')}-fold CV, "
-            f"SST-2 with C chosen on dev, TREC and MRPC by inner CV on train; seed {p.get('seed', '?')}"
-            f"; C from {_grids(p.get('C_grid'))}{_extra(p, ('folds', 'inner_folds', 'seed', 'C_grid'))}; "
-            f"accuracy x100, {seeds}."
-        )
-    if suite == "clustering":
-        return (
-            f"Protocol: {p.get('algorithm', 'k-means')}, {p.get('runs', '?')} runs; accuracy after the best "
-            f"one-to-one cluster-class matching (Hungarian) and NMI, each averaged over the runs, x100"
-            f"{_extra(p, ('algorithm', 'runs'))}; {seeds}."
-        )
-    return (
-        f"Protocol: logistic regression (C = {p.get('C', '?')}) on {p.get('shots_per_class', '?')} examples "
-        f"per class, {p.get('seeds', '?')} draws; accuracy x100 on the test split or the undrawn examples"
-        f"{_extra(p, ('C', 'shots_per_class', 'seeds'))}; mean ± std over every draw of every run of a model "
-        "(the violins); Avg. = mean of the task means."
-    )
+def suite_tables(suite: Suite, groups: Groups) -> list[str]:
+    """A suite's tables on the page: one per ``(caption, metric)`` of :attr:`Suite.tables` (the pooled
+    layout for a suite with :attr:`Suite.pooled`)."""
+    names = dict(suite.display_names)
+    if suite.pooled:
+        return pooled_table(groups, names, suite.pooled)
+    lines: list[str] = []
+    for caption, metric in suite.tables:
+        lines += [""] if lines else []
+        lines += [caption, ""] if caption else []
+        lines += seed_table(groups, names, metric)
+    return lines
 
 
 def _relative(path: str | Path, base: Path) -> str:
@@ -187,28 +153,27 @@ def _section(title: str, line: str, table: list[str]) -> list[str]:
     return [f"## {title}", "", line, "", *table, ""]
 
 
-def _tables(grouped: dict[str, Groups], ablation: Sequence[str]) -> list[str]:
+def _suite_sections(
+    suite: Suite, groups: Groups, ablation: Sequence[str], out: Path, figures: bool
+) -> list[str]:
+    """A suite's section(s) with the protocol line of its first file: its tables (the ``ablation`` labels
+    but the first left out when the suite has an ablation section, which then follows), and its figure
+    (with ``figures``) drawn beside ``out`` as ``<name>-<suite>.png`` with its JSON."""
+    line = suite.protocol_line(protocol(next(iter(groups.values()))[0]))
     lines: list[str] = []
-    if "sts" in grouped:
-        sts, line = grouped["sts"], protocol_line("sts", protocol(next(iter(grouped["sts"].values()))[0]))
-        main = {k: v for k, v in sts.items() if k not in ablation[1:]}
-        if main:
-            lines += _section("STS (ConPVP Table 3)", line, seed_table(main, STS_NAMES, "spearman"))
-        chosen = {k: sts[k] for k in ablation if k in sts}
+    main = {k: v for k, v in groups.items() if suite.ablation_title is None or k not in ablation[1:]}
+    if main:
+        lines += _section(suite.title, line, suite_tables(suite, main))
+    if suite.ablation_title is not None:
+        chosen = {k: groups[k] for k in ablation if k in groups}
         if chosen:
-            lines += _section("Ablation (ConPVP Table 4)", line, seed_table(chosen, STS_NAMES, "spearman"))
-    specs: list[tuple[str, str, Callable[[Groups], list[str]]]] = [
-        ("transfer", "Transfer (ConPVP Table 5)", lambda g: seed_table(g, TRANSFER_NAMES, "acc")),
-        (
-            "clustering",
-            "Clustering (ConPVP Table 6)",
-            lambda g: ["Accuracy:", "", *seed_table(g, {}, "acc"), "", "NMI:", "", *seed_table(g, {}, "nmi")],
-        ),
-    ]
-    for suite, title, draw in specs:
-        if suite in grouped:
-            first = next(iter(grouped[suite].values()))[0]
-            lines += _section(title, protocol_line(suite, protocol(first)), draw(grouped[suite]))
+            lines += _section(suite.ablation_title, line, suite_tables(suite, chosen))
+    if figures and suite.figure is not None:
+        png = out.with_name(f"{out.stem}-{suite.name}.png")
+        drawn = suite.figure([(k, [r.data for r in v]) for k, v in groups.items()], png)
+        write_json_atomic(png.with_suffix(".json"), {"analysis": suite.name, **drawn})
+        number, caption = FIGURES[suite.name]
+        lines += [f"![Fig. {number}: {caption}]({_relative(png, out.parent)})", ""]
     return lines
 
 
@@ -227,20 +192,8 @@ def build_report(
     lines = ["# Results", ""]
     if command:
         lines += [f"Made by `{command}`.", ""]
-    lines += _tables(grouped, ablation)
-    if "fewshot" in grouped:
-        few = grouped["fewshot"]
-        first = next(iter(few.values()))[0]
-        lines += _section(
-            "Few-shot (ConPVP Fig. 7)", protocol_line("fewshot", protocol(first)), fewshot_table(few)
-        )
-        if figures:
-            from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
-
-            png = out.with_name(f"{out.stem}-fewshot.png")
-            drawn = plot_fewshot_comparison([(k, [r.data for r in v]) for k, v in few.items()], png)
-            write_json_atomic(png.with_suffix(".json"), {"analysis": "fewshot", **drawn})
-            lines += [f"![Fig. 7: {FIGURES['fewshot'][1]}]({_relative(png, out.parent)})", ""]
+    for name, groups in grouped.items():  # in the page's order (by_suite's: the paper's)
+        lines += _suite_sections(DECLARED[name], groups, ablation, out, figures)
     analyses = [r for r in results if r.suite == "analysis"]
     if analyses:
         lines += ["## Figures", ""]

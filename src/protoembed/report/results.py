@@ -3,9 +3,10 @@ checks that one table never mixes protocols.
 
 A results file is what ``protoembed eval <suite> --output`` or ``protoembed train`` (``results.json`` in
 the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
-links. The suite is recognised from the per-task entries: ``spearman`` (STS), ``nmi`` (clustering),
-``seeds_acc`` (few-shot), ``acc`` (transfer). A folder stands for every results JSON directly inside it
-(other JSON files, such as a study's ``study_time.json``, are skipped).
+links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suites.SUITES`);
+a file written before results recorded it is read by its per-task entries (:func:`legacy_suite`). A folder
+stands for every results JSON directly inside it (other JSON files, such as a study's
+``study_time.json``, are skipped).
 
 Labels: from the folder name when a folder was given, else from the file's ``model`` field (its last
 path part, or the part before ``best`` for a trained run's kept model), else from the file's folder or
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.suites import SUITES as DECLARED
 
 logger = logging.getLogger(__name__)
 
-#: Suites in the report's order.
-SUITES = ("sts", "transfer", "clustering", "fewshot")
+#: Results files without ``"suite"``: the per-task key that told each suite apart, checked in this order.
+_LEGACY_KEYS = (("spearman", "sts"), ("nmi", "clustering"), ("seeds_acc", "fewshot"), ("acc", "transfer"))
 _SEED_SUFFIX = re.compile(r"[-_]seed\d+$")
 
 
@@ -42,33 +44,43 @@ class Result:
     data: dict[str, Any]
 
 
-def detect_suite(data: Any, path: Path) -> str:
-    """``sts``, ``transfer``, ``fewshot``, ``clustering`` or ``analysis``; a one-line error otherwise."""
+def suite_of(data: Any, path: Path) -> str:
+    """The suite a results file records (``"suite"``), or ``analysis`` for an analysis JSON; a file
+    without ``"suite"`` by :func:`legacy_suite`. A one-line error for anything else."""
     if isinstance(data, dict) and "analysis" in data and "figure" in data:
         return "analysis"
     tasks = data.get("tasks") if isinstance(data, dict) else None
-    if isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values()):
-        first = next(iter(tasks.values()))
-        for key, suite in (
-            ("spearman", "sts"),
-            ("nmi", "clustering"),
-            ("seeds_acc", "fewshot"),
-            ("acc", "transfer"),
-        ):
-            if key in first:
-                return suite
-    raise ProtoembedError(
+    if not (isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values())):
+        raise _not_results(path)
+    recorded = data.get("suite")
+    if recorded is None:
+        return legacy_suite(data, path)
+    if not isinstance(recorded, str) or recorded not in DECLARED:
+        raise ProtoembedError(f"{path}: unknown suite {recorded!r}; expected one of: {', '.join(DECLARED)}")
+    return recorded
+
+
+def legacy_suite(data: dict[str, Any], path: Path) -> str:
+    """The suite of a results file written before results recorded it, from its first task's entry:
+    ``spearman`` (STS), ``nmi`` (clustering), ``seeds_acc`` (few-shot), ``acc`` (transfer)."""
+    first = next(iter(data["tasks"].values()))
+    for key, suite in _LEGACY_KEYS:
+        if key in first:
+            return suite
+    raise _not_results(path)
+
+
+def _not_results(path: Path) -> ProtoembedError:
+    return ProtoembedError(
         f"{path}: not a protoembed results JSON (expected per-task STS, transfer, few-shot or clustering "
         "results, or an analysis JSON)"
     )
 
 
 def protocol(result: Result) -> dict[str, Any]:
-    """What must be equal for two results to share a table: STS's data variant and split, else the
-    suite's ``protocol`` record."""
-    if result.suite == "sts":
-        return {"variant": result.data.get("variant"), "split": result.data.get("split", "test")}
-    return dict(result.data.get("protocol") or {})
+    """What must be equal for two results to share a table: the suite's protocol record of the file
+    (:attr:`protoembed.evaluation.suite.Suite.protocol`)."""
+    return DECLARED[result.suite].protocol(result.data)
 
 
 def same_protocol(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -117,7 +129,7 @@ def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
         for path in sorted(item.glob("*.json")):
             data = _read(path)
             try:
-                detect_suite(data, path)
+                suite_of(data, path)
             except ProtoembedError:
                 logger.debug("skipping %s: not a results JSON", path)
                 continue
@@ -169,7 +181,7 @@ def load_results(inputs: Sequence[str | Path], labels: Sequence[str] = ()) -> li
             origin.append(n)
     defaults = [default_label(path, data, folder) for path, data, folder in files]
     chosen = _labels(defaults, origin, labels, len(inputs))
-    return [Result(p, detect_suite(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
+    return [Result(p, suite_of(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
 
 
 def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
@@ -187,7 +199,8 @@ def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
                 f"table with {first.path} ({_show(protocol(first))})"
             )
         table.setdefault(result.label, []).append(result)
-    return {suite: grouped[suite] for suite in SUITES if suite in grouped}
+    order = sorted(DECLARED, key=lambda name: DECLARED[name].page_order)  # the paper's table order
+    return {suite: grouped[suite] for suite in order if suite in grouped}
 
 
 def _show(record: dict[str, Any]) -> str:

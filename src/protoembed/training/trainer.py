@@ -233,7 +233,7 @@ class Trainer:
 
     def _final_results(self) -> dict[str, Any]:
         import protoembed
-        from protoembed.evaluation.sts import evaluate_sts
+        from protoembed.evaluation.sts import SUITE, evaluate_sts
 
         tcfg = self.cfg.training
         best = protoembed.load(str(self.output_dir / "best"), device=self.accelerator.device)
@@ -246,6 +246,7 @@ class Trainer:
         )
         results.update(
             model=str(self.output_dir / "best"),
+            suite=SUITE.name,  # how the report reads the file
             best_step=self.state.best_step,
             stsb_dev_spearman=self.state.best_score,
             train_wall_time_s=round(self.state.wall_time_s, 1),

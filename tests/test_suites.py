@@ -1,0 +1,175 @@
+"""Suites describe themselves: the eval command's sub-commands, the results files' ``"suite"`` and the
+report's sections all come from :data:`protoembed.evaluation.suites.SUITES`; a results file written
+before files recorded their suite is still read (by its per-task keys); a suite added by one declaration
+and one registry line gets its sub-command, its results file and its report section."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import protoembed
+from protoembed.cli import build_parser, main
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation import fewshot_figure, transfer
+from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suites import SUITES
+from protoembed.evaluation.tables import papers_row
+from protoembed.report import build_report, load_results, summary_table
+from protoembed.report.results import by_suite, suite_of
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "protoembed"
+
+
+def _eval_choices() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(a for a in top.choices["eval"]._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_eval_has_one_sub_command_per_declared_suite_with_its_tasks_and_names() -> None:
+    choices = _eval_choices()
+    assert list(choices) == ["sts", "transfer", "fewshot", "clustering"] == list(SUITES)
+    for name, suite in SUITES.items():
+        args = choices[name].parse_args(["--model", "m"])
+        assert args.func.args == (suite,)
+        assert args.tasks == (list(suite.tasks) if suite.all_by_default else None)
+    parse = build_parser().parse_args
+    assert parse(["eval", "transfer", "--model", "m", "--tasks", "sst", "MR"]).tasks == ["SST2", "MR"]
+    assert parse(["eval", "fewshot", "--model", "m", "--tasks", "SST"]).tasks == ["SST2"]
+    assert parse(["eval", "sts", "--model", "m", "--tasks", "sick-r", "STS-B"]).tasks == [
+        "SICKRelatedness",
+        "STSBenchmark",
+    ]
+
+
+def test_the_transfer_display_name_is_written_once() -> None:
+    assert fewshot_figure.SHORT_NAMES is transfer.SHORT_NAMES
+    assert SUITES["transfer"].display_names is SUITES["fewshot"].display_names is transfer.SHORT_NAMES
+    written = [p.relative_to(SRC) for p in SRC.rglob("*.py") if '"SST2": "SST"' in p.read_text("utf-8")]
+    assert written == [Path("evaluation/transfer.py")]
+
+
+@pytest.mark.parametrize(
+    ("entry", "legacy"),
+    [
+        ({"spearman": 70.0, "pearson": 71.0, "n": 3}, "sts"),
+        ({"acc": 60.0, "nmi": 50.0}, "clustering"),
+        ({"acc": 60.0, "seeds_acc": [59.0, 61.0]}, "fewshot"),
+        ({"acc": 60.0, "dev_acc": 61.0}, "transfer"),
+    ],
+)
+def test_a_recorded_suite_is_read_and_an_old_file_falls_back_to_its_keys(
+    tmp_path: Path, entry: dict[str, Any], legacy: str
+) -> None:
+    old = {"model": "m", "tasks": {"T": entry}, "avg": 60.0}
+    assert suite_of(old, tmp_path / "old.json") == legacy
+    for recorded in SUITES:  # the record wins over the keys, for every pair
+        assert suite_of({**old, "suite": recorded}, tmp_path / "new.json") == recorded
+    with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus'; expected one of: sts, "):
+        suite_of({**old, "suite": "bogus"}, tmp_path / "new.json")
+
+
+def test_a_folder_skips_json_without_tasks_even_with_a_suite_key(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "study_time.json").write_text(json.dumps({"suite": "sts", "seconds": 3}), encoding="utf-8")
+    result = {"suite": "transfer", "model": "m", "protocol": {}, "tasks": {"MR": {"acc": 70.0}}, "avg": 70.0}
+    (run / "transfer.json").write_text(json.dumps(result), encoding="utf-8")
+    (loaded,) = load_results([run])
+    assert (loaded.path.name, loaded.suite, loaded.label) == ("transfer.json", "transfer", "run")
+
+
+class _Embedder:
+    head = "mean"
+
+    def encode(self, sentences: list[str], **_: Any) -> np.ndarray:
+        return np.array([[len(s), s.count("a")] for s in sentences], dtype=np.float64)
+
+
+def _toy_evaluate(args: argparse.Namespace, encode: Any) -> dict[str, Any]:
+    texts = {"Short": ["a", "ab"], "Long": ["banana", "abracadabra", "cat"]}
+    tasks = {t: {"acc": float(np.asarray(encode(s))[:, 0].mean()) * args.scale} for t, s in texts.items()}
+    tasks = {t: tasks[t] for t in args.tasks}
+    return {
+        "protocol": {"scale": args.scale},
+        "tasks": tasks,
+        "avg": float(np.mean([r["acc"] for r in tasks.values()])),
+    }
+
+
+def _toy_table(result: dict[str, Any]) -> str:
+    tasks = result["tasks"]
+    return (
+        "\n".join(papers_row("Toy:", list(tasks), [r["acc"] for r in tasks.values()], result["avg"])) + "\n"
+    )
+
+
+TOY = Suite(
+    name="toy",
+    help="length of the texts",
+    description="The mean length of each task's texts, scaled.",
+    tasks=("Short", "Long"),
+    display_names={"Short": "S"},
+    add_options=lambda parser: parser.add_argument("--scale", type=float, default=1.0),
+    evaluate=_toy_evaluate,
+    format_table=_toy_table,
+    page_order=4,
+    title="Toy (Table 4.5)",
+    summary=(("acc", "Toy"),),
+    protocol_line=lambda p: f"Protocol: mean length x{p['scale']}.",
+)
+
+
+def test_a_new_suite_is_its_declaration_and_one_registry_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(SUITES, "toy", TOY)
+    monkeypatch.setattr(protoembed, "load", lambda spec, **_: _Embedder())
+    outputs = []
+    for seed, scale in ((1, 2.0), (2, 2.0)):
+        out = tmp_path / f"toy-seed{seed}" / "toy.json"
+        assert (
+            main(
+                [
+                    "eval",
+                    "toy",
+                    "--model",
+                    f"runs/toy-seed{seed}",
+                    "--scale",
+                    str(scale),
+                    "--output",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        outputs.append(out)
+    printed = _toy_table(json.loads(outputs[0].read_text(encoding="utf-8"))) + "\n"  # print() adds one
+    assert capsys.readouterr().out == 2 * printed
+    saved = json.loads(outputs[0].read_text(encoding="utf-8"))
+    short, long = np.mean([1, 2]) * 2, np.mean([6, 11, 3]) * 2  # mean length x scale
+    assert saved == {
+        "model": "runs/toy-seed1",
+        "head": "mean",
+        "suite": "toy",
+        "protocol": {"scale": 2.0},
+        "tasks": {"Short": {"acc": short}, "Long": {"acc": long}},
+        "avg": (short + long) / 2,
+    }
+    results = load_results(outputs)
+    assert [(r.suite, r.label) for r in results] == [("toy", "toy"), ("toy", "toy")]
+    page = build_report(results, tmp_path / "report.md", figures=False)
+    assert "## Toy (Table 4.5)\n\nProtocol: mean length x2.0.\n\n| Model | S | Long | Avg. |" in page
+    assert f"| toy | {short:.2f} ± 0.00 | {long:.2f} ± 0.00 | {(short + long) / 2:.2f} ± 0.00 |" in page
+    assert summary_table(by_suite(results)) == [
+        "| Model | Toy |",
+        "|---|---:|",
+        f"| toy | {(short + long) / 2:.2f} ± 0.00 |",
+    ]
