@@ -14,14 +14,18 @@ $(BIN)/python:
 
 # torch first, pinned to the CPU build on this machine; an unpinned torch would pull a CUDA build.
 $(VENV)/.installed: $(BIN)/python pyproject.toml
+	@echo "make: installing torch 2.13 (CPU build) into $(VENV) ..."
 	$(BIN)/pip install -q torch==2.13.0
+	@echo "make: installing protoembed and its dependencies into $(VENV) ..."
 	$(BIN)/pip install -q -e '.[dev,onnx]'
 	touch $@
 
 install: $(VENV)/.installed
 
 demo: install
+	@echo "make demo: STS12-16, STS-B and SICK-R of the default model on SentEval's copy (18,850 pairs) ..."
 	$(BIN)/protoembed eval sts --model default --variant senteval
+	@echo "make demo: the same tasks on the raw (cased) originals ..."
 	$(BIN)/protoembed eval sts --model default --variant raw
 
 lint: install
