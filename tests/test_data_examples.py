@@ -45,8 +45,31 @@ def _raises(path: Path, line: int | None, expected: str) -> AbstractContextManag
 # --------------------------------------------------------------------------- registry
 
 
-def test_every_format_is_registered_with_its_columns() -> None:
+def _one_file_per_format(root: Path) -> dict[str, Path]:
+    """A small valid file of every format (the fixtures of this module's reader tests)."""
+    return {
+        "text": _write(root / "corpus.txt", "one sentence\nanother one\n"),
+        "clustering": _write(root / "tweet-original-order.txt", "3\tfirst text\n7\tsecond text\n"),
+        "stsb": _write(root / "sts-train.csv", STSB_SENTEVAL),
+        "sick": _write(
+            root / "SICK_train.txt", f"{SICK_HEADER}\n6\tA boy plays.\tA kid plays.\t4.5\tENTAILMENT\n"
+        ),
+        "snli_jsonl": _write(root / "snli_1.0_dev.jsonl", _jsonl(SNLI_ROWS)),
+        "nli_txt": _write(
+            root / "snli_1.0_dev.txt", f"{NLI_TXT_HEADER}\nentailment\t( a )\t( b )\tA.\tB.\tp1\n"
+        ),
+        "senteval_nli": _senteval_snli(
+            root / "senteval", "dev", "A man sleeps .\n", "A man dreams .\n", "neutral\n"
+        ),
+        "simcse_nli": _write(root / "nli_for_simcse.csv", "sent0,sent1,hard_neg\nA,B,C\n"),
+        "allnli": _write(root / "AllNLI.tsv", ALLNLI_ROWS),
+    }
+
+
+def test_every_format_is_registered_and_its_reader_yields_the_declared_columns(tmp_path: Path) -> None:
     expected = {
+        "text": ("text",),
+        "clustering": ("text",),
         "stsb": ("sentence1", "sentence2", "score"),
         "sick": ("sentence1", "sentence2", "score", "label"),
         "snli_jsonl": ("sentence1", "sentence2", "label"),
@@ -55,8 +78,13 @@ def test_every_format_is_registered_with_its_columns() -> None:
         "simcse_nli": ("anchor", "positive", "negative"),
         "allnli": ("sentence1", "sentence2", "label"),
     }
-    for name, columns in expected.items():
-        assert FORMATS[name].columns == columns
+    files = _one_file_per_format(tmp_path)
+    assert sorted(FORMATS) == sorted(expected) == sorted(files)
+    for name, path in files.items():
+        assert infer_format(path) == name
+        examples = read_examples(path)
+        assert examples.sources[0]["format"] == name
+        assert examples.names == FORMATS[name].columns == expected[name], name
 
 
 @pytest.mark.parametrize(
@@ -505,4 +533,7 @@ def test_staged_snli_plus_sick_concatenate_to_pairs_and_triplets(data_dir: Path)
     both = Examples.concat([snli, sick])
     assert both.names == ("sentence1", "sentence2", "label") and len(both) == 9842 + 4500
     triplets = convert(both, ["anchor", "positive", "negative"])
-    assert len(triplets) > 0 and triplets.names == ("anchor", "positive", "negative")
+    # counted from the raw s1.dev / labels.dev and SICK_train.txt: 3320 entailment hypotheses of premises
+    # that also have a contradiction; 3415 of the 6465 distinct premises lack one of the two
+    assert len(triplets) == 3320 and triplets.names == ("anchor", "positive", "negative")
+    assert triplets.sources[0]["premises_without_triplet"] == 3415

@@ -293,12 +293,31 @@ def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, mon
         ["similarity", "frequent-tokens", "tsne", "fewshot"]
     )
     from protoembed.cli import build_parser
+    from protoembed.evaluation.suites import SUITES
 
-    for cmd in fake.commands:  # each one is a valid protoembed command line
+    for cmd in fake.commands:  # each one is a valid protoembed command line, read as the study means it
         parsed = build_parser().parse_args(cmd)
-        assert parsed.func is not None
-        if cmd[0] == "analyze" and cmd[1] != "fewshot":
-            assert parsed.model == [models[i] for i in range(1, 6, 2)] and parsed.label == labels[1::2]
+        assert parsed.command == cmd[0]
+        if cmd[0] == "eval":
+            assert parsed.func.args == (SUITES[cmd[1]],)
+            output = cmd[cmd.index("--output") + 1]
+            assert (parsed.output, parsed.runtime, parsed.cache_embeddings) == (
+                output,
+                "onnx",
+                cmd[1] != "clustering",
+            )
+        elif cmd[0] == "analyze":
+            assert (parsed.analysis, parsed.figure) == (cmd[1], cmd[cmd.index("--figure") + 1])
+            if cmd[1] == "fewshot":
+                assert parsed.results == fewshot and parsed.label == labels[1::2]
+            else:
+                assert parsed.model == [models[i] for i in range(1, 6, 2)] and parsed.label == labels[1::2]
+        else:
+            assert cmd[0] == "train" and (parsed.config, parsed.output_dir, parsed.resume) == (
+                cmd[2],
+                cmd[4],
+                True,
+            )
     fake.commands.clear()
     assert unsup_cpu.main(args) == 0  # everything recorded: nothing runs, nothing retrains
     assert fake.commands == []
