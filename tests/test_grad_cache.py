@@ -26,7 +26,7 @@ from grad_cache_cases import (
     twin,
 )
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.cache import grad_cache_step
+from protoembed.objectives.cache import chunks, grad_cache_step
 from protoembed.training.step import check_mini_batch
 from training_helpers import tiny_config, write_corpus
 
@@ -100,3 +100,31 @@ def test_mini_batch_size_errors(tiny_model_dirs, tmp_path: Path) -> None:
         ProtoembedError, match=r"training.mini_batch_size: objective 'Linear' has no cached step"
     ):
         check_mini_batch(torch.nn.Linear(2, 2), 4, 8, 1)
+
+
+@pytest.mark.parametrize("case", ["conpvp", "simcse"])
+def test_cached_step_under_bf16_autocast(tiny_model_dirs, one_pair: Path, case: str) -> None:
+    """Both passes of every chunk run under the given autocast (bf16 on CPU, as Accelerate's bf16)."""
+
+    def bf16():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+
+    reference = build(tiny_model_dirs["bert"], case, one_pair)
+    cached = twin(reference)
+    views = reference.collate(batch_for(case))
+    torch.manual_seed(11)
+    states = []
+    for a, b in chunks(len(views), MINI_BATCH):  # one autocast region per chunk, as in the cached step
+        with bf16():  # (one region over all chunks would share, and sum in bf16, one cast of each weight)
+            states.append(reference.embed_features(views.rows(a, b)))
+    with bf16():
+        expected_loss = reference.loss(torch.cat(states), views)
+    expected_loss.backward()
+    torch.manual_seed(11)
+    loss = grad_cache_step(cached, views, MINI_BATCH, autocast=bf16)
+    assert loss.dtype == torch.float32  # the loss itself stays fp32
+    assert loss.item() == pytest.approx(expected_loss.item(), rel=RTOL)
+    assert max_relative_difference(gradients(cached), gradients(reference)) < RTOL
+    # and it differs from the fp32 step: autocast was on in the passes
+    torch.manual_seed(11)
+    assert grad_cache_step(twin(reference), views, MINI_BATCH).item() != loss.item()
