@@ -106,7 +106,7 @@ def measure(row: dict) -> dict:
     """One row (in this process): build, collate, run one step, return the peak and the step's shape."""
     from accelerate import Accelerator
 
-    from protoembed.embedder import build
+    from protoembed.loading import build
     from protoembed.objectives import build_objective
     from protoembed.training.step import forward_backward
 

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
 import protoembed
-from protoembed.embedder import build
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
+from protoembed.loading import build
 from protoembed.objectives import OBJECTIVES, build_objective
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.options import OptionError

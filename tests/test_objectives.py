@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.embedder import build
 from protoembed.errors import ProtoembedError
+from protoembed.loading import build
 from protoembed.objectives import OBJECTIVES, build_objective
 from protoembed.prompts import Template, tokenize_template
 from protoembed.templates import template_set

@@ -13,8 +13,8 @@ import importlib
 import os
 import sys
 
-from protoembed import __version__
 from protoembed.errors import ProtoembedError
+from protoembed.version import __version__
 
 COMMANDS = ("encode", "eval", "analyze", "report", "data", "train", "export")
 

@@ -2,8 +2,9 @@
 
 :func:`export_embedder` writes a folder (see :mod:`protoembed.export.graph`) that
 :func:`load_export` turns back into an :class:`~protoembed.export.runtime.OnnxEmbedder`, whose
-``encode`` is :meth:`protoembed.Embedder.encode` itself (same tokenisation, length batching and input
-order) with the forward pass run by ONNX Runtime.
+``encode`` is the loop of :meth:`protoembed.Embedder.encode` (:class:`~protoembed.batching.BatchEncoder`:
+same tokenisation, length batching and input order) with the forward pass run by ONNX Runtime. Nothing
+here imports :mod:`protoembed.embedder`; :mod:`protoembed.loading` sits above both.
 """
 
 from __future__ import annotations

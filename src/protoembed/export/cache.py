@@ -13,12 +13,17 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from protoembed.embedder import Embedder
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
 from protoembed.io import cache_dir
+from protoembed.version import __version__
+
+if TYPE_CHECKING:
+    from protoembed.embedder import Embedder
+    from protoembed.export.runtime import OnnxEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +31,6 @@ logger = logging.getLogger(__name__)
 def model_digest(embedder: Embedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
     the graph or the tokenisation depends on: two models with the same digest encode alike."""
-    from protoembed import __version__
-
     digest = hashlib.sha256()
     settings = {
         "head": embedder.head,
@@ -47,7 +50,9 @@ def model_digest(embedder: Embedder) -> str:
     return digest.hexdigest()[:16]
 
 
-def onnx_embedder(embedder: Embedder, root: str | os.PathLike | None = None, digest: str | None = None):
+def onnx_embedder(
+    embedder: Embedder, root: str | os.PathLike | None = None, digest: str | None = None
+) -> OnnxEmbedder:
     """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
     ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and reused afterwards.
     ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already."""

@@ -40,6 +40,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
+from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -125,8 +126,6 @@ def export_embedder(
         encoder.save_config(str(tmp))
         if with_states:
             _write_sentence_transformers_layout(model, tmp)
-        from protoembed import __version__
-
         config = {
             "format_version": FORMAT_VERSION,
             "protoembed_version": __version__,

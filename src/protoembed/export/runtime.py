@@ -1,9 +1,10 @@
-"""Run an exported folder with ONNX Runtime behind the :class:`~protoembed.Embedder` API.
+"""Run an exported folder with ONNX Runtime behind the ``encode`` of :class:`~protoembed.Embedder`.
 
-:class:`OnnxEmbedder` is an ``Embedder`` whose forward pass is the ONNX graph: ``encode`` is
-``Embedder.encode`` unchanged, and tokenisation is the :class:`~protoembed.encoder.PromptEncoder`'s own
-(template, soft-prompt slots, sentence-only truncation), built from the saved tokenizer and the
-backbone's module tree on the ``meta`` device (no weights).
+:class:`OnnxEmbedder` composes the :class:`~protoembed.batching.BatchEncoder` loop that
+``Embedder.encode`` runs with the ONNX graph as its forward pass; tokenisation is the
+:class:`~protoembed.encoder.PromptEncoder`'s own (template, soft-prompt slots, sentence-only
+truncation), built from the saved tokenizer and the backbone's module tree on the ``meta`` device (no
+weights).
 
 Session options for speed on CPU: one intra-op thread per core, every graph optimisation, sequential
 execution (the graph is one chain of layers: parallel execution only adds scheduling).
@@ -14,16 +15,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from protoembed.embedder import Embedder
+from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.graph import EXPORT_CONFIG, FORMAT_VERSION, require_onnx
+from protoembed.export.graph import require_onnx
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +57,12 @@ def _weightless_backbone(config: Any) -> torch.nn.Module:
         return AutoModel.from_config(config)
 
 
-class OnnxEmbedder(Embedder):
-    """An exported model: ``encode`` as :class:`~protoembed.Embedder`, forward by ONNX Runtime.
+class OnnxEmbedder:
+    """An exported model: ``encode`` by the :class:`~protoembed.batching.BatchEncoder` loop that
+    :meth:`protoembed.Embedder.encode` runs, with the forward pass run by ONNX Runtime.
+
+    Not a torch module: the weights and the pooling are inside the graph, so it can encode but not be
+    trained, saved or exported again.
 
     Args:
         encoder: tokenisation-only :class:`PromptEncoder` (same settings as the exported model's).
@@ -65,29 +72,27 @@ class OnnxEmbedder(Embedder):
     """
 
     def __init__(self, encoder: PromptEncoder, session: Any, config: dict[str, Any], normalize: bool) -> None:
-        torch.nn.Module.__init__(self)
         self.encoder = encoder
         self.session = session
         self.config = config
-        self.head = config["head"]
+        self.head: str = config["head"]
         self.normalize = normalize
         self._inputs = [i.name for i in session.get_inputs()]
 
     @property
-    def pooler(self):
-        """Not available: the pooling is inside the graph."""
-        raise ProtoembedError(
-            f"this is an ONNX export ({self.head} head): its pooling is inside the graph; "
-            "use the torch model for this"
-        )
-
-    @property
     def device(self) -> torch.device:
+        """Always the CPU (ONNX Runtime's CPU provider)."""
         return torch.device("cpu")
 
     @property
     def dimension(self) -> int:
+        """Width of the sentence vectors."""
         return int(self.config["dimension"])
+
+    @property
+    def tokenizer(self):
+        """The saved tokenizer."""
+        return self.encoder.tokenizer
 
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Padded batch features -> sentence vectors (B, D) from the graph."""
@@ -97,10 +102,41 @@ class OnnxEmbedder(Embedder):
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return vectors
 
+    __call__ = forward
+
+    def features(self, sentences: Sequence[str], allow_empty: bool = False) -> dict[str, torch.Tensor]:
+        """Tokenise and pad ``sentences`` into one batch (as :meth:`protoembed.Embedder.features`)."""
+        return self.encoder.collate(*self.encoder.tokenize_ids(sentences, allow_empty))
+
+    def batch_encoder(self) -> BatchEncoder:
+        """The encode loop over this export's tokenisation and its graph."""
+        return BatchEncoder(self.encoder, self.forward, self.dimension, self.device, self.normalize)
+
+    def encode(
+        self,
+        sentences: Sequence[str] | str,
+        batch_size: int = 64,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = False,
+        allow_empty: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Encode sentences to vectors: arguments, batching, order and result as
+        :meth:`protoembed.Embedder.encode`."""
+        return self.batch_encoder().encode(
+            sentences, batch_size, normalize, show_progress_bar, convert_to_tensor, allow_empty
+        )
+
+    def eval(self) -> OnnxEmbedder:
+        """Nothing to switch (the graph is inference only); returns ``self`` as a torch module would."""
+        return self
+
     def save(self, path: str | os.PathLike) -> Path:
+        """Refused: an export holds no torch modules to save."""
         raise ProtoembedError("an ONNX export cannot be saved again; export the torch model instead")
 
     def export(self, path: str | os.PathLike, quantize: str | None = None) -> Path:
+        """Refused: the graph is already exported."""
         raise ProtoembedError("an ONNX export cannot be exported again; export the torch model instead")
 
 
