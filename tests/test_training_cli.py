@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import signal
@@ -101,6 +102,32 @@ def test_train_command_two_processes(tiny_model_dirs, data_dir, tmp_path, launch
     assert log[0]["world_size"] == 2 and log[-1]["event"] == "end"
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2]  # logged once, by rank 0
     assert json.loads((out / "results.json").read_text())["best_step"] == 2
+
+
+def test_train_command_two_processes_cached(tiny_model_dirs, data_dir, tmp_path):
+    """GradCache across 2 gloo processes through the trainer (each process averages its gradients);
+    a mini_batch_size that divides the global batch but not the per-process one is refused first."""
+    if torch.cuda.is_available():
+        pytest.skip("the 2-process test is a CPU (gloo) test")
+    config = _config(tmp_path, tiny_model_dirs["bert"], "conpvp", "soft_prompt", mini_batch_size=2)
+    cmd = [sys.executable, *LAUNCHERS["torchrun"], "-m", "protoembed", "train", "--config", str(config)]
+    done = subprocess.run(
+        [*cmd, "--output-dir", str(tmp_path / "bad"), "--set", "training.mini_batch_size=8"],
+        env=_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "training.mini_batch_size 8 does not divide the per-process batch 4" in done.stderr
+    out = tmp_path / "cached"
+    done = subprocess.run(
+        [*cmd, "--output-dir", str(out)], env=_env(data_dir), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    assert log[0]["world_size"] == 2 and log[-1]["event"] == "end"
+    assert all(math.isfinite(e["loss"]) for e in log if e["event"] == "train")
 
 
 def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
