@@ -31,7 +31,9 @@ class ConPVP(ContrastiveObjective):
 
     i.e. cross-entropy over the (N, 2N) logits ``[cos(V, C+) | cos(V, C-)] / tau`` with target ``i``.
     The three views (3N rows) go through the backbone in ONE padded forward, in train mode (dropout on),
-    with gradients through all three (nothing detached), as in the authors' code. Across processes the
+    with gradients through all three (nothing detached), as in the authors' code (with
+    ``training.mini_batch_size``, every view and denoising row goes through GradCache instead,
+    :mod:`protoembed.objectives.cache`: same loss and gradients). Across processes the
     anchors and both prototype sets are gathered (logits (N·W, 2N·W)).
 
     Inputs:

@@ -18,6 +18,9 @@ no_duplicates`` no two examples of a batch share a text and an epoch may have fe
 (:mod:`protoembed.training.samplers`). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
 ``gradient_checkpointing`` (:mod:`protoembed.training.precision`) change how a step computes, not what;
 ``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
+Each step is one :func:`protoembed.training.step.forward_backward`: plain, or with ``mini_batch_size``
+the GradCache step of the contrastive objectives (:mod:`protoembed.objectives.cache`); the DataLoader's
+collate function (``num_workers`` processes) hands the step the tokenised, padded views.
 The dev score every ``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
 ``max_seq_length`` truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP
 authors' evaluation, the dev set and the saved model read whole sentences.
