@@ -1,4 +1,4 @@
-"""Training data formats (data/examples.py, data/pairs.py, data/nli.py): readers, quirks, errors, the
+"""Training data formats (data/examples.py, data/formats.py, data/pairs.py, data/nli.py): readers, quirks, errors, the
 registry's file-name inference, concatenation, NLI triplets, and the staged benchmark files."""
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protoembed.data.examples import (
-    FORMATS,
-    NLI_LABELS,
-    Examples,
-    convert,
-    infer_format,
-    nli_triplets,
-    read_examples,
-)
+from protoembed.data.examples import NLI_LABELS, Examples
+from protoembed.data.formats import FORMATS, convert, infer_format, nli_triplets, read_examples
 from protoembed.data.sts import read_sick, read_stsb
 from protoembed.errors import ProtoembedError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from protoembed.data.clustering import CLUSTERING_FILES, read_clustering
-from protoembed.data.examples import FORMATS, infer_format, read_examples
+from protoembed.data.formats import FORMATS, infer_format, read_examples
 from protoembed.errors import ProtoembedError
 from protoembed.training.components import read_training_examples
 from protoembed.training.config import config_from_dict, load_config

@@ -17,16 +17,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from protoembed.data.examples import Examples
 from protoembed.data.lines import read_lines
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
-
-if TYPE_CHECKING:
-    from protoembed.data.examples import Examples
 
 #: Dataset -> file under ``clustering/``, in the order of the clustering tables.
 CLUSTERING_FILES = {
@@ -100,8 +98,6 @@ def read_clustering_texts(path: str | os.PathLike[str], **_: Any) -> Examples:
     Raises:
         ProtoembedError: missing file or a line that is not ``label<TAB>text`` (named as ``file:line``).
     """
-    from protoembed.data.examples import Examples
-
     path = Path(path)
     _, texts, skipped = _parse(path)
     source = {

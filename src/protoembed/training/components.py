@@ -180,7 +180,7 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
     Raises:
         ProtoembedError: a missing file, an unknown format or a malformed line (named as ``file:line``).
     """
-    from protoembed.data.examples import read_examples
+    from protoembed.data.formats import read_examples
 
     data = cfg.data
     parts = [
@@ -201,12 +201,12 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
 
 def examples_for(examples: Examples, columns: Sequence[str | tuple[str, ...]], cfg: TrainConfig) -> Examples:
     """``examples`` with the ``columns`` the objective needs (converted if a registered conversion
-    applies, see :func:`protoembed.data.examples.convert`), checked to fill one batch.
+    applies, see :func:`protoembed.data.formats.convert`), checked to fill one batch.
 
     Raises:
         ProtoembedError: the columns cannot be had, or the batch is larger than the examples.
     """
-    from protoembed.data.examples import convert
+    from protoembed.data.formats import convert
 
     examples = convert(examples, columns, who=f"objective {cfg.objective.name!r}")
     batch = cfg.training.batch_size
