@@ -143,7 +143,11 @@ def export_embedder(
         write_model_card(tmp, name=target.name)
 
     clean_stale_temp(target.parent)  # what an export killed by kill -9 left, whatever its name
-    replace_dir(target, build)
+    was_training = embedder.training
+    try:
+        replace_dir(target, build)
+    finally:  # tracing runs in eval mode; the caller's model keeps its own
+        embedder.train(was_training)
     logger.info("exported %s head (%s) to %s", head, quantize or "fp32", target)
     return target
 
@@ -172,7 +176,7 @@ def _write_graph(
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                _Graph(embedder, with_states),
+                _Graph(embedder, with_states).eval(),  # the exporter restores this mode afterwards
                 tuple(probe[name] for name in inputs),
                 str(raw),
                 input_names=inputs,
