@@ -13,7 +13,7 @@ subprocess:
 - ``first step``: :func:`protoembed.training.trainer.train` of SimCSE on the default backbone (batch
   ``--batch-size``, the DataLoader collating with ``--num-workers``): seconds from the call until the
   first batch's tensors are collated (corpus read, model load, loader start), and until the first
-  optimizer step is done.
+  optimizer step is done (the libraries imported beforehand, in every measurement).
 
     python benchmarks/corpus.py [--lines 1000000] [--batch-size 64] [--num-workers 0]
 
@@ -70,6 +70,8 @@ def _config(corpus: Path, output: Path, batch: int, workers: int):
 
 def child(mode: str, corpus: Path, batch: int, workers: int) -> dict:
     """One measurement in this (fresh) process; imports come before the clock and the baseline."""
+    import sentence_transformers  # noqa: F401 - imported lazily by the model load; not what is timed
+
     from protoembed.training.components import read_training_examples
     from protoembed.training.trainer import train
 
