@@ -93,7 +93,7 @@ experiment-unsup: install
 	$(BIN)/python experiments/unsup_cpu.py --suites transfer fewshot clustering
 
 # The supervised CPU study (Table I systems on the default backbone, seeds 1-3, STS-B one epoch; the
-# cross-encoder's STS-B its configs' 2 epochs, where its dev curve stops improving): resumable; writes
+# cross-encoder's STS-B its configs' 3 epochs, where its dev curve stops improving): resumable; writes
 # docs/results/supervised-cpu.md and its figure from the run records.
 .PHONY: experiment-supervised
 experiment-supervised: install
