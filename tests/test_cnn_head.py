@@ -1,5 +1,5 @@
 """The cnn head against a direct loop computation of its reading of Choi et al. Fig. 2, against the
-layer-by-layer implementation it replaced (outputs and gradients), padding invariance, one-token inputs,
+layer-by-layer implementation it replaced, which graph export runs (outputs and gradients), padding invariance, one-token inputs,
 gradients, the parameters of saved models, and the model-level round trip through a saved folder."""
 
 from __future__ import annotations
@@ -7,24 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import protoembed
 from protoembed.heads.cnn import CNNHead
-
-
-def _layers(head: CNNHead, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The head as it was first written, layer by layer on (B, C, T, H) maps with torch's Conv2d and
-    max_pool2d: the reference of the time-major, fused implementation."""
-    x = states.unsqueeze(1)  # (B, 1, T, H)
-    mask = attention_mask.to(states.dtype)[:, None, :, None]  # (B, 1, T, 1)
-    for conv in head.convs:
-        x = torch.tanh(conv(x * mask))
-        x = F.max_pool2d(x.masked_fill(mask == 0, float("-inf")), (2, 1), (2, 1), ceil_mode=True)
-        mask = F.max_pool2d(mask, (2, 1), (2, 1), ceil_mode=True)
-        x = x.masked_fill(mask == 0, 0.0)
-    x = torch.tanh(head.project(x)) * mask  # (B, 1, T', H)
-    return x.sum(dim=(1, 2)) / mask.sum(dim=(1, 2)).clamp(min=1)
 
 
 def _direct(head: CNNHead, states: np.ndarray) -> np.ndarray:
@@ -89,7 +74,7 @@ def test_cnn_head_equals_the_layer_by_layer_head(lengths, blocks, kernel_size):
     results = []
     for forward in (
         lambda x: head({"token_embeddings": x, "attention_mask": mask})["sentence_embedding"],
-        lambda x: _layers(head, x, mask),
+        lambda x: head._forward_layers({"token_embeddings": x, "attention_mask": mask})["sentence_embedding"],
     ):
         x = states.clone().requires_grad_(True)
         head.zero_grad()

@@ -37,6 +37,7 @@ import torch
 from sentence_transformers.base.modules.module import Module
 from torch import nn
 from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
 
 #: Added to the convolution output at padded positions before max pooling: never the max of a window
 #: that holds a real position, and finite, so that it multiplies zero gradients into zeros.
@@ -177,6 +178,8 @@ class CNNHead(Module):
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
         """Adds ``sentence_embedding`` (see the module docstring)."""
+        if torch.onnx.is_in_onnx_export():
+            return self._forward_layers(features)
         states = features["token_embeddings"]
         weight = self.project.weight
         mask = features["attention_mask"].to(states.device, weight.dtype).t()  # (T, B)
@@ -190,6 +193,22 @@ class CNNHead(Module):
         )
         y = y * mask[:, :, None]  # (T', B, H); the 1x1 projection and tanh at real positions only
         features["sentence_embedding"] = (y.sum(0) / mask.sum(0).clamp(min=1)[:, None]).to(states.dtype)
+        return features
+
+    def _forward_layers(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The same outputs as :meth:`forward`, layer by layer on (B, C, T, H) maps with standard operators
+        (``conv2d``, ``max_pool2d``, masking), for graph export: an ONNX graph cannot hold
+        :class:`ConvTanhPool`'s written-out backward and in-place writes."""
+        states = features["token_embeddings"]
+        x = states.unsqueeze(1)  # (B, 1, T, H)
+        mask = features["attention_mask"].to(states.device, states.dtype)[:, None, :, None]  # (B, 1, T, 1)
+        for conv in self.convs:
+            x = torch.tanh(conv(x * mask))
+            x = F.max_pool2d(x.masked_fill(mask == 0, float("-inf")), (2, 1), (2, 1), ceil_mode=True)
+            mask = F.max_pool2d(mask, (2, 1), (2, 1), ceil_mode=True)
+            x = x.masked_fill(mask == 0, 0.0)
+        x = torch.tanh(self.project(x)) * mask  # (B, 1, T', H)
+        features["sentence_embedding"] = x.sum(dim=(1, 2)) / mask.sum(dim=(1, 2)).clamp(min=1)
         return features
 
     def get_embedding_dimension(self) -> int:
