@@ -33,15 +33,23 @@ if __package__ in (None, ""):  # run as a script: python experiments/domain_adap
 
 from experiments.domain_adapt_report import (  # noqa: E402
     CLUSTERING_FILE,
+    UNTRAINED,
+    write_report,
+)
+from experiments.records import (  # noqa: E402
+    BEST_DIR,
     CONFIG_FILE,
     ENVIRONMENT_FILE,
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    UNTRAINED,
-    write_report,
+    copy_record,
+    finished,
+    guarded,
+    load_average,
+    machine,
+    timed_call,
 )
-from experiments.records import copy_record, finished, guarded, load_average, machine, timed_call  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
@@ -93,7 +101,7 @@ def run_one(
         if not _timed(cmd, run_dir, "train_s"):
             return False
     if not (run_dir / CLUSTERING_FILE).is_file():
-        cmd = [*py, "eval", "clustering", "--model", str(run_dir / "best"), "--tasks", task]
+        cmd = [*py, "eval", "clustering", "--model", str(run_dir / BEST_DIR), "--tasks", task]
         if not _timed([*cmd, "--output", str(run_dir / CLUSTERING_FILE)], run_dir, "clustering_s", True):
             return False
     record(run_dir, record_dir, machine(load_start, load_average()))

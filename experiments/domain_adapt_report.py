@@ -20,13 +20,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import ENVIRONMENT_FILE, TIME_FILE
+from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE
 from protoembed.io import write_atomic
 
 CLUSTERING_FILE = "clustering.json"
-RESULTS_FILE = "results.json"
-LOG_FILE = "training_log.jsonl"
-CONFIG_FILE = "config.yaml"
 UNTRAINED = "untrained-default"
 
 

@@ -22,7 +22,26 @@ from typing import Any
 
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
+from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE
 
+__all__ = [
+    "BEST_DIR",
+    "CONFIG_FILE",
+    "ENVIRONMENT_FILE",
+    "LOG_FILE",
+    "RESULTS_FILE",
+    "TIME_FILE",
+    "add_time",
+    "copy_record",
+    "finished",
+    "guarded",
+    "load_average",
+    "machine",
+    "timed_call",
+]
+
+#: A run folder's names (``best/``, ``config.yaml``, ``training_log.jsonl``, ``results.json``) are
+#: :mod:`protoembed.run_layout`'s, re-exported for the studies.
 #: A record's machine description and its wall time (seconds per key, summed over resumed attempts).
 ENVIRONMENT_FILE = "environment.json"
 TIME_FILE = "study_time.json"

@@ -31,9 +31,20 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/supervised_cpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.records import add_time, copy_record, finished, guarded, load_average  # noqa: E402
+from experiments.records import (  # noqa: E402
+    BEST_DIR,
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    LOG_FILE,
+    RESULTS_FILE,
+    TIME_FILE,
+    add_time,
+    copy_record,
+    finished,
+    guarded,
+    load_average,
+)
 from experiments.unsup_cpu import environment  # noqa: E402
-from experiments.unsup_cpu_report import ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE  # noqa: E402
 from protoembed.errors import ProtoembedError  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402
 
@@ -98,8 +109,8 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
 
     if system != "cross-encoder":
         return True
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    best = _final_run_dir(run_dir, config) / "best"
+    config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    best = _final_run_dir(run_dir, config) / BEST_DIR
     if not (run_dir / MEAN_RESULTS).is_file():
         tasks = tasks if regime == "nli-stsb" else [STSB]
         if eval_sts(str(best), "mean", run_dir / MEAN_RESULTS, tasks, batch_size) != 0:
@@ -108,7 +119,7 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
         out = run_dir / stage / MEAN_RESULTS
         if (
             not out.is_file()
-            and eval_sts(str(run_dir / stage / "best"), "mean", out, [STSB], batch_size) != 0
+            and eval_sts(str(run_dir / stage / BEST_DIR), "mean", out, [STSB], batch_size) != 0
         ):
             return False
     if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
@@ -122,10 +133,10 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
 
 def record(run_dir: Path, record_dir: Path, env: dict[str, Any]) -> None:
     """Copy a finished run's small files (each stage's log and results as ``<stage>.<file>``) and ``env``."""
-    files = [(run_dir / "training_log.jsonl", "training_log.jsonl")]
-    for name in ("training_log.jsonl", RESULTS_FILE, MEAN_RESULTS):  # each stage's, as <stage>.<name>
+    files = [(run_dir / LOG_FILE, LOG_FILE)]
+    for name in (LOG_FILE, RESULTS_FILE, MEAN_RESULTS):  # each stage's, as <stage>.<name>
         files += [(p, f"{p.parent.name}.{name}") for p in sorted(run_dir.glob(f"*/{name}"))]
-    names = ("config.yaml", TIME_FILE, MEAN_RESULTS, CROSS_ENCODER_RESULTS, RESULTS_FILE)  # results last
+    names = (CONFIG_FILE, TIME_FILE, MEAN_RESULTS, CROSS_ENCODER_RESULTS, RESULTS_FILE)  # results last
     copy_record(files + [(run_dir / name, name) for name in names], record_dir, env)
 
 

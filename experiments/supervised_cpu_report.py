@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from experiments.records import LOG_FILE, RESULTS_FILE
 from experiments.unsup_cpu_report import mean_std
 from protoembed.evaluation.sts import SHORT_NAMES
 from protoembed.io import pyplot, save_figure, write_atomic
@@ -27,11 +28,11 @@ from protoembed.io import pyplot, save_figure, write_atomic
 RUN = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
 #: Table I rows: label -> (system, results file, head of the untrained column).
 ROWS = {
-    "[CLS] (cross-encoder)": ("cross-encoder", "results.json", "cls"),
+    "[CLS] (cross-encoder)": ("cross-encoder", RESULTS_FILE, "cls"),
     "Avg. (cross-encoder)": ("cross-encoder", "results-mean.json", "mean"),
-    "SBERT": ("sbert", "results.json", "mean"),
-    "CNN-SBERT": ("cnn-sbert", "results.json", "cnn"),
-    "Supervised SimCSE": ("simcse-sup", "results.json", "cls"),
+    "SBERT": ("sbert", RESULTS_FILE, "mean"),
+    "CNN-SBERT": ("cnn-sbert", RESULTS_FILE, "cnn"),
+    "Supervised SimCSE": ("simcse-sup", RESULTS_FILE, "cls"),
 }
 REGIMES = {"stsb": "STS-B", "nli": "NLI", "nli-stsb": "NLI then STS-B"}
 STSB = "STSBenchmark"
@@ -46,7 +47,7 @@ def read_records(records_dir: Path) -> dict[str, list[Path]]:
     runs: dict[str, list[Path]] = {}
     for folder in sorted(records_dir.glob("*-seed*")):
         match = RUN.match(folder.name)
-        if match and (folder / "results.json").is_file():
+        if match and (folder / RESULTS_FILE).is_file():
             runs.setdefault(match["name"], []).append(folder)
     return runs
 
@@ -79,8 +80,8 @@ def table_one(
     values: dict[str, dict[str, list[float]]] = {}
     rows = []
     for label, (system, file, head) in ROWS.items():
-        untrained = _json(records_dir / f"untrained-{head}" / "results.json")
-        cells = [_cell(*_scores([records_dir / f"untrained-{head}"], "results.json")) if untrained else "–"]
+        untrained = _json(records_dir / f"untrained-{head}" / RESULTS_FILE)
+        cells = [_cell(*_scores([records_dir / f"untrained-{head}"], RESULTS_FILE)) if untrained else "–"]
         values[label] = {}
         for regime in REGIMES:
             folders, name = runs.get(f"{system}-{regime}", []), file
@@ -135,7 +136,7 @@ def setup_text(records_dir: Path, runs: dict[str, list[Path]]) -> str:
                 entries = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines() if x.strip()]
                 start = next((e for e in entries if e.get("event") == "start"), None)
                 if start:
-                    stage = log.name.split(".")[0] if log.name != "training_log.jsonl" else "run"
+                    stage = log.name.split(".")[0] if log.name != LOG_FILE else "run"
                     steps.append(
                         f"{stage}: {start['total_steps']} steps over {start['data']['examples']:,} examples"
                     )

@@ -34,16 +34,20 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/unsup_cpu.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.records import add_time, copy_record, finished, guarded, load_average, machine  # noqa: E402
-from experiments.unsup_cpu_report import (  # noqa: E402
+from experiments.records import (  # noqa: E402
     CONFIG_FILE,
     ENVIRONMENT_FILE,
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    UNTRAINED,
-    write_report,
+    add_time,
+    copy_record,
+    finished,
+    guarded,
+    load_average,
+    machine,
 )
+from experiments.unsup_cpu_report import UNTRAINED, write_report  # noqa: E402
 from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, SUITES, suites_and_figures  # noqa: E402
 from protoembed.errors import ProtoembedError  # noqa: E402
 from protoembed.io import write_json_atomic  # noqa: E402

@@ -30,15 +30,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import ENVIRONMENT_FILE, TIME_FILE
+from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE
 from experiments.unsup_cpu_figure import plot_study
 from protoembed.evaluation.sts import SHORT_NAMES
 from protoembed.io import write_atomic
 from protoembed.report import build_report, load_results
 
-LOG_FILE = "training_log.jsonl"
-CONFIG_FILE = "config.yaml"
-RESULTS_FILE = "results.json"
 UNTRAINED = "untrained-default"
 #: The other suites run on the kept models (``<suite>.json`` beside ``results.json``), in report order.
 SUITES = ("transfer", "fewshot", "clustering")

@@ -24,12 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.records import timed_call
+from experiments.records import BEST_DIR, CONFIG_FILE, RESULTS_FILE, timed_call
 from experiments.unsup_cpu_report import (
-    CONFIG_FILE,
     FIGURE_FILES,
     FIGURES_DIR,
-    RESULTS_FILE,
     SUITE_TIME_FILE,
     SUITES,
     UNTRAINED,
@@ -108,7 +106,7 @@ def kept_model(
     Returns ``None`` when training failed (said on stderr; rerun to resume). Raises ProtoembedError when
     the STS results differ from the record's, or when ``best/`` is gone from a finished run folder.
     """
-    name, best = record_dir.name, run_dir / "best"
+    name, best = record_dir.name, run_dir / BEST_DIR
     finished = (run_dir / RESULTS_FILE).is_file()
     if finished and not best.is_dir():
         raise ProtoembedError(

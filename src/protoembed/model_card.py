@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.io import write_atomic
+from protoembed.run_layout import CONFIG_FILE, LOG_FILE, RESULTS_FILE
 
 CARD_FILE = "README.md"
 
@@ -36,7 +37,7 @@ def _read_json(path: Path) -> Any:
 def _start_entry(run_dir: Path) -> dict[str, Any]:
     """The ``start`` entry of the run's ``training_log.jsonl`` (``{}`` when absent)."""
     try:
-        lines = (run_dir / "training_log.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = (run_dir / LOG_FILE).read_text(encoding="utf-8").splitlines()
     except OSError:
         return {}
     for line in lines:
@@ -66,7 +67,7 @@ def _run_config(run_dir: Path | None) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) if run_dir else None
+        data = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) if run_dir else None
     except (OSError, yaml.YAMLError):
         return {}
     if not isinstance(data, dict):
@@ -102,7 +103,7 @@ def _needs_remote_code(folder: Path) -> bool:
 
 def _training_section(run_dir: Path) -> list[str]:
     start = _start_entry(run_dir)
-    results = _read_json(run_dir / "results.json")
+    results = _read_json(run_dir / RESULTS_FILE)
     lines = ["## Training", ""]
     objective = dict(start.get("objective") or {})
     name = objective.pop("name", "?")

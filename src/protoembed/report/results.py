@@ -26,6 +26,7 @@ from typing import Any
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.suites import SUITES as DECLARED
+from protoembed.run_layout import BEST_DIR, RESULTS_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +106,8 @@ def default_label(path: Path, data: dict[str, Any], folder: Path | None) -> str:
         name = folder.name
     elif isinstance(model, str) and model:
         parts = Path(model.rstrip("/"))
-        name = parts.parent.name if parts.name == "best" and parts.parent.name else parts.name
-    elif path.name == "results.json":
+        name = parts.parent.name if parts.name == BEST_DIR and parts.parent.name else parts.name
+    elif path.name == RESULTS_FILE:
         name = path.parent.name
     else:
         name = path.stem

@@ -25,8 +25,9 @@ from protoembed.io import (
     write_failure,
     write_json_atomic,
 )
+from protoembed.run_layout import CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 
-CHECKPOINT = "checkpoint"
+CHECKPOINT = CHECKPOINT_DIR
 STATE_FILE = "trainer_state.json"
 #: hidden siblings of ``checkpoint/``: ``replace_dir``'s temp and moved-aside copies (and this
 #: module's former fixed names ``.checkpoint.tmp`` / ``.checkpoint.old``).
@@ -74,7 +75,7 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
     Raises :class:`ProtoembedError` naming the folder, or the first config key that differs from the
     interrupted run's ``config.yaml``.
     """
-    results = output_dir / "results.json"
+    results = output_dir / RESULTS_FILE
     if not resume:
         if results.exists() or find_checkpoint(output_dir) is not None:
             raise ProtoembedError(
@@ -82,7 +83,7 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
                 "reuse it, or choose another --output-dir"
             )
         return None
-    saved = output_dir / "config.yaml"
+    saved = output_dir / CONFIG_FILE
     if saved.is_file():
         import yaml
 

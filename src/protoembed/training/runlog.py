@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.errors import WriteError
+from protoembed.run_layout import LOG_FILE
 
-LOG_FILE = "training_log.jsonl"
+__all__ = ["LOG_FILE", "RunLog"]
 
 
 class RunLog:

@@ -40,6 +40,7 @@ import yaml
 
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_atomic, write_json_atomic
+from protoembed.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.config import (
     TrainConfig,
     apply_overrides,
@@ -101,7 +102,7 @@ def stage_configs(
         )
         merged["output_dir"] = str(out / name)
         if configs:
-            merged["model"] = str(out / configs[-1][0] / "best")
+            merged["model"] = str(out / configs[-1][0] / BEST_DIR)
         configs.append((name, config_from_dict(merged, where)))
     return configs
 
@@ -187,8 +188,8 @@ def train_stages(
         final = {**results, "stages": summary}
         final["train_wall_time_s"] = round(sum(s["train_wall_time_s"] or 0.0 for s in summary), 1)
         text = yaml.safe_dump(_pipeline_dict(stages), sort_keys=False, allow_unicode=True)
-        write_atomic(top / "config.yaml", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-        write_json_atomic(top / "results.json", final)
+        write_atomic(top / CONFIG_FILE, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        write_json_atomic(top / RESULTS_FILE, final)
         return final
     return results
 

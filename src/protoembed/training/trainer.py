@@ -61,6 +61,7 @@ from protoembed.data.examples import Examples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.model_card import write_model_card
+from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
@@ -214,7 +215,7 @@ class Trainer:
                 not math.isnan(score) and (state.best_score is None or score > state.best_score)
             )
             if improved:
-                objective.save(self.output_dir / "best")
+                objective.save(self.output_dir / BEST_DIR)
                 state.best_score, state.best_step = _nan_to_none(score), step
             state.last_score = _nan_to_none(score)
             self.log.write(
@@ -239,7 +240,7 @@ class Trainer:
         from protoembed.evaluation.sts import SUITE, evaluate_sts
 
         tcfg = self.cfg.training
-        best = protoembed.load(str(self.output_dir / "best"), device=self.accelerator.device)
+        best = protoembed.load(str(self.output_dir / BEST_DIR), device=self.accelerator.device)
         results = evaluate_sts(
             lambda s: best.encode(s, batch_size=tcfg.eval_batch_size, show_progress_bar=False),
             self.data_dir,
@@ -248,7 +249,7 @@ class Trainer:
             split="test",
         )
         results.update(
-            model=str(self.output_dir / "best"),
+            model=str(self.output_dir / BEST_DIR),
             suite=SUITE.name,  # how the report reads the file
             best_step=self.state.best_step,
             stsb_dev_spearman=self.state.best_score,
@@ -277,11 +278,11 @@ class Trainer:
 
     def _kept(self) -> str:
         """What a write failure leaves of the run: ``best/`` and the checkpoint, with their steps."""
-        best = self.output_dir / "best"
+        best = self.output_dir / BEST_DIR
         kept = [f"{best} holds step {self.state.best_step}"] if self.state.best_step is not None else []
         if self.last_checkpoint_step is not None:
             kept.append(
-                f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / 'checkpoint'}"
+                f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / CHECKPOINT_DIR}"
             )
         else:
             kept.append("no checkpoint had been written yet, so a resumed run starts over")
@@ -300,7 +301,7 @@ class Trainer:
             return
         self.log.write({"event": "interrupted", "step": step, "signal": name})
         kept = (
-            f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / 'checkpoint'}"
+            f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / CHECKPOINT_DIR}"
             if self.last_checkpoint_step is not None
             else "no checkpoint had been written yet, so a resumed run starts over"
         )
@@ -342,7 +343,7 @@ class Trainer:
         elif acc.is_main_process:
             text = dump_config(self.cfg)
             write_atomic(
-                self.output_dir / "config.yaml", lambda tmp: Path(tmp).write_text(text, encoding="utf-8")
+                self.output_dir / CONFIG_FILE, lambda tmp: Path(tmp).write_text(text, encoding="utf-8")
             )
             self.log.start()
         self.state.world_size, self.state.total_steps = acc.num_processes, self.total_steps
@@ -371,8 +372,8 @@ class Trainer:
         results: dict[str, Any] = {}
         if acc.is_main_process:
             results = self._final_results()
-            write_json_atomic(self.output_dir / "results.json", results)
-            write_model_card(self.output_dir / "best", self.output_dir)  # its numbers: the run's records
+            write_json_atomic(self.output_dir / RESULTS_FILE, results)
+            write_model_card(self.output_dir / BEST_DIR, self.output_dir)  # its numbers: the run's records
             self.log.write(
                 {
                     "event": "end",
@@ -387,7 +388,7 @@ class Trainer:
                 remove_checkpoint(self.output_dir)
             self._say(
                 f"best STS-B dev Spearman {results['stsb_dev_spearman']} at step {results['best_step']}; "
-                f"STS avg {results['avg']:.2f}; model in {self.output_dir / 'best'}"
+                f"STS avg {results['avg']:.2f}; model in {self.output_dir / BEST_DIR}"
             )
         acc.wait_for_everyone()
         return results
@@ -456,7 +457,7 @@ class Trainer:
     def _stop_on_nan(self, step: int, epoch: int, value: float) -> None:
         kept = (
             f"the last good checkpoint (step {self.last_checkpoint_step}) is kept in "
-            f"{self.output_dir / 'checkpoint'}"
+            f"{self.output_dir / CHECKPOINT_DIR}"
             if self.last_checkpoint_step is not None
             else "no checkpoint had been written yet"
         )

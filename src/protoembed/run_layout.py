@@ -1,0 +1,25 @@
+"""The names inside a training run's folder: one home for every module that writes or reads them.
+
+A run folder ``<output_dir>/`` holds the best model (``best/``, a sentence-transformers folder), the
+resumable checkpoint (``checkpoint/``), the resolved config (``config.yaml``), the run log
+(``training_log.jsonl``, one JSON object a line) and the final scores (``results.json``). A staged run
+writes one such folder per stage under its own, and its own ``config.yaml`` / ``results.json`` on top.
+
+This module imports nothing, so the trainer, the report, the model card and the studies in
+``experiments/`` can all share it without pulling in torch.
+"""
+
+from __future__ import annotations
+
+#: the best model's folder (saved at each improvement on the dev set, reloaded for the final scores)
+BEST_DIR = "best"
+#: the resumable checkpoint's folder (model, optimizer, scheduler, sampler and trainer state)
+CHECKPOINT_DIR = "checkpoint"
+#: the run's resolved config, as YAML
+CONFIG_FILE = "config.yaml"
+#: the run log, one JSON object a line
+LOG_FILE = "training_log.jsonl"
+#: the run's final scores
+RESULTS_FILE = "results.json"
+
+__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "LOG_FILE", "RESULTS_FILE"]
