@@ -18,7 +18,7 @@ from protoembed.loading import build
 from protoembed.objectives import OBJECTIVES, build_objective
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.options import OptionError
-from training_helpers import tiny_config
+from training_helpers import Interrupt, stop_after, tiny_config
 
 S1 = ["a man is playing a guitar .", "two dogs are running through a field of grass .", "the cat sat ."]
 S2 = ["a woman is slicing an onion .", "a child is riding a horse .", "the cat sat on the mat ."]
@@ -356,17 +356,10 @@ def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_pa
             tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", **settings
         )
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_3(event):
-        if event["step"] == 3:
-            raise Interrupt
-
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     train(config(straight))
     with pytest.raises(Interrupt):
-        train(config(broken), callback=stop_after_3)
+        train(config(broken), callback=stop_after(3))
     train(config(broken), resume=True)
 
     def weights(out: Path) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from protoembed.training import train
 from protoembed.training.checkpoint import CHECKPOINT
 from protoembed.training.components import build_objective_from_config
 from protoembed.training.precision import enable_gradient_checkpointing
-from training_helpers import SENTENCES, tiny_config, write_corpus
+from training_helpers import SENTENCES, Interrupt, stop_after, tiny_config, write_corpus
 
 S = SENTENCES[:6]
 BATCHES = {
@@ -125,15 +125,8 @@ def test_bf16_run_trains_saves_and_resumes_to_the_same_model(
     train(config(straight), objective_factory=factory)
     assert set(seen) == {(torch.bfloat16, True)}
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_3(event):
-        if event["step"] == 3:
-            raise Interrupt
-
     with pytest.raises(Interrupt):
-        train(config(broken), objective_factory=factory, callback=stop_after_3)
+        train(config(broken), objective_factory=factory, callback=stop_after(3))
     train(config(broken), resume=True, objective_factory=factory)
     a, b = _final_weights(straight), _final_weights(broken)
     assert a.keys() == b.keys()

@@ -13,7 +13,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.components import EpochShuffleSampler
 from protoembed.training.samplers import EpochPlan, NoDuplicatesSampler, build_sampler, duplicate_counts
-from training_helpers import SENTENCES, StandInObjective, tiny_config, write_corpus
+from training_helpers import SENTENCES, Interrupt, StandInObjective, stop_after, tiny_config, write_corpus
 
 #: 24 distinct sentences and one more repeated 8 times: a batch of 8 holds at most one copy of it, so an
 #: epoch has 3 full batches without duplicates (3 copies + 21 others) where shuffle has 4.
@@ -151,16 +151,9 @@ def test_a_run_sees_no_duplicates_and_resumes_with_the_same_batches(
     assert log[0]["steps_per_epoch"] == 3
     assert [e["epoch"] for e in log if e["event"] == "train"] == [0, 0, 0, 1, 1, 1, 2, 2]
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_4(event):
-        if event["step"] == 4:
-            raise Interrupt
-
     Recording.seen = []
     broken = tiny_config(tiny_model_dirs["bert"], corpus, tmp_path / "broken", **settings)
     with pytest.raises(Interrupt):
-        train(broken, objective_factory=factory, callback=stop_after_4)
+        train(broken, objective_factory=factory, callback=stop_after(4))
     train(broken, resume=True, objective_factory=factory)
     assert Recording.seen[:3] + Recording.seen[4:] == straight  # step 4 is done again after the resume

@@ -12,7 +12,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.config import TRACKERS
 from protoembed.training.trackers import PACKAGES, PROJECT, TRACKER_DIR
-from training_helpers import standin_factory, tiny_config, write_corpus
+from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -36,16 +36,9 @@ def test_tensorboard_events_hold_the_loss_and_the_dev_score(
     cfg = tiny_config(tiny_model_dirs["bert"], write_corpus(tmp_path / "c.txt"), out, report_to="tensorboard")
     assert cfg.training.report_to == ["tensorboard"]
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_3(event):
-        if event["step"] == 3:
-            raise Interrupt
-
     # interrupted after step 3 (checkpoint at 2) and resumed: TensorBoard drops the redone step 3
     with pytest.raises(Interrupt):
-        train(cfg, objective_factory=standin_factory(), callback=stop_after_3)
+        train(cfg, objective_factory=standin_factory(), callback=stop_after(3))
     train(cfg, resume=True, objective_factory=standin_factory())
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     events = EventAccumulator(str(out / TRACKER_DIR / PROJECT))

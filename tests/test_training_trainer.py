@@ -12,7 +12,7 @@ import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.checkpoint import CHECKPOINT
-from training_helpers import standin_factory, tiny_config, write_corpus
+from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -91,15 +91,8 @@ def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(
 
     train(config(straight), objective_factory=factory)
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_3(event):
-        if event["step"] == 3:
-            raise Interrupt
-
     with pytest.raises(Interrupt):
-        train(config(broken), objective_factory=factory, callback=stop_after_3)
+        train(config(broken), objective_factory=factory, callback=stop_after(3))
     assert not (broken / "results.json").exists()
     assert json.loads((broken / CHECKPOINT / "trainer_state.json").read_text())["step"] == 2
     train(config(broken), resume=True, objective_factory=factory)

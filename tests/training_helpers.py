@@ -23,6 +23,20 @@ SENTENCES = [
 ]
 
 
+class Interrupt(Exception):
+    """Raised by :func:`stop_after`'s callback: stands for a run stopped from outside."""
+
+
+def stop_after(step: int):
+    """A trainer ``callback`` raising :class:`Interrupt` after optimizer step ``step``."""
+
+    def callback(event: dict[str, Any]) -> None:
+        if event["step"] == step:
+            raise Interrupt
+
+    return callback
+
+
 def write_corpus(path: Path, lines: list[str] | None = None, repeat: int = 4) -> Path:
     """A small corpus file (with one empty line) ending in a newline."""
     lines = lines if lines is not None else [f"{s} {i}" for i in range(repeat) for s in SENTENCES]
