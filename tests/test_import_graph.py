@@ -199,6 +199,35 @@ def test_no_new_cycle_with_deferred_imports():
     assert not new, "import cycles (counting imports inside functions):\n" + "\n".join(describe(graph, new))
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_loading_a_model_never_imports_the_training_layer():
+    # a saved model's modules (heads, the kept training MLP) and the loader sit below objectives/ and
+    # training/: no arrow points up from them, deferred imports counted
+    graph = import_graph(deferred=True)
+    for start in (
+        "protoembed.loading",
+        "protoembed.heads.mlp",
+        "protoembed.heads.cnn",
+        "protoembed.heads.mask",
+    ):
+        upward = sorted(
+            m
+            for m in reachable(graph, start)
+            if m.startswith(("protoembed.objectives", "protoembed.training"))
+        )
+        assert not upward, f"{start} imports {upward}"
+
+
 def report() -> int:
     """Print both graphs' cycles; 1 if any is not allowed."""
     failed = False

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 import torch
 
 import protoembed
+from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives import build_objective
-from protoembed.objectives.mlp import MLP, MLPPooling
 
 
 @pytest.mark.parametrize(
@@ -43,3 +46,22 @@ def test_a_loaded_mlp_keeps_its_saved_weights(tiny_model_dirs, tmp_path):
     pooling = next(m for m in loaded.modules() if isinstance(m, MLPPooling))
     torch.testing.assert_close(pooling.mlp.dense.weight, objective.mlp.dense.weight, rtol=0, atol=0)
     assert MLP(8).dense.bias.abs().sum() > 0  # without a backbone: PyTorch's default (weights loaded next)
+
+
+def test_a_folder_saved_with_the_old_module_path_still_loads(tiny_model_dirs, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="cls", device="cpu")
+    build_objective("simcse", embedder, mlp="keep").eval_embedder().save(str(tmp_path / "kept"))
+    modules_file = tmp_path / "kept" / "modules.json"
+    modules = json.loads(modules_file.read_text())
+    assert [m["type"] for m in modules].count("protoembed.heads.mlp.MLPPooling") == 1
+    sentences = ["a man is playing a guitar .", "stocks fell sharply ."]
+    expected = protoembed.load(str(tmp_path / "kept"), device="cpu").encode(sentences)
+    for m in modules:  # as written before MLPPooling moved from objectives/ to heads/
+        m["type"] = m["type"].replace("protoembed.heads.mlp.", "protoembed.objectives.mlp.")
+    modules_file.write_text(json.dumps(modules))
+    old = protoembed.load(str(tmp_path / "kept"), device="cpu").encode(sentences)
+    st = SentenceTransformer(str(tmp_path / "kept"), device="cpu", trust_remote_code=True).encode(sentences)
+    np.testing.assert_allclose(old, expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(st, expected, rtol=0, atol=1e-5)

@@ -35,7 +35,7 @@ _NAMES = {
     "contrastive_loss": "protoembed.objectives.base",
     "gather_with_grad": "protoembed.objectives.distributed",
     "scale_for_ddp_average": "protoembed.objectives.distributed",
-    "MLPPooling": "protoembed.objectives.mlp",
+    "MLPPooling": "protoembed.heads.mlp",
     **{cls: module for module, cls in _CLASSES.values()},
 }
 

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 
 from protoembed.data.examples import ColumnSpec
 from protoembed.embedder import Embedder
+from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
-from protoembed.objectives.mlp import MLP, MLPPooling
 from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
 from protoembed.objectives.precision import fp32_loss
 from protoembed.objectives.views import Rows, ViewBatch, ViewBuilder
