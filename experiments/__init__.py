@@ -7,4 +7,5 @@
   (:mod:`experiments.supervised_cpu_report`).
 - :mod:`experiments.domain_adapt`: domain adaptation on the clustering sets (``make experiment-adapt``).
 - :mod:`experiments.records`: what the studies share (time files, the machine, record folders, exit codes).
+- :mod:`experiments.script_path`: the prologue that lets a study run as ``python experiments/<study>.py``.
 """

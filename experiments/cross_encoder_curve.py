@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: python experiments/cross_encoder_curve.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import script_path  # noqa: F401  (puts the repository root on sys.path)
 
 from experiments.records import guarded, load_average  # noqa: E402
 from protoembed.io import write_atomic, write_json_atomic  # noqa: E402

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: python experiments/domain_adapt.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import script_path  # noqa: F401  (puts the repository root on sys.path)
 
 from experiments.domain_adapt_report import (  # noqa: E402
     CLUSTERING_FILE,

@@ -15,11 +15,9 @@ Run from the repository root: ``PROTOEMBED_DATA=/path/to/data python experiments
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python experiments/duplicates.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import script_path  # noqa: F401  (puts the repository root on sys.path)
 
 CONFIGS = ("configs/cpu/simcse.yaml", "configs/cpu/simcse-sup-nli.yaml", "configs/cpu/sbert-nli.yaml")
 

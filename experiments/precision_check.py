@@ -17,11 +17,9 @@ Run from the repository root: ``PROTOEMBED_DATA=/path/to/data python experiments
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python experiments/precision_check.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import script_path  # noqa: F401  (puts the repository root on sys.path)
 
 CONFIGS = tuple(
     f"configs/cpu/{name}.yaml"
