@@ -121,3 +121,36 @@ def test_bad_stages_are_one_line_errors(tmp_path, tiny_model_dirs, extra, messag
     with pytest.raises(ProtoembedError, match=message) as err:
         load_run(path)
     assert "\n" not in str(err.value)
+
+
+def test_a_stage_base_merges_under_the_stage_keys_as_a_config_base_does(tmp_path, tiny_model_dirs):
+    (tmp_path / "short.yaml").write_text("training: {max_steps: 7, lr: 0.002}\n", encoding="utf-8")
+    path = _write_config(
+        tmp_path,
+        tiny_model_dirs["bert"],
+        "x.txt",
+        stages=[{"name": "a", "base": "short.yaml", "training": {"lr": 1e-4}}],
+    )
+    ((_, cfg),) = load_run(path)
+    assert (cfg.training.max_steps, cfg.training.lr) == (7, 1e-4)  # the stage's own keys win
+
+
+@pytest.mark.parametrize(("stage_base", "top_base"), [("a.yaml", "a.yaml"), ("staged.yaml", "top.yaml")])
+def test_a_stage_base_chain_that_loops_is_the_config_include_cycle_error(
+    tmp_path, tiny_model_dirs, stage_base, top_base
+):
+    """A stage's ``base:`` chain coming back on itself (a -> b -> a), or to the config file holding the
+    stage, is the one-line error a top-level ``base:`` loop gives, with the config file first."""
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n", encoding="utf-8")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n", encoding="utf-8")
+    staged = _write_config(
+        tmp_path, tiny_model_dirs["bert"], "x.txt", stages=[{"name": "s", "base": stage_base}]
+    )
+    top = tmp_path / "top.yaml"
+    top.write_text(f"base: {top_base}\n", encoding="utf-8")
+    loop = [tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "a.yaml"] if stage_base == "a.yaml" else []
+    for path in (staged, top):
+        with pytest.raises(ProtoembedError) as err:
+            load_run(path)
+        chain = [path, *loop] if loop else [path, path]
+        assert str(err.value) == "config include cycle: " + " -> ".join(str(p) for p in chain)

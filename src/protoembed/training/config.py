@@ -374,7 +374,25 @@ def read_config_file(
     if path in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, path))
         raise ProtoembedError(f"config include cycle: {chain}")
-    data = _read_yaml(path)
+    return merge_bases(_read_yaml(path), path, _seen, origins)
+
+
+def merge_bases(
+    data: dict[str, Any],
+    path: str | os.PathLike[str],
+    _seen: tuple[Path, ...] = (),
+    origins: dict[str, Path] | None = None,
+    what: str = "'base'",
+) -> dict[str, Any]:
+    """``data`` (the mapping read from config file ``path``, or a mapping inside it such as a stage) with
+    its ``base:`` files (relative to ``path``) merged under its keys; ``data`` itself is not changed.
+
+    The included files are read with :func:`read_config_file` with ``path`` on the include chain, so a
+    chain that comes back to a file already on it is the one-line ``config include cycle: a -> b -> a``
+    error wherever the ``base:`` key sits. ``what`` names the key in the error for a malformed value.
+    """
+    path = Path(path).expanduser().absolute()
+    data = dict(data)
     bases = data.pop("base", None)
     if bases is None:
         _record_origins(data, path, origins)
@@ -382,7 +400,7 @@ def read_config_file(
     if isinstance(bases, str):
         bases = [bases]
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
-        raise ProtoembedError(f"{path}: 'base' must be a file name or a list of file names")
+        raise ProtoembedError(f"{path}: {what} must be a file name or a list of file names")
     merged: dict[str, Any] = {}
     for name in bases:
         included = path.parent / name

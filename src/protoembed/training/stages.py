@@ -47,6 +47,7 @@ from protoembed.training.config import (
     config_from_dict,
     load_config,
     merge,
+    merge_bases,
     read_config_file,
 )
 
@@ -127,16 +128,12 @@ def load_run(
 
 
 def _stage_with_base(stage: Any, path: Path) -> Any:
-    """A stage's own ``base:`` files (paths relative to the config file) merged under its keys."""
+    """A stage's own ``base:`` files (paths relative to the config file) merged under its keys, resolved
+    as the config file's own (:func:`~protoembed.training.config.merge_bases`: the same missing-file and
+    include-cycle errors, the config file itself on the include chain)."""
     if not isinstance(stage, dict) or "base" not in stage:
         return stage
-    bases = stage["base"] if isinstance(stage["base"], list) else [stage["base"]]
-    merged: dict[str, Any] = {}
-    for name in bases:
-        if not isinstance(name, str):
-            raise ProtoembedError(f"{path}: a stage's 'base' must be a file name or a list of file names")
-        merged = merge(merged, read_config_file(path.expanduser().absolute().parent / name))
-    return merge(merged, {k: v for k, v in stage.items() if k != "base"})
+    return merge_bases(stage, path, what="a stage's 'base'")
 
 
 def _check_data(stages: list[tuple[str, TrainConfig]]):
