@@ -42,12 +42,11 @@ def losses(config: str, batch_size: int, dropout: bool) -> tuple[float, float]:
     without dropout."""
     import torch
 
-    import protoembed
     from protoembed.objectives import objective_class
     from protoembed.training.components import (
         build_objective_from_config,
+        embedder_for,
         examples_for,
-        head_for,
         read_training_examples,
     )
     from protoembed.training.config import load_config
@@ -57,14 +56,7 @@ def losses(config: str, batch_size: int, dropout: bool) -> tuple[float, float]:
     examples = examples_for(read_training_examples(cfg), columns, cfg)
     batch = examples.select(range(min(batch_size, len(examples))))
     torch.manual_seed(cfg.training.seed)
-    embedder = protoembed.load(
-        cfg.model,
-        head=head_for(cfg),
-        template=cfg.template,
-        n_soft_prompt=cfg.n_soft_prompt,
-        soft_prompt_init=cfg.soft_prompt_init,
-        device="cpu",
-    )
+    embedder = embedder_for(cfg, "cpu")
     objective = build_objective_from_config(cfg, embedder).train(dropout)
     draws = None
     if hasattr(objective, "generator"):  # ConPVP: replay the template draws in the second pass

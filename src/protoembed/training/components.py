@@ -88,6 +88,21 @@ def head_for(cfg: TrainConfig) -> str | None:
     return None if cls is None else cls.head_for(cfg.objective.options)
 
 
+def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
+    """The embedder a run trains: ``cfg.model`` with the run's head (:func:`head_for`), template and soft
+    prompt, on ``device``."""
+    import protoembed
+
+    return protoembed.load(
+        cfg.model,
+        head=head_for(cfg),
+        template=cfg.template,
+        n_soft_prompt=cfg.n_soft_prompt,
+        soft_prompt_init=cfg.soft_prompt_init,
+        device=device,
+    )
+
+
 def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> TrainableObjective:
     """``protoembed.objectives.build_objective(name, embedder, max_seq_length=..., **options)``.
 

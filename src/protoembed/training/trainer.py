@@ -75,9 +75,9 @@ from protoembed.training.components import (
     ObjectiveFactory,
     TrainableObjective,
     build_objective_from_config,
+    embedder_for,
     example_loader,
     examples_for,
-    head_for,
     param_groups,
     read_training_examples,
     stsb_dev_evaluator,
@@ -144,8 +144,6 @@ class Trainer:
         from accelerate.utils import set_seed
         from transformers import get_linear_schedule_with_warmup
 
-        import protoembed
-
         cfg, tcfg = self.cfg, self.cfg.training
         check_trackers(tcfg.report_to)
         accelerator = Accelerator(
@@ -164,14 +162,7 @@ class Trainer:
         self.accelerator = accelerator
         self.log = TrackedLog(RunLog(self.output_dir, enabled=accelerator.is_main_process), accelerator)
         set_seed(tcfg.seed)
-        embedder = protoembed.load(
-            cfg.model,
-            head=head_for(cfg),
-            template=cfg.template,
-            n_soft_prompt=cfg.n_soft_prompt,
-            soft_prompt_init=cfg.soft_prompt_init,
-            device=accelerator.device,
-        )
+        embedder = embedder_for(cfg, accelerator.device)
         embedder.encoder.max_seq_length = None  # evaluation and the saved model read whole sentences
         objective: TrainableObjective = self.objective_factory(cfg, embedder)  # truncates training inputs
         if not isinstance(objective, torch.nn.Module):
