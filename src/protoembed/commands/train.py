@@ -69,13 +69,13 @@ def run_train(args: argparse.Namespace) -> int:
 
 def _kept_checkpoint(folders: list[Path]) -> str:
     """What a resumed run starts from: the latest stage folder's checkpoint, or that there is none."""
-    from protoembed.training.checkpoint import find_checkpoint, read_state
+    from protoembed.training.checkpoint import find_checkpoint, kept_checkpoint, read_state
 
     for folder in reversed(folders):
         checkpoint = find_checkpoint(folder)
         if checkpoint is not None:
-            return f"the checkpoint of step {read_state(checkpoint).step} is kept in {checkpoint}"
-    return "no checkpoint had been written yet, so a resumed run starts over"
+            return kept_checkpoint(read_state(checkpoint).step, checkpoint)
+    return kept_checkpoint(None)
 
 
 def _resume_command(args: argparse.Namespace, output_dir: str) -> str:

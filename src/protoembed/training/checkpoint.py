@@ -156,6 +156,14 @@ def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
     return final
 
 
+def kept_checkpoint(step: int | None, checkpoint: Path | None = None) -> str:
+    """What a stopped run leaves for ``--resume``, as a message clause: the checkpoint of ``step`` in the
+    folder ``checkpoint``, or (``step`` None) that there is none yet."""
+    if step is None:
+        return "no checkpoint had been written yet, so a resumed run starts over"
+    return f"the checkpoint of step {step} is kept in {checkpoint}"
+
+
 def remove_checkpoint(output_dir: Path) -> None:
     """Delete the checkpoint folders of a finished run (main process only)."""
     for folder in [output_dir / CHECKPOINT, *(p for g in _SIBLINGS for p in output_dir.glob(g))]:

@@ -66,6 +66,7 @@ from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
     find_checkpoint,
+    kept_checkpoint,
     read_state,
     remove_checkpoint,
     save_checkpoint,
@@ -271,12 +272,7 @@ class Trainer:
         """What a write failure leaves of the run: ``best/`` and the checkpoint, with their steps."""
         best = self.output_dir / BEST_DIR
         kept = [f"{best} holds step {self.state.best_step}"] if self.state.best_step is not None else []
-        if self.last_checkpoint_step is not None:
-            kept.append(
-                f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / CHECKPOINT_DIR}"
-            )
-        else:
-            kept.append("no checkpoint had been written yet, so a resumed run starts over")
+        kept.append(kept_checkpoint(self.last_checkpoint_step, self.output_dir / CHECKPOINT_DIR))
         return "training stopped: " + ", ".join(kept)
 
     def _lock(self) -> contextlib.AbstractContextManager:
@@ -291,11 +287,7 @@ class Trainer:
         if name is None:
             return
         self.log.write({"event": "interrupted", "step": step, "signal": name})
-        kept = (
-            f"the checkpoint of step {self.last_checkpoint_step} is kept in {self.output_dir / CHECKPOINT_DIR}"
-            if self.last_checkpoint_step is not None
-            else "no checkpoint had been written yet, so a resumed run starts over"
-        )
+        kept = kept_checkpoint(self.last_checkpoint_step, self.output_dir / CHECKPOINT_DIR)
         raise TrainingInterrupted(
             f"stopped by {name} after step {step} of {self.total_steps}; {kept}",
             step,
