@@ -64,11 +64,13 @@ def _worker(rank: int, world: int, port: int, model_dir: str, templates: str, ou
             grads = {k: p.grad.clone() for k, p in objective.named_parameters() if p.grad is not None}
             torch.save({"loss": loss.item(), "grads": grads}, Path(out) / f"{case}-{rank}.pt")
             del ddp, objective, loss  # free DDP's reducer while its process group lives (else exit can hang)
+            dist.barrier()  # no rank tears down a reducer the other is still reducing with
         # unequal slices (a short last batch): rank r holds r + 1 rows
         x = torch.full((rank + 1, 2), float(rank), requires_grad=True)
         gathered = gather_with_grad(x)
         (gathered * 3).sum().backward()
         torch.save({"gathered": gathered.detach(), "grad": x.grad}, Path(out) / f"gather-{rank}.pt")
+        dist.barrier()  # both ranks done before either closes gloo's pairs (else one can abort at exit)
     finally:
         dist.destroy_process_group()
 
@@ -166,6 +168,8 @@ def _cached_worker(rank: int, world: int, port: int, model_dir: str, templates: 
                 result.update(off_loss=off_loss.item(), off_grads=gradients(plain))
             torch.save(result, Path(out) / f"cached-{case}-{rank}.pt")
             del ddp, reference, cached, loss
+            dist.barrier()
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

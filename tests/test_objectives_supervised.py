@@ -452,6 +452,8 @@ def _ddp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
             grads = {k: p.grad.clone() for k, p in objective.named_parameters() if p.grad is not None}
             torch.save({"loss": loss.item(), "grads": grads}, Path(out) / f"{case}-{rank}.pt")
             del ddp, objective, loss  # free DDP's reducer while its process group lives
+            dist.barrier()
+        dist.barrier()  # both ranks done before either closes gloo's pairs (else one can abort at exit)
     finally:
         dist.destroy_process_group()
 
