@@ -30,8 +30,9 @@ import torch
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import StsPairs, load_sts_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings
-from protoembed.evaluation.sts import STS_TASKS, correlations, pair_cosines, score_sts
+from protoembed.evaluation.sts import STS_TASKS, pair_cosines, score_sts
 from protoembed.io import pyplot, save_figure
 
 #: Default numbers of removed tokens for Fig. 5.

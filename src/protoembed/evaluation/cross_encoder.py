@@ -22,7 +22,7 @@ import numpy as np
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS, canonical_task, load_sts_task
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.sts import correlations
+from protoembed.evaluation.correlation import correlations
 from protoembed.inputs import check_batch_size
 
 logger = logging.getLogger(__name__)

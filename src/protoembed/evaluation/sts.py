@@ -19,6 +19,7 @@ import numpy as np
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs, canonical_task, load_sts_task
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, Suite
 
@@ -48,15 +49,6 @@ def pair_cosines(encode: Encode, pairs: StsPairs) -> np.ndarray:
     """Cosine of every pair of ``pairs``, each distinct sentence encoded once (as :func:`evaluate_sts`)."""
     embeddings, index = sentence_embeddings(encode, [*pairs.sentences1, *pairs.sentences2])
     return cosine_scores(pairs, _unit_rows(embeddings), index)
-
-
-def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
-    """(Spearman, Pearson) x100 of ``predicted`` against ``gold``; NaN when either is constant."""
-    from scipy.stats import pearsonr, spearmanr
-
-    if len(gold) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
-        return math.nan, math.nan
-    return float(spearmanr(predicted, gold)[0]) * 100, float(pearsonr(predicted, gold)[0]) * 100
 
 
 def evaluate_sts(
