@@ -17,6 +17,11 @@ Where the other suites were run (``--suites``, :mod:`experiments.unsup_cpu_suite
 ``suite_time.json``, and ``figures/`` the analysis figures and their JSON: the page then gains the ConPVP
 paper's Tables 5 and 6, the few-shot table and Figs. 4-7, drawn by protoembed's report code
 (:func:`protoembed.report.build_report`).
+
+Records of an earlier version of the methods may sit in ``before-fixes/`` (same layout, with a
+``CHANGES.md`` saying what was fixed): the page then shows, per method, the STS average before and now
+and whether it moved by more than one seed standard deviation; the suites are read from there when the
+current records have none.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ UNTRAINED = "untrained-default"
 SUITES = ("transfer", "fewshot", "clustering")
 SUITE_TIME_FILE = "suite_time.json"
 FIGURES_DIR = "figures"
+#: Records of an earlier version of the methods, kept to show what a fix moved (``before-fixes/``: the
+#: same ``<method>-seed<k>/`` layout, its ``figures/``, and ``CHANGES.md`` saying what was fixed).
+BEFORE_DIR = "before-fixes"
+CHANGES_FILE = "CHANGES.md"
 #: ``protoembed analyze`` analysis -> its PNG in ``figures/`` (the JSON beside it, same stem).
 FIGURE_FILES = {
     "similarity": "fig4-similarity.png",
@@ -243,26 +252,31 @@ def observations(averages: dict[str, list[float]], untrained: dict[str, Any] | N
 
 
 def suite_sections(
-    path: Path, records_dir: Path, folders: list[tuple[str, str]], training_seconds: float
+    path: Path,
+    folders: list[tuple[Path, str]],
+    figures_dir: Path,
+    training_seconds: float,
+    note: str = "",
 ) -> str:
     """Transfer (ConPVP Table 5), clustering (Table 6, accuracy and NMI), few-shot and Figs. 4-7 of the
     recorded suite results, drawn by protoembed's report code; empty when none is recorded.
 
-    In: the report's path (links are relative to its folder), the records folder, ``(record folder name,
-    row label)`` in row order (the seeds of a method share its label: mean ± std), and the seconds of the
-    training records (for the total). Each table is present when some folder has its suite's JSON; the
-    compute is the sum of every ``suite_time.json`` under ``records_dir``.
+    In: the report's path (links are relative to its folder), ``(record folder, row label)`` in row order
+    (the seeds of a method share its label: mean ± std), the folder of the figures, the seconds of the
+    training records (for the total) and a sentence saying which models the suites ran on (when not the
+    records of the STS table). Each table is present when some folder has its suite's JSON; the compute
+    is the sum of the folders' and the figures' ``suite_time.json``.
     """
     files, labels, done = [], [], []
     for folder, label in folders:
-        found = [records_dir / folder / f"{suite}.json" for suite in SUITES]
+        found = [folder / f"{suite}.json" for suite in SUITES]
         found = [f for f in found if f.is_file()]
         files += found
         labels += [label] * len(found)
         if len(found) == len(SUITES):
-            done.append(folder)
+            done.append(folder.name)
     for file in FIGURE_FILES.values():
-        data = (records_dir / FIGURES_DIR / file).with_suffix(".json")
+        data = (figures_dir / file).with_suffix(".json")
         if data.is_file():
             files.append(data)
             labels.append(data.stem)
@@ -270,11 +284,12 @@ def suite_sections(
         return ""
     page = build_report(load_results(files, labels), path, figures=False)
     page = page.split("\n", 2)[2] if page.startswith("# ") else page  # the study page has its own title
-    times = [_json(p) for p in sorted(records_dir.glob(f"*/{SUITE_TIME_FILE}"))]
-    seconds = sum(float(v) for t in times for v in t.values())
+    times = [_json(d / SUITE_TIME_FILE) for d in [*(f for f, _ in folders), figures_dir]]
+    seconds = sum(float(v) for t in times if t for v in t.values())
     return (
         "\n## Transfer, clustering and few-shot of the kept models\n\n"
-        "The untrained model and the kept model of each recorded run, evaluated by `protoembed eval "
+        + (note + "\n\n" if note else "")
+        + "The untrained model and the kept model of each recorded run, evaluated by `protoembed eval "
         "transfer|fewshot|clustering` (encoded with ONNX Runtime on the model's cached fp32 export, "
         "`--runtime onnx`; few-shot looks up the vectors transfer stored, `--cache-embeddings`). "
         f"Models with all {len(SUITES)} suites recorded ({len(done)}): {', '.join(done) or 'none'}. "
@@ -356,8 +371,9 @@ def write_report(
     )
     discussion = records_dir / "DISCUSSION.md"
     untrained_label = f"untrained {first['model']} (its own head)"
-    suite_rows = [(UNTRAINED, untrained_label)]
-    suite_rows += [(f"{m}-seed{s}", labels.get(m, m)) for m in configs for s in seeds]
+    suites_dir, suites_note = _suites_dir(records_dir, [f"{m}-seed{s}" for m in configs for s in seeds])
+    suite_rows = [(records_dir / UNTRAINED, untrained_label)]
+    suite_rows += [(suites_dir / f"{m}-seed{s}", labels.get(m, m)) for m in configs for s in seeds]
     text = (
         "# Unsupervised sentence embeddings on CPU: ConPVP, its ablations, SimCSE, PromptBERT\n\n"
         f"Generated from the run records in `{records_dir}` by {command}; study status: **{status}**.\n"
@@ -379,8 +395,90 @@ def write_report(
             labels.get(reference, reference) if reference else "",
         )
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
-        + suite_sections(path, records_dir, suite_rows, total)
+        + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)
+        + suite_sections(path, suite_rows, suites_dir / FIGURES_DIR, total, suites_note)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text
+
+
+def _suites_dir(records_dir: Path, names: list[str]) -> tuple[Path, str]:
+    """Where the trained models' suite results are: the records themselves when any of ``names`` has
+    one, else the earlier records in ``before-fixes/`` (with a sentence saying so), else the records."""
+
+    def has_suites(folder: Path) -> bool:
+        return any((folder / name / f"{suite}.json").is_file() for name in names for suite in SUITES)
+
+    before = records_dir / BEFORE_DIR
+    if not has_suites(records_dir) and has_suites(before):
+        note = (
+            f"**These suites ran on the models of the earlier records** (`{before.name}/`, before the fixes "
+            "the section above describes); the STS table above is of the current records. They are not "
+            "rerun where a method's STS average moved by no more than one seed standard deviation."
+        )
+        return before, note
+    return records_dir, ""
+
+
+def changes_section(
+    before_dir: Path, records: dict[str, list[Record]], labels: dict[str, str], seeds: list[int]
+) -> str:
+    """What a fix moved: each method's STS average and STS-B dev Spearman in the earlier records
+    (``before_dir``, same seeds) against the current ones, and whether the average moved by more than
+    one seed standard deviation of the earlier records; empty when there are no earlier records.
+
+    In: the earlier records' folder (its ``CHANGES.md`` is shown first), the current records per method,
+    row labels and the study's seeds. Out: a markdown section.
+    """
+    if not before_dir.is_dir():
+        return ""
+    rows = []
+    for method, runs in records.items():
+        earlier = [r for s in seeds if (r := read_record(before_dir / f"{method}-seed{s}")) is not None]
+        if not earlier:
+            continue
+        old = [r.results["avg"] for r in earlier]
+        new = [r.results["avg"] for r in runs]
+        change = moved = "-"
+        if new:
+            delta = float(np.mean(new) - np.mean(old))
+            spread = float(np.std(old, ddof=1)) if len(old) > 1 else float("nan")
+            change = f"{delta:+.2f}"
+            moved = (
+                "-"
+                if math.isnan(spread)
+                else f"{abs(delta) / spread:.1f} ({'yes' if abs(delta) > spread else 'no'})"
+            )
+        rows.append(
+            [
+                labels.get(method, method),
+                f"{len(runs)}/{len(earlier)}",
+                mean_std(old),
+                mean_std(new),
+                change,
+                moved,
+                mean_std([r.results.get("stsb_dev_spearman") for r in earlier]),
+                mean_std([r.results.get("stsb_dev_spearman") for r in runs]),
+            ]
+        )
+    if not rows:
+        return ""
+    changes = before_dir / CHANGES_FILE
+    header = [
+        "Method",
+        "seeds rerun",
+        "Avg. before",
+        "Avg. now",
+        "change",
+        "change / std before (> 1?)",
+        "dev before",
+        "dev now",
+    ]
+    return (
+        f"\n## What the fixes moved (earlier records in `{before_dir.parent.name}/{before_dir.name}/`)\n\n"
+        + (changes.read_text(encoding="utf-8").strip() + "\n\n" if changes.is_file() else "")
+        + "STS test average (x100) and STS-B dev Spearman of the kept checkpoints, mean ± std over the seeds "
+        "each side has; the change is of the means, against the earlier records' seed standard deviation:\n\n"
+        + _table(header, rows, "lrrrrrrr")
+    )

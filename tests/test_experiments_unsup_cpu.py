@@ -460,3 +460,30 @@ def test_figures_are_drawn_after_seed_1_before_later_seeds(tmp_path, monkeypatch
         "tsne",
         "fewshot",
     ]
+
+
+def test_report_shows_what_a_fix_moved_and_reads_earlier_suites(tmp_path) -> None:
+    """Earlier records in before-fixes/: per method, the averages before and now, the change of the means
+    and the change in the earlier seeds' standard deviations (numbers recomputed here); the suites come
+    from the earlier records while the current ones have none, and the page says so."""
+    records, before = tmp_path / "records", tmp_path / "records" / "before-fixes"
+    for seed, (old, new) in enumerate([(70.0, 70.5), (71.0, 71.5), (72.0, 72.9)], start=1):
+        _write_run(before / f"simcse-seed{seed}", old, log=False)
+        _write_run(records / f"simcse-seed{seed}", new, log=False)
+    (before / "CHANGES.md").write_text("The MLP was initialised otherwise.\n")
+    (before / "simcse-seed1" / "clustering.json").write_text(json.dumps(_suite_json("clustering", "m", 50)))
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
+    assert "The MLP was initialised otherwise." in text
+    # averages are avg + 3 (see _fake_results): before 73, 74, 75 (std 1); now 73.5, 74.5, 75.9
+    change = (73.5 + 74.5 + 75.9) / 3 - 74.0
+    row = _row(text, "## What the fixes moved", "SimCSE")
+    assert row[:5] == ["3/3", "74.00 ± 1.00", "74.63 ± 1.21", f"{change:+.2f}", f"{change:.1f} (no)"]
+    assert "**These suites ran on the models of the earlier records**" in text
+    assert _row(text, "Accuracy:", "SimCSE") == ["50.00", "51.00", "50.50"]
+    (records / "simcse-seed1" / "clustering.json").write_text(json.dumps(_suite_json("clustering", "m", 60)))
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
+    assert "earlier records**" not in text and _row(text, "Accuracy:", "SimCSE") == [
+        "60.00",
+        "61.00",
+        "60.50",
+    ]
