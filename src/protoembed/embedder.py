@@ -9,11 +9,9 @@ loop over this module's forward pass. :meth:`Embedder.save` writes the sentence-
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -24,14 +22,18 @@ from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
+from protoembed.st_layout import (
+    TRANSFORMER,
+    LayoutModule,
+    library_versions,
+    module_type,
+    write_json,
+    write_modules,
+    write_st_config,
+)
 from protoembed.version import __version__
 
 PROTOEMBED_CONFIG = "protoembed.json"
-#: modules.json types written for standard modules (aliases every sentence-transformers version knows).
-_ST_TYPES = {
-    "Pooling": "sentence_transformers.models.Pooling",
-    "Normalize": "sentence_transformers.models.Normalize",
-}
 
 
 class Embedder(torch.nn.Module):
@@ -139,44 +141,18 @@ class Embedder(torch.nn.Module):
 
         Layout: root = backbone + tokenizer + ``protoembed_encoder.json`` (+ ``soft_prompt.safetensors``),
         ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
-        ``config_sentence_transformers.json``, ``protoembed.json`` (the head's name).
-        Returns the final path.
+        ``config_sentence_transformers.json``, ``protoembed.json`` (the head's name); the
+        sentence-transformers files are those of :mod:`protoembed.st_layout`. Returns the final path.
         """
-        import sentence_transformers
-        import transformers
 
         def build(tmp: Path) -> None:
-            entries = []
-            for idx, module in enumerate(self.modules_for_sentence_transformers()):
-                name = type(module).__name__
-                sub = "" if idx == 0 else f"{idx}_{name}"
-                (tmp / sub).mkdir(exist_ok=True)
-                module.save(str(tmp / sub))
-                kind = _ST_TYPES.get(name, f"{type(module).__module__}.{name}")
-                if idx == 0 and self.encoder.template is None:  # plain input: sentence-transformers' own
-                    kind = "sentence_transformers.models.Transformer"
-                entries.append({"idx": idx, "name": str(idx), "path": sub, "type": kind})
-            _write_json(tmp / "modules.json", entries)
-            versions = {
-                "sentence_transformers": sentence_transformers.__version__,
-                "transformers": transformers.__version__,
-                "pytorch": torch.__version__,
-            }
-            _write_json(
-                tmp / "config_sentence_transformers.json",
-                {
-                    "__version__": versions,
-                    "prompts": {},
-                    "default_prompt_name": None,
-                    "similarity_fn_name": "cosine",
-                },
-            )
-            _write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
+            modules = [LayoutModule(module_type(m), m) for m in self.modules_for_sentence_transformers()]
+            if self.encoder.template is None:  # plain input: sentence-transformers' own module reads it
+                modules[0] = LayoutModule(TRANSFORMER, self.encoder)
+            write_modules(tmp, modules)
+            write_st_config(tmp, library_versions("sentence_transformers", "transformers", "pytorch"))
+            write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
             write_model_card(tmp, name=Path(path).name)
 
         with quiet_transformers():
             return replace_dir(path, build)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -36,6 +36,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 from protoembed.backbones import load_backbone
 from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
+from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_config
 
 logger = logging.getLogger(__name__)
 
@@ -322,17 +323,17 @@ class PromptEncoder(InputModule):
         self.auto_model.save_pretrained(output_path, safe_serialization=safe_serialization)
         self.tokenizer.save_pretrained(output_path)
         self.save_config(output_path)
-        st_config = {
-            "max_seq_length": self.max_seq_length or self.position_budget,
-            "do_lower_case": self.do_lower_case,
-        }
-        with open(os.path.join(output_path, "sentence_bert_config.json"), "w", encoding="utf-8") as handle:
-            json.dump(st_config, handle, indent=2)
+        self.save_sentence_bert_config(output_path)
         if self.soft_prompt is not None:
             save_file(
                 {"soft_prompt": self.soft_prompt.detach().cpu().contiguous()},
                 os.path.join(output_path, SOFT_PROMPT_FILE),
             )
+
+    def save_sentence_bert_config(self, folder: str | os.PathLike[str]) -> None:
+        """Write ``sentence_bert_config.json`` into ``folder``: ``max_seq_length`` (the backbone's budget
+        when unset) and ``do_lower_case``, what sentence-transformers' own ``Transformer`` module reads."""
+        write_sentence_bert_config(folder, self.max_seq_length or self.position_budget, self.do_lower_case)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> PromptEncoder:
@@ -341,9 +342,8 @@ class PromptEncoder(InputModule):
         config: dict[str, Any] = {}
         if (root / cls.config_file_name).is_file():
             config = json.loads((root / cls.config_file_name).read_text(encoding="utf-8"))
-        elif (root / "sentence_bert_config.json").is_file():
-            st_config = json.loads((root / "sentence_bert_config.json").read_text(encoding="utf-8"))
-            config = {k: st_config[k] for k in ("max_seq_length", "do_lower_case") if k in st_config}
+        else:
+            config = read_sentence_bert_config(root) or {}
         config.update({k: v for k, v in kwargs.items() if k in cls.config_keys and v is not None})
         encoder = cls(str(root), **{k: v for k, v in config.items() if k in cls.config_keys})
         if encoder.soft_prompt is not None and (root / SOFT_PROMPT_FILE).is_file():

@@ -24,6 +24,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.export.runtime import OnnxEmbedder, is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
+from protoembed.st_layout import MODULES_FILE, read_modules
 
 
 def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
@@ -32,11 +33,10 @@ def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
 
     from protoembed.heads import MaskTokenPooling
 
-    modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
     encoder: PromptEncoder | None = None
     pooler: Module | None = None
     normalize = False
-    for entry in sorted(modules, key=lambda e: e["idx"]):
+    for entry in read_modules(path):
         kind = entry["type"].rsplit(".", 1)[-1]
         if entry["idx"] == 0 and kind in ("Transformer", "PromptEncoder"):
             encoder = PromptEncoder.load(str(path), entry["path"])
@@ -51,7 +51,7 @@ def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
         else:
             pooler = _load_registered_module(path, entry)
     if encoder is None or pooler is None:
-        raise ProtoembedError(f"{path / 'modules.json'}: expected an input module and a pooling module")
+        raise ProtoembedError(f"{path / MODULES_FILE}: expected an input module and a pooling module")
     head = _saved_head_name(path, encoder, pooler)
     return encoder, pooler, head, normalize
 
@@ -62,7 +62,7 @@ def _load_registered_module(path: Path, entry: dict[str, Any]) -> Module:
 
     module_name, _, class_name = entry["type"].rpartition(".")
     if not module_name.startswith("protoembed."):
-        raise ProtoembedError(f"{path / 'modules.json'}: module type {entry['type']!r} is not supported")
+        raise ProtoembedError(f"{path / MODULES_FILE}: module type {entry['type']!r} is not supported")
     cls = getattr(importlib.import_module(module_name), class_name)
     return cls.load(str(path), subfolder=entry["path"])
 
@@ -118,7 +118,7 @@ def load(
         options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
         options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
         return load_export(path, **options)
-    if (path / "modules.json").is_file():
+    if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
         overrides = (template, n_soft_prompt, soft_prompt_init)

@@ -23,6 +23,7 @@ from typing import Any
 
 from protoembed.io import write_atomic
 from protoembed.run_layout import CONFIG_FILE, LOG_FILE, RESULTS_FILE
+from protoembed.st_layout import MODULES_FILE
 
 CARD_FILE = "README.md"
 
@@ -97,7 +98,7 @@ def _model_rows(folder: Path, run_config: dict[str, Any]) -> list[tuple[str, str
 
 
 def _needs_remote_code(folder: Path) -> bool:
-    modules = _read_json(folder / "modules.json") or []
+    modules = _read_json(folder / MODULES_FILE) or []
     return any(not str(m.get("type", "")).startswith("sentence_transformers.") for m in modules)
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import os
 import warnings
@@ -40,6 +39,16 @@ from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
+from protoembed.st_layout import (
+    NORMALIZE,
+    POOLING,
+    TRANSFORMER,
+    LayoutModule,
+    library_versions,
+    write_json,
+    write_modules,
+    write_st_config,
+)
 from protoembed.version import __version__
 
 if TYPE_CHECKING:
@@ -139,7 +148,7 @@ def export_embedder(
             "fused": fused,
             "quantize": quantize,
         }
-        _json(tmp / EXPORT_CONFIG, config)
+        write_json(tmp / EXPORT_CONFIG, config)
         write_model_card(tmp, name=target.name)
 
     clean_stale_temp(target.parent)  # what an export killed by kill -9 left, whatever its name
@@ -262,37 +271,11 @@ def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention
 
 
 def _write_sentence_transformers_layout(embedder: Embedder, folder: Path) -> None:
-    """modules.json + Pooling (+ Normalize) configs: sentence-transformers' ONNX backend convention."""
-    import sentence_transformers
-
-    encoder = embedder.encoder
-    st_config = {
-        "max_seq_length": encoder.max_seq_length or encoder.position_budget,
-        "do_lower_case": encoder.do_lower_case,
-    }
-    _json(folder / "sentence_bert_config.json", st_config)
-    (folder / "1_Pooling").mkdir()
-    embedder.pooler.save(str(folder / "1_Pooling"))
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
+    """modules.json + Pooling (+ an empty ``2_Normalize``) + the configs: sentence-transformers' ONNX
+    backend convention (the graph replaces the root module's weights)."""
+    embedder.encoder.save_sentence_bert_config(folder)
+    modules = [LayoutModule(TRANSFORMER), LayoutModule(POOLING, embedder.pooler)]
     if embedder.normalize:
-        (folder / "2_Normalize").mkdir()
-        modules.append(
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
-        )
-    _json(folder / "modules.json", modules)
-    _json(
-        folder / "config_sentence_transformers.json",
-        {
-            "__version__": {"sentence_transformers": sentence_transformers.__version__},
-            "prompts": {},
-            "default_prompt_name": None,
-            "similarity_fn_name": "cosine",
-        },
-    )
-
-
-def _json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        modules.append(LayoutModule(NORMALIZE))
+    write_modules(folder, modules)
+    write_st_config(folder, library_versions("sentence_transformers"))
