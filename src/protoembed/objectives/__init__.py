@@ -1,9 +1,10 @@
-"""Training objectives: name -> :class:`Objective` class. A new objective is one file plus one line here.
+"""Training objectives: name -> :class:`Objective` class (the registry: :mod:`protoembed.objectives.plan`).
 
-``build_objective(name, embedder, **options)`` validates the options (an unknown key is an error naming
-it) and returns an :class:`Objective` whose ``forward(batch)`` is the training loss of a batch of examples
-(a dict of named columns, :attr:`Objective.columns`) and whose ``eval_embedder()`` is the model to
-evaluate and save.
+``plan_objective(name, options)`` parses the options (an unknown key is an error naming it) into an
+:class:`ObjectivePlan` (options, head, columns) without torch; ``plan.build(embedder)`` returns an
+:class:`Objective` whose ``forward(batch)`` is the training loss of a batch of examples (a dict of named
+columns, :attr:`Objective.columns`) and whose ``eval_embedder()`` is the model to evaluate and save.
+``build_objective(name, embedder, **options)`` does both.
 """
 
 from __future__ import annotations
@@ -11,23 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.objectives.plan import CLASSES, ObjectivePlan, objective_class, plan_objective
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
     from protoembed.objectives.base import Objective
 
-#: registry name -> module of the objective class; imported on first use (torch), so that
-#: :mod:`protoembed.objectives.option_models` (the options, for config validation) loads without torch.
-_CLASSES = {
-    "simcse": ("protoembed.objectives.simcse", "SimCSE"),
-    "promptbert": ("protoembed.objectives.promptbert", "PromptBERT"),
-    "conpvp": ("protoembed.objectives.conpvp", "ConPVP"),
-    "cross_encoder": ("protoembed.objectives.cross_encoder", "CrossEncoderObjective"),
-    "cosine_regression": ("protoembed.objectives.cosine_regression", "CosineRegression"),  # SBERT, STS-B
-    "nli_softmax": ("protoembed.objectives.nli_softmax", "NLISoftmax"),  # SBERT, NLI classification
-    "simcse_sup": ("protoembed.objectives.simcse_sup", "SupervisedSimCSE"),  # supervised SimCSE
-}
 #: the other public names, from their modules on first access
 _NAMES = {
     "ContrastiveObjective": "protoembed.objectives.base",
@@ -36,29 +26,20 @@ _NAMES = {
     "gather_with_grad": "protoembed.objectives.distributed",
     "scale_for_ddp_average": "protoembed.objectives.distributed",
     "MLPPooling": "protoembed.heads.mlp",
-    **{cls: module for module, cls in _CLASSES.values()},
+    **{cls: module for module, cls in CLASSES.values()},
 }
 
 
 def __getattr__(name: str) -> Any:
     """``OBJECTIVES`` and the classes, imported when first asked for (PEP 562)."""
     if name == "OBJECTIVES":
-        value: Any = {key: objective_class(key) for key in _CLASSES}
+        value: Any = {key: objective_class(key) for key in CLASSES}
     elif name in _NAMES:
         value = getattr(importlib.import_module(_NAMES[name]), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
-
-
-def objective_class(name: str) -> type[Objective]:
-    """The registered objective ``name``; a one-line error lists the known ones otherwise."""
-    try:
-        module, cls = _CLASSES[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(_CLASSES)}") from None
-    return getattr(importlib.import_module(module), cls)
 
 
 def build_objective(
@@ -74,7 +55,7 @@ def build_objective(
     Raises:
         ProtoembedError: unknown objective, unknown option, bad option value, or an unsuitable head.
     """
-    return objective_class(name)(embedder, max_seq_length=max_seq_length, **options)
+    return plan_objective(name, options).build(embedder, max_seq_length=max_seq_length)
 
 
 __all__ = [
@@ -83,10 +64,12 @@ __all__ = [
     "ContrastiveObjective",
     "MLPPooling",
     "Objective",
+    "ObjectivePlan",
     "PromptBERT",
     "SimCSE",
     "build_objective",
     "objective_class",
+    "plan_objective",
     "contrastive_loss",
     "gather_with_grad",
     "scale_for_ddp_average",

@@ -4,9 +4,11 @@ An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.e
 trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the head and
 every training-only part) and returns a scalar loss from :meth:`Objective.forward` for one batch of
 examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
-"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective declares the columns it needs
-(:attr:`Objective.columns`, checked against the data before step 1) and its natural head
-(:meth:`Objective.head_for`). What is evaluated and saved is :meth:`Objective.eval_embedder`.
+"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective's options model declares
+the columns it needs (:attr:`Objective.columns`, checked against the data before step 1) and its natural
+head (:attr:`Objective.default_head`); a run plans both from its options before the objective exists
+(:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
+evaluated and saved is :meth:`Objective.eval_embedder`. :func:`check_batch` checks a batch's columns.
 
 Sentences become the embedder's inputs through :class:`~protoembed.objectives.views.ViewBuilder` (the
 embedder's own template, training truncation). :class:`ContrastiveObjective` adds what the unsupervised
@@ -24,8 +26,9 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
-from protoembed.data.examples import ColumnSpec
+from protoembed.data.examples import ColumnSpec, describe_columns
 from protoembed.embedder import Embedder
+from protoembed.errors import ProtoembedError
 from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
@@ -66,43 +69,79 @@ def contrastive_loss(
 class Objective(torch.nn.Module):
     """Base class: an embedder, its training-only parts, and a loss over a batch of examples.
 
-    Subclasses set :attr:`name`, :attr:`Options` (a pydantic model of their options, see
-    :mod:`protoembed.objectives.options`), :attr:`columns` and :attr:`default_head`, and implement
-    :meth:`forward`.
+    Subclasses set :attr:`name` and :attr:`Options` (a pydantic model of their options, see
+    :mod:`protoembed.objectives.option_models`, which also declares the default head and the columns:
+    :attr:`default_head` and :attr:`columns` are read from it), and implement :meth:`forward`.
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
+        options: the parsed options, an instance of :attr:`Options` (from
+            :func:`~protoembed.objectives.plan.plan_objective`); ``None``: every option's default.
         max_seq_length: truncation of the training inputs (sentence tokens with a template, all tokens
             without); ``None`` = the embedder's own ``max_seq_length``. The embedder itself is not
             changed, so evaluation may read longer inputs than training.
-        **options: objective options, validated by :attr:`Options` (an unknown key or a bad value is a
-            one-line :class:`~protoembed.errors.ProtoembedError` naming the option).
+    Raises:
+        TypeError: ``options`` is not an instance of :attr:`Options` (raw options go through
+            :func:`~protoembed.objectives.build_objective`).
     """
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
-    #: The columns a batch must have; a tuple inside means one of those alternatives.
-    columns: ClassVar[ColumnSpec] = ("text",)
+    #: The columns a batch must have; a tuple inside means one of those alternatives (an instance has
+    #: those of its options, :meth:`ObjectiveOptions.needed_columns`).
+    columns: ClassVar[ColumnSpec] = Options.columns
     #: The embedder head used when the config names none.
-    default_head: ClassVar[str] = "cls"
+    default_head: ClassVar[str] = Options.default_head
 
-    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass declaring its own :attr:`Options` takes its columns and default head from them."""
+        super().__init_subclass__(**kwargs)
+        if "Options" in cls.__dict__:
+            cls.columns = cls.Options.columns
+            cls.default_head = cls.Options.default_head
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        options: ObjectiveOptions | None = None,
+        *,
+        max_seq_length: int | None = None,
+    ) -> None:
         super().__init__()
-        self.options = self.Options.parse(self.name, options)
+        if options is None:
+            options = self.Options()
+        elif not isinstance(options, self.Options):
+            raise TypeError(
+                f"objective {self.name!r} takes its parsed options ({self.Options.__name__}), got "
+                f"{type(options).__name__}; pass raw options to protoembed.objectives.build_objective"
+            )
+        self.options = options
+        #: the columns of a batch with these options (checked against the data before step 1)
+        self.columns = options.needed_columns()
         self.embedder = embedder
         if max_seq_length is None:
             max_seq_length = embedder.encoder.max_seq_length
         self.views = ViewBuilder(embedder.encoder, max_seq_length)
 
     @classmethod
-    def columns_for(cls, options: Mapping[str, Any]) -> ColumnSpec:
-        """The columns a run with these (raw) options needs (default: :attr:`columns`)."""
-        return cls.columns
+    def columns_for(cls, options: Mapping[str, Any] | ObjectiveOptions) -> ColumnSpec:
+        """The columns a run with these options needs: its plan's
+        (:attr:`~protoembed.objectives.plan.ObjectivePlan.columns`); raw options are parsed first."""
+        return cls._options(options).needed_columns()
 
     @classmethod
-    def head_for(cls, options: Mapping[str, Any]) -> str:
-        """The head this objective trains when the config names none (``options``: its raw options)."""
-        return cls.default_head
+    def head_for(cls, options: Mapping[str, Any] | ObjectiveOptions) -> str:
+        """The head this objective trains when the config names none: its plan's
+        (:attr:`~protoembed.objectives.plan.ObjectivePlan.head`); raw options are parsed first."""
+        return cls._options(options).trained_head()
+
+    @classmethod
+    def _options(cls, options: Mapping[str, Any] | ObjectiveOptions) -> ObjectiveOptions:
+        """``options`` parsed by :attr:`Options` (as :func:`~protoembed.objectives.plan.plan_objective`
+        parses them); already parsed options as they are."""
+        return (
+            options if isinstance(options, ObjectiveOptions) else cls.Options.parse(cls.name, dict(options))
+        )
 
     def config(self) -> dict[str, Any]:
         """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""
@@ -162,6 +201,35 @@ def batch_sentences(batch: Mapping[str, Sequence[Any]] | Sequence[str]) -> Seque
     return batch["text"] if isinstance(batch, Mapping) else batch
 
 
+def check_batch(name: str, batch: Mapping[str, Sequence[Any]], needed: ColumnSpec) -> int:
+    """The number of examples in ``batch`` after checking that it has the ``needed`` columns.
+
+    Raises:
+        ProtoembedError: ``objective 'cosine_regression': the batch has no column 'score' (it has
+            sentence1, sentence2); it needs sentence1, sentence2, score``; or columns of different
+            lengths, or an empty batch.
+    """
+    if not isinstance(batch, Mapping):
+        raise ProtoembedError(
+            f"objective {name!r}: a batch is a mapping of columns ({describe_columns(needed)}), "
+            f"got {type(batch).__name__}"
+        )
+    for column in needed:
+        options = column if isinstance(column, tuple) else (column,)
+        if not any(c in batch for c in options):
+            raise ProtoembedError(
+                f"objective {name!r}: the batch has no column {' or '.join(map(repr, options))} "
+                f"(it has {', '.join(batch) or 'none'}); it needs {describe_columns(needed)}"
+            )
+    lengths = {column: len(values) for column, values in batch.items()}
+    if len(set(lengths.values())) != 1 or not next(iter(lengths.values())):
+        shown = ", ".join(f"{column} {n}" for column, n in lengths.items())
+        raise ProtoembedError(
+            f"objective {name!r}: the batch's columns must have the same length > 0 ({shown})"
+        )
+    return next(iter(lengths.values()))
+
+
 class ContrastiveObjective(Objective):
     """A contrastive objective over sentences (SimCSE, PromptBERT, ConPVP, supervised SimCSE): InfoNCE
     (:func:`contrastive_loss`) and SimCSE's training MLP on the pooled vectors.
@@ -180,10 +248,16 @@ class ContrastiveObjective(Objective):
     """
 
     Options: ClassVar[type[ContrastiveOptions]] = ContrastiveOptions
-    columns: ClassVar[ColumnSpec] = ("text",)
+    options: ContrastiveOptions
 
-    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
-        super().__init__(embedder, max_seq_length=max_seq_length, **options)
+    def __init__(
+        self,
+        embedder: Embedder,
+        options: ContrastiveOptions | None = None,
+        *,
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__(embedder, options, max_seq_length=max_seq_length)
         hidden = int(embedder.pooler.get_embedding_dimension())
         backbone = embedder.encoder.auto_model  # the MLP starts as the backbone's own layers do
         self.mlp = MLP(hidden, backbone).to(embedder.device) if self.options.mlp != "none" else None

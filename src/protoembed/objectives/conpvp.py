@@ -74,17 +74,13 @@ class ConPVP(ContrastiveObjective):
     """
 
     name = "conpvp"
-    default_head = "soft_prompt"
-    Options = ConPVPOptions
+    Options = ConPVPOptions  # column text; head soft_prompt, mask with anchor: manual
     options: ConPVPOptions
 
-    @classmethod
-    def head_for(cls, options: Mapping[str, Any]) -> str:
-        """``soft_prompt``; the ``w/ manual`` ablation (``anchor: manual``) reads a discrete template: ``mask``."""
-        return "mask" if options.get("anchor") == "manual" else cls.default_head
-
-    def __init__(self, embedder: Embedder, **options: Any) -> None:
-        super().__init__(embedder, **options)
+    def __init__(
+        self, embedder: Embedder, options: ConPVPOptions | None = None, *, max_seq_length: int | None = None
+    ) -> None:
+        super().__init__(embedder, options, max_seq_length=max_seq_length)
         encoder = embedder.encoder
         if self.options.anchor == "soft" and encoder.soft_prompt is None:
             raise ProtoembedError(

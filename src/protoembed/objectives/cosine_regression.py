@@ -1,66 +1,16 @@
-"""SBERT's regression objective (STS Benchmark): the cosine of two sentence vectors against the gold score.
-
-Also the base of the siamese objectives here (:class:`SiameseObjective`): both sentences of every pair go
-through the same embedder, in one backbone forward, and the batch's columns are checked first.
-"""
+"""SBERT's regression objective (STS Benchmark): the cosine of two sentence vectors against the gold score."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from protoembed.data.examples import ColumnSpec, describe_columns
-from protoembed.errors import ProtoembedError
-from protoembed.objectives.base import Objective
 from protoembed.objectives.option_models import CosineRegressionOptions
 from protoembed.objectives.precision import fp32_loss
-
-
-def check_batch(name: str, batch: Mapping[str, Sequence[Any]], needed: ColumnSpec) -> int:
-    """The number of examples in ``batch`` after checking that it has the ``needed`` columns.
-
-    Raises:
-        ProtoembedError: ``objective 'cosine_regression': the batch has no column 'score' (it has
-            sentence1, sentence2); it needs sentence1, sentence2, score``; or columns of different
-            lengths, or an empty batch.
-    """
-    if not isinstance(batch, Mapping):
-        raise ProtoembedError(
-            f"objective {name!r}: a batch is a mapping of columns ({describe_columns(needed)}), "
-            f"got {type(batch).__name__}"
-        )
-    for column in needed:
-        options = column if isinstance(column, tuple) else (column,)
-        if not any(c in batch for c in options):
-            raise ProtoembedError(
-                f"objective {name!r}: the batch has no column {' or '.join(map(repr, options))} "
-                f"(it has {', '.join(batch) or 'none'}); it needs {describe_columns(needed)}"
-            )
-    lengths = {column: len(values) for column, values in batch.items()}
-    if len(set(lengths.values())) != 1 or not next(iter(lengths.values())):
-        shown = ", ".join(f"{column} {n}" for column, n in lengths.items())
-        raise ProtoembedError(
-            f"objective {name!r}: the batch's columns must have the same length > 0 ({shown})"
-        )
-    return next(iter(lengths.values()))
-
-
-class SiameseObjective(Objective):
-    """Base of the objectives over sentence pairs: ``sentence1`` and ``sentence2`` embedded by the same
-    network (SBERT's siamese structure, Reimers & Gurevych 2019, Figure 1), both columns in one forward."""
-
-    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2")
-    default_head = "mean"
-
-    def pair(self, batch: Mapping[str, Sequence[Any]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(u, v)``: the (N, H) vectors of ``sentence1`` and ``sentence2`` (one backbone forward of 2N
-        rows; no normalisation, see :meth:`Objective.embed_features`)."""
-        check_batch(self.name, batch, self.columns)
-        u, v = self.embed(batch["sentence1"], batch["sentence2"])
-        return u, v
+from protoembed.objectives.siamese import SiameseObjective
 
 
 class CosineRegression(SiameseObjective):
@@ -101,9 +51,8 @@ class CosineRegression(SiameseObjective):
     """
 
     name = "cosine_regression"
-    Options = CosineRegressionOptions
-    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", "score")
-    default_head = "mean"
+    Options = CosineRegressionOptions  # columns sentence1, sentence2, score; head mean
+    options: CosineRegressionOptions
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
         """Mean squared error between ``cos(u, v)`` and ``score / score_scale`` over the batch."""

@@ -15,17 +15,17 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from protoembed.backbones import quiet_transformers
-from protoembed.data.examples import NLI_LABELS, ColumnSpec
+from protoembed.data.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
-from protoembed.objectives.option_models import CrossEncoderOptions
+from protoembed.objectives.option_models import GOLD_COLUMNS, CrossEncoderOptions
 from protoembed.objectives.precision import fp32_loss
 
 logger = logging.getLogger(__name__)
@@ -36,8 +36,6 @@ CROSS_ENCODER_DIR = "cross_encoder"
 TASKS = ("regression", "classification")
 #: Hugging Face ``problem_type`` of each task (selects the loss of ``*ForSequenceClassification``).
 PROBLEM_TYPES = {"regression": "regression", "classification": "single_label_classification"}
-#: The gold column each task reads.
-GOLD_COLUMNS = {"regression": "score", "classification": "label"}
 #: ``CrossEncoder.predict`` applies no activation: a regression model returns the raw 0-5 score.
 IDENTITY = "torch.nn.modules.linear.Identity"
 #: ``CrossEncoder.predict`` of a model trained with ``loss: bce``: the sigmoid, i.e. the predicted score / 5.
@@ -150,15 +148,20 @@ class CrossEncoderObjective(Objective):
     """
 
     name = "cross_encoder"
-    default_head = "cls"
+    #: columns sentence1, sentence2 and score or label (an explicit task: its own); head cls
     Options = CrossEncoderOptions
-    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", ("score", "label"))
+    options: CrossEncoderOptions
 
-    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
-        super().__init__(embedder, max_seq_length=max_seq_length, **options)
+    def __init__(
+        self,
+        embedder: Embedder,
+        options: CrossEncoderOptions | None = None,
+        *,
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__(embedder, options, max_seq_length=max_seq_length)
         task = self.options.task
         tasks = TASKS if task == "auto" else (task,)
-        self.columns = self.columns_for(self.options.model_dump())  # checked against the data before step 1
         backbone = embedder.encoder.auto_model
         self.classifiers = torch.nn.ModuleDict(
             {
@@ -170,13 +173,6 @@ class CrossEncoderObjective(Objective):
         ).to(embedder.device)
         #: 0 = not yet known (``auto`` before the first batch), else 1 + index in :data:`TASKS`.
         self.register_buffer("task_code", torch.tensor(0 if task == "auto" else 1 + TASKS.index(task)))
-
-    @classmethod
-    def columns_for(cls, options: Mapping[str, Any]) -> ColumnSpec:
-        """The columns of a run with these (raw) options: an explicit task needs its own gold column
-        (``score`` or ``label``), ``auto`` either."""
-        task = options.get("task", "auto")
-        return cls.columns if task not in GOLD_COLUMNS else ("sentence1", "sentence2", GOLD_COLUMNS[task])
 
     # ------------------------------------------------------------ the task
     @property

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from protoembed.data.examples import NLI_LABELS, ColumnSpec
+from protoembed.data.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.cosine_regression import SiameseObjective, check_batch
+from protoembed.objectives.base import check_batch
 from protoembed.objectives.option_models import NLISoftmaxOptions
 from protoembed.objectives.precision import autocast_off, fp32
+from protoembed.objectives.siamese import SiameseObjective
 
 
 class NLISoftmax(SiameseObjective):
@@ -59,12 +60,17 @@ class NLISoftmax(SiameseObjective):
     """
 
     name = "nli_softmax"
-    Options = NLISoftmaxOptions
-    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", "label")
-    default_head = "mean"
+    Options = NLISoftmaxOptions  # columns sentence1, sentence2, label; head mean
+    options: NLISoftmaxOptions
 
-    def __init__(self, embedder: Embedder, *, max_seq_length: int | None = None, **options: Any) -> None:
-        super().__init__(embedder, max_seq_length=max_seq_length, **options)
+    def __init__(
+        self,
+        embedder: Embedder,
+        options: NLISoftmaxOptions | None = None,
+        *,
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__(embedder, options, max_seq_length=max_seq_length)
         hidden = int(embedder.pooler.get_embedding_dimension())
         parts = 4 if self.options.multiplication else 3
         self.classifier = torch.nn.Linear(parts * hidden, len(NLI_LABELS)).to(embedder.device)

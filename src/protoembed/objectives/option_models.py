@@ -3,22 +3,33 @@
 Each objective's ``Options`` (:attr:`protoembed.objectives.base.Objective.Options`) is declared here and
 imported by the objective's module, so :func:`options_class` finds the options of an objective by its
 registry name without importing the objective (and torch, transformers, sentence-transformers): a config
-error is reported in a fraction of a second. A test checks that :data:`OPTIONS` and the registry agree.
+error is reported in a fraction of a second. Each model also declares the objective's default head and
+columns, and how an option changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder
+with an explicit ``task`` needs that task's gold column), so that a run is planned from its options alone
+(:func:`protoembed.objectives.plan.plan_objective`). A test checks that :data:`OPTIONS` and the registry
+agree.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.options import ContrastiveOptions, MLPMode, ObjectiveOptions, PositiveNumber
+from protoembed.objectives.options import ContrastiveOptions, MLPMode, ObjectiveOptions
 from protoembed.prompts import Template
+from protoembed.pydantic_util import PositiveNumber
+
+#: The gold column each cross-encoder task reads.
+GOLD_COLUMNS = {"regression": "score", "classification": "label"}
 
 
 class ConPVPOptions(ContrastiveOptions):
     """ConPVP's options (see :class:`ConPVP`)."""
+
+    default_head: ClassVar[str] = "soft_prompt"
 
     templates: str = Field("paper", description="T+ / T- template sets: paper | official | a template file")
     denoise: Literal["none", "attention_mask"] = Field(
@@ -34,9 +45,15 @@ class ConPVPOptions(ContrastiveOptions):
         0, description="template draws (default in training: training.seed)"
     )
 
+    def trained_head(self) -> str:
+        """``soft_prompt``; the ``w/ manual`` ablation (``anchor: manual``) reads a discrete template: ``mask``."""
+        return "mask" if self.anchor == "manual" else self.default_head
+
 
 class PromptBERTOptions(ContrastiveOptions):
     """PromptBERT's options (see :class:`PromptBERT`)."""
+
+    default_head: ClassVar[str] = "mask"
 
     second_template: str | None = Field(
         None,
@@ -60,6 +77,8 @@ class PromptBERTOptions(ContrastiveOptions):
 class SupervisedSimCSEOptions(ContrastiveOptions):
     """Options of :class:`SupervisedSimCSE`: those of unsupervised SimCSE, the MLP kept by default."""
 
+    columns: ClassVar[ColumnSpec] = ("anchor", "positive")
+
     mlp: MLPMode = Field(
         "keep",
         description="Linear+Tanh on the pooled vectors: in training only | also at evaluation (supervised "
@@ -70,6 +89,9 @@ class SupervisedSimCSEOptions(ContrastiveOptions):
 class CosineRegressionOptions(ObjectiveOptions):
     """Options of :class:`CosineRegression`."""
 
+    default_head: ClassVar[str] = "mean"
+    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", "score")
+
     score_scale: PositiveNumber = Field(
         5.0, description="the gold score is divided by this (STS-B and SICK scores lie in [0, 5])"
     )
@@ -77,6 +99,9 @@ class CosineRegressionOptions(ObjectiveOptions):
 
 class NLISoftmaxOptions(ObjectiveOptions):
     """Options of :class:`NLISoftmax`."""
+
+    default_head: ClassVar[str] = "mean"
+    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", "label")
 
     multiplication: bool = Field(
         False,
@@ -88,6 +113,8 @@ class NLISoftmaxOptions(ObjectiveOptions):
 class CrossEncoderOptions(ObjectiveOptions):
     """Options of :class:`CrossEncoderObjective`."""
 
+    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2", ("score", "label"))
+
     task: Literal["auto", "regression", "classification"] = Field(
         "auto",
         description="regression on score (GLUE STS-B: MSE) | classification of the NLI label (GLUE MNLI: "
@@ -98,6 +125,12 @@ class CrossEncoderOptions(ObjectiveOptions):
         description="the regression loss: mse on the raw 0-5 score (GLUE STS-B) | bce: binary "
         "cross-entropy with logits on score/5 (sentence-transformers' STS-B cross-encoder recipe)",
     )
+
+    def needed_columns(self) -> ColumnSpec:
+        """An explicit task needs its own gold column (``score`` or ``label``), ``auto`` either."""
+        if self.task not in GOLD_COLUMNS:
+            return self.columns
+        return ("sentence1", "sentence2", GOLD_COLUMNS[self.task])
 
 
 #: registry name -> options model, for every objective of :data:`protoembed.objectives.OBJECTIVES`

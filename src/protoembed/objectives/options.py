@@ -1,83 +1,27 @@
-"""Declared options: pydantic models for objective options (and the training config), one-line errors.
+"""Declared options: the pydantic base model of objective options, with one-line errors.
 
-Every objective declares its options as a subclass of :class:`ObjectiveOptions` next to its class
-(``SimCSE.Options``, ...): field types, defaults, allowed values and a description, which the config
-schema in ``configs/README.md`` is generated from. Unknown keys are errors (``extra="forbid"``); values are
-checked strictly (``1`` is not ``true``, ``1.5`` is not an integer), except that a float field accepts a
-numeric string, since YAML 1.1 reads ``1e-5`` (written without a dot) as a string.
+Every objective declares its options as a subclass of :class:`ObjectiveOptions`
+(:mod:`protoembed.objectives.option_models`, torch-free; ``SimCSE.Options``, ...): field types, defaults,
+allowed values and a description, which the config schema in ``configs/README.md`` is generated from.
+The model also says what a run plans from the options before the objective exists: the head it trains
+when the config names none (:meth:`ObjectiveOptions.trained_head`) and the columns a batch must have
+(:meth:`ObjectiveOptions.needed_columns`); see :mod:`protoembed.objectives.plan`.
 
-:func:`problem` turns one pydantic error into the end of a one-line message (``must be at least 1, got
-0``); the config and the objectives put the key and the file in front of it.
+Unknown keys are errors and values are checked strictly (:data:`protoembed.pydantic_util.STRICT`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic import BaseModel, Field, ValidationError
 
+from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
+from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem
 
-
-def _number_from_text(value: Any) -> Any:
-    """A numeric string as a float (YAML 1.1 reads ``1e-5`` as a string); anything else unchanged."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-#: A finite float; ints and numeric strings are accepted.
-Number = Annotated[float, BeforeValidator(_number_from_text)]
-#: A finite float > 0.
-PositiveNumber = Annotated[float, BeforeValidator(_number_from_text), Field(gt=0)]
 #: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
 MLPMode = Literal["train", "keep", "none"]
-
-#: Model settings shared by the config sections and the objective options.
-STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-def problem(error: ErrorDetails) -> str:
-    """What is wrong with one value, e.g. ``expected a number, got 'fast'`` (no key, no file)."""
-    kind, ctx = error["type"], error.get("ctx") or {}
-    got = f", got {error.get('input')!r}"
-    if kind == "missing":
-        return "is required"
-    if kind == "bool_type":
-        return "expected true or false" + got
-    if kind.startswith("int_"):
-        return "expected an integer" + got
-    if kind == "finite_number":
-        return "expected a finite number" + got
-    if kind in ("float_type", "float_parsing"):
-        return "expected a number" + got
-    if kind.startswith("string_"):
-        return "expected a non-empty string" + got
-    if kind == "literal_error":
-        return f"expected {str(ctx.get('expected', '')).replace(chr(39), '')}" + got
-    if kind == "greater_than_equal":
-        return f"must be at least {ctx['ge']}" + got
-    if kind == "greater_than":
-        return ("must be a positive number" if ctx["gt"] == 0 else f"must be greater than {ctx['gt']}") + got
-    if kind == "less_than_equal":
-        return f"must be at most {ctx['le']}" + got
-    if kind == "too_short":
-        return "must not be empty" + got
-    if kind in ("list_type", "model_type", "dict_type", "model_attributes_type"):
-        return "expected a " + ("list" if kind == "list_type" else "mapping (section)") + got
-    if kind == "value_error":
-        return str(ctx.get("error", error["msg"]))
-    return error["msg"] + got
-
-
-def first_error(err: ValidationError) -> tuple[tuple[str | int, ...], ErrorDetails]:
-    """The location (field names and list indexes) and details of the first error of ``err``."""
-    error = err.errors(include_url=False)[0]
-    return tuple(part for part in error["loc"] if isinstance(part, int) or part.isidentifier()), error
 
 
 class OptionError(ProtoembedError):
@@ -89,9 +33,18 @@ class OptionError(ProtoembedError):
 
 
 class ObjectiveOptions(BaseModel):
-    """Base of an objective's options; :meth:`parse` validates a dict with one-line errors."""
+    """Base of an objective's options; :meth:`parse` validates a dict with one-line errors.
+
+    A subclass also sets :attr:`default_head` and :attr:`columns` (the objective class reads them from
+    here) and overrides :meth:`trained_head` / :meth:`needed_columns` where an option changes them.
+    """
 
     model_config = STRICT
+
+    #: The embedder head the objective trains when the config names none.
+    default_head: ClassVar[str] = "cls"
+    #: The columns a batch must have; a tuple inside means one of those alternatives.
+    columns: ClassVar[ColumnSpec] = ("text",)
 
     @classmethod
     def parse(cls, objective: str, options: dict[str, Any]) -> ObjectiveOptions:
@@ -113,9 +66,18 @@ class ObjectiveOptions(BaseModel):
                 ) from None
             raise OptionError(f"objective {objective!r}: option {key!r}: {problem(error)}", key) from None
 
+    def trained_head(self) -> str:
+        """The head a run with these options trains when the config names none (:attr:`default_head`)."""
+        return self.default_head
+
+    def needed_columns(self) -> ColumnSpec:
+        """The columns a run with these options reads (:attr:`columns`)."""
+        return self.columns
+
 
 class ContrastiveOptions(ObjectiveOptions):
-    """Options every contrastive objective here has: the temperature and the training MLP."""
+    """Options every contrastive objective here has: the temperature and the training MLP (unsupervised
+    SimCSE's own: head ``cls``, a ``text`` column)."""
 
     temperature: PositiveNumber = Field(0.05, description="tau, the softmax temperature of InfoNCE")
     mlp: MLPMode = Field(

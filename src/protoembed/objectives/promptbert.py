@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import torch
 
@@ -93,12 +92,17 @@ class PromptBERT(ContrastiveObjective):
     """
 
     name = "promptbert"
-    default_head = "mask"
-    Options = PromptBERTOptions
+    Options = PromptBERTOptions  # column text; head mask
     options: PromptBERTOptions
 
-    def __init__(self, embedder: Embedder, **options: Any) -> None:
-        super().__init__(embedder, **options)
+    def __init__(
+        self,
+        embedder: Embedder,
+        options: PromptBERTOptions | None = None,
+        *,
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__(embedder, options, max_seq_length=max_seq_length)
         encoder = embedder.encoder
         if encoder.template is None or encoder.soft_prompt is not None:
             raise ProtoembedError(

@@ -50,8 +50,7 @@ class SimCSE(ContrastiveObjective):
     """
 
     name = "simcse"
-    default_head = "cls"
-    Options = ContrastiveOptions
+    Options = ContrastiveOptions  # column text; head cls
 
     def build_rows(
         self, batch: Mapping[str, Sequence[str]] | Sequence[str]

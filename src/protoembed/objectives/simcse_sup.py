@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from protoembed.data.examples import ColumnSpec
-from protoembed.objectives.base import ContrastiveObjective, contrastive_loss
-from protoembed.objectives.cosine_regression import check_batch
+from protoembed.objectives.base import ContrastiveObjective, check_batch, contrastive_loss
 from protoembed.objectives.option_models import SupervisedSimCSEOptions
 from protoembed.objectives.views import Rows, ViewBatch
 
@@ -64,9 +62,8 @@ class SupervisedSimCSE(ContrastiveObjective):
     """
 
     name = "simcse_sup"
-    Options = SupervisedSimCSEOptions
-    columns: ClassVar[ColumnSpec] = ("anchor", "positive")
-    default_head = "cls"
+    Options = SupervisedSimCSEOptions  # columns anchor, positive; head cls
+    options: SupervisedSimCSEOptions
 
     def build_rows(self, batch: Mapping[str, Sequence[Any]]) -> tuple[Rows, int, dict[str, torch.Tensor]]:
         """The anchors, positives and (if any) negatives, N rows each, in the embedder's format."""

@@ -77,15 +77,10 @@ def stsb_dev_evaluator(
 
 
 def head_for(cfg: TrainConfig) -> str | None:
-    """The embedder head of a run: the config's ``head``, else the objective's own
-    (:meth:`protoembed.objectives.Objective.head_for`: e.g. ConPVP's ``w/ manual`` ablation gets ``mask``);
-    ``None`` (the model's own) for an objective outside the registry."""
-    from protoembed.objectives import OBJECTIVES
-
-    if cfg.head is not None:
-        return cfg.head
-    cls = OBJECTIVES.get(cfg.objective.name)
-    return None if cls is None else cls.head_for(cfg.objective.options)
+    """The embedder head of a run: the config's ``head``, else the objective's own from its plan
+    (:attr:`protoembed.objectives.plan.ObjectivePlan.head`: e.g. ConPVP's ``w/ manual`` ablation gets
+    ``mask``); ``None`` (the model's own) for an objective outside the registry."""
+    return cfg.head if cfg.head is not None else cfg.objective.plan.head
 
 
 def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
@@ -104,18 +99,14 @@ def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
 
 
 def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> TrainableObjective:
-    """``protoembed.objectives.build_objective(name, embedder, max_seq_length=..., **options)``.
+    """The config's objective around ``embedder``, built from its plan
+    (:meth:`protoembed.objectives.plan.ObjectivePlan.build`).
 
     The objective truncates its training inputs to the config's ``max_seq_length``. An objective with a
     ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config sets
     ``objective.seed``, so that the seeds of a study vary every random choice.
     """
-    from protoembed.objectives import build_objective, objective_class
-
-    options = dict(cfg.objective.options)
-    if "seed" in objective_class(cfg.objective.name).Options.model_fields and "seed" not in options:
-        options["seed"] = cfg.training.seed
-    return build_objective(cfg.objective.name, embedder, max_seq_length=cfg.max_seq_length, **options)
+    return cfg.objective.plan.build(embedder, max_seq_length=cfg.max_seq_length, seed=cfg.training.seed)
 
 
 class EpochShuffleSampler(torch.utils.data.Sampler):

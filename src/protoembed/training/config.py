@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -29,7 +30,9 @@ from pydantic import (
 
 from protoembed.data.sts import STS_TASKS, canonical_task
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.options import STRICT, Number, ObjectiveOptions, first_error, problem
+from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.plan import ObjectivePlan, plan_objective
+from protoembed.pydantic_util import STRICT, Number, first_error, problem
 
 
 def _text(value: Any) -> Any:
@@ -50,12 +53,26 @@ OptionalText = Annotated[str, Field(min_length=1)] | None
 
 
 class ObjectiveConfig(BaseModel):
-    """``objective:`` section: the registry name; every other key is an option of that objective."""
+    """``objective:`` section: the registry name; every other key is an option of that objective.
+
+    Validating the section plans the objective once (:func:`~protoembed.objectives.plan.plan_objective`,
+    no torch): :attr:`plan` holds the parsed options, the head and the columns the run uses, and
+    ``options`` the options the config set (parsed).
+    """
 
     model_config = STRICT
 
     name: Name = Field(description="a registered objective, e.g. conpvp, cosine_regression (required)")
     options: dict[str, Any] = Field(default_factory=dict, description="the objective's own options")
+    _plan: ObjectivePlan | None = PrivateAttr(default=None)
+
+    @property
+    def plan(self) -> ObjectivePlan:
+        """The objective's plan, made when the section was validated (planned here if it was built
+        without validation)."""
+        if self._plan is None:
+            self._plan = plan_objective(self.name, self.options)
+        return self._plan
 
     @model_validator(mode="before")
     @classmethod
@@ -71,7 +88,6 @@ class ObjectiveConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
-        from protoembed.objectives.option_models import options_class
         from protoembed.objectives.options import OptionError
 
         bad = [k for k in self.options if not isinstance(k, str)]
@@ -79,13 +95,13 @@ class ObjectiveConfig(BaseModel):
             raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
         extra = (info.context or {}).get("objectives", {})
         try:
-            model = extra[self.name] if self.name in extra else options_class(self.name)  # no torch
-            parsed = model.parse(self.name, self.options)
+            plan = plan_objective(self.name, self.options, options_model=extra.get(self.name))  # no torch
         except OptionError as err:
             raise ConfigKeyError(f"objective.{err.key}", str(err), full=True) from None
         except ProtoembedError as err:
             raise ConfigKeyError("objective.name", str(err), full=True) from None
-        self.options = parsed.model_dump(include=set(self.options))
+        self.options = plan.given_options()
+        self._plan = plan
         return self
 
 

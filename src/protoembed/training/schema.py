@@ -46,7 +46,7 @@ def _fields(model: type[BaseModel], indent: int, skip: tuple[str, ...] = ()) -> 
 
 def schema_yaml() -> str:
     """The config schema as commented YAML (every key, its default and meaning); configs/README.md shows it."""
-    from protoembed.objectives import OBJECTIVES
+    from protoembed.objectives.option_models import OPTIONS
     from protoembed.objectives.options import ContrastiveOptions
 
     lines = [_line(0, "base: other.yaml", "or a list; merged first, in order, paths relative to this file")]
@@ -56,17 +56,17 @@ def schema_yaml() -> str:
             continue
         lines.append(_line(0, "objective:", "the objective; every other key is one of its options"))
         lines.append(_line(2, "name: conpvp", ObjectiveConfig.model_fields["name"].description or ""))
-        contrastive = [n for n, c in OBJECTIVES.items() if issubclass(c.Options, ContrastiveOptions)]
+        contrastive = [n for n, model in OPTIONS.items() if issubclass(model, ContrastiveOptions)]
         lines.append(f"  # {', '.join(contrastive)}:")
         lines += _fields(ContrastiveOptions, 2)
         shared = tuple(ContrastiveOptions.model_fields)
-        for name, cls in OBJECTIVES.items():
+        for name, model in OPTIONS.items():
             base = ContrastiveOptions.model_fields
-            own = cls.Options.model_fields  # a shared option with another default is listed as its own
+            own = model.model_fields  # a shared option with another default is listed as its own
             skip = (
                 tuple(f for f in shared if own[f].default == base[f].default) if name in contrastive else ()
             )
-            if set(cls.Options.model_fields) - set(skip):
+            if set(model.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
-                lines += _fields(cls.Options, 2, skip=skip)
+                lines += _fields(model, 2, skip=skip)
     return "\n".join(lines) + "\n"

@@ -137,16 +137,15 @@ def _stage_with_base(stage: Any, path: Path) -> Any:
 
 
 def _check_data(stages: list[tuple[str, TrainConfig]]):
-    """Read every stage's data and match it to its objective's columns (fails before any training)."""
-    from protoembed.objectives import objective_class
+    """Read every stage's data and match it to the columns of its objective's plan (fails before any
+    training)."""
     from protoembed.training.components import examples_for, read_training_examples
 
     examples = []
     for name, cfg in stages:
         try:
             raw = read_training_examples(cfg)
-            columns = objective_class(cfg.objective.name).columns_for(cfg.objective.options)
-            examples.append(examples_for(raw, columns, cfg))
+            examples.append(examples_for(raw, cfg.objective.plan.columns, cfg))
         except ProtoembedError as err:
             raise ProtoembedError(f"stage {name!r}: {err}") from None
     return examples

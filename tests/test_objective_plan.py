@@ -1,0 +1,210 @@
+"""An objective is planned once: plan_objective(name, options) is what config validation, the head, the
+data columns and building read (no torch until the objective is built)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import protoembed
+from protoembed.errors import ProtoembedError
+from protoembed.objectives import OBJECTIVES, build_objective, plan_objective
+from protoembed.objectives.option_models import OPTIONS
+from protoembed.objectives.options import ObjectiveOptions, OptionError
+from protoembed.objectives.plan import CLASSES
+from protoembed.training.config import config_from_dict
+
+SECOND = 'This sentence : "<S>" means [MASK] .'
+#: (objective, options, head, columns) as the classes' own head_for / columns_for gave them before the
+#: plan existed, for every registered objective and its ablation options.
+OLD_PATH = [
+    ("simcse", {}, "cls", ("text",)),
+    ("simcse", {"mlp": "keep"}, "cls", ("text",)),
+    ("simcse", {"mlp": "none", "temperature": 0.1}, "cls", ("text",)),
+    ("promptbert", {}, "mask", ("text",)),
+    ("promptbert", {"denoise": False}, "mask", ("text",)),
+    ("promptbert", {"second_template": SECOND}, "mask", ("text",)),
+    ("conpvp", {}, "soft_prompt", ("text",)),
+    ("conpvp", {"anchor": "manual"}, "mask", ("text",)),
+    ("conpvp", {"anchor": "soft"}, "soft_prompt", ("text",)),
+    ("conpvp", {"prototypes": False}, "soft_prompt", ("text",)),
+    ("conpvp", {"negative_prototypes": False}, "soft_prompt", ("text",)),
+    ("conpvp", {"denoise": "attention_mask"}, "soft_prompt", ("text",)),
+    ("conpvp", {"templates": "official", "anchor": "manual", "seed": 3}, "mask", ("text",)),
+    ("cross_encoder", {}, "cls", ("sentence1", "sentence2", ("score", "label"))),
+    ("cross_encoder", {"task": "auto"}, "cls", ("sentence1", "sentence2", ("score", "label"))),
+    ("cross_encoder", {"task": "regression"}, "cls", ("sentence1", "sentence2", "score")),
+    ("cross_encoder", {"task": "classification"}, "cls", ("sentence1", "sentence2", "label")),
+    ("cross_encoder", {"task": "regression", "loss": "bce"}, "cls", ("sentence1", "sentence2", "score")),
+    ("cosine_regression", {}, "mean", ("sentence1", "sentence2", "score")),
+    ("cosine_regression", {"score_scale": 1.0}, "mean", ("sentence1", "sentence2", "score")),
+    ("nli_softmax", {}, "mean", ("sentence1", "sentence2", "label")),
+    ("nli_softmax", {"multiplication": True}, "mean", ("sentence1", "sentence2", "label")),
+    ("simcse_sup", {}, "cls", ("anchor", "positive")),
+    ("simcse_sup", {"mlp": "train"}, "cls", ("anchor", "positive")),
+]
+
+TEXT = ["a man is playing a guitar .", "a woman is slicing an onion .", "the cat sat on the mat ."]
+PAIRS = {"sentence1": TEXT, "sentence2": TEXT[::-1]}
+BATCHES = {
+    "simcse": TEXT,
+    "promptbert": TEXT,
+    "conpvp": TEXT,
+    "cross_encoder": {**PAIRS, "score": [1.0, 2.5, 4.0]},
+    "cosine_regression": {**PAIRS, "score": [1.0, 2.5, 4.0]},
+    "nli_softmax": {**PAIRS, "label": [0, 1, 2]},
+    "simcse_sup": {"anchor": TEXT, "positive": TEXT[::-1]},
+}
+
+
+def _config(name: str, options: dict, **training) -> dict:
+    return {
+        "objective": {"name": name, **options},
+        "data": {"corpus": "corpus.txt"},
+        "max_seq_length": 16,
+        "training": training,
+    }
+
+
+def test_every_registered_objective_is_in_the_table():
+    assert {name for name, *_ in OLD_PATH} == set(CLASSES) == set(OPTIONS)
+
+
+@pytest.mark.parametrize(("name", "options", "head", "columns"), OLD_PATH)
+def test_the_plan_gives_the_head_and_columns_of_the_old_path(name, options, head, columns):
+    plan = plan_objective(name, options)
+    assert (plan.name, plan.head, plan.columns, plan.registered) == (name, head, columns, True)
+    assert plan.options == OPTIONS[name].parse(name, options) and plan.given == frozenset(options)
+    # the class-level API reads the same declarations
+    cls = OBJECTIVES[name]
+    assert plan.objective_class is cls and cls.Options is OPTIONS[name]
+    assert (cls.head_for(options), cls.columns_for(options)) == (head, columns)
+    assert (cls.head_for(plan.options), cls.columns_for(plan.options)) == (head, columns)
+    assert (cls.default_head, cls.columns) == (cls.Options.default_head, cls.Options.columns)
+    # a validated config holds this plan, and the run's parts read it
+    cfg = config_from_dict(_config(name, options))
+    assert cfg.objective.plan == plan and cfg.objective.options == plan.given_options()
+
+    from protoembed.training.components import head_for
+
+    assert head_for(cfg) == head
+
+
+def test_planning_and_config_validation_import_no_torch():
+    code = (
+        "import sys\n"
+        "from protoembed.objectives import plan_objective\n"
+        "from protoembed.training.config import config_from_dict\n"
+        "plan = plan_objective('conpvp', {'anchor': 'manual'})\n"
+        "cfg = config_from_dict({'objective': 'cross_encoder', 'data': {'corpus': 'x.txt'}})\n"
+        "print(plan.head, cfg.objective.plan.columns, 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["mask", "('sentence1',", "'sentence2',", "('score',", "'label'))", "False"]
+
+
+def test_a_run_parses_its_objective_options_once(monkeypatch, tiny_model_dirs, tmp_path):
+    """Config validation plans the objective; the head, the data columns and the built objective read
+    that plan: the options are parsed once, the class looked up only to build."""
+    from protoembed.objectives import plan as plan_module
+    from protoembed.training import components, stages
+
+    parsed: list[str] = []
+    classes: list[str] = []
+    real_parse = ObjectiveOptions.parse.__func__
+    real_class = plan_module.objective_class
+
+    def parse(cls, objective, options):
+        parsed.append(objective)
+        return real_parse(cls, objective, options)
+
+    def objective_class(name):
+        classes.append(name)
+        return real_class(name)
+
+    monkeypatch.setattr(ObjectiveOptions, "parse", classmethod(parse))
+    monkeypatch.setattr(plan_module, "objective_class", objective_class)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXT * 4) + "\n", encoding="utf-8")
+    data = _config("conpvp", {"anchor": "manual"}, batch_size=4, seed=11)
+    data["data"]["corpus"] = str(corpus)
+    cfg = config_from_dict(data)
+    assert parsed == ["conpvp"]
+    assert components.head_for(cfg) == "mask"
+    [examples] = stages._check_data([("only", cfg)])
+    assert examples.names == ("text",)
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=components.head_for(cfg), device="cpu")
+    objective = components.build_objective_from_config(cfg, embedder)
+    assert parsed == ["conpvp"] and classes == ["conpvp"]
+    assert objective.options.seed == 11 and objective.options.anchor == "manual"  # training.seed filled in
+
+
+def test_build_uses_the_run_seed_only_for_an_unset_seed_option(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="soft_prompt", device="cpu")
+    assert plan_objective("conpvp").build(embedder, seed=7).options.seed == 7
+    assert plan_objective("conpvp", {"seed": 3}).build(embedder, seed=7).options.seed == 3
+    assert plan_objective("conpvp").build(embedder).options.seed == 0
+    assert plan_objective("conpvp").options.seed == 0  # the plan itself is not changed
+    simcse = plan_objective("simcse").build(embedder, seed=7)
+    assert "seed" not in simcse.config()
+
+
+@pytest.mark.parametrize(("name", "options", "head", "columns"), OLD_PATH[::2] + [OLD_PATH[7]])
+def test_building_from_the_plan_equals_building_from_raw_options(
+    name, options, head, columns, tiny_model_dirs
+):
+    """Same state_dict (keys and values) and the same loss on a tiny batch with a fixed seed."""
+
+    def built(make):
+        torch.manual_seed(0)
+        embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=head, max_seq_length=16, device="cpu")
+        torch.manual_seed(1)
+        objective = make(embedder).train()
+        torch.manual_seed(2)
+        batch = BATCHES["nli_softmax"] if columns[-1] == "label" else BATCHES[name]
+        return objective, objective(batch)
+
+    raw, raw_loss = built(lambda e: build_objective(name, e, **options))
+    planned, planned_loss = built(lambda e: plan_objective(name, options).build(e))
+    assert type(raw) is type(planned) and raw.options == planned.options
+    assert planned.columns == columns and raw.config() == planned.config()
+    raw_state, planned_state = raw.state_dict(), planned.state_dict()
+    assert list(raw_state) == list(planned_state)
+    for key, value in raw_state.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, planned_state[key]), key
+    assert torch.isfinite(raw_loss) and torch.equal(raw_loss, planned_loss)
+
+
+def test_an_objective_takes_parsed_options(tiny_model_dirs):
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", device="cpu")
+    cls = OBJECTIVES["cosine_regression"]
+    assert cls(embedder).options == cls.Options()
+    assert cls(embedder, cls.Options(score_scale=1.0)).options.score_scale == 1.0
+    with pytest.raises(TypeError, match="takes its parsed options"):
+        cls(embedder, {"score_scale": 1.0})
+    with pytest.raises(TypeError, match="takes its parsed options"):
+        cls(embedder, OPTIONS["nli_softmax"]())
+
+
+def test_planning_errors_are_the_one_line_option_errors():
+    with pytest.raises(
+        OptionError, match=r"objective 'simcse': unknown option 'tau' \(known: mlp, temperature\)"
+    ):
+        plan_objective("simcse", {"tau": 0.1})
+    with pytest.raises(ProtoembedError, match="unknown objective 'nope': expected one of simcse, "):
+        plan_objective("nope")
+
+
+def test_an_objective_outside_the_registry_has_no_head_and_no_class():
+    plan = plan_objective("standin", {}, options_model=ObjectiveOptions)
+    assert (plan.head, plan.columns, plan.registered) == (None, ("text",), False)
+    with pytest.raises(ProtoembedError, match="'standin' is not registered"):
+        _ = plan.objective_class
+    cfg = config_from_dict(_config("standin", {}), objectives={"standin": ObjectiveOptions})
+    from protoembed.training.components import head_for
+
+    assert cfg.objective.plan == plan and head_for(cfg) is None
