@@ -104,6 +104,47 @@ def table_two(runs: dict[str, list[Path]]) -> str:
     return _table(["Model", "STS-B Spearman (Pearson)"], rows)
 
 
+#: Earlier records kept to show what a fix moved (same layout, with ``CHANGES.md`` saying what changed).
+BEFORE_DIR = "before-fixes"
+#: (label, results file) of the numbers the comparison shows for each earlier run.
+COMPARED = {
+    "cross-encoder": [
+        ("Table II", "cross-encoder.json"),
+        ("[CLS]", RESULTS_FILE),
+        ("Avg.", "results-mean.json"),
+    ],
+}
+
+
+def table_before(records_dir: Path, runs: dict[str, list[Path]]) -> str:
+    """What a fix moved: for each run name in ``records_dir/before-fixes/``, its STS-B test Spearman
+    (Pearson) x100 in the earlier records and in the current ones (mean ± std over the seeds each side
+    has), for the numbers :data:`COMPARED` lists for its system; empty without earlier records."""
+    before_dir = records_dir / BEFORE_DIR
+    earlier = read_records(before_dir) if before_dir.is_dir() else {}
+    rows = []
+    for name, old in earlier.items():
+        system = next((s for s in COMPARED if name.startswith(f"{s}-")), None)
+        if system is None:
+            continue
+        new = runs.get(name, [])
+        for label, file in COMPARED[system]:
+            rows.append(
+                [
+                    f"{name}: {label}",
+                    f"{len(new)}/{len(old)}",
+                    _cell(*_scores(old, file)),
+                    _cell(*_scores(new, file)),
+                ]
+            )
+    if not rows:
+        return ""
+    changes = before_dir / "CHANGES.md"
+    return (changes.read_text(encoding="utf-8").strip() + "\n\n" if changes.is_file() else "") + _table(
+        ["Run: number", "seeds rerun", "before", "now"], rows
+    )
+
+
 def table_three(runs: dict[str, list[Path]], values: dict[str, dict[str, list[float]]]) -> str:
     """Table III: every STS task for the best two rows after NLI then STS-B (by STS-B Spearman)."""
     ranked = sorted(
@@ -198,6 +239,9 @@ def write_report(report: Path, records_dir: Path, config_dir: Path, command: str
         "## Runs and compute\n",
         setup_text(records_dir, runs),
     ]
+    before = table_before(records_dir, runs)
+    if before:
+        parts += [f"## What the fixes moved (earlier records in `{BEFORE_DIR}/`), STS-B test x100\n", before]
     if discussion.is_file():
         parts += ["## Discussion\n", discussion.read_text(encoding="utf-8")]
     text = "\n".join(parts)

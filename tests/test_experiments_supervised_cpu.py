@@ -72,3 +72,28 @@ def test_report_tables_equal_the_records(tmp_path):
         "CNN-SBERT",
     ]
     assert (tmp_path / "page.png").is_file()
+
+
+def test_report_compares_the_earlier_records_of_a_rerun(tmp_path):
+    """before-fixes/ holds the earlier cross-encoder records: the page shows Table II, [CLS] and Avg.
+    before and now for each run name there, with the seeds each side has."""
+    records = tmp_path / "records"
+    before = records / "before-fixes"
+    for seed, value in ((1, 60.0), (2, 64.0)):
+        _write(before / f"cross-encoder-stsb-seed{seed}", "results.json", _results(value - 10, value - 11))
+        _write(
+            before / f"cross-encoder-stsb-seed{seed}", "results-mean.json", _results(value - 20, value - 21)
+        )
+        _write(before / f"cross-encoder-stsb-seed{seed}", "cross-encoder.json", _results(value, value - 1))
+    (before / "CHANGES.md").write_text("One STS-B epoch before, three now.\n")
+    ce = records / "cross-encoder-stsb-seed1"
+    _write(ce, "results.json", _results(30.0, 29))
+    _write(ce, "results-mean.json", _results(60.0, 59))
+    _write(ce, "cross-encoder.json", _results(83.5, 84))
+    text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
+    section = text.split("## What the fixes moved")[1]
+    assert "One STS-B epoch before, three now." in section
+    assert "| cross-encoder-stsb: Table II | 1/2 | 62.00 ± 2.83 (61.00 ± 2.83) | 83.50 (84.00) |" in section
+    assert "| cross-encoder-stsb: [CLS] | 1/2 | 52.00 ± 2.83 (51.00 ± 2.83) | 30.00 (29.00) |" in section
+    assert "| cross-encoder-stsb: Avg. | 1/2 | 42.00 ± 2.83 (41.00 ± 2.83) | 60.00 (59.00) |" in section
+    assert "| Cross-encoder, STS-B | 83.50 (84.00) |" in text  # Table II itself: the current records only
