@@ -1,7 +1,8 @@
-"""Training: config files (:mod:`.config`, its YAML schema :mod:`.schema`), the corpus reader
-(:mod:`.corpus`), a run's parts (:mod:`.components`: head, objective, dev evaluator, sampler, optimizer
-groups), atomic checkpoints (:mod:`.checkpoint`), the run log (:mod:`.runlog`), clean stops on SIGTERM
-(:mod:`.stopping`) and the Accelerate loop (:mod:`.trainer`)."""
+"""Training: the config (:mod:`.config_models`: the pydantic schema; :mod:`.config`: reading YAML files,
+``base:`` includes and ``--set`` overrides into a validated config; its YAML schema :mod:`.schema`),
+chained stages (:mod:`.stages`), a run's parts (:mod:`.components`: head, objective, dev evaluator,
+sampler, optimizer groups), atomic checkpoints (:mod:`.checkpoint`), the run log (:mod:`.runlog`), clean
+stops on SIGTERM (:mod:`.stopping`) and the Accelerate loop (:mod:`.trainer`)."""
 
 from __future__ import annotations
 

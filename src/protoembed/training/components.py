@@ -1,7 +1,7 @@
 """What one training run is built from: the head, the objective, the dev evaluator, the epoch sampler and
 the AdamW groups.
 
-In: a :class:`~protoembed.training.config.TrainConfig` (and the embedder it loads). Out: the pieces
+In: a :class:`~protoembed.training.config_models.TrainConfig` (and the embedder it loads). Out: the pieces
 :class:`~protoembed.training.trainer.Trainer` hands to Accelerate. :class:`TrainableObjective` and
 :data:`Evaluator` are what the trainer requires of an objective and of a dev metric.
 """
@@ -16,7 +16,7 @@ import torch
 
 from protoembed.data.examples import Examples
 from protoembed.errors import ProtoembedError
-from protoembed.training.config import TrainConfig
+from protoembed.training.config_models import TrainConfig
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder

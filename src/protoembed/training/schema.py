@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from protoembed.training.config import ObjectiveConfig, TrainConfig
+from protoembed.training.config_models import ObjectiveConfig, TrainConfig
 
 _COMMENT_AT = 30
 

@@ -1,0 +1,331 @@
+"""The training config schema: the pydantic models of a run's config and their validators.
+
+:class:`TrainConfig` (a whole run) with its sections :class:`ObjectiveConfig` (``objective:``, which
+plans the objective: :mod:`protoembed.objectives.plan`), :class:`DataConfig` / :class:`DataFile`
+(``data:``) and :class:`TrainingConfig` (``training:``): field types, defaults, allowed values and
+descriptions (``configs/README.md`` shows them as YAML, :mod:`protoembed.training.schema`). A validator
+that knows which key is wrong raises :class:`ConfigKeyError`. Reading files, ``base:`` includes, ``--set``
+overrides and the one-line error messages are :mod:`protoembed.training.config`'s. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from protoembed.data.sts import STS_TASKS, canonical_task
+from protoembed.errors import ProtoembedError
+from protoembed.objectives.plan import ObjectivePlan, plan_objective
+from protoembed.pydantic_util import STRICT, Number
+
+
+def _text(value: Any) -> Any:
+    """A number given where a name is expected (``model: 123``) is read as text."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+class ConfigKeyError(ValueError):
+    """A validation error about config key ``key`` (``full``: ``message`` is a whole sentence)."""
+
+    def __init__(self, key: str, message: str, full: bool = False) -> None:
+        super().__init__(message)
+        self.key, self.full = key, full
+
+
+Name = Annotated[str, BeforeValidator(_text), Field(min_length=1)]
+OptionalText = Annotated[str, Field(min_length=1)] | None
+
+
+class ObjectiveConfig(BaseModel):
+    """``objective:`` section: the registry name; every other key is an option of that objective.
+
+    Validating the section plans the objective once (:func:`~protoembed.objectives.plan.plan_objective`,
+    no torch): :attr:`plan` holds the parsed options, the head and the columns the run uses, and
+    ``options`` the options the config set (parsed).
+    """
+
+    model_config = STRICT
+
+    name: Name = Field(description="a registered objective, e.g. conpvp, cosine_regression (required)")
+    options: dict[str, Any] = Field(default_factory=dict, description="the objective's own options")
+    _plan: ObjectivePlan | None = PrivateAttr(default=None)
+
+    @property
+    def plan(self) -> ObjectivePlan:
+        """The objective's plan, made when the section was validated (planned here if it was built
+        without validation)."""
+        if self._plan is None:
+            self._plan = plan_objective(self.name, self.options)
+        return self._plan
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"name": data}
+        if isinstance(data, dict) and "options" not in data:
+            return {
+                **({"name": data["name"]} if data.get("name") is not None else {}),
+                "options": {k: v for k, v in data.items() if k != "name"},
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
+        from protoembed.objectives.options import OptionError
+
+        bad = [k for k in self.options if not isinstance(k, str)]
+        if bad:
+            raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
+        extra = (info.context or {}).get("objectives", {})
+        try:
+            plan = plan_objective(self.name, self.options, options_model=extra.get(self.name))  # no torch
+        except OptionError as err:
+            raise ConfigKeyError(f"objective.{err.key}", str(err), full=True) from None
+        except ProtoembedError as err:
+            raise ConfigKeyError("objective.name", str(err), full=True) from None
+        self.options = plan.given_options()
+        self._plan = plan
+        return self
+
+
+def _known_format(value: str | None) -> str | None:
+    from protoembed.data.formats import FORMATS
+
+    if value is not None and value not in FORMATS:
+        raise ValueError(f"expected one of {', '.join(FORMATS)}, got {value!r}")
+    return value
+
+
+DataFormat = Annotated[OptionalText, AfterValidator(_known_format)]
+
+
+class DataFile(BaseModel):
+    """One training file of ``data.corpus`` given with its format."""
+
+    model_config = STRICT
+
+    path: Name = Field(description="the file")
+    format: DataFormat = Field(None, description="its format (default: data.format, else from the name)")
+    split: OptionalText = Field(None, description="allnli: the split to read (default train)")
+
+
+class DataConfig(BaseModel):
+    """``data:`` section: the training examples (one or more files, read in order and concatenated)."""
+
+    model_config = STRICT
+
+    corpus: Name | Annotated[list[Name | DataFile], Field(min_length=1)] = Field(
+        description="training file(s) (required): a path or a list of paths / {path, format}; relative "
+        "paths: working dir, then data_dir",
+        examples=["unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"],
+    )
+    format: DataFormat = Field(
+        None,
+        description="text | stsb | sick | senteval_nli | ... (default: from each file name; text for .txt)",
+    )
+    max_sentences: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="keep the first N usable examples (sentences, pairs, triplets)"
+    )
+    drop_unterminated_last_line: bool = Field(
+        True, description='text format: a file not ending in "\\n" may be cut mid-sentence: drop that line'
+    )
+    data_dir: OptionalText = Field(
+        None, description="benchmark data + base of relative corpus paths (default $PROTOEMBED_DATA)"
+    )
+
+    def files(self) -> list[DataFile]:
+        """``corpus`` as a list of :class:`DataFile` (``data.format`` filled in where a file has none)."""
+        items = [self.corpus] if isinstance(self.corpus, str) else self.corpus
+        return [
+            DataFile(path=item, format=self.format)
+            if isinstance(item, str)
+            else DataFile(path=item.path, format=item.format or self.format, split=item.split)
+            for item in items
+        ]
+
+
+def _one_task(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _warmup_number(value: Any) -> Any:
+    """``warmup``: an int stays an int (steps); a numeric string becomes a float (fraction)."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
+
+
+#: Accelerate's experiment trackers (``accelerate.tracking.LOGGER_TYPE_TO_CLASS``; a test keeps them equal).
+TRACKERS = ("aim", "comet_ml", "mlflow", "tensorboard", "wandb", "clearml", "dvclive", "swanlab", "trackio")
+TrackerName = Literal[TRACKERS]  # type: ignore[valid-type]
+
+
+class TrainingConfig(BaseModel):
+    """``training:`` section: optimisation, evaluation and logging."""
+
+    model_config = STRICT
+
+    epochs: Annotated[int, Field(ge=1)] = Field(1, description="passes over the corpus")
+    max_steps: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="optimizer steps; overrides epochs"
+    )
+    batch_size: Annotated[int, Field(ge=1)] = Field(
+        64, description="global batch, split over processes; the last partial batch of an epoch is dropped"
+    )
+    lr: Annotated[Number, Field(ge=0)] = Field(
+        3e-5, description="AdamW learning rate (1e-5 without a dot too)"
+    )
+    warmup: Annotated[int | float, BeforeValidator(_warmup_number)] = Field(
+        0, description="integer = steps, float in [0, 1] = fraction of the steps; then linear decay to 0"
+    )
+    weight_decay: Annotated[Number, Field(ge=0)] = Field(
+        0.0, description="AdamW; never on biases / LayerNorm weights"
+    )
+    head_lr: Annotated[Number, Field(ge=0)] | None = Field(
+        None,
+        description="learning rate of what is not the pretrained backbone (a fresh CNN head, a training "
+        "classifier or MLP, the soft prompt); default lr",
+    )
+    grad_clip: Annotated[Number, Field(gt=0)] | None = Field(None, description="max gradient norm")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        42, description="model init, dropout, shuffling (seed + epoch), ConPVP's template draws"
+    )
+    eval_steps: Annotated[int, Field(ge=1)] = Field(
+        125, description="STS-B dev Spearman every N steps and at the end; checkpoint after each"
+    )
+    eval_variant: Literal["senteval", "raw"] = Field("senteval", description="STS data: senteval | raw")
+    eval_batch_size: Annotated[int, Field(ge=1)] = Field(128, description="sentences per evaluation batch")
+    log_steps: Annotated[int, Field(ge=1)] = Field(
+        10, description="training_log.jsonl: mean loss of the last N steps, lr"
+    )
+    test_tasks: Annotated[list[str], BeforeValidator(_one_task), Field(min_length=1)] = Field(
+        default_factory=lambda: list(STS_TASKS),
+        description="STS test tasks of results.json (the tables' names STS-B, SICK-R work too)",
+    )
+    keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
+    mini_batch_size: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="GradCache (simcse, promptbert, conpvp, simcse_sup): the backbone sees M rows at a time, "
+        "the loss the whole batch; divides the per-process batch; null = off",
+    )
+    num_workers: Annotated[int, Field(ge=0)] = Field(
+        0, description="DataLoader processes tokenising and collating batches (0 = the main process)"
+    )
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32",
+        description="fp32 | bf16 (CUDA or CPU) | fp16 (CUDA, loss scaling): the backbone's arithmetic; "
+        "similarities, tau and losses stay fp32, the saved model fp32",
+    )
+    batch_sampler: Literal["shuffle", "no_duplicates"] = Field(
+        "shuffle",
+        description="shuffle (seed + epoch) | no_duplicates: no text twice in a batch (across its columns)",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute the backbone's activations in backward (less memory, same gradients)"
+    )
+    report_to: Annotated[list[TrackerName], BeforeValidator(_one_task)] = Field(
+        default_factory=list,
+        description="Accelerate trackers also logging loss, lr and dev score: tensorboard, wandb, ...",
+    )
+
+    @model_validator(mode="after")
+    def _mini_batch(self) -> TrainingConfig:
+        m, batch = self.mini_batch_size, self.batch_size
+        if m is not None and (m > batch or batch % m):
+            raise ConfigKeyError(
+                "training.mini_batch_size",
+                f"expected a divisor of training.batch_size {batch} (the per-process batch is cut into "
+                f"chunks of it), got {m}",
+            )
+        return self
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, value: int | float) -> int | float:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"must be at least 0, got {value}")
+        if isinstance(value, float) and not 0 <= value <= 1:
+            raise ValueError(
+                f"a float is a fraction of the steps in [0, 1], got {value} (write an integer for a "
+                "number of steps)"
+            )
+        return value
+
+    @field_validator("test_tasks")
+    @classmethod
+    def _tasks(cls, tasks: list[str]) -> list[str]:
+        try:
+            return [canonical_task(task) for task in tasks]
+        except ProtoembedError as err:  # names the task and lists the known ones
+            raise ValueError(str(err)) from None
+
+
+class TrainConfig(BaseModel):
+    """A whole training run."""
+
+    model_config = STRICT
+
+    model: Name = Field("default", description="protoembed.load spec: default | HF id | local dir")
+    head: OptionalText = Field(
+        None,
+        description="cls | mean | max | mask | soft_prompt | cnn (default: the objective's own, e.g. simcse "
+        "cls, conpvp soft_prompt, cosine_regression mean)",
+    )
+    template: OptionalText = Field(
+        None, description="prompt heads: template with <S> and [MASK] (default: the head's)"
+    )
+    max_seq_length: Annotated[int, Field(ge=1)] | None = Field(
+        32,
+        description="training inputs only: sentence tokens (prompt heads; template tokens come on top) / all "
+        "tokens (plain heads); evaluation and the saved model read whole sentences",
+    )
+    n_soft_prompt: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="soft_prompt head: number of vectors (default 4)"
+    )
+    soft_prompt_init: Literal["uniform", "template"] | None = Field(
+        None, description="uniform (authors' code) | template (default uniform)"
+    )
+    objective: ObjectiveConfig = Field(
+        description="name (simcse, promptbert, conpvp, cosine_regression, ...), and its options (below)"
+    )
+    data: DataConfig = Field(description="the training examples")
+    training: TrainingConfig = Field(
+        default_factory=TrainingConfig, description="optimisation and evaluation"
+    )
+    output_dir: OptionalText = Field(
+        None, description="run folder (required here or as --output-dir)", examples=["runs/NAME"]
+    )
+
+    @field_validator("head")
+    @classmethod
+    def _head(cls, head: str | None) -> str | None:
+        if head is not None:
+            from protoembed.heads import get_head
+
+            try:
+                get_head(head)
+            except ProtoembedError as err:  # one line listing the known heads
+                raise ConfigKeyError("head", str(err), full=True) from None
+        return head
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data, objective options flattened as in the YAML."""
+        out = self.model_dump()
+        out["objective"] = {"name": self.objective.name, **self.objective.options}
+        return out
