@@ -542,7 +542,7 @@ def short_run_alone(tiny_model_dirs, data_dir, tmp_path_factory) -> tuple[Path, 
 def test_a_full_disk_at_each_training_write(site, short_run_alone, data_dir, tmp_path, capsys, monkeypatch):
     """An injected ENOSPC at each write of a run: one line naming the path and what was kept, no partial
     file or folder, and --resume from what was kept gives the run alone's model and results."""
-    import protoembed.embedder
+    import protoembed.st_layout
     import protoembed.training.runlog
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
@@ -551,7 +551,7 @@ def test_a_full_disk_at_each_training_write(site, short_run_alone, data_dir, tmp
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
         if site == "best":  # the first best/ (step 2), after its weights are written
-            patch.setattr(protoembed.embedder, "_write_json", _enospc)
+            patch.setattr(protoembed.st_layout, "write_json", _enospc)  # modules.json
             path, kept = out / "best", "no checkpoint had been written yet, so a resumed run starts over"
         elif site == "log":  # the log line of step 3, after the checkpoint of step 2
             appends = []
