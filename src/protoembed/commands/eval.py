@@ -12,7 +12,7 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from protoembed.commands.common import (
     add_allow_empty_option,
@@ -21,71 +21,23 @@ from protoembed.commands.common import (
     output_file,
     task_names,
 )
-from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.evaluation.encoders import RUNTIMES, LazyEncoder
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.suites import SUITES
 
-if TYPE_CHECKING:
-    import numpy as np
-
-
-class LazyEncoder:
-    """``encode(sentences) -> array`` that loads the model on its first call.
-
-    Loading lazily lets a suite read (and validate) its data before the slow model load. After the
-    first call, :attr:`model` is the loaded :class:`~protoembed.Embedder` (or its ONNX export, with
-    ``--runtime onnx``) and, with ``--cache-embeddings``, :attr:`store` its
-    :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`.
-    """
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.model = None
-        self.store = None
-
-    def _load(self) -> None:
-        self.model = load_from_args(self.args)
-        runtime = getattr(self.args, "runtime", "torch")
-        digest = None  # of the torch model's weights and settings: keys both caches, hashed once
-        if getattr(self.args, "cache_embeddings", False):
-            from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
-            from protoembed.export.cache import model_digest
-
-            digest = model_digest(self.model)
-            key = runtime + ("-allow-empty" if self.args.allow_empty else "")
-            self.store = EmbeddingStore(self._encode, store_folder(digest, key))
-        if runtime == "onnx":
-            from protoembed.export.cache import onnx_embedder
-
-            self.model = onnx_embedder(self.model, digest=digest)
-
-    def _encode(self, sentences: list[str]) -> np.ndarray:
-        import numpy as np
-
-        try:
-            vectors = self.model.encode(
-                sentences,
-                batch_size=self.args.batch_size,
-                show_progress_bar=sys.stderr.isatty(),
-                allow_empty=self.args.allow_empty,
-            )
-        except EmptySentenceError as err:
-            first = sentences[err.indexes[0]]
-            raise ProtoembedError(
-                f"{len(err.indexes)} sentence(s) of the benchmark data have no tokens (first: {first!r}); "
-                "pass --allow-empty to encode them as the template alone"
-            ) from None
-        return np.asarray(vectors)
-
-    def __call__(self, sentences: list[str]) -> np.ndarray:
-        if self.model is None:
-            self._load()
-        return self.store(sentences) if self.store is not None else self._encode(sentences)
-
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
-    """A :class:`LazyEncoder` for the model options of ``args``."""
-    return LazyEncoder(args)
+    """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model, ``--batch-size``,
+    ``--allow-empty``, ``--runtime`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
+    stderr is a terminal)."""
+    return LazyEncoder(
+        functools.partial(load_from_args, args),
+        batch_size=args.batch_size,
+        allow_empty=args.allow_empty,
+        runtime=getattr(args, "runtime", "torch"),
+        cache_embeddings=getattr(args, "cache_embeddings", False),
+        show_progress_bar=sys.stderr.isatty(),
+    )
 
 
 def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
@@ -159,7 +111,7 @@ def _suite_parser(
     add_allow_empty_option(parser)
     parser.add_argument(
         "--runtime",
-        choices=("torch", "onnx"),
+        choices=RUNTIMES,
         default="torch",
         help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
         "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",

@@ -6,6 +6,9 @@
 - :mod:`~protoembed.evaluation.clustering`: short-text clustering (k-means, matched accuracy, NMI);
 - :mod:`~protoembed.evaluation.analysis`: the embedding-space figures;
 - :mod:`~protoembed.evaluation.shared`: what the suites share (deduplicated encoding, table cells).
+- :mod:`~protoembed.evaluation.encoders`: :class:`~protoembed.evaluation.encoders.LazyEncoder`, the
+  ``encode`` callable a suite takes (model loaded on first use, torch or ONNX runtime, embedding store);
+- :mod:`~protoembed.evaluation.correlation`: Spearman / Pearson x100, shared by every STS scorer.
 
 Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (command line, evaluation,
 report section); :mod:`~protoembed.evaluation.suites` lists them. The package imports none of them up

@@ -1,0 +1,113 @@
+"""The ``encode(sentences) -> array`` callable every evaluation suite takes, built around a model loader.
+
+:class:`LazyEncoder` decides three things once, on its first call: it loads the model (so that a suite
+reads and validates its data before the slow load), runs it on torch or on ONNX Runtime (an fp32 export
+made once and cached: :func:`protoembed.export.cache.onnx_embedder`), and with ``cache_embeddings``
+keeps its vectors in an :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore` keyed by the
+model's digest and the runtime. ``protoembed eval`` builds one from its options; from Python::
+
+    encode = LazyEncoder(lambda: protoembed.load("path/to/model"), runtime="onnx", cache_embeddings=True)
+    evaluate_sts(encode, data_dir)
+
+Nothing heavy is imported until the first call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from protoembed.errors import EmptySentenceError, ProtoembedError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: Where a :class:`LazyEncoder` runs the model (``protoembed eval --runtime``).
+RUNTIMES = ("torch", "onnx")
+
+
+class LazyEncoder:
+    """``encode(sentences) -> array (n, d)`` that loads the model on its first call.
+
+    Args:
+        load: returns the torch :class:`~protoembed.Embedder` to evaluate (called once, on the first
+            encode).
+        batch_size: sentences per forward pass.
+        allow_empty: encode sentences without tokens as the bare template instead of raising an error.
+        runtime: ``torch``, or ``onnx`` for ONNX Runtime on a cached fp32 export of the model.
+        cache_embeddings: look vectors up in, and add them to, the model's on-disk embedding store.
+        show_progress_bar: passed to the model's ``encode`` (``None``: the model's default).
+
+    After the first call, :attr:`model` is the loaded model (or its ONNX export) and, with
+    ``cache_embeddings``, :attr:`store` its
+    :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`; both are ``None`` before.
+
+    Raises:
+        ProtoembedError: an unknown ``runtime`` (at construction); on a call, sentences without tokens
+            when ``allow_empty`` is off (the first one named).
+    """
+
+    def __init__(
+        self,
+        load: Callable[[], Any],
+        *,
+        batch_size: int = 64,
+        allow_empty: bool = False,
+        runtime: str = "torch",
+        cache_embeddings: bool = False,
+        show_progress_bar: bool | None = None,
+    ) -> None:
+        if runtime not in RUNTIMES:
+            raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+        self.load = load
+        self.batch_size = batch_size
+        self.allow_empty = allow_empty
+        self.runtime = runtime
+        self.cache_embeddings = cache_embeddings
+        self.show_progress_bar = show_progress_bar
+        self.model = None
+        self.store = None
+
+    def _load(self) -> None:
+        """Load the model, then (as asked) open its embedding store and switch it to ONNX Runtime."""
+        self.model = self.load()
+        digest = None  # of the torch model's weights and settings: keys both caches, hashed once
+        if self.cache_embeddings:
+            from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
+            from protoembed.export.cache import model_digest
+
+            digest = model_digest(self.model)
+            key = self.runtime + ("-allow-empty" if self.allow_empty else "")
+            self.store = EmbeddingStore(self._encode, store_folder(digest, key))
+        if self.runtime == "onnx":
+            from protoembed.export.cache import onnx_embedder
+
+            self.model = onnx_embedder(self.model, digest=digest)
+
+    def _encode(self, sentences: Sequence[str]) -> np.ndarray:
+        """The loaded model's vectors of ``sentences`` (no store)."""
+        import numpy as np
+
+        try:
+            vectors = self.model.encode(
+                sentences,
+                batch_size=self.batch_size,
+                show_progress_bar=self.show_progress_bar,
+                allow_empty=self.allow_empty,
+            )
+        except EmptySentenceError as err:
+            first = sentences[err.indexes[0]]
+            raise ProtoembedError(
+                f"{len(err.indexes)} sentence(s) of the benchmark data have no tokens (first: {first!r}); "
+                "pass --allow-empty to encode them as the template alone"
+            ) from None
+        return np.asarray(vectors)
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        """Vectors of ``sentences`` (float32 ``(n, d)``), loading the model first if not done yet."""
+        if self.model is None:
+            self._load()
+        return self.store(sentences) if self.store is not None else self._encode(sentences)
