@@ -12,9 +12,9 @@ import torch
 import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.objectives import OBJECTIVES, build_objective, plan_objective
-from protoembed.objectives.option_models import OPTIONS
+from protoembed.objectives.option_models import OPTIONS, REGISTRY, Registered, options_class
 from protoembed.objectives.options import ObjectiveOptions, OptionError
-from protoembed.objectives.plan import CLASSES
+from protoembed.objectives.plan import CLASSES, objective_class
 from protoembed.training.config import config_from_dict
 
 SECOND = 'This sentence : "<S>" means [MASK] .'
@@ -70,7 +70,30 @@ def _config(name: str, options: dict, **training) -> dict:
 
 
 def test_every_registered_objective_is_in_the_table():
-    assert {name for name, *_ in OLD_PATH} == set(CLASSES) == set(OPTIONS)
+    assert {name for name, *_ in OLD_PATH} == set(REGISTRY) == set(CLASSES) == set(OPTIONS)
+
+
+def test_the_class_and_options_tables_are_derived_from_the_one_registry():
+    """One line per objective: CLASSES and OPTIONS have the registry's names in its order, and each
+    registered class (its name, module, ``Options``) is the one its entry names."""
+    assert list(CLASSES) == list(OPTIONS) == list(REGISTRY) == list(OBJECTIVES)
+    for name, entry in REGISTRY.items():
+        assert CLASSES[name] == (entry.module, entry.class_name)
+        assert entry.target == f"{entry.module}:{entry.class_name}"
+        cls = objective_class(name)
+        assert cls is OBJECTIVES[name] is entry.load()
+        assert (cls.__module__, cls.__name__, cls.name) == (entry.module, entry.class_name, name)
+        assert cls.Options is entry.options is OPTIONS[name] is options_class(name)
+
+
+def test_a_registry_entry_names_its_class_as_module_colon_class():
+    assert Registered("protoembed.objectives.simcse:SimCSE", ObjectiveOptions).class_name == "SimCSE"
+    for target in ("protoembed.objectives.simcse.SimCSE", ":SimCSE", "protoembed.objectives.simcse:"):
+        with pytest.raises(ValueError, match="is not 'package.module:ClassName'"):
+            Registered(target, ObjectiveOptions)
+    for lookup in (objective_class, options_class):
+        with pytest.raises(ProtoembedError, match="unknown objective 'nope': expected one of simcse, "):
+            lookup("nope")
 
 
 @pytest.mark.parametrize(("name", "options", "head", "columns"), OLD_PATH)
@@ -100,6 +123,9 @@ def test_planning_and_config_validation_import_no_torch():
         "from protoembed.training.config import config_from_dict\n"
         "plan = plan_objective('conpvp', {'anchor': 'manual'})\n"
         "cfg = config_from_dict({'objective': 'cross_encoder', 'data': {'corpus': 'x.txt'}})\n"
+        "from protoembed.objectives.plan import CLASSES\n"
+        "from protoembed.objectives.option_models import OPTIONS\n"
+        "assert list(CLASSES) == list(OPTIONS)\n"
         "print(plan.head, cfg.objective.plan.columns, 'torch' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,5 @@
-"""Training objectives: name -> :class:`Objective` class (the registry: :mod:`protoembed.objectives.plan`).
+"""Training objectives: name -> :class:`Objective` class (the registry, one line per objective naming its
+class and options model: :data:`protoembed.objectives.option_models.REGISTRY`).
 
 ``plan_objective(name, options)`` parses the options (an unknown key is an error naming it) into an
 :class:`ObjectivePlan` (options, head, columns) without torch; ``plan.build(embedder)`` returns an

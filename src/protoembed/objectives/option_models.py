@@ -1,4 +1,12 @@
-"""Every registered objective's options, without torch: a config is validated before torch is imported.
+"""The objective registry and every registered objective's options, without torch: a config is
+validated before torch is imported.
+
+:data:`REGISTRY` is the one table of objectives: registry name -> :class:`Registered`, the objective's
+class as ``"module:Class"`` (imported on first use, torch) and its options model. Everything else is
+derived from it: :data:`OPTIONS` and :func:`options_class` here, :data:`~protoembed.objectives.plan.CLASSES`
+and :func:`~protoembed.objectives.plan.objective_class` in :mod:`protoembed.objectives.plan`. A new objective
+is its file (the class, with ``Options`` set to its options model) plus one line of :data:`REGISTRY`; an
+options model of its own, when it has options beyond those of a model here, is declared in this module.
 
 Each objective's ``Options`` (:attr:`protoembed.objectives.base.Objective.Options`) is declared here and
 imported by the objective's module, so :func:`options_class` finds the options of an objective by its
@@ -6,13 +14,15 @@ registry name without importing the objective (and torch, transformers, sentence
 error is reported in a fraction of a second. Each model also declares the objective's default head and
 columns, and how an option changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder
 with an explicit ``task`` needs that task's gold column), so that a run is planned from its options alone
-(:func:`protoembed.objectives.plan.plan_objective`). A test checks that :data:`OPTIONS` and the registry
-agree.
+(:func:`protoembed.objectives.plan.plan_objective`). A test checks that every registered class declares
+the options model of its entry.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -21,6 +31,9 @@ from protoembed.errors import ProtoembedError
 from protoembed.objectives.options import ContrastiveOptions, MLPMode, ObjectiveOptions
 from protoembed.prompts import Template
 from protoembed.pydantic_util import PositiveNumber
+
+if TYPE_CHECKING:
+    from protoembed.objectives.base import Objective
 
 #: The gold column each cross-encoder task reads.
 GOLD_COLUMNS = {"regression": "score", "classification": "label"}
@@ -133,21 +146,75 @@ class CrossEncoderOptions(ObjectiveOptions):
         return ("sentence1", "sentence2", GOLD_COLUMNS[self.task])
 
 
-#: registry name -> options model, for every objective of :data:`protoembed.objectives.OBJECTIVES`
-OPTIONS: dict[str, type[ObjectiveOptions]] = {
-    "simcse": ContrastiveOptions,
-    "promptbert": PromptBERTOptions,
-    "conpvp": ConPVPOptions,
-    "cross_encoder": CrossEncoderOptions,
-    "cosine_regression": CosineRegressionOptions,
-    "nli_softmax": NLISoftmaxOptions,
-    "simcse_sup": SupervisedSimCSEOptions,
+@dataclass(frozen=True)
+class Registered:
+    """One registered objective: where its class lives and its options model.
+
+    Attributes:
+        target: the objective class as ``"package.module:ClassName"`` (its module imports torch, so it is
+            imported only by :meth:`load`).
+        options: the objective's options model (torch-free; the class's ``Options`` must be this model).
+    """
+
+    target: str
+    options: type[ObjectiveOptions]
+
+    def __post_init__(self) -> None:
+        """Reject a ``target`` that is not ``module:Class``."""
+        module, _, name = self.target.partition(":")
+        if not module or not name.isidentifier():
+            raise ValueError(f"objective target {self.target!r} is not 'package.module:ClassName'")
+
+    @property
+    def module(self) -> str:
+        """The dotted module of the objective class."""
+        return self.target.partition(":")[0]
+
+    @property
+    def class_name(self) -> str:
+        """The objective class's name in :attr:`module`."""
+        return self.target.partition(":")[2]
+
+    def load(self) -> type[Objective]:
+        """The objective class (imports :attr:`module`: torch)."""
+        return getattr(importlib.import_module(self.module), self.class_name)
+
+
+#: registry name -> the objective's class and options model: the one table of objectives (a new one is one
+#: line here); :data:`OPTIONS` and :data:`protoembed.objectives.plan.CLASSES` are derived from it, in its order.
+REGISTRY: dict[str, Registered] = {
+    "simcse": Registered("protoembed.objectives.simcse:SimCSE", ContrastiveOptions),
+    "promptbert": Registered("protoembed.objectives.promptbert:PromptBERT", PromptBERTOptions),
+    "conpvp": Registered("protoembed.objectives.conpvp:ConPVP", ConPVPOptions),
+    "cross_encoder": Registered(
+        "protoembed.objectives.cross_encoder:CrossEncoderObjective", CrossEncoderOptions
+    ),
+    # SBERT on STS-B
+    "cosine_regression": Registered(
+        "protoembed.objectives.cosine_regression:CosineRegression", CosineRegressionOptions
+    ),
+    # SBERT, NLI classification
+    "nli_softmax": Registered("protoembed.objectives.nli_softmax:NLISoftmax", NLISoftmaxOptions),
+    # supervised SimCSE
+    "simcse_sup": Registered("protoembed.objectives.simcse_sup:SupervisedSimCSE", SupervisedSimCSEOptions),
 }
+
+#: registry name -> options model, for every objective of :data:`REGISTRY` (derived from it)
+OPTIONS: dict[str, type[ObjectiveOptions]] = {name: entry.options for name, entry in REGISTRY.items()}
+
+
+def registered(name: str) -> Registered:
+    """The registry entry of the objective ``name``.
+
+    Raises:
+        ProtoembedError: ``name`` is not registered (one line listing the known ones).
+    """
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(REGISTRY)}") from None
 
 
 def options_class(name: str) -> type[ObjectiveOptions]:
     """The options model of the registered objective ``name``; a one-line error lists the known ones."""
-    try:
-        return OPTIONS[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(OPTIONS)}") from None
+    return registered(name).options

@@ -9,46 +9,37 @@ a ``seed`` option). Planning imports no torch: the options models and the head a
 declared in :mod:`protoembed.objectives.option_models`; the objective class itself
 (:attr:`ObjectivePlan.objective_class`) is imported only to build.
 
-This module also holds the registry of objective classes (:data:`CLASSES`, :func:`objective_class`).
+The objectives are registered once, in :data:`protoembed.objectives.option_models.REGISTRY` (each entry
+names the class and its options model); this module derives the table of objective classes from it
+(:data:`CLASSES`, :func:`objective_class`). A new objective is one file plus one line of that registry.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.option_models import options_class
+from protoembed.objectives.option_models import REGISTRY, options_class, registered
 from protoembed.objectives.options import ObjectiveOptions
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
     from protoembed.objectives.base import Objective
 
-#: registry name -> (module, class) of the objective; imported on first use (torch), so that planning
-#: and config validation load without torch. A new objective is one file plus one line here and one in
-#: :data:`protoembed.objectives.option_models.OPTIONS`.
+#: registry name -> (module, class) of the objective, derived from
+#: :data:`protoembed.objectives.option_models.REGISTRY` (same names, same order); the class is imported on
+#: first use (torch), so that planning and config validation load without torch.
 CLASSES: dict[str, tuple[str, str]] = {
-    "simcse": ("protoembed.objectives.simcse", "SimCSE"),
-    "promptbert": ("protoembed.objectives.promptbert", "PromptBERT"),
-    "conpvp": ("protoembed.objectives.conpvp", "ConPVP"),
-    "cross_encoder": ("protoembed.objectives.cross_encoder", "CrossEncoderObjective"),
-    "cosine_regression": ("protoembed.objectives.cosine_regression", "CosineRegression"),  # SBERT, STS-B
-    "nli_softmax": ("protoembed.objectives.nli_softmax", "NLISoftmax"),  # SBERT, NLI classification
-    "simcse_sup": ("protoembed.objectives.simcse_sup", "SupervisedSimCSE"),  # supervised SimCSE
+    name: (entry.module, entry.class_name) for name, entry in REGISTRY.items()
 }
 
 
 def objective_class(name: str) -> type[Objective]:
     """The registered objective ``name`` (imports its module); a one-line error lists the known ones."""
-    try:
-        module, cls = CLASSES[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(CLASSES)}") from None
-    return getattr(importlib.import_module(module), cls)
+    return registered(name).load()
 
 
 @dataclass(frozen=True)
