@@ -740,7 +740,10 @@ def test_ctrl_c_prints_the_resume_command(tiny_model_dirs, data_dir, tmp_path):
     config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", max_steps=400, eval_steps=8)
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
-    process = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the run: a test session started in the background (nohup, `&`) ignores
+    # SIGINT, and a child would inherit that and never see the Ctrl-C
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    process = subprocess.Popen(cmd, env=_env(data_dir), stderr=subprocess.PIPE, text=True, preexec_fn=restore)
     _wait_for((out / "checkpoint" / "trainer_state.json").is_file, process, "the checkpoint of step 8")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
