@@ -371,9 +371,10 @@ def write_report(
     )
     discussion = records_dir / "DISCUSSION.md"
     untrained_label = f"untrained {first['model']} (its own head)"
-    suites_dir, suites_note = _suites_dir(records_dir, [f"{m}-seed{s}" for m in configs for s in seeds])
-    suite_rows = [(records_dir / UNTRAINED, untrained_label)]
-    suite_rows += [(suites_dir / f"{m}-seed{s}", labels.get(m, m)) for m in configs for s in seeds]
+    method_rows, figures_dir, suites_note = _suite_folders(
+        records_dir, {m: labels.get(m, m) for m in configs}, seeds
+    )
+    suite_rows = [(records_dir / UNTRAINED, untrained_label), *method_rows]
     text = (
         "# Unsupervised sentence embeddings on CPU: ConPVP, its ablations, SimCSE, PromptBERT\n\n"
         f"Generated from the run records in `{records_dir}` by {command}; study status: **{status}**.\n"
@@ -396,29 +397,48 @@ def write_report(
         )
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
         + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)
-        + suite_sections(path, suite_rows, suites_dir / FIGURES_DIR, total, suites_note)
+        + suite_sections(path, suite_rows, figures_dir, total, suites_note)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text
 
 
-def _suites_dir(records_dir: Path, names: list[str]) -> tuple[Path, str]:
-    """Where the trained models' suite results are: the records themselves when any of ``names`` has
-    one, else the earlier records in ``before-fixes/`` (with a sentence saying so), else the records."""
+def _suite_folders(
+    records_dir: Path, methods: dict[str, str], seeds: list[int]
+) -> tuple[list[tuple[Path, str]], Path, str]:
+    """Where each method's suite results are: its current records when any of its seeds has one, else
+    the earlier records in ``before-fixes/`` when they have one (said in the returned sentence), else
+    the current records. Returns the ``(folder, label)`` rows, the figures' folder and that sentence.
 
-    def has_suites(folder: Path) -> bool:
-        return any((folder / name / f"{suite}.json").is_file() for name in names for suite in SUITES)
-
+    In: the records folder, method -> row label, the study's seeds."""
     before = records_dir / BEFORE_DIR
-    if not has_suites(records_dir) and has_suites(before):
-        note = (
-            f"**These suites ran on the models of the earlier records** (`{before.name}/`, before the fixes "
-            "the section above describes); the STS table above is of the current records. They are not "
-            "rerun where a method's STS average moved by no more than one seed standard deviation."
+
+    def has_suites(folder: Path, method: str) -> bool:
+        return any(
+            (folder / f"{method}-seed{s}" / f"{suite}.json").is_file() for s in seeds for suite in SUITES
         )
-        return before, note
-    return records_dir, ""
+
+    rows, earlier = [], []
+    for method, label in methods.items():
+        base = records_dir
+        if not has_suites(records_dir, method) and has_suites(before, method):
+            base = before
+            earlier.append(label)
+        rows += [(base / f"{method}-seed{s}", label) for s in seeds]
+    figures = records_dir / FIGURES_DIR
+    if not figures.is_dir() and (before / FIGURES_DIR).is_dir():
+        figures = before / FIGURES_DIR
+        earlier.append("the figures")
+    note = ""
+    if earlier:
+        note = (
+            f"**{', '.join(earlier)}: these suites ran on the models of the earlier records** (`{before.name}/`, "
+            "before the fixes the section above describes); the STS table above is of the current records. "
+            "A method whose STS average moved by more than one seed standard deviation (the table above) is "
+            "to have them run again on its new models; the others keep these."
+        )
+    return rows, figures, note
 
 
 def changes_section(

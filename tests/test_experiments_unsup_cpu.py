@@ -478,7 +478,7 @@ def test_report_shows_what_a_fix_moved_and_reads_earlier_suites(tmp_path) -> Non
     change = (73.5 + 74.5 + 75.9) / 3 - 74.0
     row = _row(text, "## What the fixes moved", "SimCSE")
     assert row[:5] == ["3/3", "74.00 ± 1.00", "74.63 ± 1.21", f"{change:+.2f}", f"{change:.1f} (no)"]
-    assert "**These suites ran on the models of the earlier records**" in text
+    assert "**SimCSE: these suites ran on the models of the earlier records**" in text
     assert _row(text, "Accuracy:", "SimCSE") == ["50.00", "51.00", "50.50"]
     (records / "simcse-seed1" / "clustering.json").write_text(json.dumps(_suite_json("clustering", "m", 60)))
     text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
