@@ -24,13 +24,12 @@ CONFIGS = ("configs/cpu/simcse.yaml", "configs/cpu/simcse-sup-nli.yaml", "config
 
 def report(config: str) -> str:
     """One line: the config's data, its duplicate counts and the batches of both samplers."""
-    from protoembed.objectives import objective_class
     from protoembed.training.components import examples_for, read_training_examples
     from protoembed.training.config import load_config
     from protoembed.training.samplers import NoDuplicatesSampler, duplicate_counts
 
     cfg = load_config(config)
-    columns = objective_class(cfg.objective.name).columns_for(cfg.objective.options)
+    columns = cfg.objective.plan.columns  # planned when the config was read
     examples = examples_for(read_training_examples(cfg), columns, cfg)
     counts = duplicate_counts(examples)
     batch = cfg.training.batch_size

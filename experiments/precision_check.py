@@ -42,7 +42,6 @@ def losses(config: str, batch_size: int, dropout: bool) -> tuple[float, float]:
     without dropout."""
     import torch
 
-    from protoembed.objectives import objective_class
     from protoembed.training.components import (
         build_objective_from_config,
         embedder_for,
@@ -52,7 +51,7 @@ def losses(config: str, batch_size: int, dropout: bool) -> tuple[float, float]:
     from protoembed.training.config import load_config
 
     cfg = load_config(config)
-    columns = objective_class(cfg.objective.name).columns_for(cfg.objective.options)
+    columns = cfg.objective.plan.columns  # planned when the config was read
     examples = examples_for(read_training_examples(cfg), columns, cfg)
     batch = examples.select(range(min(batch_size, len(examples))))
     torch.manual_seed(cfg.training.seed)

@@ -85,12 +85,11 @@ def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str,
 
 def unsupervised(path: Path) -> bool:
     """Whether ``path`` is a single run of an objective over unlabeled sentences (the ``text`` column)."""
-    from protoembed.objectives import OBJECTIVES
     from protoembed.training.stages import load_run
 
     stages = load_run(path)
-    cls = OBJECTIVES.get(stages[0][1].objective.name)
-    return len(stages) == 1 and cls is not None and tuple(cls.columns) == ("text",)
+    plan = stages[0][1].objective.plan  # planned when the config was read
+    return len(stages) == 1 and plan.registered and tuple(plan.columns) == ("text",)
 
 
 def method_configs(config_dir: Path, methods: list[str] | None = None) -> dict[str, Path]:
