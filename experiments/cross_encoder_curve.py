@@ -51,29 +51,6 @@ def write_markdown(curves: dict[str, Any]) -> None:
     write_atomic(CURVE_MD, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _dev_spearman_of_pairs(objective: Any, data_dir: str | None, batch_size: int = 64) -> float:
-    """The cross-encoder's STS-B dev Spearman x100: :meth:`CrossEncoderObjective.scores` of each pair
-    (eval mode, whole pairs), correlated with the gold scores."""
-    import numpy as np
-    import torch
-
-    from protoembed.data.sts import load_sts_task
-    from protoembed.evaluation.sts import correlations
-
-    pairs = load_sts_task("STSBenchmark", data_dir, "senteval", "dev")
-    was_training = objective.training
-    objective.eval()
-    scores = []
-    with torch.no_grad():
-        for i in range(0, len(pairs), batch_size):
-            scores.append(
-                objective.scores(pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size])
-            )
-    objective.train(was_training)
-    spearman, _ = correlations(torch.cat(scores).double().numpy().astype(np.float64), pairs.scores)
-    return float(spearman)
-
-
 def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, Any]:
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
     ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
@@ -111,7 +88,7 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         return built["objective"]
 
     def evaluate(embedder: Any) -> float:
-        cross = _dev_spearman_of_pairs(built["objective"], cfg.data.data_dir)
+        cross = built["objective"].dev_score(cfg.data.data_dir, cfg.training.eval_variant, 64)
         cls = float(cls_dev(embedder))
         step = len(entry["points"]) + 1
         entry["points"].append(

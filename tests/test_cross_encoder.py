@@ -297,6 +297,54 @@ def test_training_run_writes_the_embedder_and_the_cross_encoder(
     assert cli["scorer"] == "cross-encoder" and cli["tasks"] == json.loads(json.dumps(result["tasks"]))
 
 
+def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
+    tiny_model_dirs, stsb_data, tmp_path, monkeypatch
+):
+    """best/ of a regression run is the checkpoint whose pair scores correlate best with STS-B dev (not
+    the one whose encoder embeds single sentences best): each logged dev score equals, for the kept
+    model, scipy's Spearman of transformers' own outputs on the dev pairs; an NLI run and a run given an
+    evaluator score the encoder's embeddings."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from protoembed.training import train
+
+    monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))
+    corpus = stsb_data / "senteval" / "STS" / "STSBenchmark" / "sts-train.csv"
+    out = tmp_path / "run"
+    settings = {"max_steps": 6, "eval_steps": 2, "batch_size": 4, "lr": 3e-3}
+    train(
+        tiny_config(tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", **settings)
+    )
+    log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
+    evals = [e for e in log if e["event"] == "eval"]
+    assert [e["step"] for e in evals] == [2, 4, 6] and {e["dev_scorer"] for e in evals} == {"objective"}
+    best = max(evals, key=lambda e: e["stsb_dev_spearman"])
+    assert evals[-1]["best_step"] == best["step"]
+    folder = out / "best" / "cross_encoder"
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    with torch.no_grad():
+        features = tokenizer(
+            [p[1] for p in STSB_PAIRS], [p[2] for p in STSB_PAIRS], padding=True, return_tensors="pt"
+        )
+        scores = model(**features).logits.squeeze(-1).numpy()
+    independent = spearmanr(scores, [p[0] for p in STSB_PAIRS])[0] * 100
+    assert best["stsb_dev_spearman"] == pytest.approx(independent, abs=1e-6)
+    # a given evaluator replaces the objective's own score
+    calls = []
+    custom = tmp_path / "custom"
+    cfg = tiny_config(
+        tiny_model_dirs["bert"], corpus, custom, objective="cross_encoder", head="cls", **settings
+    )
+    train(cfg, evaluator=lambda embedder: calls.append(embedder) or 1.0)
+    log = [json.loads(x) for x in (custom / "training_log.jsonl").read_text().splitlines()]
+    assert len(calls) == 3 and {e["dev_scorer"] for e in log if e["event"] == "eval"} == {"embedder"}
+    # classification has no similarity score of its own: None, so the encoder's embeddings are scored
+    objective = _objective(tiny_model_dirs["bert"], "classification")
+    objective(_batch("classification"))
+    assert objective.dev_score(stsb_data) is None
+
+
 def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data, tmp_path):
     with pytest.raises(ProtoembedError, match="no such folder"):
         evaluate_cross_encoder_sts(tmp_path / "missing", stsb_data)

@@ -17,12 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from protoembed.backbones import quiet_transformers
 from protoembed.data.examples import NLI_LABELS
+from protoembed.data.sts import load_sts_task
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.correlation import correlations
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
 from protoembed.objectives.option_models import GOLD_COLUMNS, CrossEncoderOptions
@@ -278,6 +281,41 @@ class CrossEncoderObjective(Objective):
         return sequence_classification_loss(labels, logits, model.config)
 
     # ---------------------------------------------------------- evaluation
+    def dev_score(
+        self, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", batch_size: int = 64
+    ) -> float | None:
+        """STS-B dev Spearman x100 of the cross-encoder itself: each dev pair scored as one input
+        (:meth:`scores` in eval mode, no gradients), correlated with the gold scores as Table II
+        correlates the test pairs. This selects ``best/`` of a regression run, so the kept model is the
+        best cross-encoder (GLUE judges an STS-B fine-tune by its own dev score), not the checkpoint
+        whose encoder reads single sentences best.
+
+        Args:
+            data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+            variant: ``senteval`` or ``raw`` (as :func:`protoembed.data.sts.load_sts_task`).
+            batch_size: pairs per forward.
+        Returns:
+            the Spearman x100 (NaN for constant scores), or ``None`` for a classification run (an NLI
+            classifier scores no similarity): the trainer then scores the encoder's sentence embeddings.
+        """
+        if self.task != "regression":
+            return None
+        pairs = load_sts_task("STSBenchmark", data_dir, variant, "dev")
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                scores = [
+                    self.scores(pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size])
+                    .float()
+                    .cpu()
+                    for i in range(0, len(pairs), batch_size)
+                ]
+        finally:
+            self.train(was_training)
+        predicted = torch.cat(scores).double().numpy().astype(np.float64)
+        return correlations(predicted, np.asarray(pairs.scores, dtype=np.float64))[0]
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save ``path`` = :meth:`eval_embedder` (sentence-transformers layout) and
         ``path/cross_encoder`` = the cross-encoder (see :func:`save_cross_encoder`), in one atomic swap.

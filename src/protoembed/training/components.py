@@ -27,6 +27,9 @@ class TrainableObjective(Protocol):
 
     It must also be a ``torch.nn.Module`` (Accelerate wraps it, the optimizer reads its parameters, its
     ``state_dict`` goes into checkpoints); training-input truncation is the objective's own business.
+    Optionally it has ``dev_score(data_dir, variant, batch_size) -> float | None``: a dev score of its own
+    (higher is better) that selects ``best/`` instead of the evaluation embedder's STS-B dev Spearman
+    whenever it is not ``None`` (the regression cross-encoder's pair scores on STS-B dev).
     """
 
     columns: Sequence[str | tuple[str, ...]]

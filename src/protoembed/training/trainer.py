@@ -2,7 +2,10 @@
 
 In: a :class:`~protoembed.training.config.TrainConfig`; optionally an objective factory (anything meeting
 :class:`~protoembed.training.components.TrainableObjective`) and a dev ``evaluator`` (an
-``embedder -> score`` callable, as sentence-transformers' ``evaluator=``; STS-B dev Spearman by default).
+``embedder -> score`` callable, as sentence-transformers' ``evaluator=``). By default the dev score is the
+objective's own when it has one (``objective.dev_score(data_dir, variant, batch_size)`` not ``None``: the
+regression cross-encoder's STS-B dev Spearman of its pair scores), else the STS-B dev Spearman of the
+evaluation embedder's sentence embeddings.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
 (STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
@@ -131,6 +134,8 @@ class Trainer:
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.data_dir = cfg.data.data_dir
         tcfg = cfg.training
+        #: ``None``: the default dev score (the objective's own, else the embedder's STS-B dev Spearman).
+        self.custom_evaluator = evaluator
         self.evaluator = evaluator or stsb_dev_evaluator(
             self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
         )
@@ -201,7 +206,7 @@ class Trainer:
         """The dev score of the evaluation embedder; keep it as ``best/`` if it improved."""
         if self.accelerator.is_main_process:
             objective = self.accelerator.unwrap_model(self.objective)
-            score = float(self.evaluator(objective.eval_embedder()))
+            score, scorer = self._dev_score(objective)
             state = self.state
             improved = state.best_step is None or (
                 not math.isnan(score) and (state.best_score is None or score > state.best_score)
@@ -215,11 +220,23 @@ class Trainer:
                     "event": "eval",
                     "step": step,
                     "stsb_dev_spearman": state.last_score,
+                    "dev_scorer": scorer,
                     "best_score": state.best_score,
                     "best_step": state.best_step,
                 }
             )
         self.accelerator.wait_for_everyone()
+
+    def _dev_score(self, objective: TrainableObjective) -> tuple[float, str]:
+        """``(dev score, who scored)``: the objective's own (``"objective"``) when no evaluator was passed
+        and its ``dev_score`` gives one, else the evaluator's on the evaluation embedder (``"embedder"``)."""
+        own = getattr(objective, "dev_score", None) if self.custom_evaluator is None else None
+        if own is not None:
+            tcfg = self.cfg.training
+            score = own(self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size)
+            if score is not None:
+                return float(score), "objective"
+        return float(self.evaluator(objective.eval_embedder())), "embedder"
 
     def _checkpoint(self, step: int) -> None:
         self.state.step = step
@@ -465,7 +482,8 @@ def train(
 
     ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests, custom objectives);
     ``callback(event)`` is called after every optimizer step with ``{"step", "loss", "epoch"}`` (an
-    exception from it stops the run); ``evaluator(embedder) -> float`` replaces the STS-B dev Spearman
-    that selects ``best/`` (higher is better); ``examples`` replaces reading ``cfg.data`` (already read).
+    exception from it stops the run); ``evaluator(embedder) -> float`` replaces the default dev score
+    that selects ``best/`` (higher is better; the default: the objective's own ``dev_score`` if it gives
+    one, else the embedder's STS-B dev Spearman); ``examples`` replaces reading ``cfg.data`` (already read).
     """
     return Trainer(cfg, resume, objective_factory, callback, progress, evaluator, examples).run()
