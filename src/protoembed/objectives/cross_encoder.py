@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from protoembed.backbones import quiet_transformers
@@ -306,15 +305,14 @@ class CrossEncoderObjective(Objective):
         try:
             with torch.no_grad():
                 scores = [
-                    self.scores(pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size])
-                    .float()
-                    .cpu()
+                    self.scores(
+                        pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size]
+                    ).cpu()
                     for i in range(0, len(pairs), batch_size)
                 ]
         finally:
             self.train(was_training)
-        predicted = torch.cat(scores).double().numpy().astype(np.float64)
-        return correlations(predicted, np.asarray(pairs.scores, dtype=np.float64))[0]
+        return correlations(torch.cat(scores).double().numpy(), pairs.scores)[0]
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save ``path`` = :meth:`eval_embedder` (sentence-transformers layout) and

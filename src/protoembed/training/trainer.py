@@ -203,7 +203,7 @@ class Trainer:
 
     # ------------------------------------------------------------ evaluation
     def _evaluate(self, step: int) -> None:
-        """The dev score of the evaluation embedder; keep it as ``best/`` if it improved."""
+        """The dev score (:meth:`_dev_score`); keep the model as ``best/`` if it improved."""
         if self.accelerator.is_main_process:
             objective = self.accelerator.unwrap_model(self.objective)
             score, scorer = self._dev_score(objective)
