@@ -241,9 +241,17 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     return finished(failed, _say)
 
 
+#: The options the page depends on; the others choose what runs, and the page is drawn from every record.
+PAGE_OPTIONS = ("--configs", "--records-dir", "--report")
+
+
 def _command(argv: list[str] | None) -> str:
-    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
-    return "python experiments/supervised_cpu.py" + "".join(" " + shlex.quote(a) for a in given)
+    """The command that rewrites this page: the script with only the given :data:`PAGE_OPTIONS`."""
+    given, kept = list(sys.argv[1:] if argv is None else argv), []
+    for i, arg in enumerate(given):
+        if arg.split("=", 1)[0] in PAGE_OPTIONS:
+            kept += [arg] if "=" in arg or i + 1 == len(given) else [arg, given[i + 1]]
+    return "python experiments/supervised_cpu.py" + "".join(" " + shlex.quote(a) for a in kept)
 
 
 if __name__ == "__main__":

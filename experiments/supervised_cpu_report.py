@@ -119,7 +119,8 @@ COMPARED = {
 def table_before(records_dir: Path, runs: dict[str, list[Path]]) -> str:
     """What a fix moved: for each run name in ``records_dir/before-fixes/``, its STS-B test Spearman
     (Pearson) x100 in the earlier records and in the current ones (mean ± std over the seeds each side
-    has), for the numbers :data:`COMPARED` lists for its system; empty without earlier records."""
+    has, both counts shown: a rerun may add seeds the earlier records lack), for the numbers
+    :data:`COMPARED` lists for its system; empty without earlier records."""
     before_dir = records_dir / BEFORE_DIR
     earlier = read_records(before_dir) if before_dir.is_dir() else {}
     rows = []
@@ -132,7 +133,7 @@ def table_before(records_dir: Path, runs: dict[str, list[Path]]) -> str:
             rows.append(
                 [
                     f"{name}: {label}",
-                    f"{len(new)}/{len(old)}",
+                    f"{len(old)} / {len(new)}",
                     _cell(*_scores(old, file)),
                     _cell(*_scores(new, file)),
                 ]
@@ -141,7 +142,7 @@ def table_before(records_dir: Path, runs: dict[str, list[Path]]) -> str:
         return ""
     changes = before_dir / "CHANGES.md"
     return (changes.read_text(encoding="utf-8").strip() + "\n\n" if changes.is_file() else "") + _table(
-        ["Run: number", "seeds rerun", "before", "now"], rows
+        ["Run: number", "seeds (before / now)", "before", "now"], rows
     )
 
 

@@ -93,7 +93,16 @@ def test_report_compares_the_earlier_records_of_a_rerun(tmp_path):
     text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
     section = text.split("## What the fixes moved")[1]
     assert "One STS-B epoch before, three now." in section
-    assert "| cross-encoder-stsb: Table II | 1/2 | 62.00 ± 2.83 (61.00 ± 2.83) | 83.50 (84.00) |" in section
-    assert "| cross-encoder-stsb: [CLS] | 1/2 | 52.00 ± 2.83 (51.00 ± 2.83) | 30.00 (29.00) |" in section
-    assert "| cross-encoder-stsb: Avg. | 1/2 | 42.00 ± 2.83 (41.00 ± 2.83) | 60.00 (59.00) |" in section
+    assert "| cross-encoder-stsb: Table II | 2 / 1 | 62.00 ± 2.83 (61.00 ± 2.83) | 83.50 (84.00) |" in section
+    assert "| cross-encoder-stsb: [CLS] | 2 / 1 | 52.00 ± 2.83 (51.00 ± 2.83) | 30.00 (29.00) |" in section
+    assert "| cross-encoder-stsb: Avg. | 2 / 1 | 42.00 ± 2.83 (41.00 ± 2.83) | 60.00 (59.00) |" in section
     assert "| Cross-encoder, STS-B | 83.50 (84.00) |" in text  # Table II itself: the current records only
+
+
+def test_the_page_names_the_command_that_rewrites_it_not_the_runs_chosen():
+    """The page is drawn from every record, so only the options it depends on are kept in its command."""
+    argv = ["--seeds", "3", "--systems", "cnn-sbert", "--records-dir", "r", "--set", "training.epochs=1"]
+    assert supervised_cpu._command(argv) == "python experiments/supervised_cpu.py --records-dir r"
+    argv = ["--report=p.md", "--report-only", "--regimes", "stsb"]
+    assert supervised_cpu._command(argv) == "python experiments/supervised_cpu.py --report=p.md"
+    assert supervised_cpu._command([]) == "python experiments/supervised_cpu.py"
