@@ -1,59 +1,204 @@
-"""``protoembed data <action>``: manage the benchmark data directory (``download`` for now)."""
+"""``protoembed data list | download | verify``: the benchmark data directory and its datasets.
+
+``download NAME... | --all | --for CONFIG...`` fetches registry datasets (:mod:`protoembed.data.registry`)
+into the data directory (``--data-dir`` / ``--dest``, else ``$PROTOEMBED_DATA``); ``--for`` takes exactly
+what a training config reads (its stages and ``base:`` files included) and the STS data its evaluation
+reads; ``--dry-run`` prints the plan and fetches nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from protoembed.data.paths import DATA_ENV
 from protoembed.errors import ProtoembedError
 
 
-def run_download(args: argparse.Namespace) -> int:
-    """``protoembed data download``: fetch SentEval's data archive into ``<dest>/senteval``."""
-    from protoembed.data.download import download_senteval
+def _data_dir(args: argparse.Namespace, must_exist: bool) -> Path:
+    value = args.data_dir or os.environ.get(DATA_ENV)
+    if not value:
+        raise ProtoembedError(f"which data directory? pass --data-dir DIR or set {DATA_ENV}=DIR")
+    path = Path(value).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise ProtoembedError(f"data directory {path} is a file, not a directory")
+    if must_exist and not path.is_dir():
+        raise ProtoembedError(
+            f"data directory {path} does not exist; fetch data with `protoembed data download`"
+        )
+    return path
 
-    dest = args.dest or os.environ.get(DATA_ENV)
-    if not dest:
-        raise ProtoembedError(f"where should the data go? pass --dest DIR or set {DATA_ENV}=DIR")
-    result = download_senteval(
-        dest,
-        url=args.url,
-        sha256=args.sha256,
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return "?"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """``protoembed data list``: every dataset with installed / missing / corrupt, size and license."""
+    from protoembed.data.installed import read_manifest, status
+    from protoembed.data.registry import DATASETS
+
+    root = _data_dir(args, must_exist=False)
+    manifest = read_manifest(root) if root.is_dir() else {}
+    print(f"data directory: {root}")
+    print(f"{'dataset':<15} {'state':<10} {'size':>9}  license / note")
+    for dataset in DATASETS.values():
+        st = status(root, dataset, manifest)
+        size = _size(st.recorded_size if st.recorded_size is not None else dataset.size)
+        detail = f" ({st.detail})" if st.detail else ""
+        print(f"{dataset.name:<15} {st.state:<10} {size:>9}  {dataset.license}{detail}")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``protoembed data verify``: re-hash what is installed against the manifest and the pins."""
+    from protoembed.data.installed import read_manifest, verify
+    from protoembed.data.registry import DATASETS, get_dataset
+
+    root = _data_dir(args, must_exist=True)
+    manifest = read_manifest(root)
+    datasets = [get_dataset(n) for n in args.names] if args.names else list(DATASETS.values())
+    bad = 0
+    for dataset in datasets:
+        if not any((root / t).exists() for t in dataset.targets):
+            if args.names:
+                print(f"{dataset.name}: not installed")
+                bad += 1
+            continue
+        ok, detail = verify(root, dataset, manifest)
+        recorded = all(t in manifest for t in dataset.targets if (root / t).exists())
+        note = "" if recorded else " (not downloaded by protoembed: pinned files only)"
+        print(f"{dataset.name}: {'ok' if ok else 'CORRUPT'}, {detail}{note}")
+        bad += not ok
+    return 1 if bad else 0
+
+
+def _for_configs(configs: list[str]) -> tuple[list, list]:
+    """The datasets the configs read, and their files that no dataset provides (the user's own)."""
+    from protoembed.data.needs import config_needs
+    from protoembed.training.stages import load_run
+
+    datasets: dict[str, object] = {}
+    own: list[str] = []
+    for config in configs:
+        if not Path(config).is_file():
+            raise ProtoembedError(f"--for {config}: no such config file")
+        if not config.endswith((".yaml", ".yml")):
+            raise ProtoembedError(f"--for {config}: not a training config (expected a .yaml file)")
+        for need in config_needs(load_run(config)):
+            if need.dataset is not None:
+                datasets.setdefault(need.dataset.name, need.dataset)
+            else:
+                own.append(f"{config}: {need.what}: {need.path}")
+    return list(datasets.values()), own
+
+
+def run_download(args: argparse.Namespace) -> int:
+    """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
+    from protoembed.data.fetch import check_mirror
+    from protoembed.data.install import install, plan
+    from protoembed.data.registry import DATASETS, get_dataset
+
+    mirror = check_mirror(args.mirror)
+    chosen = {n: get_dataset(n) for n in args.names}
+    own: list[str] = []
+    if args.all:
+        chosen.update(DATASETS)
+    if args.for_configs:
+        found, own = _for_configs(args.for_configs)
+        chosen.update({d.name: d for d in found})
+    if not chosen:
+        raise ProtoembedError(
+            f"name the datasets to fetch ({', '.join(DATASETS)}), or pass --all or --for CONFIG.yaml"
+        )
+    root = _data_dir(args, must_exist=False)
+    datasets = list(chosen.values())
+    for line in own:
+        print(f"not fetched (your own file): {line}")
+    if args.dry_run:
+        for step in plan(datasets, root, mirror):
+            state = "installed" if step.installed else "to fetch"
+            print(
+                f"{step.dataset.name:<15} {_size(step.source.size):>9}  {step.url} -> {step.target} ({state})"
+            )
+        return 0
+
+    def report(step, result) -> None:
+        if result is None:
+            print(f"{step.dataset.name}: {step.target} already installed (--force replaces it)")
+        else:
+            print(f"{step.dataset.name}: {step.target} ({_size(result.size)}, {result.checked})")
+
+    install(
+        datasets,
+        root,
+        mirror=mirror,
         force=args.force,
-        check_manifest=not args.no_manifest,
+        on_step=report,
+        verify_hashes=not args.no_verify,
         progress=not args.quiet and sys.stderr.isatty(),
     )
-    print(f"SentEval data installed in {result.path} (archive sha256 {result.sha256})")
-    if args.no_manifest:
-        print("per-file checksums NOT checked (--no-manifest)")
-    else:
-        print(f"{result.verified_files} STS files matched the published sha256")
-    if os.environ.get(DATA_ENV) != str(result.path.parent):
-        print(f"use it with --data-dir {result.path.parent} or: export {DATA_ENV}={result.path.parent}")
+    if os.environ.get(DATA_ENV) != str(root):
+        print(f"use it with --data-dir {root} or: export {DATA_ENV}={root}")
     return 0
+
+
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir", "--dest", dest="data_dir", default=None, metavar="DIR", help=f"default: ${DATA_ENV}"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``data`` and its actions to the top-level sub-parsers."""
-    from protoembed.data.download import DEFAULT_URL
-
-    parser = subparsers.add_parser("data", help="fetch or inspect the benchmark data")
+    parser = subparsers.add_parser("data", help="fetch, list or verify the benchmark data")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", help="every dataset: installed / missing / corrupt, size, license")
+    _add_data_dir(listing)
+    listing.set_defaults(func=run_list)
+
     download = actions.add_parser(
         "download",
-        help="download the SentEval benchmark data (STS12-16, STS-B, SICK, transfer tasks)",
-        description="Download SimCSE's senteval.tar, verify it and unpack it as DEST/senteval.",
+        help="download datasets by name, --all, or --for a training config",
+        description="Download, check (sha256) and install datasets into the data directory. Interrupted "
+        "downloads resume on the next run; a failure leaves every dataset absent or complete.",
+    )
+    download.add_argument("names", nargs="*", metavar="NAME", help="datasets (see `protoembed data list`)")
+    download.add_argument("--all", action="store_true", help="every dataset")
+    download.add_argument(
+        "--for",
+        dest="for_configs",
+        nargs="+",
+        default=[],
+        metavar="CONFIG",
+        help="what these training configs read (stages and base: files included) and their STS evaluation",
+    )
+    _add_data_dir(download)
+    download.add_argument(
+        "--mirror", default=None, metavar="URL", help="fetch every source scheme://HOST/PATH as URL/HOST/PATH"
     )
     download.add_argument(
-        "--dest", default=None, metavar="DIR", help=f"data directory (default: ${DATA_ENV})"
+        "--dry-run", action="store_true", help="print datasets, URLs, sizes, targets; fetch nothing"
     )
-    download.add_argument("--url", default=DEFAULT_URL, help="archive URL or local file (default: SimCSE's)")
-    download.add_argument("--sha256", default=None, metavar="HEX", help="expected sha256 of the archive")
-    download.add_argument("--force", action="store_true", help="replace an existing DEST/senteval")
+    download.add_argument("--force", action="store_true", help="replace datasets already installed")
     download.add_argument(
-        "--no-manifest", action="store_true", help="do not check the STS files against their published sha256"
+        "--no-verify",
+        action="store_true",
+        help="accept files whose sha256 differs from the pinned or recorded one",
     )
     download.add_argument("--quiet", action="store_true", help="no progress bar")
     download.set_defaults(func=run_download)
+
+    check = actions.add_parser("verify", help="re-hash installed datasets against the manifest and the pins")
+    check.add_argument("names", nargs="*", metavar="NAME", help="datasets (default: every installed one)")
+    _add_data_dir(check)
+    check.set_defaults(func=run_verify)

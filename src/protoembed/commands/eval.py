@@ -63,6 +63,9 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
 def run_suite(suite: Suite, args: argparse.Namespace) -> int:
     """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
     suite's other files, such as few-shot's ``--figure``)."""
+    from protoembed.data.needs import check_present, suite_needs
+
+    check_present(suite_needs(suite.name, args))  # the tasks' files, before the model is loaded
     encoder = lazy_encoder(args)
     result = suite.evaluate(args, encoder)
     # a cross-encoder (STS --cross-encoder) never loads the embedder: the model spec alone describes it

@@ -39,9 +39,15 @@ CLUSTERING_FILES = {
 }
 CLUSTERING_TASKS = tuple(CLUSTERING_FILES)
 _MISSING_HINT = (
-    "the clustering sets are not part of SentEval's archive: stage them under <data>/clustering/ "
-    "(see the README) or point --data-dir / PROTOEMBED_DATA there"
+    "fetch the clustering sets with `protoembed data download agnews searchsnippets stackoverflow "
+    "biomedical tweet googlenews-ts googlenews-t googlenews-s` (or point --data-dir / PROTOEMBED_DATA at "
+    "a directory that has them)"
 )
+
+
+def clustering_task_files(task: str) -> list[str]:
+    """The file the clustering reader reads for ``task``, relative to the data directory."""
+    return [f"clustering/{CLUSTERING_FILES[task]}"]
 
 
 @dataclass

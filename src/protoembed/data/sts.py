@@ -106,12 +106,12 @@ def _check_variant(variant: str) -> None:
 
 
 _SENTEVAL_HINT = (
-    "run `protoembed data download` to fetch the SentEval data "
+    "run `protoembed data download senteval` to fetch the SentEval data "
     "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
 )
 _RAW_HINT = (
-    "the raw variant reads the original STS releases under sts_raw/, which `protoembed data download` "
-    "does not fetch (use --variant senteval, or stage sts_raw/)"
+    "the raw variant reads the original STS releases under sts_raw/: run `protoembed data download "
+    "sts-raw` to fetch them (or use --variant senteval)"
 )
 
 
@@ -232,8 +232,7 @@ def read_stsb(
     _check_variant(variant)
     split = _split(split, "STSBenchmark")
     raw = variant == "raw"
-    folder = ("sts_raw", "stsbenchmark") if raw else ("senteval", "STS", "STSBenchmark")
-    path = _root(data_dir).joinpath(*folder, f"sts-{split}.csv")
+    path = _root(data_dir) / stsb_file(split, variant)
     clean = _cleaner(variant)
     pairs = parse_stsb_lines(path, read_lines(path, raw), (7, 9) if raw else (7,), clean)
     s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
@@ -253,10 +252,34 @@ def read_sick(
     """
     _check_variant(variant)
     split = _split(split, "SICKRelatedness")
-    path = _root(data_dir) / "senteval" / "SICK" / _SICK_FILES[split]
+    path = _root(data_dir) / sick_file(split)
     pairs = parse_sick_lines(path, read_lines(path), _cleaner(variant))
     s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
     return StsPairs(f"SICKRelatedness/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def stsb_file(split: str, variant: str) -> str:
+    """The STS Benchmark file of ``split`` in ``variant``, relative to the data directory."""
+    folder = "sts_raw/stsbenchmark" if variant == "raw" else "senteval/STS/STSBenchmark"
+    return f"{folder}/sts-{split}.csv"
+
+
+def sick_file(split: str) -> str:
+    """The SICK file of ``split`` (``train`` / ``dev`` / ``test``), relative to the data directory (one
+    copy serves both variants)."""
+    return f"senteval/SICK/{_SICK_FILES[split]}"
+
+
+def sts_task_files(task: str, variant: str = "senteval", split: str = "test") -> list[str]:
+    """The files :func:`load_sts_task` reads for ``task`` / ``variant`` / ``split``, relative to the data
+    directory (``/``-separated), in reading order."""
+    _check_variant(variant)
+    task = canonical_task(task)
+    if task in STS_YEAR_SUBSETS:
+        files = [sts_subset_files(Path(), task, subset, variant) for subset in STS_YEAR_SUBSETS[task]]
+        return [p.as_posix() for pair in files for p in pair]
+    split = _split(split, task)
+    return [stsb_file(split, variant) if task == "STSBenchmark" else sick_file(split)]
 
 
 def load_sts_task(

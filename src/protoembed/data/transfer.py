@@ -80,7 +80,7 @@ def _task_dir(root: Path, folder: str) -> Path:
     path = root / "senteval" / folder
     if not path.is_dir():
         raise ProtoembedError(
-            f"{path}: directory not found; run `protoembed data download` to fetch the SentEval data "
+            f"{path}: directory not found; run `protoembed data download senteval` to fetch the SentEval data "
             "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
         )
     return path
@@ -163,6 +163,12 @@ def read_mrpc(root: Path) -> TransferData:
             labels.append(int(cols[0]))
         splits[split] = Split(np.array(labels), pairs=pairs)
     return TransferData("MRPC", ["not paraphrase", "paraphrase"], splits)
+
+
+def transfer_task_files(task: str) -> list[str]:
+    """The folder :func:`load_transfer_task` reads for ``task``, relative to the data directory."""
+    folder = _BINARY_FILES[task][0] if task in _BINARY_FILES else {"SST2": "SST/binary"}.get(task, task)
+    return [f"senteval/{folder}"]
 
 
 def load_transfer_task(task: str, data_dir: str | os.PathLike[str] | None) -> TransferData:

@@ -1,0 +1,186 @@
+"""Stream one URL into a file, resuming after a cut connection and retrying transient failures.
+
+:func:`fetch` appends to a ``.part`` file: when the transfer breaks (connection reset, time-out, a
+response shorter than its ``Content-Length``, HTTP 5xx / 429) it waits (exponential backoff) and asks
+for the rest with an HTTP ``Range: bytes=<have>-`` request, so the bytes already received are never
+fetched again; a server that ignores the range (answers 200) sends the whole file and the ``.part`` is
+rewritten. After ``retries`` such failures it stops with one line naming the URL; the ``.part`` stays,
+and the next call continues from it. A 4xx answer, a refused connection or an unknown host fail at once.
+
+Why not ``huggingface_hub.hf_hub_download`` for the Hugging Face files: it needs the Hub's own response
+headers (ETag, X-Repo-Commit), which an offline mirror laid out by host (``--mirror``) does not send; it
+obeys ``HF_HUB_OFFLINE``, which protoembed's users set to keep model loading offline; and it installs
+into its cache layout, not the data directory's. One downloader for every source gives every dataset the
+same resume, retry, progress and manifest behaviour; ``HF_ENDPOINT`` is honoured here (:func:`source_url`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import logging
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from protoembed.errors import ProtoembedError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for the connection and for each read; a dead network fails instead of hanging.
+TIMEOUT_S = 30.0
+#: Transient failures retried (with a Range request) before giving up.
+RETRIES = 5
+#: First wait after a transient failure, in seconds; doubled after each further one.
+BACKOFF_S = 1.0
+HF_HOST = "https://huggingface.co"
+_CHUNK = 1 << 20
+
+
+class _Transient(Exception):
+    """A failure worth retrying: the reason, for the final message."""
+
+
+def check_mirror(mirror: str | None) -> str | None:
+    """``mirror`` without a trailing ``/``; one line when it is not an ``http(s)://`` or ``file://`` URL."""
+    if mirror is None:
+        return None
+    parts = urlsplit(mirror)
+    if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
+        raise ProtoembedError(
+            f"--mirror {mirror!r} is not a URL: expected http://HOST/PATH, https://... or file:///PATH "
+            "(a folder laid out as HOST/PATH of each source)"
+        )
+    return mirror.rstrip("/")
+
+
+def source_url(url: str, mirror: str | None = None) -> str:
+    """Where ``url`` is fetched from: ``MIRROR/<host>/<path>`` with a mirror; else ``url``, with the
+    Hugging Face host replaced by ``$HF_ENDPOINT`` when that is set."""
+    if mirror:
+        parts = urlsplit(url)
+        return f"{mirror}/{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if endpoint and url.startswith(HF_HOST + "/"):
+        return endpoint.rstrip("/") + url[len(HF_HOST) :]
+    return url
+
+
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _open(url: str, have: int, timeout: float):
+    headers = {"User-Agent": "protoembed-data-download"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
+    """One request: append the rest of ``url`` to ``part`` (or rewrite it). Raises :class:`_Transient`."""
+    from tqdm.auto import tqdm
+
+    have = part.stat().st_size if part.exists() else 0
+    try:
+        response = _open(url, have, timeout)
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and have:  # nothing left to send: the .part may be complete; the caller checks
+            return
+        if err.code >= 500 or err.code == 429:
+            raise _Transient(f"HTTP {err.code} {err.reason}") from None
+        raise ProtoembedError(f"cannot download {url}: HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        reason = err.reason
+        if isinstance(reason, (TimeoutError, socket.timeout, ConnectionResetError)):
+            raise _Transient(f"{type(reason).__name__}: {reason}") from None
+        raise ProtoembedError(
+            f"cannot download {url}: {reason} (network unreachable? pass --mirror URL to fetch from a mirror)"
+        ) from None
+    except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
+        raise _Transient(f"{type(err).__name__}: {err}") from None
+    with response:
+        status = getattr(response, "status", 200)
+        length = response.headers.get("Content-Length")
+        if have and status == 206:
+            mode, start = "ab", have
+        else:
+            mode, start = "wb", 0  # no range support (or a fresh start): the whole file comes
+        total = start + int(length) if length and length.isdigit() else None
+        received = start
+        bar = tqdm(
+            total=total,
+            initial=start,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=part.name.removesuffix(".part"),
+            disable=not progress,
+            file=sys.stderr,
+        )
+        try:
+            with bar, part.open(mode) as out:
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK)
+                    except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
+                        raise _Transient(f"{type(err).__name__}: {err}") from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    received += len(chunk)
+                    bar.update(len(chunk))
+        except OSError as err:  # disk full, read-only: the .part keeps what was written
+            if isinstance(err, ConnectionError):
+                raise _Transient(f"{type(err).__name__}: {err}") from None
+            raise ProtoembedError(f"cannot write {part}: {err.strerror or err}") from None
+    if total is not None and received < total:
+        raise _Transient(f"connection cut after {received} of {total} bytes")
+
+
+def fetch(
+    url: str,
+    part: Path,
+    *,
+    timeout: float = TIMEOUT_S,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF_S,
+    progress: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Download ``url`` into ``part`` (resumed from what ``part`` already holds; see the module docstring).
+
+    Raises:
+        ProtoembedError: one line naming ``url`` (an HTTP error, an unreachable host, or ``retries``
+            transient failures in a row); ``part`` keeps the bytes received so far.
+    """
+    part.parent.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    while True:
+        try:
+            _attempt(url, part, timeout, progress)
+            return
+        except _Transient as err:
+            failures += 1
+            if failures > retries:
+                have = part.stat().st_size if part.exists() else 0
+                raise ProtoembedError(
+                    f"cannot download {url}: {err} ({failures} attempts; {have} bytes kept, rerun the same "
+                    "command to continue, or pass --mirror URL)"
+                ) from None
+            wait = backoff * 2 ** (failures - 1)
+            logger.warning(
+                "%s: %s; retrying in %.1f s (attempt %d of %d)", url, err, wait, failures + 1, retries + 1
+            )
+            sleep(wait)

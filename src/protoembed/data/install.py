@@ -1,0 +1,195 @@
+"""Download, check and install registry datasets into a data directory, never leaving half a dataset.
+
+For each :class:`~protoembed.data.registry.Source` of a dataset (a target already there is skipped unless
+``force``):
+
+1. :func:`~protoembed.data.fetch.fetch` streams it into ``<data>/.protoembed-partial/<file>.part`` (the
+   only place a partial download lives; a rerun resumes from it).
+2. Its sha256 is checked against the pin, else against the manifest's record of an earlier download; a
+   mismatch deletes the ``.part`` and installs nothing.
+3. A file target is renamed into place; an archive is unpacked in a hidden temp folder beside its target
+   (:func:`protoembed.io.replace_dir`), its pinned files checked, and the folder renamed into place.
+4. The manifest (:mod:`protoembed.data.installed`) records URL, sha256, size and the installed files'
+   hashes, written atomically.
+
+Any failure or Ctrl-C leaves each target either absent or complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protoembed.data.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
+from protoembed.data.installed import MANIFEST, hash_tree, read_manifest, write_manifest
+from protoembed.data.registry import Dataset, Source
+from protoembed.data.unpack import extract, pick_folder
+from protoembed.errors import ProtoembedError
+from protoembed.io import check_writable, replace_dir
+
+logger = logging.getLogger(__name__)
+
+PARTIAL_DIR = ".protoembed-partial"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One source of a planned download: where from, where to, and whether it is there already."""
+
+    dataset: Dataset
+    source: Source
+    url: str
+    target: Path
+    installed: bool
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A source that was installed: its target, the download's sha256 and size, and how it was checked."""
+
+    step: Step
+    sha256: str
+    size: int
+    checked: str
+
+
+def plan(datasets: list[Dataset], data_dir: Path, mirror: str | None = None) -> list[Step]:
+    """Every source of ``datasets`` with the URL it is fetched from and its target in ``data_dir``."""
+    return [
+        Step(d, s, source_url(s.url, mirror), data_dir / s.target, (data_dir / s.target).exists())
+        for d in datasets
+        for s in d.sources
+    ]
+
+
+def _partial(data_dir: Path, step: Step) -> Path:
+    tag = hashlib.sha1(step.url.encode()).hexdigest()[:10]
+    return data_dir / PARTIAL_DIR / f"{step.dataset.name}-{tag}-{step.source.filename}.part"
+
+
+def _check_pinned_files(root: Path, target: str, pins: dict[str, str], source: str) -> int:
+    """Check the pinned files (paths relative to the data directory) present under the unpacked ``root``
+    (which becomes ``target``); return how many were checked."""
+    checked = 0
+    bad: list[str] = []
+    for rel, digest in pins.items():
+        path = root / rel[len(target) + 1 :]
+        if not path.is_file():
+            continue
+        checked += 1
+        if sha256_file(path) != digest:
+            bad.append(rel)
+    if bad:
+        raise ProtoembedError(
+            f"{source}: {len(bad)} file(s) differ from their pinned sha256 (first: {bad[0]}); nothing was "
+            "installed (pass --no-verify to accept them anyway)"
+        )
+    return checked
+
+
+def install_step(
+    step: Step,
+    data_dir: Path,
+    manifest: dict[str, dict[str, Any]],
+    *,
+    verify_hashes: bool = True,
+    progress: bool = True,
+    timeout: float = TIMEOUT_S,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF_S,
+    sleep: Callable[[float], None] | None = None,
+) -> Installed:
+    """Fetch, check and install one source (see the module docstring); updates ``manifest`` in place and
+    on disk."""
+    source = step.source
+    part = _partial(data_dir, step)
+    kwargs = {"sleep": sleep} if sleep is not None else {}
+    fetch(step.url, part, timeout=timeout, retries=retries, backoff=backoff, progress=progress, **kwargs)
+    digest, size = sha256_file(part), part.stat().st_size
+    recorded = manifest.get(source.target, {}).get("sha256")
+    expected = source.sha256 or recorded
+    if verify_hashes and expected and digest != expected:
+        part.unlink()
+        kind = "pinned" if source.sha256 else "recorded at its first download"
+        raise ProtoembedError(
+            f"{step.url}: sha256 {digest} differs from the one {kind} ({expected}); the download was deleted "
+            "and nothing was installed"
+            + ("" if source.sha256 else " (pass --no-verify to accept the new file)")
+        )
+    checked = "sha256 pinned" if source.sha256 else ("sha256 as recorded" if recorded else "sha256 recorded")
+    if source.unpack == "file":
+        try:
+            step.target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(part, step.target)
+        except OSError as err:
+            raise ProtoembedError(f"cannot write {step.target}: {err.strerror or err}") from None
+    else:
+
+        def build(tmp: Path) -> None:
+            nonlocal checked
+            unpacked = tmp / ".unpacked"
+            unpacked.mkdir()
+            extract(part, unpacked, source.unpack, step.url)
+            root = pick_folder(unpacked, source.member, source.marker, step.url)
+            if verify_hashes and source.file_sha256:
+                n = _check_pinned_files(root, source.target, dict(source.file_sha256), step.url)
+                checked += f", {n} pinned file(s) match"
+            for entry in list(root.iterdir()):
+                os.rename(entry, tmp / entry.name)
+            shutil.rmtree(unpacked)
+
+        replace_dir(step.target, build)
+        part.unlink()
+    with contextlib.suppress(OSError):
+        part.parent.rmdir()  # only when no other partial download waits there
+    manifest[source.target] = {
+        "dataset": step.dataset.name,
+        "url": step.url,
+        "sha256": digest,
+        "size": size,
+        "installed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": hash_tree(step.target),
+    }
+    write_manifest(data_dir, manifest)
+    return Installed(step, digest, size, checked)
+
+
+def install(
+    datasets: list[Dataset],
+    data_dir: Path,
+    *,
+    mirror: str | None = None,
+    force: bool = False,
+    on_step: Callable[[Step, Installed | None], None] | None = None,
+    **kwargs: Any,
+) -> list[Installed]:
+    """Install every source of ``datasets`` into ``data_dir`` (skipping targets already there unless
+    ``force``); ``on_step(step, result)`` after each (``result`` None: skipped). ``kwargs`` go to
+    :func:`install_step`.
+
+    Raises:
+        ProtoembedError: the data directory is not writable, the manifest is invalid, or a download fails
+            (the targets installed before it stay).
+    """
+    data_dir = Path(data_dir).expanduser().absolute()
+    check_writable(data_dir / MANIFEST)
+    manifest = read_manifest(data_dir)
+    done: list[Installed] = []
+    for step in plan(datasets, data_dir, mirror):
+        if step.installed and not force:
+            if on_step:
+                on_step(step, None)
+            continue
+        result = install_step(step, data_dir, manifest, **kwargs)
+        done.append(result)
+        if on_step:
+            on_step(step, result)
+    return done

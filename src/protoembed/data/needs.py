@@ -1,0 +1,142 @@
+"""What a training config or an evaluation suite reads, which registry dataset provides it, and the
+one-line error that names the file and the command that fetches it.
+
+A training config reads, in each stage: its ``data.corpus`` files, STS-B dev (model selection, in the
+config's ``training.eval_variant``) and the STS test sets of ``training.test_tasks``. A suite reads the
+files of its tasks (STS: in ``--variant``). A path is resolved as the readers resolve it: an absolute
+path or one that exists from the working directory is the user's own file; any other relative path lies
+under the data directory (``data.data_dir``, ``--data-dir``, else ``$PROTOEMBED_DATA``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protoembed.data.registry import Dataset, dataset_for_path
+from protoembed.errors import ProtoembedError
+
+if TYPE_CHECKING:
+    from protoembed.training.config_models import TrainConfig
+
+
+@dataclass(frozen=True)
+class Need:
+    """One file a run reads: ``path`` as written, what it is for, the config's data directory (``None``:
+    the default), and the dataset that provides it (``None``: the user's own file, or no entry)."""
+
+    path: str
+    what: str
+    data_dir: str | None
+    dataset: Dataset | None
+
+    @property
+    def own(self) -> bool:
+        """An absolute path, or one that exists from the working directory: the user's own file."""
+        path = Path(self.path).expanduser()
+        return path.is_absolute() or path.exists()
+
+
+def _need(path: str, what: str, data_dir: str | None) -> Need:
+    own = Path(path).expanduser().is_absolute() or Path(path).expanduser().exists()
+    return Need(path, what, data_dir, None if own else dataset_for_path(path))
+
+
+def _sts_needs(tasks: Iterable[str], variant: str, data_dir: str | None, split: str, what: str) -> list[Need]:
+    from protoembed.data.sts import canonical_task, sts_task_files
+
+    needs = []
+    for task in tasks:
+        task_split = split if canonical_task(task) in ("STSBenchmark", "SICKRelatedness") else "test"
+        for path in sts_task_files(task, variant, task_split):
+            needs.append(_need(path, f"{what} {task}", data_dir))
+    return needs
+
+
+def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
+    """The files one training stage reads (see the module docstring)."""
+    stage = f"stage {name!r}: " if name else ""
+    data_dir = cfg.data.data_dir
+    needs = [_need(f.path, f"{stage}training file", data_dir) for f in cfg.data.files()]
+    variant = cfg.training.eval_variant
+    needs += _sts_needs(["STSBenchmark"], variant, data_dir, "dev", f"{stage}model selection on")
+    needs += _sts_needs(cfg.training.test_tasks, variant, data_dir, "test", f"{stage}test set")
+    return needs
+
+
+def config_needs(stages: Sequence[tuple[str, TrainConfig]]) -> list[Need]:
+    """The files every stage of a run reads, each path once (first use kept)."""
+    seen: dict[tuple[str, str | None], Need] = {}
+    for name, cfg in stages:
+        for need in stage_needs(name, cfg):
+            seen.setdefault((need.path, need.data_dir), need)
+    return list(seen.values())
+
+
+def suite_needs(suite: str, args: argparse.Namespace) -> list[Need]:
+    """The files ``protoembed eval <suite>`` reads with the parsed options ``args``."""
+    from protoembed.data.clustering import CLUSTERING_TASKS, clustering_task_files
+    from protoembed.data.sts import STS_TASKS
+    from protoembed.data.transfer import TRANSFER_TASKS, transfer_task_files
+
+    data_dir = getattr(args, "data_dir", None)
+    tasks = getattr(args, "tasks", None)
+    if suite == "sts":
+        return _sts_needs(
+            tasks or STS_TASKS, getattr(args, "variant", "senteval"), data_dir, "test", "test set"
+        )
+    if suite in ("transfer", "fewshot"):
+        return [
+            _need(p, f"task {t}", data_dir) for t in tasks or TRANSFER_TASKS for p in transfer_task_files(t)
+        ]
+    if suite == "clustering":
+        return [
+            _need(p, f"task {t}", data_dir)
+            for t in tasks or CLUSTERING_TASKS
+            for p in clustering_task_files(t)
+        ]
+    return []
+
+
+def _root(data_dir: str | None) -> Path | None:
+    base = data_dir or os.environ.get("PROTOEMBED_DATA")
+    return Path(base).expanduser().absolute() if base else None
+
+
+def missing(needs: Iterable[Need]) -> list[Need]:
+    """The needs whose file (or folder) is not there."""
+    out = []
+    for need in needs:
+        if need.own:
+            continue
+        root = _root(need.data_dir)
+        if root is None or not (root / need.path).exists():
+            out.append(need)
+    return out
+
+
+def check_present(needs: Iterable[Need], config: str | None = None) -> None:
+    """Raise the one-line error for the first missing file: the file, where it was looked for, and the
+    command that fetches it (``protoembed data download NAME``, or ``--for CONFIG``)."""
+    gone = missing(needs)
+    if not gone:
+        return
+    first = gone[0]
+    root = _root(first.data_dir)
+    where = f"under {root}" if root else "($PROTOEMBED_DATA is not set and no data directory was given)"
+    names = list(dict.fromkeys(n.dataset.name for n in gone if n.dataset))
+    if first.dataset is None:
+        fix = "it is not a dataset protoembed fetches: give the file's path, or place it under the data directory"
+    else:
+        fix = f"fetch it with `protoembed data download {' '.join(names)}`"
+        if config:
+            fix += (
+                f" (or everything this config reads: `protoembed data download --for {shlex.quote(config)}`)"
+            )
+    more = f" ({len(gone) - 1} more missing)" if len(gone) > 1 else ""
+    raise ProtoembedError(f"{first.what}: {first.path!r} not found {where}{more}; {fix}")

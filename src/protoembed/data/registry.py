@@ -1,0 +1,288 @@
+"""Every dataset the configs and evaluation suites read, one :class:`Dataset` entry each.
+
+An entry names the dataset, its license, and its :class:`Source` downloads: the authors' canonical URL,
+how the download is unpacked, and the path it lands at under the data directory (exactly the paths the
+readers and configs use). sha256 are pinned where known: the whole download (``sha256``, the files
+fetched from a pinned Git commit), or files inside an archive (``file_sha256``: SentEval's STS files,
+the official STS releases). A download with no pinned sha256 has it recorded, with its size and URL, in
+the data directory's manifest at first download, and later runs check against that record
+(:mod:`protoembed.data.installed`).
+
+Adding a dataset is one entry in :data:`DATASETS`. Nothing here touches the network or the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Literal
+
+from protoembed.data.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
+from protoembed.errors import ProtoembedError
+
+#: The Hugging Face dataset repository of SimCSE's training and evaluation files.
+SIMCSE_HF = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+#: The short-text clustering sets as prepared by Rakib et al. (the SCCL lineage), at a pinned commit.
+SCCL_RAW = (
+    "https://raw.githubusercontent.com/rashadulrakib/short-text-clustering-enhancement/"
+    "f363b66e6fd51f9dd1db679d2a9ce55538ab9868/data"
+)
+#: The head of SimCSE's wiki1m (the first 1,280,000 bytes) as committed at a pinned commit.
+WIKI_SAMPLE_RAW = (
+    "https://raw.githubusercontent.com/SadiaAfrinPurba/bert-vae-cnn-for-sentence-similarity/"
+    "baa1dbc2c090b303527fe71efabbb351e7e3510b/data/wiki1m_for_simcse.txt"
+)
+STS_WIKI = "http://ixa2.si.ehu.es/stswiki/images"
+
+Unpack = Literal["file", "tar", "zip"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One download and where it lands.
+
+    ``url``: the canonical source. ``target``: the file (``unpack="file"``) or folder (``tar`` / ``zip``)
+    it becomes, relative to the data directory. ``member``: the archive folder installed as ``target``
+    (``""``: the archive's root; ``None``: the folder that holds ``marker``, found up to 2 levels down).
+    ``sha256`` / ``size``: the download's, when pinned (``None``: recorded at first download).
+    ``file_sha256``: pinned sha256 of installed files (paths relative to the data directory).
+    """
+
+    url: str
+    target: str
+    unpack: Unpack = "file"
+    member: str | None = ""
+    marker: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    file_sha256: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def filename(self) -> str:
+        """The download's file name (the URL's last component)."""
+        return PurePosixPath(self.url.split("?", 1)[0]).name or "download"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset: ``name`` (what ``protoembed data download`` takes), ``title``, ``license``, its
+    ``sources`` and the reader ``format`` that serves it (a ``data.format`` name, or the suite that
+    reads it)."""
+
+    name: str
+    title: str
+    license: str
+    sources: tuple[Source, ...]
+    format: str
+    note: str = ""
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The paths the dataset installs, relative to the data directory."""
+        return tuple(s.target for s in self.sources)
+
+    @property
+    def size(self) -> int | None:
+        """Total download size in bytes when every source's size is pinned, else ``None``."""
+        sizes = [s.size for s in self.sources]
+        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+
+
+def _sts_raw(year: str, zip_name: str, member: str) -> Source:
+    target = f"sts_raw/{year}-en-test"
+    pins = {k: v for k, v in STS_RAW_SHA256.items() if k.startswith(target + "/")}
+    return Source(f"{STS_WIKI}/{zip_name}", target, "zip", member, file_sha256=pins)
+
+
+def _clustering(name: str, title: str, path: str, target: str, size: int, sha256: str) -> Dataset:
+    return Dataset(
+        name,
+        title,
+        "research data, no license file in the source repository",
+        (Source(f"{SCCL_RAW}/{path}", f"clustering/{target}", sha256=sha256, size=size),),
+        "clustering",
+    )
+
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset(
+            "senteval",
+            "SentEval data: STS12-16 and STS-B (tokenised, lowercased), SICK, MR, CR, SUBJ, MPQA, SST, TREC, "
+            "MRPC, SNLI (SimCSE's senteval.tar)",
+            "per task (SemEval STS research use; SICK CC BY-NC-SA 3.0; SNLI CC BY-SA 4.0; MRPC Microsoft "
+            "Research terms)",
+            (
+                Source(
+                    f"{SIMCSE_HF}/senteval.tar",
+                    "senteval",
+                    "tar",
+                    member=None,
+                    marker="STS",
+                    file_sha256={f"senteval/{k}": v for k, v in SENTEVAL_STS_SHA256.items()},
+                ),
+            ),
+            "sts, transfer, fewshot; stsb, sick, senteval_nli",
+        ),
+        Dataset(
+            "sts-raw",
+            "STS12-16 and STS Benchmark, the official (cased, untokenised) releases",
+            "SemEval STS research use (per source; see each release's readme)",
+            (
+                _sts_raw("STS12", "4/40/STS2012-en-test.zip", "test-gold"),
+                _sts_raw("STS13", "2/2f/STS2013-en-test.zip", "test-gs"),
+                _sts_raw("STS14", "8/8c/STS2014-en-test.zip", "sts-en-test-gs-2014"),
+                _sts_raw("STS15", "d/da/STS2015-en-test.zip", "test_evaluation_task2a"),
+                _sts_raw("STS16", "9/98/STS2016-en-test.zip", "sts2016-english-with-gs-v1.0"),
+                Source(
+                    f"{STS_WIKI}/4/48/Stsbenchmark.tar.gz",
+                    "sts_raw/stsbenchmark",
+                    "tar",
+                    "stsbenchmark",
+                    file_sha256={k: v for k, v in STS_RAW_SHA256.items() if k.startswith("sts_raw/stsb")},
+                ),
+            ),
+            "sts (--variant raw); stsb",
+        ),
+        Dataset(
+            "wiki1m",
+            "SimCSE's 1M English Wikipedia sentences (unsupervised training corpus)",
+            "Wikipedia text, CC BY-SA 3.0",
+            (Source(f"{SIMCSE_HF}/wiki1m_for_simcse.txt", "unsup/wiki1m_for_simcse.txt"),),
+            "text",
+        ),
+        Dataset(
+            "wiki1m-sample",
+            "The first 1,280,000 bytes of wiki1m (11,929 sentences; the CPU configs' corpus)",
+            "Wikipedia text, CC BY-SA 3.0",
+            (
+                Source(
+                    WIKI_SAMPLE_RAW,
+                    "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt",
+                    sha256="e8b96b77ffcd3226cbddb6e9eb1185bcefee7118d6281792970a5e7a31432c42",
+                    size=1280000,
+                ),
+            ),
+            "text",
+            note="the last line is cut mid-sentence; the text reader drops it",
+        ),
+        Dataset(
+            "nli-simcse",
+            "SimCSE's NLI triplets (premise, entailment, contradiction) from SNLI + MultiNLI",
+            "CC BY-SA 4.0 (SNLI), MultiNLI's OANC / CC BY-SA 3.0 terms",
+            (Source(f"{SIMCSE_HF}/nli_for_simcse.csv", "nli/nli_for_simcse.csv"),),
+            "simcse_nli",
+        ),
+        Dataset(
+            "snli",
+            "SNLI 1.0 (570k pairs; train / dev / test .jsonl and .txt)",
+            "CC BY-SA 4.0",
+            (
+                Source(
+                    "https://nlp.stanford.edu/projects/snli/snli_1.0.zip", "nli/snli_1.0", "zip", "snli_1.0"
+                ),
+            ),
+            "snli_jsonl, nli_txt",
+        ),
+        Dataset(
+            "multinli",
+            "MultiNLI 1.0 (433k pairs; train / dev matched / dev mismatched .jsonl and .txt)",
+            "OANC and CC BY-SA 3.0 parts (see its README)",
+            (
+                Source(
+                    "https://cims.nyu.edu/~sbowman/multinli/multinli_1.0.zip",
+                    "nli/multinli_1.0",
+                    "zip",
+                    "multinli_1.0",
+                ),
+            ),
+            "snli_jsonl, nli_txt",
+        ),
+        _clustering(
+            "agnews",
+            "AgNews 8k (4 classes)",
+            "agnewsdataraw-8000",
+            "agnews8k/agnewsdataraw-8000",
+            1334725,
+            "9a3ecfb3d5daef1cdef2fa1cc23d1f1c23784220116c39072d6d8422f5781c06",
+        ),
+        _clustering(
+            "searchsnippets",
+            "SearchSnippets (8 classes)",
+            "search_snippets/search_snippets_true_text",
+            "searchsnippets/search_snippets_true_text",
+            1832132,
+            "e39dbcb5d956c2a34d1a68727c18b05646dfd4921857f7f61beccf6481e94787",
+        ),
+        _clustering(
+            "stackoverflow",
+            "StackOverflow titles (20 classes)",
+            "stackoverflow/stackoverflow_true_text",
+            "stackoverflow/stackoverflow_true_text",
+            1120967,
+            "e683a764d1c05828ee13828695fb273c3d61991b853af716da383061356e9ff5",
+        ),
+        _clustering(
+            "biomedical",
+            "Biomedical titles (20 classes)",
+            "biomedical/biomedical_true_text",
+            "biomedical/biomedical_true_text",
+            1893212,
+            "a52cc072e35bfac1a971880ff3222239438cea24571b8910dd549f1831b34a04",
+        ),
+        _clustering(
+            "tweet",
+            "Tweet (89 classes)",
+            "tweet-original-order.txt",
+            "tweet/tweet-original-order.txt",
+            156097,
+            "bd63058a56d4b2ff35eca50db6fdbdf51d4dbc222e16604cbcaad813c2831479",
+        ),
+        _clustering(
+            "googlenews-ts",
+            "GoogleNews-TS (152 classes)",
+            "TS",
+            "googlenews/TS",
+            2245797,
+            "a2bd94663542b849477b0a2a95a23626a7c8af50d50978056159997ddd800065",
+        ),
+        _clustering(
+            "googlenews-t",
+            "GoogleNews-T (152 classes)",
+            "T",
+            "googlenews/T",
+            502278,
+            "4b4a5feeaa35e7e96e08203fe44f0b5b136c7d1e01eba3a282d25ae4ecae8f8c",
+        ),
+        _clustering(
+            "googlenews-s",
+            "GoogleNews-S (152 classes)",
+            "S",
+            "googlenews/S",
+            1777019,
+            "004e6210fbfcd11414f27b8bb6a83df6051bb8449c063b9d77955e2df0294082",
+        ),
+    )
+}
+
+
+def get_dataset(name: str) -> Dataset:
+    """The registry entry ``name``; one line listing the known names when there is none."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ProtoembedError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+
+
+def dataset_for_path(path: str) -> Dataset | None:
+    """The dataset whose installed target is ``path`` or a folder above it (``path`` relative to the data
+    directory, ``/``-separated); ``None`` when no entry provides it."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    for dataset in DATASETS.values():
+        for target in dataset.targets:
+            tparts = PurePosixPath(target).parts
+            if parts[: len(tparts)] == tparts:
+                return dataset
+    return None
