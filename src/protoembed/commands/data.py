@@ -137,15 +137,22 @@ def run_download(args: argparse.Namespace) -> int:
         else:
             print(f"{step.dataset.name}: {step.target} ({_size(result.size)}, {result.checked})")
 
-    install(
-        datasets,
-        root,
-        mirror=mirror,
-        force=args.force,
-        on_step=report,
-        verify_hashes=not args.no_verify,
-        progress=not args.quiet and sys.stderr.isatty(),
-    )
+    try:
+        install(
+            datasets,
+            root,
+            mirror=mirror,
+            force=args.force,
+            on_step=report,
+            verify_hashes=not args.no_verify,
+            progress=not args.quiet and sys.stderr.isatty(),
+        )
+    except KeyboardInterrupt:
+        print(
+            "protoembed data: interrupted; rerun the same command to continue (the bytes received are kept)",
+            file=sys.stderr,
+        )
+        return 130
     if os.environ.get(DATA_ENV) != str(root):
         print(f"use it with --data-dir {root} or: export {DATA_ENV}={root}")
     return 0

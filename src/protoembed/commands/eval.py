@@ -65,6 +65,10 @@ def run_suite(suite: Suite, args: argparse.Namespace) -> int:
     suite's other files, such as few-shot's ``--figure``)."""
     from protoembed.data.needs import check_present, suite_needs
 
+    if getattr(args, "cross_encoder", False):  # a folder that is no cross-encoder: said before the data
+        from protoembed.evaluation.cross_encoder import cross_encoder_dir
+
+        cross_encoder_dir(args.model)
     check_present(suite_needs(suite.name, args))  # the tasks' files, before the model is loaded
     encoder = lazy_encoder(args)
     result = suite.evaluate(args, encoder)

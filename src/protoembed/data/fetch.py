@@ -157,7 +157,7 @@ def fetch(
     retries: int = RETRIES,
     backoff: float = BACKOFF_S,
     progress: bool = True,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> None:
     """Download ``url`` into ``part`` (resumed from what ``part`` already holds; see the module docstring).
 
@@ -183,4 +183,4 @@ def fetch(
             logger.warning(
                 "%s: %s; retrying in %.1f s (attempt %d of %d)", url, err, wait, failures + 1, retries + 1
             )
-            sleep(wait)
+            (sleep or time.sleep)(wait)

@@ -109,10 +109,32 @@ def install_step(
 ) -> Installed:
     """Fetch, check and install one source (see the module docstring); updates ``manifest`` in place and
     on disk."""
+    created = [p for p in (step.target.parent, *step.target.parent.parents) if not p.exists()]
+    try:
+        return _install_step(
+            step, data_dir, manifest, verify_hashes, progress, timeout, retries, backoff, sleep
+        )
+    finally:
+        if not step.target.exists():  # failed: the folders this call created go again, innermost first
+            for folder in [data_dir / PARTIAL_DIR, *created]:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def _install_step(
+    step: Step,
+    data_dir: Path,
+    manifest: dict[str, dict[str, Any]],
+    verify_hashes: bool,
+    progress: bool,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    sleep: Callable[[float], None] | None,
+) -> Installed:
     source = step.source
     part = _partial(data_dir, step)
-    kwargs = {"sleep": sleep} if sleep is not None else {}
-    fetch(step.url, part, timeout=timeout, retries=retries, backoff=backoff, progress=progress, **kwargs)
+    fetch(step.url, part, timeout=timeout, retries=retries, backoff=backoff, progress=progress, sleep=sleep)
     digest, size = sha256_file(part), part.stat().st_size
     recorded = manifest.get(source.target, {}).get("sha256")
     expected = source.sha256 or recorded
@@ -146,7 +168,11 @@ def install_step(
                 os.rename(entry, tmp / entry.name)
             shutil.rmtree(unpacked)
 
-        replace_dir(step.target, build)
+        try:
+            replace_dir(step.target, build)
+        except ProtoembedError:  # a complete download that is not the archive expected: fetch anew next time
+            part.unlink(missing_ok=True)
+            raise
         part.unlink()
     with contextlib.suppress(OSError):
         part.parent.rmdir()  # only when no other partial download waits there

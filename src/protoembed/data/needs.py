@@ -128,6 +128,10 @@ def check_present(needs: Iterable[Need], config: str | None = None) -> None:
         return
     first = gone[0]
     root = _root(first.data_dir)
+    if root is not None and root.exists() and not root.is_dir():
+        from protoembed.data.paths import resolve_data_dir
+
+        resolve_data_dir(first.data_dir)  # the one-line "is a file, not a directory" error
     where = f"under {root}" if root else "($PROTOEMBED_DATA is not set and no data directory was given)"
     names = list(dict.fromkeys(n.dataset.name for n in gone if n.dataset))
     if first.dataset is None:

@@ -48,8 +48,10 @@ def _extract_zip(archive: Path, into: Path, source: str) -> None:
         members = []
         for info in zf.infolist():
             parts = _check_name(info.filename, source)
-            mode = info.external_attr >> 16
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            mode = (
+                info.external_attr >> 16
+            )  # Unix mode where the archiver set one; type bits 0: a plain entry
+            if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise ProtoembedError(
                     f"refusing to unpack {source}: member {info.filename!r} is a link or special file"
                 )
