@@ -250,7 +250,7 @@ def test_promptbert_matches_infonce(tiny_model_dirs, kind: str, denoise: bool) -
             h1 = h1 - torch.stack([_template_alone_state(enc, enc.template, s) for s in SENTENCES])
             h2 = h2 - torch.stack([_template_alone_state(enc, second, s) for s in SENTENCES])
         z1, z2 = _np(objective.mlp(h1)), _np(objective.mlp(h2))
-    assert float(loss) == pytest.approx(eq1(z1, z2, None), rel=1e-4)
+    assert float(loss) == pytest.approx(eq1(z1, z2, None), rel=1e-4, abs=1e-6)  # float32 sums near 0
 
 
 # ------------------------------------------------------------------ gradients, one forward
