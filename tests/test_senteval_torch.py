@@ -158,3 +158,24 @@ def test_no_fits_is_a_user_error(regs):
 
     with pytest.raises(ProtoembedError, match="at least one fit"):
         fit_many(np.zeros((4, 2)), np.array([0, 1, 0, 1]), [] if regs else [Fit(np.arange(4))], regs, 2, SEED)
+
+
+def test_the_report_refuses_to_mix_the_two_classifiers(tmp_path):
+    from pathlib import Path
+
+    from protoembed.errors import ProtoembedError
+    from protoembed.report.results import Result, by_suite
+
+    def result(name, protocol):
+        data = {"suite": "transfer", "protocol": protocol, "tasks": {"MR": {"acc": 80.0}}, "avg": 80.0}
+        return Result(Path(name), "transfer", name, data)
+
+    old = result("old.json", {"folds": 10})  # written before the classifier was recorded: sklearn
+    assert list(by_suite([old, result("new.json", {"classifier": "sklearn", "folds": 10})])["transfer"]) == [
+        "old.json",
+        "new.json",
+    ]
+    with pytest.raises(
+        ProtoembedError, match=r"torch.json: transfer results of protocol .*pytorch.* cannot share"
+    ):
+        by_suite([old, result("torch.json", {"classifier": "pytorch", "folds": 10})])
