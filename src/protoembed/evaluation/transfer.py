@@ -432,7 +432,7 @@ def transfer_protocol_line(p: dict[str, Any]) -> str:
             f"{extra_protocol(p, known)}; accuracy x100, {OVER_SEEDS}."
         )
     return (
-        "Protocol: SentEval logistic regression (scikit-learn's) on frozen embeddings; MR, CR, SUBJ, MPQA by "
+        "Protocol: SentEval logistic regression on frozen embeddings; MR, CR, SUBJ, MPQA by "
         f"{p.get('folds', '?')}-fold CV with C chosen by inner {p.get('inner_folds', '?')}-fold CV, "
         f"SST-2 with C chosen on dev, TREC and MRPC by inner CV on train; seed {p.get('seed', '?')}"
         f"; C from {c_grids(p.get('C_grid'))}{extra_protocol(p, ('classifier', 'folds', 'inner_folds', 'seed', 'C_grid'))}; "
