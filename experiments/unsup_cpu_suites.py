@@ -38,9 +38,10 @@ from protoembed.errors import ProtoembedError
 #: the model's cached fp32 export (``--runtime onnx``: vectors equal to torch's to ~1e-7; the transfer
 #: numbers are unchanged, a k-means run can move by 0.01, as Biomedical's for the untrained model).
 #: Transfer keeps its vectors (``--cache-embeddings``) and few-shot, run after it, looks its sentences
-#: (a subset of transfer's) up instead of encoding them.
+#: (a subset of transfer's) up instead of encoding them. Transfer runs the ConPVP authors' classifier
+#: (their evaluation.py: SentEval's PyTorch logistic regression), ``--classifier pytorch``.
 SUITE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "transfer": ("--runtime", "onnx", "--cache-embeddings"),
+    "transfer": ("--runtime", "onnx", "--cache-embeddings", "--classifier", "pytorch"),
     "fewshot": ("--runtime", "onnx", "--cache-embeddings"),
     "clustering": ("--runtime", "onnx"),
 }
@@ -138,10 +139,26 @@ def suite_command(suite: str, model: str, output: Path) -> list[str]:
     ]
 
 
+#: Protocol entries a suite's recorded JSON must have to count as done (else it is run again): transfer
+#: results of another classifier (a file without one was made with scikit-learn's) are redone.
+SUITE_PROTOCOL: dict[str, dict[str, Any]] = {"transfer": {"classifier": "pytorch"}}
+
+
+def recorded(folder: Path, suite: str) -> bool:
+    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
+    data = _json(folder / f"{suite}.json")
+    if data is None:
+        return False
+    protocol = dict(data.get("protocol") or {})
+    if suite == "transfer":
+        protocol.setdefault("classifier", "sklearn")
+    return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
+
+
 def run_suites(folder: Path, suites: list[str], model: Callable[[], str | None]) -> list[str]:
-    """Run each of ``suites`` whose ``folder/<suite>.json`` is missing; ``model()`` is asked (it may
-    retrain) only then. Returns the suites that failed."""
-    missing = [s for s in suites if not (folder / f"{s}.json").is_file()]
+    """Run each of ``suites`` not :func:`recorded` in ``folder``; ``model()`` is asked (it may retrain)
+    only then. Returns the suites that failed."""
+    missing = [s for s in suites if not recorded(folder, s)]
     if not missing:
         _say(f"{folder.name}: {', '.join(suites)} recorded, skipped")
         return []

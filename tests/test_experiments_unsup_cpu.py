@@ -217,7 +217,10 @@ class FakeCalls:
             (run / "results.json").write_text(json.dumps(results))
         elif cmd[3] == "eval":
             target = out("--output")
-            target.write_text(json.dumps(_suite_json(cmd[4], out("--model").name, 60.0 + 3 * self.n)))
+            data = _suite_json(cmd[4], out("--model").name, 60.0 + 3 * self.n)
+            if "--classifier" in cmd:
+                data["protocol"] = {"classifier": cmd[cmd.index("--classifier") + 1]}
+            target.write_text(json.dumps(data))
         elif cmd[3] == "analyze":
             out("--output").write_text(json.dumps({"analysis": cmd[4], "figure": str(out("--figure"))}))
         else:
@@ -267,7 +270,10 @@ def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, mon
             cmd = ["eval", suite, "--model", str(model if model == "default" else model / "best")]
             cmd += ["--output", str(records / folder / f"{suite}.json")]
             expected.append(
-                cmd + ["--runtime", "onnx"] + (["--cache-embeddings"] if suite != "clustering" else [])
+                cmd
+                + ["--runtime", "onnx"]
+                + (["--cache-embeddings"] if suite != "clustering" else [])
+                + (["--classifier", "pytorch"] if suite == "transfer" else [])
             )
     assert evals == expected
     figures = records / "figures"
@@ -397,7 +403,10 @@ def test_existing_suite_files_are_skipped_and_their_model_not_needed(tmp_path, m
     fake, args = _study(tmp_path, monkeypatch)
     records = tmp_path / "records"
     for suite in ("transfer", "fewshot", "clustering"):  # conpvp-paper-seed1 is done: no retraining
-        (records / "conpvp-paper-seed1" / f"{suite}.json").write_text(json.dumps(_suite_json(suite, "m", 1)))
+        data = _suite_json(suite, "m", 1) | (
+            {"protocol": {"classifier": "pytorch"}} if suite == "transfer" else {}
+        )
+        (records / "conpvp-paper-seed1" / f"{suite}.json").write_text(json.dumps(data))
     (records / UNTRAINED / "fewshot.json").write_text(json.dumps(_suite_json("fewshot", "m", 1)))
     assert unsup_cpu.main([*args, "--no-figures", "--suite-methods", "conpvp-paper", "simcse"]) == 0
     assert [c[:2] for c in fake.commands] == [
@@ -487,3 +496,20 @@ def test_report_shows_what_a_fix_moved_and_reads_earlier_suites(tmp_path) -> Non
         "61.00",
         "60.50",
     ]
+
+
+def test_a_transfer_record_of_another_classifier_is_redone(tmp_path):
+    """The study's transfer is the authors' classifier: a transfer.json without one (scikit-learn's)
+    or with sklearn is not done; one with pytorch is; other suites need only exist."""
+    from experiments.unsup_cpu_suites import recorded
+
+    assert not recorded(tmp_path, "transfer")
+    for protocol, done in (
+        ({}, False),
+        ({"classifier": "sklearn"}, False),
+        ({"classifier": "pytorch"}, True),
+    ):
+        (tmp_path / "transfer.json").write_text(json.dumps({"protocol": protocol, "tasks": {}}))
+        assert recorded(tmp_path, "transfer") is done
+    (tmp_path / "fewshot.json").write_text(json.dumps({"tasks": {}}))
+    assert recorded(tmp_path, "fewshot")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from pathlib import Path
 from typing import Any
@@ -142,8 +141,18 @@ def test_zero_embedding_gives_zero_cosine(tmp_path: Path) -> None:
         out[sentences.index("x")] = 0.0
         return out
 
-    result = evaluate_sts(encode, _tiny_stsb(tmp_path), tasks=["STSBenchmark"])
-    assert math.isfinite(result["tasks"]["STSBenchmark"]["spearman"])
+    result = evaluate_sts(encode, _tiny_stsb(tmp_path), tasks=["STSBenchmark"])["tasks"]["STSBenchmark"]
+    # by hand: the pairs' cosines, the zero vector's pair ("x", "a b") scored exactly 0
+    pairs = [("a b", "a b"), ("a c", "d e"), ("x", "a b"), ("a b c", "a b")]
+    cos = []
+    for a, b in pairs:
+        u, v = bag_of_words([a, b]).astype(np.float64)
+        cos.append(0.0 if a == "x" else 1.0 if a == b else u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+    gold = [5.0, 0.5, 1.0, 4.0]
+    assert result["pearson"] == pytest.approx(np.corrcoef(cos, gold)[0, 1] * 100, abs=1e-6)
+    assert result["spearman"] == pytest.approx(
+        np.corrcoef(rankdata(cos), rankdata(gold))[0, 1] * 100, abs=1e-6
+    )
 
 
 def test_bad_encoder_output_is_a_user_error(tmp_path: Path) -> None:

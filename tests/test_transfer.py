@@ -181,6 +181,7 @@ def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
     assert saved["head"] == "mean" and set(saved["tasks"]) == {"MR", "MRPC"}
     grids = {"MR": list(C_GRID), "MRPC": list(C_GRIDS["MRPC"])}
     assert saved["protocol"] == {
+        "classifier": "sklearn",
         "folds": 2,
         "inner_folds": 2,
         "seed": 1111,

@@ -1,7 +1,11 @@
 """SentEval transfer tasks: logistic regression on frozen sentence embeddings, accuracy x100.
 
-The protocol is SentEval's with its scikit-learn classifier (``usepytorch=False``), which both papers'
-transfer tables follow:
+Two classifiers (``--classifier``). ``sklearn`` (the default), SentEval's scikit-learn protocol
+(``usepytorch=False``), described here. ``pytorch``: SentEval's PyTorch logistic regression with the
+settings of the ConPVP and SimCSE ``evaluation.py`` (``--mode test``: ``usepytorch: True``, ``kfold: 10``,
+classifier ``{nhid: 0, optim: adam, batch_size: 64, tenacity: 5, epoch_size: 4}``), which produced both
+papers' transfer tables (:func:`torch_task`, :mod:`protoembed.evaluation.senteval_torch`). The
+scikit-learn protocol:
 
 - MR, CR, SUBJ, MPQA: 10-fold stratified cross-validation (shuffled, seed 1111). Inside each training
   fold, the inverse L2 strength ``C`` is chosen by an inner 10-fold cross-validation (best mean
@@ -48,6 +52,10 @@ C_GRIDS = {task: C_GRID for task in TRANSFER_TASKS} | {
 }
 #: MRPC's classifier inputs from the pair's embeddings u, v: SentEval's, or with u and v themselves.
 MRPC_FEATURES = ("senteval", "full")
+#: ``sklearn``: scikit-learn's objective solved to convergence (this module); ``pytorch``: SentEval's
+#: PyTorch logistic regression with the ConPVP / SimCSE ``evaluation.py`` settings
+#: (:mod:`protoembed.evaluation.senteval_torch`), the authors' transfer protocol.
+CLASSIFIERS = ("sklearn", "pytorch")
 SEED = 1111
 #: Column names of the papers' transfer tables.
 SHORT_NAMES = {"SST2": "SST"}
@@ -201,8 +209,10 @@ def evaluate_task(
     inner_folds: int = 10,
     seed: int = SEED,
     mrpc_features: str = "senteval",
+    classifier: str = "sklearn",
 ) -> dict[str, Any]:
-    """One task: its protocol (module docstring) on the embeddings of its sentences.
+    """One task: its protocol (module docstring; ``classifier="pytorch"``:
+    :func:`torch_task`) on the embeddings of its sentences.
 
     ``encode`` is an encoder (called once, on the task's distinct sentences) or already computed
     ``(embeddings, sentence -> row)`` that cover every sentence of the task.
@@ -215,6 +225,8 @@ def evaluate_task(
     def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
         return features(data, split, embeddings, index, mrpc_features), data.splits[split].labels
 
+    if classifier == "pytorch":
+        return torch_task(xy, data, folds, inner_folds, seed)
     grid = C_GRIDS[data.name]
     if "all" in data.splits:
         result = kfold_accuracy(*xy("all"), folds=folds, inner_folds=inner_folds, seed=seed, grid=grid)
@@ -227,6 +239,75 @@ def evaluate_task(
     return {**result, **sizes, "classes": len(data.classes), "skipped_empty": data.skipped_empty}
 
 
+def torch_task(
+    xy: Any, data: TransferData, folds: int = 10, inner_folds: int = 10, seed: int = SEED
+) -> dict[str, Any]:
+    """One task with SentEval's PyTorch classifier: MR, CR, SUBJ, MPQA by ``folds``-fold stratified CV
+    (shuffled with ``seed``) with L2 chosen by inner ``inner_folds``-fold CV in each training fold
+    (SentEval's ``InnerKFoldClassifier``); SST-2 with L2 chosen on dev (``SplitClassifier``); TREC and
+    MRPC with L2 chosen by ``inner_folds``-fold CV on train (``KFoldClassifier``). ``xy(split)`` gives a
+    split's (features, labels). Out: ``{"acc", "dev_acc", "l2", sizes..., ["f1"]}``, x100; ``acc`` is
+    the mean over folds of the unrounded fold accuracies."""
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import StratifiedKFold
+
+    from protoembed.evaluation.senteval_torch import dev_selected, select_and_refit
+
+    k = len(data.classes)
+    if "all" in data.splits:
+        x, y = xy("all")
+        outer = list(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, y))
+        chosen = select_and_refit(x, y, outer, k, inner_folds, seed)
+        accs = [_accuracy(r["predicted"], y[test]) * 100 for r, (_, test) in zip(chosen, outer)]
+        result: dict[str, Any] = {
+            "acc": float(np.mean(accs)),
+            "dev_acc": float(np.mean([r["dev_acc"] for r in chosen])),
+            "l2": [r["l2"] for r in chosen],
+        }
+        sizes = {"n": len(data.splits["all"])}
+    else:
+        (x_train, y_train), (x_test, y_test) = xy("train"), xy("test")
+        if "dev" in data.splits:
+            one = dev_selected((x_train, y_train), xy("dev"), x_test, k, seed)
+        else:
+            n = len(y_train)
+            x, y = np.concatenate([x_train, x_test]), np.concatenate([y_train, y_test])
+            split = [(np.arange(n), n + np.arange(len(y_test)))]
+            (one,) = select_and_refit(x, y, split, k, inner_folds, seed)
+        predicted = np.asarray(one["predicted"])
+        result = {"acc": _accuracy(predicted, y_test) * 100, "dev_acc": one["dev_acc"], "l2": one["l2"]}
+        if data.name == "MRPC":
+            result["f1"] = float(f1_score(y_test, predicted)) * 100
+        sizes = {f"n_{split}": len(part) for split, part in data.splits.items()}
+    return {**result, **sizes, "classes": k, "skipped_empty": data.skipped_empty}
+
+
+def protocol_record(
+    classifier: str, folds: int, inner_folds: int, seed: int, tasks: Sequence[str], mrpc_features: str
+) -> dict[str, Any]:
+    """A transfer result's ``protocol``: the classifier and what it was run with."""
+    record: dict[str, Any] = {
+        "classifier": classifier,
+        "folds": folds,
+        "inner_folds": inner_folds,
+        "seed": seed,
+    }
+    if classifier == "pytorch":
+        from protoembed.evaluation.senteval_torch import L2_GRID, TorchClassifier
+
+        record |= {"l2_grid": list(L2_GRID), **TorchClassifier().record()}
+    else:
+        record["C_grid"] = {task: list(C_GRIDS[task]) for task in tasks if task in C_GRIDS}
+    return {**record, "mrpc_features": mrpc_features}
+
+
+def transfer_protocol(data: dict[str, Any]) -> dict[str, Any]:
+    """A transfer results file's protocol record; a file written before the classifier was recorded
+    was made with scikit-learn's (the only one then), so two classifiers never share a table."""
+    record = dict(data.get("protocol") or {})
+    return {"classifier": record.pop("classifier", "sklearn"), **record}
+
+
 def evaluate_transfer(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
@@ -236,6 +317,7 @@ def evaluate_transfer(
     seed: int = SEED,
     progress: bool = False,
     mrpc_features: str = "senteval",
+    classifier: str = "sklearn",
 ) -> dict[str, Any]:
     """Evaluate an encoder on SentEval transfer tasks (``progress``: a line per finished task on stderr).
 
@@ -254,14 +336,10 @@ def evaluate_transfer(
         raise ProtoembedError(
             f"unknown MRPC features {mrpc_features!r}; choose from: {', '.join(MRPC_FEATURES)}"
         )
+    if classifier not in CLASSIFIERS:
+        raise ProtoembedError(f"unknown classifier {classifier!r}; choose from: {', '.join(CLASSIFIERS)}")
     tasks = list(dict.fromkeys(tasks))
-    protocol = {
-        "folds": folds,
-        "inner_folds": inner_folds,
-        "seed": seed,
-        "C_grid": {task: list(C_GRIDS[task]) for task in tasks if task in C_GRIDS},
-        "mrpc_features": mrpc_features,
-    }
+    protocol = protocol_record(classifier, folds, inner_folds, seed, tasks, mrpc_features)
     if not tasks:
         raise ProtoembedError("no transfer task to evaluate")
     datasets = {task: load_transfer_task(task, data_dir) for task in tasks}
@@ -277,7 +355,7 @@ def evaluate_transfer(
             "transfer",
             tasks,
             datasets.__getitem__,
-            lambda data: evaluate_task(encoded, data, folds, inner_folds, seed, mrpc_features),
+            lambda data: evaluate_task(encoded, data, folds, inner_folds, seed, mrpc_features, classifier),
             lambda r: f"acc {r['acc']:.2f}",
             progress,
         ),
@@ -309,11 +387,19 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         default="senteval",
         help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
     )
+    parser.add_argument(
+        "--classifier",
+        choices=CLASSIFIERS,
+        default="sklearn",
+        help="sklearn (default): scikit-learn's logistic regression solved to convergence, C from "
+        "SentEval's grid; pytorch: SentEval's PyTorch logistic regression as the ConPVP and SimCSE "
+        "evaluation.py run it (Adam, batch 64, early stopping with tenacity 5, epoch_size 4, L2 1e-5..1e-2)",
+    )
 
 
 def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
     """``protoembed eval transfer``: :func:`evaluate_transfer` with the command's options."""
-    options = dict(folds=args.folds, inner_folds=args.inner_folds, seed=args.seed)
+    options = dict(folds=args.folds, inner_folds=args.inner_folds, seed=args.seed, classifier=args.classifier)
     return evaluate_transfer(
         encode, args.data_dir, tasks=args.tasks, progress=True, mrpc_features=args.mrpc_features, **options
     )
@@ -333,11 +419,23 @@ def c_grids(grid: Any) -> str:
 
 def transfer_protocol_line(p: dict[str, Any]) -> str:
     """The report's line under the transfer table (ConPVP Table 5), from the results' protocol record."""
+    if p.get("classifier") == "pytorch":
+        known = ("classifier", "folds", "inner_folds", "seed", "l2_grid", "optim", "nhid", "batch_size")
+        known += ("tenacity", "epoch_size", "max_epoch", "validation_split", "lr", "betas", "eps")
+        return (
+            "Protocol: SentEval's PyTorch logistic regression (Adam, batch "
+            f"{p.get('batch_size', '?')}, early stopping on the validation split with tenacity "
+            f"{p.get('tenacity', '?')}, epoch_size {p.get('epoch_size', '?')}) on frozen embeddings; MR, CR, "
+            f"SUBJ, MPQA by {p.get('folds', '?')}-fold CV with L2 chosen by inner "
+            f"{p.get('inner_folds', '?')}-fold CV, SST-2 with L2 chosen on dev, TREC and MRPC by inner CV on "
+            f"train; seed {p.get('seed', '?')}; L2 from {c_grids(p.get('l2_grid'))}"
+            f"{extra_protocol(p, known)}; accuracy x100, {OVER_SEEDS}."
+        )
     return (
         "Protocol: SentEval logistic regression on frozen embeddings; MR, CR, SUBJ, MPQA by "
         f"{p.get('folds', '?')}-fold CV with C chosen by inner {p.get('inner_folds', '?')}-fold CV, "
         f"SST-2 with C chosen on dev, TREC and MRPC by inner CV on train; seed {p.get('seed', '?')}"
-        f"; C from {c_grids(p.get('C_grid'))}{extra_protocol(p, ('folds', 'inner_folds', 'seed', 'C_grid'))}; "
+        f"; C from {c_grids(p.get('C_grid'))}{extra_protocol(p, ('classifier', 'folds', 'inner_folds', 'seed', 'C_grid'))}; "
         f"accuracy x100, {OVER_SEEDS}."
     )
 
@@ -355,5 +453,6 @@ SUITE = Suite(
     page_order=5,
     title="Transfer (ConPVP Table 5)",
     summary=(("acc", "Transfer (Table 5)"),),
+    protocol=transfer_protocol,
     protocol_line=transfer_protocol_line,
 )
