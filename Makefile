@@ -17,7 +17,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	@echo "make: installing torch 2.13 (CPU build) into $(VENV) ..."
 	$(BIN)/pip install -q torch==2.13.0
 	@echo "make: installing protoembed and its dependencies into $(VENV) ..."
-	$(BIN)/pip install -q -e '.[dev,onnx]'
+	$(BIN)/pip install -q -e '.[dev,onnx,openvino]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -248,7 +248,7 @@ def test_bad_input_names_the_file(inputs, tmp_path, capsys):
     cases = [
         (
             [inputs["base-sts"], raw],
-            f'{raw}: sts results of protocol {{"split":"test","variant":"raw"}} cannot share a table with {inputs["base-sts"]}',
+            f'{raw}: sts results of protocol {{"precision":"fp32","runtime":"torch","split":"test","variant":"raw"}} cannot share a table with {inputs["base-sts"]}',
         ),
         ([inputs["base-transfer"], fivefold], f"{fivefold}: transfer results of protocol"),
         ([inputs["base-transfer"], older], f"{older}: transfer results of protocol"),

@@ -224,7 +224,8 @@ def test_cli_eval_sts_writes_json(
     ]
     assert embedder.batch_sizes == [8]
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert set(data) == {"model", "head", "suite", "variant", "split", "tasks", "avg"}
+    assert set(data) == {"model", "head", "runtime", "precision", "suite", "variant", "split", "tasks", "avg"}
+    assert data["runtime"] == "torch" and data["precision"] == "fp32"
     assert data["model"] == "fake-spec" and data["head"] == "mean" and data["suite"] == "sts"
     expected = evaluate_sts(bag_of_words, data_dir, tasks=["STSBenchmark", "SICKRelatedness"])
     for task, entry in expected["tasks"].items():

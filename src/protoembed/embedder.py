@@ -22,6 +22,7 @@ from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
+from protoembed.precision import check_precision, native_bf16, warn_emulated_bf16
 from protoembed.st_layout import (
     TRANSFORMER,
     LayoutModule,
@@ -44,14 +45,24 @@ class Embedder(torch.nn.Module):
         pooler: a module turning ``token_embeddings`` into ``sentence_embedding``.
         head: the head's registry name (see :data:`protoembed.heads.HEADS`).
         normalize: L2-normalise the output vectors (as a saved ``Normalize`` module does).
+        precision: ``fp32`` or ``bf16``: the backbone's forward in :meth:`encode` (see
+            :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
     """
 
-    def __init__(self, encoder: PromptEncoder, pooler: Module, head: str, normalize: bool = False) -> None:
+    def __init__(
+        self,
+        encoder: PromptEncoder,
+        pooler: Module,
+        head: str,
+        normalize: bool = False,
+        precision: str = "fp32",
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.pooler = pooler
         self.head = head
         self.normalize = normalize
+        self.precision = check_precision(precision)
 
     @property
     def device(self) -> torch.device:
@@ -74,6 +85,22 @@ class Embedder(torch.nn.Module):
         embeddings = features["sentence_embedding"]
         return torch.nn.functional.normalize(embeddings, dim=-1) if self.normalize else embeddings
 
+    def inference_forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`forward` at :attr:`precision`: under ``bf16`` the backbone runs in bf16 autocast and
+        the pooling and normalisation in fp32 on its fp32-cast token embeddings; fp32 vectors out."""
+        if self.precision == "fp32":
+            return self.forward(features)
+        device_type = self.device.type
+        if not native_bf16(self.device):
+            warn_emulated_bf16(device_type)
+        with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+            encoded = self.encoder(features)
+        encoded = {
+            k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in encoded.items()
+        }
+        embeddings = self.pooler(encoded)["sentence_embedding"].float()
+        return torch.nn.functional.normalize(embeddings, dim=-1) if self.normalize else embeddings
+
     def features(self, sentences: Sequence[str], allow_empty: bool = False) -> dict[str, torch.Tensor]:
         """Tokenise and pad ``sentences`` into one batch on this embedder's device."""
         batch = self.encoder.collate(*self.encoder.tokenize_ids(sentences, allow_empty))
@@ -87,6 +114,7 @@ class Embedder(torch.nn.Module):
         show_progress_bar: bool | None = None,
         convert_to_tensor: bool = False,
         allow_empty: bool = False,
+        precision: str | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Encode sentences to vectors.
 
@@ -102,25 +130,29 @@ class Embedder(torch.nn.Module):
                 when stderr is a terminal).
             convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
             allow_empty: encode empty sentences as the bare template instead of raising an error.
+            precision: ``fp32`` or ``bf16`` for this call (default: :attr:`precision`).
         Returns:
             float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence).
         Raises:
             ProtoembedError: a non-string input (named by its index), ``batch_size`` below 1, or
                 (:class:`~protoembed.errors.EmptySentenceError`) empty sentences without ``allow_empty``.
         """
-        was_training = self.training
+        was_training, saved_precision = self.training, self.precision
         self.eval()
+        if precision is not None:
+            self.precision = check_precision(precision)
         try:
             return self.batch_encoder().encode(
                 sentences, batch_size, normalize, show_progress_bar, convert_to_tensor, allow_empty
             )
         finally:
             self.train(was_training)
+            self.precision = saved_precision
 
     def batch_encoder(self) -> BatchEncoder:
         """The encode loop over this embedder's tokenisation and its forward pass (at its current device
         and ``normalize`` setting)."""
-        return BatchEncoder(self.encoder, self, self.dimension, self.device, self.normalize)
+        return BatchEncoder(self.encoder, self.inference_forward, self.dimension, self.device, self.normalize)
 
     # ----------------------------------------------------------- persistence
     def modules_for_sentence_transformers(self) -> list[Module]:

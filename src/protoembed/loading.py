@@ -24,6 +24,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.export.runtime import OnnxEmbedder, is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
+from protoembed.precision import check_precision
 from protoembed.st_layout import MODULES_FILE, read_modules
 
 
@@ -88,6 +89,7 @@ def load(
     soft_prompt_init: str | None = None,
     normalize: bool | None = None,
     device: str | torch.device | None = None,
+    precision: str | None = None,
 ) -> Embedder | OnnxEmbedder:
     """Load a backbone with a head.
 
@@ -102,6 +104,9 @@ def load(
         soft_prompt_init: ``uniform`` or ``template``.
         normalize: L2-normalise outputs (default: as saved; False for a bare backbone).
         device: torch device (default: CUDA if available, else CPU); see :func:`resolve_device`.
+        precision: ``fp32`` (default) or ``bf16`` for :meth:`Embedder.encode` (bf16 autocast forward,
+            fp32 pooling, normalisation and vectors; see :mod:`protoembed.precision`). An export runs
+            the precision it was exported in; asking another is an error.
     Returns:
         an :class:`Embedder` in eval mode, or an :class:`OnnxEmbedder` for an export folder (same
         ``encode``).
@@ -111,10 +116,17 @@ def load(
     """
     if head is not None:
         get_head(head)  # fail before loading weights
+    if precision is not None:
+        check_precision(precision)
     check_max_seq_length(max_seq_length)
     device = resolve_device(device)
     path = resolve_model_dir(spec)
     if is_export_dir(path):  # an ONNX export: encode runs on ONNX Runtime
+        if precision not in (None, "fp32"):
+            raise ProtoembedError(
+                f"{path}: an ONNX export runs the fp32 graph it was exported with; precision {precision!r} "
+                "applies to a torch model (load the model it was exported from)"
+            )
         options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
         options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
         return load_export(path, **options)
@@ -152,6 +164,8 @@ def load(
         )
     if normalize is not None:
         embedder.normalize = normalize
+    if precision is not None:
+        embedder.precision = precision
     return embedder.to(device).eval()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from protoembed.errors import ProtoembedError
 from protoembed.heads import get_head, heads_help
 from protoembed.io import check_writable
+from protoembed.precision import PRECISIONS
 
 
 def positive_int(text: str) -> int:
@@ -134,6 +135,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default=None, help="cpu, cuda, cuda:1, mps (default: cuda if available, else cpu)"
     )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="fp32 (default) or bf16: the torch forward under bf16 autocast (fast on CUDA and on CPUs with "
+        "AVX512-BF16 or AMX), pooling, normalisation and vectors in fp32",
+    )
 
 
 def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
@@ -155,4 +163,5 @@ def load_from_args(args: argparse.Namespace):
         template=args.template,
         max_seq_length=args.max_seq_length,
         device=args.device,
+        precision=getattr(args, "precision", None),
     )

@@ -44,6 +44,9 @@ def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
     """The model's description for the results JSON: spec, resolved head (and template, if any)."""
     model = encoder.model
     meta: dict[str, Any] = {"model": args.model, "head": getattr(model, "head", args.head)}
+    # what encoded the vectors: a report never mixes runtimes or precisions silently
+    meta["runtime"] = encoder.runtime
+    meta["precision"] = getattr(model, "precision", None) or "fp32"
     template = getattr(getattr(model, "encoder", None), "template", args.template)
     if template is not None:
         meta["template"] = template

@@ -156,15 +156,22 @@ def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
 
 
 def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
-    """What two STS results must share to share a table: the data variant and the split."""
-    return {"variant": data.get("variant"), "split": data.get("split", "test")}
+    """What two STS results must share to share a table: the data variant, the split, and the runtime
+    and precision that encoded the vectors (results written before these were recorded: torch, fp32)."""
+    return {
+        "variant": data.get("variant"),
+        "split": data.get("split", "test"),
+        "runtime": data.get("runtime", "torch"),
+        "precision": data.get("precision", "fp32"),
+    }
 
 
 def sts_protocol_line(p: dict[str, Any]) -> str:
     """The report's line under the STS tables (ConPVP Tables 3 and 4)."""
     return (
         f"Protocol: Spearman x100 of the cosine against gold, {p.get('variant')} data, {p.get('split')} "
-        f"split (STS12-16: all subsets of a year pooled); {OVER_SEEDS}."
+        f"split (STS12-16: all subsets of a year pooled); encoded by {p.get('runtime', 'torch')} in "
+        f"{p.get('precision', 'fp32')}; {OVER_SEEDS}."
     )
 
 

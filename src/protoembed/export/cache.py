@@ -28,9 +28,28 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def model_digest(embedder: Embedder) -> str:
+def export_digest(folder: str | os.PathLike, max_seq_length: int | None = None) -> str:
+    """SHA-256 (first 16 hex digits) of every file of an export folder (names and bytes, in sorted
+    order) and the ``max_seq_length`` it tokenises with: two opened exports with the same digest encode
+    alike. The graph, its weights, the tokenizer and the export config are all files of the folder."""
+    root = Path(folder)
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"max_seq_length": max_seq_length, "export": True}).encode())
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode())
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def model_digest(embedder: Embedder | OnnxEmbedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
-    the graph or the tokenisation depends on: two models with the same digest encode alike."""
+    the graph or the tokenisation depends on: two models with the same digest encode alike. An opened
+    export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
+    root = getattr(embedder, "root", None)
+    if root is not None and not hasattr(embedder, "state_dict"):
+        return export_digest(root, embedder.encoder.max_seq_length)
     digest = hashlib.sha256()
     settings = {
         "head": embedder.head,
@@ -55,9 +74,13 @@ def onnx_embedder(
 ) -> OnnxEmbedder:
     """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
     ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and reused afterwards.
-    ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already."""
+    ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already. An ``embedder``
+    that is already an opened ONNX export is returned as it is."""
     from protoembed.export.graph import export_embedder
-    from protoembed.export.runtime import load_export
+    from protoembed.export.runtime import OnnxEmbedder, load_export
+
+    if isinstance(embedder, OnnxEmbedder):
+        return embedder
 
     folder = Path(root or cache_dir("onnx")) / (digest or model_digest(embedder))
     if not (folder / EXPORT_CONFIG).is_file():

@@ -78,11 +78,18 @@ class OnnxEmbedder:
         self.head: str = config["head"]
         self.normalize = normalize
         self._inputs = [i.name for i in session.get_inputs()]
+        #: the export folder it was opened from (set by :func:`load_export`; keys the embedding store)
+        self.root: Path | None = None
 
     @property
     def device(self) -> torch.device:
         """Always the CPU (ONNX Runtime's CPU provider)."""
         return torch.device("cpu")
+
+    @property
+    def precision(self) -> str:
+        """What the graph computes in: ``fp32``, or ``int8`` for a quantised export."""
+        return self.config.get("quantize") or "fp32"
 
     @property
     def dimension(self) -> int:
@@ -208,4 +215,6 @@ def load_export(
     if max_seq_length is not None:
         settings["max_seq_length"] = max_seq_length
     encoder = PromptEncoder(tokenizer=tokenizer, model=_weightless_backbone(backbone_config), **settings)
-    return OnnxEmbedder(encoder, session, config, bool(normalize) or bool(config["normalize"])).eval()
+    embedder = OnnxEmbedder(encoder, session, config, bool(normalize) or bool(config["normalize"]))
+    embedder.root = root
+    return embedder.eval()

@@ -1,0 +1,75 @@
+"""Inference precision of the torch forward: ``fp32`` or ``bf16`` (autocast), and the CPU features it needs.
+
+Under ``bf16`` the backbone's forward runs in :func:`torch.autocast` with ``torch.bfloat16`` (the
+matmuls in bf16 on CUDA and on CPUs with AVX512-BF16 or AMX); pooling and normalisation run in fp32 on
+the fp32-cast token embeddings, and the vectors are returned in fp32. On a CPU without native bf16 the
+same arithmetic is emulated: correct, but slower than fp32 (logged once).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protoembed.errors import ProtoembedError
+
+if TYPE_CHECKING:  # torch is imported where used: the CLI reads PRECISIONS without it
+    import torch
+
+logger = logging.getLogger(__name__)
+
+#: Values of ``precision`` / ``--precision``.
+PRECISIONS = ("fp32", "bf16")
+#: The CPU flags (``/proc/cpuinfo``) that matter for inference speed, in the order they are reported.
+CPU_FEATURES = ("avx2", "avx512_vnni", "avx512_bf16", "amx_bf16")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as ``/proc/cpuinfo`` lists them (empty where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_features() -> dict[str, bool]:
+    """``{flag: present}`` for each of :data:`CPU_FEATURES`."""
+    flags = cpu_flags()
+    return {name: name in flags for name in CPU_FEATURES}
+
+
+def native_bf16(device: torch.device | str = "cpu") -> bool:
+    """True where bf16 matmuls run natively: CUDA with bf16 support, a CPU with AVX512-BF16 or AMX."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        flags = cpu_flags()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    return False
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`, else a :class:`ProtoembedError`."""
+    if precision not in PRECISIONS:
+        raise ProtoembedError(f"unknown precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+@functools.cache
+def warn_emulated_bf16(device_type: str) -> None:
+    """Log once per device type that bf16 is emulated there (slower than fp32, still correct)."""
+    logger.warning(
+        "bf16 requested on a %s without native bf16 (no AVX512-BF16 / AMX): it is emulated, correct but "
+        "slower than fp32",
+        device_type,
+    )

@@ -1,0 +1,80 @@
+"""bf16 encoding: the forward under bf16 autocast, pooling and normalisation in fp32, fp32 vectors out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import protoembed
+from protoembed.cli import main
+from protoembed.errors import ProtoembedError
+from protoembed.precision import CPU_FEATURES, cpu_features
+
+SENTENCES = ["a man is playing a guitar .", "the quick brown fox jumps over the lazy dog .", "hello"]
+
+
+def by_hand(model, sentences: list[str]) -> np.ndarray:
+    """The bf16 path computed here one sentence at a time: autocast backbone, fp32 pooling + L2."""
+    rows = []
+    for sentence in sentences:
+        features = model.features([sentence])
+        with torch.inference_mode():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model.encoder(features)
+            out = {
+                k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in out.items()
+            }
+            vector = model.pooler(out)["sentence_embedding"].float()
+            rows.append(torch.nn.functional.normalize(vector, dim=-1)[0].numpy())
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("head", ["mean", "mask"])
+def test_bf16_encode_is_the_autocast_forward_with_fp32_pooling(tiny_model_dirs, head):
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head=head, normalize=True, precision="bf16")
+    assert model.precision == "bf16"
+    vectors = model.encode(SENTENCES, batch_size=1)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(vectors, by_hand(model, SENTENCES), atol=1e-6)
+    fp32 = model.encode(SENTENCES, batch_size=1, precision="fp32")
+    assert model.precision == "bf16"  # the per-call precision does not stick
+    difference = np.abs(vectors - fp32).max()
+    assert 0 < difference < 5e-2  # bf16 really ran, and stays close to fp32
+    np.testing.assert_array_equal(
+        fp32,
+        protoembed.load(str(tiny_model_dirs["bert"]), head=head, normalize=True).encode(
+            SENTENCES, batch_size=1
+        ),
+    )
+
+
+def test_bad_precision_and_bf16_on_an_export_are_errors(tiny_model_dirs, tmp_path):
+    with pytest.raises(ProtoembedError, match="unknown precision 'fp8'"):
+        protoembed.load(str(tiny_model_dirs["bert"]), precision="fp8")
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    with pytest.raises(ProtoembedError, match="unknown precision 'half'"):
+        model.encode(SENTENCES, precision="half")
+    out = model.export(tmp_path / "out")
+    with pytest.raises(ProtoembedError, match=r"ONNX export runs the fp32 graph.*'bf16'"):
+        protoembed.load(str(out), precision="bf16")
+    assert protoembed.load(str(out), precision="fp32").precision == "fp32"
+
+
+def test_cli_bf16_on_an_export_is_one_line(tiny_model_dirs, tmp_path, capsys):
+    out = protoembed.load(str(tiny_model_dirs["bert"]), head="mean").export(tmp_path / "out")
+    text = tmp_path / "in.txt"
+    text.write_text("hello\n")
+    code = main(
+        ["encode", str(text), "--model", str(out), "--precision", "bf16", "-o", str(tmp_path / "v.npy")]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "bf16" in err
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_cpu_features_read_proc_cpuinfo():
+    with open("/proc/cpuinfo") as handle:
+        line = next(line for line in handle if line.startswith("flags"))
+    flags = line.split(":", 1)[1].split()
+    assert cpu_features() == {name: name in flags for name in CPU_FEATURES}
