@@ -158,6 +158,8 @@ def test_a_new_suite_is_its_declaration_and_one_registry_line(
     assert saved == {
         "model": "runs/toy-seed1",
         "head": "mean",
+        "runtime": "torch",
+        "precision": "fp32",
         "suite": "toy",
         "protocol": {"scale": 2.0},
         "tasks": {"Short": {"acc": short}, "Long": {"acc": long}},
