@@ -142,8 +142,6 @@ def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
                     received += len(chunk)
                     bar.update(len(chunk))
         except OSError as err:  # disk full, read-only: the .part keeps what was written
-            if isinstance(err, ConnectionError):
-                raise _Transient(f"{type(err).__name__}: {err}") from None
             raise ProtoembedError(f"cannot write {part}: {err.strerror or err}") from None
     if total is not None and received < total:
         raise _Transient(f"connection cut after {received} of {total} bytes")

@@ -182,7 +182,8 @@ def _install_step(
         "sha256": digest,
         "size": size,
         "installed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "files": hash_tree(step.target),
+        # a file target is the download itself: its hash is known; an unpacked folder is hashed once
+        "files": {"": [digest, size]} if source.unpack == "file" else hash_tree(step.target),
     }
     write_manifest(data_dir, manifest)
     return Installed(step, digest, size, checked)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.fetch import sha256_file
-from protoembed.data.registry import DATASETS, Dataset
+from protoembed.data.registry import Dataset
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
@@ -137,8 +137,3 @@ def verify(data_dir: Path, dataset: Dataset, manifest: dict[str, dict[str, Any]]
                 return False, f"{name} differs from its recorded sha256"
             checked += 1
     return True, f"{checked} file(s) match"
-
-
-def installed_names(data_dir: Path) -> list[str]:
-    """The registry names whose every target is present in ``data_dir``."""
-    return [n for n, d in DATASETS.items() if all(_present(data_dir / t) for t in d.targets)]

@@ -38,13 +38,16 @@ class Need:
     @property
     def own(self) -> bool:
         """An absolute path, or one that exists from the working directory: the user's own file."""
-        path = Path(self.path).expanduser()
-        return path.is_absolute() or path.exists()
+        return _own(self.path)
+
+
+def _own(path: str) -> bool:
+    expanded = Path(path).expanduser()
+    return expanded.is_absolute() or expanded.exists()
 
 
 def _need(path: str, what: str, data_dir: str | None) -> Need:
-    own = Path(path).expanduser().is_absolute() or Path(path).expanduser().exists()
-    return Need(path, what, data_dir, None if own else dataset_for_path(path))
+    return Need(path, what, data_dir, None if _own(path) else dataset_for_path(path))
 
 
 def _sts_needs(tasks: Iterable[str], variant: str, data_dir: str | None, split: str, what: str) -> list[Need]:

@@ -47,9 +47,10 @@ def model_digest(embedder: Embedder | OnnxEmbedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
     the graph or the tokenisation depends on: two models with the same digest encode alike. An opened
     export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
-    root = getattr(embedder, "root", None)
-    if root is not None and not hasattr(embedder, "state_dict"):
-        return export_digest(root, embedder.encoder.max_seq_length)
+    from protoembed.export.runtime import OnnxEmbedder
+
+    if isinstance(embedder, OnnxEmbedder) and embedder.root is not None:
+        return export_digest(embedder.root, embedder.encoder.max_seq_length)
     digest = hashlib.sha256()
     settings = {
         "head": embedder.head,
