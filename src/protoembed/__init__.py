@@ -1,7 +1,8 @@
 """protoembed: train and evaluate sentence embeddings.
 
-Public API: :func:`load` (backbone + head -> :class:`Embedder`; an ONNX export folder -> an
-``OnnxEmbedder`` with the same ``encode``), :meth:`Embedder.encode`, :meth:`Embedder.save`. They are
+Public API: :func:`load` (backbone + head -> :class:`Embedder`; an export folder -> an
+``ExportedEmbedder`` with the same ``encode``, run by ONNX Runtime or OpenVINO), :meth:`Embedder.encode`,
+:meth:`Embedder.save`, :func:`export_embedder` (ONNX / OpenVINO export). They are
 imported on first use (from :mod:`protoembed.loading` and :mod:`protoembed.embedder`), so
 ``import protoembed`` (and the CLI's ``--help``) does not load torch.
 """
@@ -14,11 +15,12 @@ from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
+    from protoembed.export.graph import export_embedder
     from protoembed.loading import load
 
 
 def __getattr__(name: str) -> Any:
-    """``Embedder`` and ``load``, imported (with torch) when first asked for."""
+    """``Embedder``, ``load`` and ``export_embedder``, imported (with torch) when first asked for."""
     if name == "Embedder":
         from protoembed.embedder import Embedder
 
@@ -27,7 +29,11 @@ def __getattr__(name: str) -> Any:
         from protoembed.loading import load
 
         return load
+    if name == "export_embedder":
+        from protoembed.export.graph import export_embedder
+
+        return export_embedder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Embedder", "load", "__version__"]
+__all__ = ["Embedder", "export_embedder", "load", "__version__"]

@@ -21,20 +21,19 @@ from protoembed.commands.common import (
     output_file,
     task_names,
 )
-from protoembed.evaluation.encoders import RUNTIMES, LazyEncoder
+from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.suites import SUITES
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
-    """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model, ``--batch-size``,
-    ``--allow-empty``, ``--runtime`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
+    """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model (``--runtime`` and
+    ``--precision`` included), ``--batch-size``, ``--allow-empty`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
     stderr is a terminal)."""
     return LazyEncoder(
         functools.partial(load_from_args, args),
         batch_size=args.batch_size,
         allow_empty=args.allow_empty,
-        runtime=getattr(args, "runtime", "torch"),
         cache_embeddings=getattr(args, "cache_embeddings", False),
         show_progress_bar=sys.stderr.isatty(),
     )
@@ -45,8 +44,8 @@ def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
     model = encoder.model
     meta: dict[str, Any] = {"model": args.model, "head": getattr(model, "head", args.head)}
     # what encoded the vectors: a report never mixes runtimes or precisions silently
-    meta["runtime"] = encoder.runtime
-    meta["precision"] = getattr(model, "precision", None) or "fp32"
+    meta["runtime"] = model.runtime
+    meta["precision"] = model.precision
     template = getattr(getattr(model, "encoder", None), "template", args.template)
     if template is not None:
         meta["template"] = template
@@ -119,13 +118,6 @@ def _suite_parser(
         "--output", default=None, type=output_file(), metavar="FILE.json", help="write the results JSON here"
     )
     add_allow_empty_option(parser)
-    parser.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
-        default="torch",
-        help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
-        "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
-    )
     parser.add_argument(
         "--cache-embeddings",
         action="store_true",
