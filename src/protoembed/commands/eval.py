@@ -42,11 +42,11 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
 def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
     """The model's description for the results JSON: spec, resolved head (and template, if any)."""
     model = encoder.model
-    meta: dict[str, Any] = {"model": args.model, "head": getattr(model, "head", args.head)}
+    meta: dict[str, Any] = {"model": args.model, "head": model.head}
     # what encoded the vectors: a report never mixes runtimes or precisions silently
     meta["runtime"] = model.runtime
     meta["precision"] = model.precision
-    template = getattr(getattr(model, "encoder", None), "template", args.template)
+    template = model.encoder.template
     if template is not None:
         meta["template"] = template
     return meta
