@@ -87,27 +87,43 @@ class Embedder(torch.nn.Module):
         """The backbone's tokenizer."""
         return self.encoder.tokenizer
 
+    def embed(
+        self, features: dict[str, torch.Tensor], normalize: bool | None = None, precision: str = "fp32"
+    ) -> dict[str, torch.Tensor]:
+        """The one forward pass that training, :meth:`encode` and the export run: padded batch features ->
+        the head's outputs, ``sentence_embedding`` (B, D) and ``token_embeddings`` (B, T, H).
+
+        Args:
+            features: ``input_ids``, ``attention_mask`` (and ``mask_index`` for prompt heads).
+            normalize: L2-normalise ``sentence_embedding`` (default: :attr:`normalize`; the objectives
+                pass False, their losses take cosines of the raw head output).
+            precision: ``bf16`` runs the backbone under bf16 autocast and the head and normalisation in
+                fp32 on its fp32-cast token embeddings (see :mod:`protoembed.precision`).
+        """
+        if precision == "fp32":
+            encoded = self.encoder(features)
+        else:
+            device_type = self.device.type
+            if not native_bf16(self.device):
+                warn_emulated_bf16(device_type)
+            with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+                encoded = self.encoder(features)
+            encoded = {
+                k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
+                for k, v in encoded.items()
+            }
+        pooled = self.pooler(encoded)
+        if self.normalize if normalize is None else normalize:
+            pooled["sentence_embedding"] = torch.nn.functional.normalize(pooled["sentence_embedding"], dim=-1)
+        return pooled
+
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Padded batch features -> sentence vectors (B, D), with gradients if enabled."""
-        features = self.pooler(self.encoder(features))
-        embeddings = features["sentence_embedding"]
-        return torch.nn.functional.normalize(embeddings, dim=-1) if self.normalize else embeddings
+        """Padded batch features -> sentence vectors (B, D), with gradients if enabled (:meth:`embed`)."""
+        return self.embed(features)["sentence_embedding"]
 
     def inference_forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """:meth:`forward` at :attr:`precision`: under ``bf16`` the backbone runs in bf16 autocast and
-        the pooling and normalisation in fp32 on its fp32-cast token embeddings; fp32 vectors out."""
-        if self.precision == "fp32":
-            return self.forward(features)
-        device_type = self.device.type
-        if not native_bf16(self.device):
-            warn_emulated_bf16(device_type)
-        with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
-            encoded = self.encoder(features)
-        encoded = {
-            k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in encoded.items()
-        }
-        embeddings = self.pooler(encoded)["sentence_embedding"].float()
-        return torch.nn.functional.normalize(embeddings, dim=-1) if self.normalize else embeddings
+        """:meth:`forward` at :attr:`precision` (fp32 vectors out)."""
+        return self.embed(features, precision=self.precision)["sentence_embedding"].float()
 
     def features(self, sentences: Sequence[str], allow_empty: bool = False) -> dict[str, torch.Tensor]:
         """Tokenise and pad ``sentences`` into one batch on this embedder's device."""

@@ -1,4 +1,4 @@
-"""Write an :class:`~protoembed.Embedder` as one ONNX graph plus its tokenizer and template.
+"""Write an :class:`~protoembed.Embedder` as one graph (ONNX, or OpenVINO IR) plus its tokenizer and template.
 
 The graph maps the padded token rows to the final vector, with everything after tokenisation inside:
 
@@ -7,19 +7,21 @@ The graph maps the padded token rows to the final vector, with everything after 
       -> backbone -> [MASK] gather / cls / mean / max / cnn pooling -> L2 normalisation (if the model has it)
       -> sentence_embedding (B, D)   [and last_hidden_state (B, T, H) for cls / mean / max]
 
-It is traced from the model's own torch modules (``Embedder.forward``), so there is no second
-implementation of any head. Batch and length are dynamic axes. After tracing (TorchScript exporter,
-opset 17, eager attention) ONNX Runtime's transformer optimiser fuses attention, LayerNorm and GELU
-(kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then applies ONNX
-Runtime's dynamic quantisation to the matrix multiplications (int8 weights with a scale per output
-column, activations quantised per batch at run time).
+It is traced from the model's own forward (``Embedder.embed``, which training and ``encode`` run too),
+so there is no second implementation of any head. Batch and length are dynamic axes. After tracing
+(TorchScript exporter, opset 17, eager attention) ONNX Runtime's transformer optimiser fuses attention,
+LayerNorm and GELU (kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then
+applies ONNX Runtime's dynamic quantisation to the matrix multiplications (int8 weights with a scale per
+output column, activations quantised per batch at run time). ``format="openvino"`` converts the traced
+graph to OpenVINO IR instead (see :mod:`protoembed.export.openvino`).
 
-Folder layout: ``onnx/model.onnx``, the tokenizer files, ``config.json`` (the backbone's config, for
-the position budget), ``protoembed_encoder.json`` (template, soft-prompt count, max_seq_length) and
-``protoembed_export.json`` (format version, head, inputs, outputs, quantisation). For cls / mean / max
-also ``modules.json``, ``sentence_bert_config.json`` and ``1_Pooling/`` (+ ``2_Normalize/``): the
-convention under which ``SentenceTransformer(OUT, backend="onnx")`` reads ``onnx/model.onnx`` and pools
-its ``last_hidden_state`` itself.
+Folder layout: ``onnx/model.onnx`` (or ``openvino/openvino_model.xml`` + ``.bin``), the tokenizer files,
+``config.json`` (the backbone's config, for the position budget), ``protoembed_encoder.json`` (template,
+soft-prompt count, max_seq_length) and ``protoembed_export.json`` (format version, format, head, inputs,
+outputs, quantisation; for OpenVINO the graph files' sizes and the precision OpenVINO picked where it was
+written). For cls / mean / max also ``modules.json``, ``sentence_bert_config.json`` and ``1_Pooling/``
+(+ ``2_Normalize/``): the convention under which ``SentenceTransformer(OUT, backend="onnx")`` (or
+``backend="openvino"``) reads the graph and pools its ``last_hidden_state`` itself.
 """
 
 from __future__ import annotations
@@ -89,11 +91,9 @@ class _Graph(torch.nn.Module):
         features = {"input_ids": input_ids, "attention_mask": attention_mask}
         if mask_index is not None:
             features["mask_index"] = mask_index
-        features = self.embedder.pooler(self.embedder.encoder(features))
-        vectors = features["sentence_embedding"]
-        if self.embedder.normalize:
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
-        return (vectors, features["token_embeddings"]) if self.with_states else vectors
+        outputs = self.embedder.embed(features)  # the model's own forward: no second implementation
+        vectors = outputs["sentence_embedding"]
+        return (vectors, outputs["token_embeddings"]) if self.with_states else vectors
 
 
 def export_embedder(

@@ -163,8 +163,7 @@ class Objective(torch.nn.Module):
         The embedder's own ``normalize`` is skipped on purpose: losses use cosine similarity, and a
         training MLP must see the raw head output, as at evaluation with ``mlp: keep``.
         """
-        features = self.embedder.pooler(self.embedder.encoder(features))
-        return features["sentence_embedding"]
+        return self.embedder.embed(features, normalize=False)["sentence_embedding"]
 
     def embed_rows(self, rows: Rows) -> torch.Tensor:
         """Pad ``rows`` into one batch and run the backbone once -> (len(rows), H)."""
