@@ -10,8 +10,8 @@ import torch
 
 import protoembed
 from protoembed.errors import ProtoembedError
+from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
-from protoembed.training.checkpoint import CHECKPOINT
 from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
 
 
@@ -31,7 +31,7 @@ def benchmark_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
-    files = list((output_dir / CHECKPOINT).glob("pytorch_model*.bin"))
+    files = list((output_dir / CHECKPOINT_DIR).glob("pytorch_model*.bin"))
     assert len(files) == 1, files
     return torch.load(files[0], map_location="cpu", weights_only=True)
 
@@ -53,7 +53,7 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     assert [e["step"] for e in log if e["event"] == "eval"] == [2, 4, 5]  # every eval_steps and at the end
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
     assert log[-1]["event"] == "end"
-    assert not (out / CHECKPOINT).exists()  # removed once finished (keep_checkpoint: false)
+    assert not (out / CHECKPOINT_DIR).exists()  # removed once finished (keep_checkpoint: false)
     # the best model is a loadable sentence-transformers folder that reproduces the dev score
     model = protoembed.load(str(out / "best"), device="cpu")
     assert model.encode(["a man is playing a guitar ."]).shape == (1, 32)
@@ -94,7 +94,7 @@ def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(
     with pytest.raises(Interrupt):
         train(config(broken), objective_factory=factory, callback=stop_after(3))
     assert not (broken / "results.json").exists()
-    assert json.loads((broken / CHECKPOINT / "trainer_state.json").read_text())["step"] == 2
+    assert json.loads((broken / CHECKPOINT_DIR / "trainer_state.json").read_text())["step"] == 2
     train(config(broken), resume=True, objective_factory=factory)
 
     a, b = _final_weights(straight), _final_weights(broken)
@@ -116,7 +116,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_checkpoint(tiny_model_dirs
     with pytest.raises(ProtoembedError, match=r"loss is nan at step 3 .*checkpoint \(step 2\) is kept"):
         train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory(nan_at=3))
     assert not stale.exists()  # removed by the next checkpoint save
-    state = json.loads((out / CHECKPOINT / "trainer_state.json").read_text())
+    state = json.loads((out / CHECKPOINT_DIR / "trainer_state.json").read_text())
     assert state["step"] == 2 and (out / "best").is_dir() and not (out / "results.json").exists()
     last = json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])
     assert last == {"event": "non_finite_loss", "step": 3, "epoch": 0, "loss": "nan"}

@@ -25,7 +25,9 @@ from pydantic import (
 
 from protoembed.data.sts import STS_TASKS, canonical_task
 from protoembed.errors import ProtoembedError
+from protoembed.heads import HEADS
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
+from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
 from protoembed.pydantic_util import STRICT, Number
 
 
@@ -82,8 +84,6 @@ class ObjectiveConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
-        from protoembed.objectives.options import OptionError
-
         bad = [k for k in self.options if not isinstance(k, str)]
         if bad:
             raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
@@ -221,7 +221,7 @@ class TrainingConfig(BaseModel):
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
     mini_batch_size: Annotated[int, Field(ge=1)] | None = Field(
         None,
-        description="GradCache (simcse, promptbert, conpvp, simcse_sup): the backbone sees M rows at a time, "
+        description=f"GradCache ({', '.join(grad_cache_objectives())}): the backbone sees M rows at a time, "
         "the loss the whole batch; divides the per-process batch; null = off",
     )
     num_workers: Annotated[int, Field(ge=0)] = Field(
@@ -284,8 +284,9 @@ class TrainConfig(BaseModel):
     model: Name = Field("default", description="protoembed.load spec: default | HF id | local dir")
     head: OptionalText = Field(
         None,
-        description="cls | mean | max | mask | soft_prompt | cnn (default: the objective's own, e.g. simcse "
-        "cls, conpvp soft_prompt, cosine_regression mean)",
+        description=f"{' | '.join(HEADS)} (default: the objective's own: "
+        + ", ".join(f"{name} {entry.options.default_head}" for name, entry in REGISTRY.items())
+        + ")",
     )
     template: OptionalText = Field(
         None, description="prompt heads: template with <S> and [MASK] (default: the head's)"
@@ -301,9 +302,7 @@ class TrainConfig(BaseModel):
     soft_prompt_init: Literal["uniform", "template"] | None = Field(
         None, description="uniform (authors' code) | template (default uniform)"
     )
-    objective: ObjectiveConfig = Field(
-        description="name (simcse, promptbert, conpvp, cosine_regression, ...), and its options (below)"
-    )
+    objective: ObjectiveConfig = Field(description=f"name ({', '.join(REGISTRY)}), and its options (below)")
     data: DataConfig = Field(description="the training examples")
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="optimisation and evaluation"

@@ -46,8 +46,7 @@ def _fields(model: type[BaseModel], indent: int, skip: tuple[str, ...] = ()) -> 
 
 def schema_yaml() -> str:
     """The config schema as commented YAML (every key, its default and meaning); configs/README.md shows it."""
-    from protoembed.objectives.option_models import OPTIONS
-    from protoembed.objectives.options import ContrastiveOptions
+    from protoembed.objectives.registry import REGISTRY, ContrastiveOptions
 
     lines = [_line(0, "base: other.yaml", "or a list; merged first, in order, paths relative to this file")]
     for line in _fields(TrainConfig, 0):
@@ -56,11 +55,12 @@ def schema_yaml() -> str:
             continue
         lines.append(_line(0, "objective:", "the objective; every other key is one of its options"))
         lines.append(_line(2, "name: conpvp", ObjectiveConfig.model_fields["name"].description or ""))
-        contrastive = [n for n, model in OPTIONS.items() if issubclass(model, ContrastiveOptions)]
+        contrastive = [n for n, entry in REGISTRY.items() if entry.grad_cache]
         lines.append(f"  # {', '.join(contrastive)}:")
         lines += _fields(ContrastiveOptions, 2)
         shared = tuple(ContrastiveOptions.model_fields)
-        for name, model in OPTIONS.items():
+        for name, entry in REGISTRY.items():
+            model = entry.options
             base = ContrastiveOptions.model_fields
             own = model.model_fields  # a shared option with another default is listed as its own
             skip = (
