@@ -186,7 +186,7 @@ def test_saved_cross_encoder_predicts_our_scores(tiny_model_dir, task, tmp_path)
 def test_auto_task_follows_the_columns_and_is_kept(tiny_model_dirs, tmp_path):
     objective = _objective(tiny_model_dirs["bert"], "auto")
     assert objective.columns == ("sentence1", "sentence2", ("score", "label"))
-    assert CrossEncoderObjective.columns_for({"task": "classification"}) == (
+    assert plan_objective("cross_encoder", {"task": "classification"}).columns == (
         "sentence1",
         "sentence2",
         "label",

@@ -202,4 +202,11 @@ def test_readme_schema_is_generated_from_the_models():
     data = yaml.safe_load(block)
     data.pop("base")
     data["objective"] = {k: v for k, v in data["objective"].items() if k in ("name", "temperature", "mlp")}
+    assert data["stages"] == [{"name": "nli"}]
+    from protoembed.training.stages import stage_configs
+
+    [(name, staged)] = stage_configs(data, "configs/README.md")
+    assert name == "nli" and staged.output_dir == str(Path("runs/NAME") / "nli")
+    assert staged.training.test_tasks == list(STS_TASKS)
+    data.pop("stages")
     assert config_from_dict(data).training.test_tasks == list(STS_TASKS)

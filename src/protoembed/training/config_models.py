@@ -2,7 +2,8 @@
 
 :class:`TrainConfig` (a whole run) with its sections :class:`ObjectiveConfig` (``objective:``, which
 plans the objective: :mod:`protoembed.objectives.plan`), :class:`DataConfig` / :class:`DataFile`
-(``data:``) and :class:`TrainingConfig` (``training:``): field types, defaults, allowed values and
+(``data:``) and :class:`TrainingConfig` (``training:``); :class:`StagedConfig` the ``stages:`` list of a
+chained run (:class:`StageConfig` each; :mod:`protoembed.training.stages`): field types, defaults, allowed values and
 descriptions (``configs/README.md`` shows them as YAML, :mod:`protoembed.training.schema`). A validator
 that knows which key is wrong raises :class:`ConfigKeyError`. Reading files, ``base:`` includes, ``--set``
 overrides and the one-line error messages are :mod:`protoembed.training.config`'s. No torch here.
@@ -10,12 +11,14 @@ overrides and the one-line error messages are :mod:`protoembed.training.config`'
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -328,3 +331,60 @@ class TrainConfig(BaseModel):
         out = self.model_dump()
         out["objective"] = {"name": self.objective.name, **self.objective.options}
         return out
+
+
+#: The keys a staged config sets once, outside ``stages`` (each stage's output folder and model are derived).
+SHARED_ONLY = ("model", "output_dir", "stages")
+_STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class StageConfig(BaseModel):
+    """One entry of ``stages:``: its ``name`` and the config keys it sets on top of the shared ones (any
+    key of :class:`TrainConfig` but :data:`SHARED_ONLY`, and its own ``base:`` files); those keys are
+    validated as a whole run once merged (:func:`protoembed.training.stages.stage_configs`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str = Field(
+        description="the stage's folder under output_dir (letters, digits, _.-); other keys: as above",
+        examples=["nli"],
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _STAGE_NAME.match(name):
+            raise ValueError(f"expected a folder name (letters, digits, _.-), got {name!r}")
+        return name
+
+    @model_validator(mode="after")
+    def _not_shared(self) -> StageConfig:
+        bad = [key for key in self.model_extra or {} if key in SHARED_ONLY]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is set once for all stages, outside 'stages'")
+        return self
+
+    def keys(self) -> dict[str, Any]:
+        """The keys this stage sets (everything but its ``name``)."""
+        return dict(self.model_extra or {})
+
+
+class StagedConfig(BaseModel):
+    """A chained run: the shared keys (any of :class:`TrainConfig`'s; not checked here) and ``stages``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stages: Annotated[list[StageConfig], Field(min_length=1)] = Field(
+        description="chained runs, each from the previous one's best/ (output_dir/NAME each)"
+    )
+
+    @field_validator("stages")
+    @classmethod
+    def _distinct(cls, stages: list[StageConfig]) -> list[StageConfig]:
+        names = [stage.name for stage in stages]
+        for i, name in enumerate(names, 1):
+            if name in names[: i - 1]:
+                raise ConfigKeyError(
+                    f"stages.{i}.name", f"stage {i} ({name!r}): stage names must be distinct", full=True
+                )
+        return stages

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from protoembed.training.config_models import ObjectiveConfig, TrainConfig
+from protoembed.training.config_models import ObjectiveConfig, StageConfig, StagedConfig, TrainConfig
 
 _COMMENT_AT = 30
 
@@ -69,4 +69,8 @@ def schema_yaml() -> str:
             if set(model.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
                 lines += _fields(model, 2, skip=skip)
+    stages = StagedConfig.model_fields["stages"].description or ""
+    lines.append(_line(0, "stages:", f"{stages}; the keys above are shared, a stage sets its own on top"))
+    name = StageConfig.model_fields["name"]
+    lines.append(_line(2, f"- name: {_yaml_value(name.examples[0])}", name.description or ""))
     return "\n".join(lines) + "\n"
