@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -34,9 +34,6 @@ from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template
 from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem
-
-if TYPE_CHECKING:
-    from protoembed.objectives.base import Objective
 
 #: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
 MLPMode = Literal["train", "keep", "none"]
@@ -251,8 +248,9 @@ class Registered:
         :class:`ContrastiveOptions`, so its class is a ``ContrastiveObjective``."""
         return issubclass(self.options, ContrastiveOptions)
 
-    def load(self) -> type[Objective]:
-        """The objective class (imports :attr:`module`: torch)."""
+    def load(self) -> type:
+        """The objective class, a :class:`~protoembed.objectives.base.Objective` (imports :attr:`module`:
+        torch; not named in the signature, since that module imports this one)."""
         return getattr(importlib.import_module(self.module), self.class_name)
 
 
@@ -293,7 +291,7 @@ def options_class(name: str) -> type[ObjectiveOptions]:
     return registered(name).options
 
 
-def objective_class(name: str) -> type[Objective]:
+def objective_class(name: str) -> type:
     """The registered objective ``name`` (imports its module: torch); a one-line error lists the known ones."""
     return registered(name).load()
 
