@@ -150,12 +150,32 @@ def test_user_template_and_reload(tiny_model_dirs, tmp_path):
     np.testing.assert_array_equal(reloaded.encode(SENTENCES), embedder.encode(SENTENCES))
 
 
-def test_empty_sentence_is_named_or_encoded_on_request(tiny_model_dirs):
-    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mask")
+@pytest.mark.parametrize("head", ["mask", "cls"])
+def test_empty_sentence_is_named_or_encoded_on_request_as_the_bare_template(tiny_model_dirs, head):
+    """With ``allow_empty`` a blank sentence is the template with nothing in its sentence slot (``[CLS]
+    [SEP]`` without a template): the backbone's state at the mask token (``[CLS]``) of that text,
+    tokenised whole by the tokenizer and run through the Hugging Face model by hand."""
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=head, device="cpu")
     with pytest.raises(ProtoembedError, match=r"index 1\b"):
         embedder.encode(["ok", "   "])
-    vectors = embedder.encode(["ok", "   "], allow_empty=True)
-    assert np.isfinite(vectors).all()
+    vectors = embedder.encode(["ok", "   ", ""], allow_empty=True)
+    tokenizer = embedder.tokenizer
+    template = embedder.encoder.template
+    if head == "mask":
+        assert template == 'This sentence : "<S>" means [MASK] .'
+        text = template.replace("<S>", "").replace("[MASK]", tokenizer.mask_token)
+        ids = tokenizer(text)["input_ids"]
+        position = ids.index(tokenizer.mask_token_id)
+    else:
+        assert template is None
+        ids, position = [tokenizer.cls_token_id, tokenizer.sep_token_id], 0
+    with torch.no_grad():
+        states = embedder.encoder.auto_model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    bare = states[position].numpy()
+    assert not embedder.normalize
+    np.testing.assert_allclose(vectors[1], bare, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(vectors[2], bare, rtol=0, atol=1e-6)
+    assert np.abs(vectors[0] - bare).max() > 1e-3  # "ok" is not the bare template
 
 
 @pytest.mark.parametrize(
