@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from scipy.stats import spearmanr
 
 import protoembed
+from protoembed.data.sts import load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
@@ -47,17 +50,28 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
     assert set(saved["tasks"]) == {"STSBenchmark"} and saved["model"] == str(out / "best")
-    assert saved["best_step"] in (2, 4, 5)
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["event"] == "start" and log[0]["data"]["files"][0]["skipped"]["empty_line"] == 1
-    assert [e["step"] for e in log if e["event"] == "eval"] == [2, 4, 5]  # every eval_steps and at the end
+    evals = {e["step"]: e["stsb_dev_spearman"] for e in log if e["event"] == "eval"}
+    assert list(evals) == [2, 4, 5]  # every eval_steps and at the end
+    # best/ is the first evaluation with the highest recorded dev score
+    best = max(evals, key=lambda step: (evals[step], -step))
+    assert saved["best_step"] == best and saved["stsb_dev_spearman"] == evals[best]
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
     assert log[-1]["event"] == "end"
     assert not (out / CHECKPOINT_DIR).exists()  # removed once finished (keep_checkpoint: false)
-    # the best model is a loadable sentence-transformers folder that reproduces the dev score
+    # the best model is a loadable sentence-transformers folder that reproduces the dev score: Spearman
+    # x100 of the cosines of its vectors against the gold scores of STS-B dev, computed here
     model = protoembed.load(str(out / "best"), device="cpu")
-    assert model.encode(["a man is playing a guitar ."]).shape == (1, 32)
     assert (out / "best" / "modules.json").is_file()
+    dev = load_sts_task("STSBenchmark", None, split="dev")
+    u, v = (model.encode(side, batch_size=256) for side in (dev.sentences1, dev.sentences2))
+    u, v = u.astype(np.float64), v.astype(np.float64)
+    cosines = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    same = np.array([a == b for a, b in zip(dev.sentences1, dev.sentences2)])
+    cosines[same] = 1.0  # a pair of one sentence twice is a tie at 1, not ranked by rounding noise
+    assert u.shape == (len(dev), 32) and len(dev) == 1500
+    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["stsb_dev_spearman"], abs=1e-9)
     # max_seq_length truncates training inputs only: the saved model reads whole sentences
     assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
