@@ -218,3 +218,23 @@ def test_an_objective_outside_the_registry_has_no_head_and_no_class():
     from protoembed.training.components import head_for
 
     assert cfg.objective.plan == plan and head_for(cfg) is None
+
+
+def test_the_readme_table_of_supervised_objectives_shows_their_columns_and_heads():
+    """The README's table (objective | data columns | loss | head) names registered objectives with the
+    columns and the default head their plans give."""
+    from pathlib import Path
+
+    from protoembed.data.examples import describe_columns
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| objective | data columns | loss | head |\n|---|---|---|---|\n", 1)[1].split(
+        "\n\n"
+    )[0]
+    rows = [line.split(" | ") for line in table.splitlines()]
+    names = [row[0].removeprefix("| `").removesuffix("`") for row in rows]
+    assert names == ["cosine_regression", "nli_softmax", "cross_encoder", "simcse_sup"]
+    for name, row in zip(names, rows):
+        plan = plan_objective(name)
+        assert row[1].startswith(describe_columns(plan.columns)), name
+        assert row[-1] == f"{plan.head} |", name
