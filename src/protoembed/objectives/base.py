@@ -6,8 +6,8 @@ every training-only part) and returns a scalar loss from :meth:`Objective.forwar
 examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
 "score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective's options model
 (:mod:`protoembed.objectives.registry`) declares the columns it needs (:attr:`Objective.columns`, checked
-against the data before step 1) and its natural head; a run plans both from its options before the objective exists
-(:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
+against the data before step 1) and its natural head; a run plans both from its options before the
+objective exists (:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
 evaluated and saved is :meth:`Objective.eval_embedder`. :func:`check_batch` checks a batch's columns.
 
 Sentences become the embedder's inputs through :class:`~protoembed.objectives.views.ViewBuilder` (the

@@ -292,7 +292,8 @@ def options_class(name: str) -> type[ObjectiveOptions]:
 
 
 def objective_class(name: str) -> type:
-    """The registered objective ``name`` (imports its module: torch); a one-line error lists the known ones."""
+    """The registered objective class ``name`` (imports its module: torch); a one-line error lists the
+    known ones."""
     return registered(name).load()
 
 

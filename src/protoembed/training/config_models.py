@@ -3,8 +3,9 @@
 :class:`TrainConfig` (a whole run) with its sections :class:`ObjectiveConfig` (``objective:``, which
 plans the objective: :mod:`protoembed.objectives.plan`), :class:`DataConfig` / :class:`DataFile`
 (``data:``) and :class:`TrainingConfig` (``training:``); :class:`StagedConfig` the ``stages:`` list of a
-chained run (:class:`StageConfig` each; :mod:`protoembed.training.stages`): field types, defaults, allowed values and
-descriptions (``configs/README.md`` shows them as YAML, :mod:`protoembed.training.schema`). A validator
+chained run (:class:`StageConfig` each; :mod:`protoembed.training.stages`): field types, defaults,
+allowed values and descriptions (``configs/README.md`` shows them as YAML,
+:mod:`protoembed.training.schema`). A validator
 that knows which key is wrong raises :class:`ConfigKeyError`. Reading files, ``base:`` includes, ``--set``
 overrides and the one-line error messages are :mod:`protoembed.training.config`'s. No torch here.
 """
