@@ -8,7 +8,8 @@ Everything else reads this table: the options of a name (:func:`options_class`),
 objectives with a GradCache step (:func:`grad_cache_objectives`: those whose options are
 :class:`ContrastiveOptions`), the "Options:" section of each objective's docstring
 (:func:`options_doc`), the config schema and ``configs/README.md`` (:mod:`protoembed.training.schema`)
-and the config's descriptions of ``objective`` and ``training.mini_batch_size``.
+and the config's descriptions of ``head`` (each objective's default), ``objective`` and
+``training.mini_batch_size``.
 
 A new objective is its file (the class, with ``name`` set to its registry name) plus one line of
 :data:`REGISTRY`; an options model of its own, when it has options beyond those of a model here, is
