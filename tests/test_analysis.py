@@ -76,7 +76,8 @@ def test_frequent_token_removal_one_line_per_model(models, data_dir, tmp_path, d
         )
         top3 = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
         assert rows[1]["removed"] == model.tokenizer.convert_ids_to_tokens(top3)
-        assert rows[1]["avg"] == pytest.approx(_spearman_without(model, pairs, set(top3)), abs=1e-4)
+        # to 1e-3: pairs of equal vectors are ranked by float32 rounding there, float64 rounding here
+        assert rows[1]["avg"] == pytest.approx(_spearman_without(model, pairs, set(top3)), abs=1e-3)
         assert model.head == "mean" and type(model.pooler).__name__ != "_MeansWithoutTopK"  # pooler restored
 
 

@@ -65,13 +65,16 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     model = protoembed.load(str(out / "best"), device="cpu")
     assert (out / "best" / "modules.json").is_file()
     dev = load_sts_task("STSBenchmark", None, split="dev")
-    u, v = (model.encode(side, batch_size=256) for side in (dev.sentences1, dev.sentences2))
-    u, v = u.astype(np.float64), v.astype(np.float64)
+    distinct = list(dict.fromkeys([*dev.sentences1, *dev.sentences2]))  # encoded once each, as in training
+    vectors = dict(zip(distinct, model.encode(distinct, batch_size=256).astype(np.float64)))
+    u, v = (np.stack([vectors[s] for s in side]) for side in (dev.sentences1, dev.sentences2))
     cosines = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
     same = np.array([a == b for a, b in zip(dev.sentences1, dev.sentences2)])
     cosines[same] = 1.0  # a pair of one sentence twice is a tie at 1, not ranked by rounding noise
     assert u.shape == (len(dev), 32) and len(dev) == 1500
-    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["stsb_dev_spearman"], abs=1e-9)
+    # to 1e-3: the evaluation's float32 cosines rank pairs of equal vectors (texts tokenised alike) by
+    # rounding, these float64 ones by theirs (1.6e-4 apart on the untrained tiny BERT)
+    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["stsb_dev_spearman"], abs=1e-3)
     # max_seq_length truncates training inputs only: the saved model reads whole sentences
     assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
