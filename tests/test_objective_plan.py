@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import protoembed
 from protoembed.errors import ProtoembedError
@@ -238,3 +239,43 @@ def test_the_readme_table_of_supervised_objectives_shows_their_columns_and_heads
         plan = plan_objective(name)
         assert row[1].startswith(describe_columns(plan.columns)), name
         assert row[-1] == f"{plan.head} |", name
+
+
+def test_a_new_objective_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, tiny_model_dirs):
+    """An objective written as one module and registered by one REGISTRY entry is planned, validated in a
+    config, listed by the schema (its own options) and among the GradCache objectives, documented and
+    built, with nothing else edited."""
+    from pydantic import Field
+
+    from protoembed.objectives.registry import ContrastiveOptions
+    from protoembed.training.schema import schema_yaml
+
+    (tmp_path / "echo_objective.py").write_text(
+        "from protoembed.objectives.simcse import SimCSE\n\n\n"
+        "class Echo(SimCSE):\n"
+        '    """SimCSE scaled by a weight."""\n\n'
+        '    name = "echo"\n\n'
+        "    def loss(self, states, batch):\n"
+        "        return self.options.weight * super().loss(states, batch)\n",
+        encoding="utf-8",
+    )
+
+    class EchoOptions(ContrastiveOptions):
+        weight: float = Field(2.0, description="what the SimCSE loss is multiplied by")
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(REGISTRY, "echo", Registered("echo_objective:Echo", EchoOptions))
+    plan = plan_objective("echo", {"weight": 3.0})
+    assert (plan.head, plan.columns, plan.options.weight) == ("cls", ("text",), 3.0)
+    cfg = config_from_dict(_config("echo", {"weight": 0.5}))
+    assert cfg.objective.plan.options.weight == 0.5 and "echo" in grad_cache_objectives()
+    assert "  # echo only:\n  weight: 2.0 " in schema_yaml()
+    cls = objective_class("echo")
+    assert cls.Options is EchoOptions and "weight (2.0): what the SimCSE loss is multiplied by" in cls.__doc__
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="cls", device="cpu")
+    torch.manual_seed(0)
+    echo = plan.build(embedder).eval()
+    torch.manual_seed(0)
+    simcse = plan_objective("simcse").build(embedder).eval()
+    with torch.no_grad():
+        assert torch.allclose(echo(TEXT), 3.0 * simcse(TEXT))
