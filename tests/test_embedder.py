@@ -211,3 +211,28 @@ def test_default_model_equals_sentence_transformers():
     assert embedder.head == "mean" and embedder.normalize
     st = SentenceTransformer(default_model_path(), device="cpu")
     assert np.abs(st.encode(SENTENCES) - embedder.encode(SENTENCES)).max() <= 1e-5
+
+
+def test_a_new_head_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, tiny_model_dirs):
+    """A head written as one module and registered by one HEADS entry loads, encodes, is accepted by a
+    training config and listed by --help, with nothing else edited (here: mean pooling times the square
+    root of the token count, checked against the mean head)."""
+    from protoembed.heads import HeadSpec, heads_help
+    from protoembed.training.config import config_from_dict
+
+    (tmp_path / "sqrt_head.py").write_text(
+        "from sentence_transformers.sentence_transformer.modules.pooling import Pooling\n\n\n"
+        "def sqrt_pooler(hidden):\n"
+        '    return Pooling(hidden, pooling_mode="mean_sqrt_len_tokens")\n',
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(HEADS, "sqrt", HeadSpec("sqrt", "sqrt_head:sqrt_pooler", "mean times sqrt(tokens)"))
+    model = str(tiny_model_dirs["bert"])
+    vectors = protoembed.load(model, head="sqrt", device="cpu").encode(SENTENCES)
+    means = protoembed.load(model, head="mean", device="cpu").encode(SENTENCES)
+    tokenizer = protoembed.load(model, head="mean", device="cpu").tokenizer
+    counts = np.array([len(tokenizer(s)["input_ids"]) for s in SENTENCES], dtype=np.float32)
+    np.testing.assert_allclose(vectors, means * np.sqrt(counts)[:, None], rtol=1e-5, atol=1e-6)
+    cfg = config_from_dict({"head": "sqrt", "objective": "simcse", "data": {"corpus": "x.txt"}})
+    assert cfg.head == "sqrt" and "sqrt: mean times sqrt(tokens)" in heads_help()
