@@ -95,11 +95,13 @@ def test_a_registered_class_takes_its_options_and_docs_from_its_entry():
     assert cached == list(grad_cache_objectives()) == ["simcse", "promptbert", "conpvp", "simcse_sup"]
 
 
-def test_a_registered_objective_cannot_declare_other_options():
+def test_a_registered_objective_cannot_declare_its_own_name_or_options():
     from protoembed.objectives.base import Objective
 
-    with pytest.raises(TypeError, match="takes its Options from the registry"):
-        type("Other", (Objective,), {"name": "simcse", "Options": ObjectiveOptions})
+    where = {"__module__": "protoembed.objectives.simcse", "__qualname__": "SimCSE"}
+    for own in ({"Options": ObjectiveOptions}, {"name": "other"}):
+        with pytest.raises(TypeError, match="takes its name and Options from the registry"):
+            type("SimCSE", (Objective,), {**where, **own})
 
 
 def test_a_registry_entry_names_its_class_as_module_colon_class():
@@ -254,7 +256,6 @@ def test_a_new_objective_is_its_file_plus_one_registry_line(monkeypatch, tmp_pat
         "from protoembed.objectives.simcse import SimCSE\n\n\n"
         "class Echo(SimCSE):\n"
         '    """SimCSE scaled by a weight."""\n\n'
-        '    name = "echo"\n\n'
         "    def loss(self, states, batch):\n"
         "        return self.options.weight * super().loss(states, batch)\n",
         encoding="utf-8",

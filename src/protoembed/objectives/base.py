@@ -69,10 +69,10 @@ def contrastive_loss(
 class Objective(torch.nn.Module):
     """Base class: an embedder, its training-only parts, and a loss over a batch of examples.
 
-    Subclasses set :attr:`name` and implement :meth:`forward`. A registered objective's :attr:`Options`
-    (the pydantic model of its options, which also declares its default head and its columns) comes from
-    its line of :data:`~protoembed.objectives.registry.REGISTRY`; an objective outside the registry sets
-    :attr:`Options` itself.
+    Subclasses implement :meth:`forward`. A registered objective's :attr:`name` and :attr:`Options` (the
+    pydantic model of its options, which also declares its default head and its columns) come from its
+    line of :data:`~protoembed.objectives.registry.REGISTRY`; an objective outside the registry sets both
+    itself.
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
@@ -92,16 +92,20 @@ class Objective(torch.nn.Module):
     columns: ColumnSpec
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A registered subclass (its :attr:`name` is a key of
-        :data:`~protoembed.objectives.registry.REGISTRY`) takes its :attr:`Options` from its entry, and
-        its docstring gets the "Options:" section generated from them."""
+        """A registered class (named by an entry of :data:`~protoembed.objectives.registry.REGISTRY`)
+        takes its :attr:`name` and :attr:`Options` from its entry, and its docstring gets the "Options:"
+        section generated from them."""
         super().__init_subclass__(**kwargs)
-        entry = REGISTRY.get(cls.__dict__.get("name", ""))
-        if entry is None:
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        name = next((key for key, entry in REGISTRY.items() if entry.target == target), None)
+        if name is None:
             return
-        if "Options" in cls.__dict__:
-            raise TypeError(f"{cls.__name__}: a registered objective takes its Options from the registry")
-        cls.Options = entry.options
+        if "Options" in cls.__dict__ or "name" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: a registered objective takes its name and Options from the registry"
+            )
+        entry = REGISTRY[name]
+        cls.name, cls.Options = name, entry.options
         if cls.__doc__:  # indented as the docstring's own lines (Python 3.13 strips their indent)
             lines = [line for line in cls.__doc__.splitlines()[1:] if line.strip()]
             indent = "\n" + " " * min((len(line) - len(line.lstrip()) for line in lines), default=0)

@@ -62,7 +62,6 @@ class ConPVP(ContrastiveObjective):
     2022. https://arxiv.org/abs/2211.03348
     """
 
-    name = "conpvp"
     options: ConPVPOptions
 
     def __init__(

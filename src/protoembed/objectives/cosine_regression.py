@@ -47,7 +47,6 @@ class CosineRegression(SiameseObjective):
     BERT-Networks." EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
     """
 
-    name = "cosine_regression"
     options: CosineRegressionOptions
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:

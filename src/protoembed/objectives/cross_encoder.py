@@ -145,7 +145,6 @@ class CrossEncoderObjective(Objective):
     https://arxiv.org/abs/1810.04805
     """
 
-    name = "cross_encoder"
     options: CrossEncoderOptions
 
     def __init__(

@@ -55,7 +55,6 @@ class NLISoftmax(SiameseObjective):
     BERT-Networks." EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
     """
 
-    name = "nli_softmax"
     options: NLISoftmaxOptions
 
     def __init__(

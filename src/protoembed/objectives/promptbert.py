@@ -83,7 +83,6 @@ class PromptBERT(ContrastiveObjective):
     EMNLP 2022. https://arxiv.org/abs/2201.04337
     """
 
-    name = "promptbert"
     options: PromptBERTOptions
 
     def __init__(

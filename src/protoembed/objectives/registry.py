@@ -11,9 +11,9 @@ objectives with a GradCache step (:func:`grad_cache_objectives`: those whose opt
 and the config's descriptions of ``head`` (each objective's default), ``objective`` and
 ``training.mini_batch_size``.
 
-A new objective is its file (the class, with ``name`` set to its registry name) plus one line of
-:data:`REGISTRY`; an options model of its own, when it has options beyond those of a model here, is
-declared next to that line.
+A new objective is its file (the class) plus one line of :data:`REGISTRY` (its name, its class, its
+options model: the class takes its ``name`` and ``Options`` from that line); an options model of its own,
+when it has options beyond those of a model here, is declared next to that line.
 
 Each options model declares its fields (type, default, allowed values, the one description that the
 docstrings and the configs README show), the objective's default head and columns, and how an option

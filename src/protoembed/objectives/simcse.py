@@ -43,8 +43,6 @@ class SimCSE(ContrastiveObjective):
     Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
     """
 
-    name = "simcse"
-
     def build_rows(
         self, batch: Mapping[str, Sequence[str]] | Sequence[str]
     ) -> tuple[Rows, int, dict[str, torch.Tensor]]:

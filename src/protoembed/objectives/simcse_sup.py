@@ -56,7 +56,6 @@ class SupervisedSimCSE(ContrastiveObjective):
     Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
     """
 
-    name = "simcse_sup"
     options: SupervisedSimCSEOptions
 
     def build_rows(self, batch: Mapping[str, Sequence[Any]]) -> tuple[Rows, int, dict[str, torch.Tensor]]:
