@@ -886,13 +886,6 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         assert_failed_in_one_line((status, err), needle)
 
 
-def test_the_torch_free_options_are_the_objectives_own():
-    from protoembed.objectives import OBJECTIVES
-    from protoembed.objectives.option_models import OPTIONS
-
-    assert {name: cls.Options for name, cls in OBJECTIVES.items()} == OPTIONS
-
-
 def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, monkeypatch):
     """torch's zip writer and safetensors raise no OSError on a full disk: :func:`write_failure` still
     reads them as one (on a real full tmpfs where it can be mounted, else their messages with statvfs

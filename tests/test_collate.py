@@ -50,6 +50,7 @@ def test_loader_batches_are_the_objective_collation(
     templates.write_text('[positive]\nBy "<S>" they mean [MASK] .\n[negative]\n"<S>" is not a [MASK] one\n')
     objective = build(tiny_model_dirs["bert"], case, templates)
     direct = copy.deepcopy(objective)  # the same draw generator state
+    replay = copy.deepcopy(objective).eval()  # steps on the raw examples, collated at the step
     examples = _examples(case)
     indices, batches = _batches(objective, examples, workers)
     assert len(batches) == len(SENTENCES) // BATCH
@@ -59,14 +60,9 @@ def test_loader_batches_are_the_objective_collation(
         raw = examples.select(idx)
         expected = direct.collate(raw, draw_key=draw_key(5, 0, idx)) if keyed else direct.collate(raw)
         _same(batch, expected)
-        # the step on the loader's tensors is the step on the raw examples
+        # the step on the loader's tensors is the step on the raw examples (which collates them itself)
         if not keyed:
-            torch.manual_seed(0)
-            a = objective.eval()(batch)
-            torch.manual_seed(0)
-            assert a.item() == pytest.approx(
-                objective.eval().loss(objective.embed_features(expected.rows()), expected).item()
-            )
+            assert torch.equal(objective.eval()(batch), replay(raw))
 
 
 def test_keyed_draws_do_not_depend_on_the_worker_count(tiny_model_dirs) -> None:

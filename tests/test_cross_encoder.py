@@ -15,9 +15,9 @@ import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 from protoembed.loading import build
-from protoembed.objectives import OBJECTIVES, build_objective
+from protoembed.objectives import build_objective, objective_class, plan_objective
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
-from protoembed.objectives.options import OptionError
+from protoembed.objectives.registry import OptionError
 from training_helpers import Interrupt, stop_after, tiny_config
 
 S1 = ["a man is playing a guitar .", "two dogs are running through a field of grass .", "the cat sat ."]
@@ -186,7 +186,7 @@ def test_saved_cross_encoder_predicts_our_scores(tiny_model_dir, task, tmp_path)
 def test_auto_task_follows_the_columns_and_is_kept(tiny_model_dirs, tmp_path):
     objective = _objective(tiny_model_dirs["bert"], "auto")
     assert objective.columns == ("sentence1", "sentence2", ("score", "label"))
-    assert CrossEncoderObjective.columns_for({"task": "classification"}) == (
+    assert plan_objective("cross_encoder", {"task": "classification"}).columns == (
         "sentence1",
         "sentence2",
         "label",
@@ -356,8 +356,8 @@ def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data,
 
 
 def test_registered():
-    assert OBJECTIVES["cross_encoder"] is CrossEncoderObjective
-    assert CrossEncoderObjective.default_head == "cls"
+    assert objective_class("cross_encoder") is CrossEncoderObjective
+    assert plan_objective("cross_encoder").head == "cls"
 
 
 @pytest.mark.backbone
@@ -392,8 +392,8 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
 def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_path, monkeypatch):
     """The checkpoint holds the shared backbone under two names and the auto task; a resumed run
     (stopped after step 3, checkpoint at step 2) ends where a straight run does."""
+    from protoembed.run_layout import CHECKPOINT_DIR
     from protoembed.training import train
-    from protoembed.training.checkpoint import CHECKPOINT
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))
     corpus = stsb_data / "senteval" / "STS" / "STSBenchmark" / "sts-train.csv"
@@ -411,7 +411,7 @@ def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_pa
     train(config(broken), resume=True)
 
     def weights(out: Path) -> dict[str, torch.Tensor]:
-        (file,) = (out / CHECKPOINT).glob("pytorch_model*.bin")
+        (file,) = (out / CHECKPOINT_DIR).glob("pytorch_model*.bin")
         return torch.load(file, map_location="cpu", weights_only=True)
 
     a, b = weights(straight), weights(broken)

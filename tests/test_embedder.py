@@ -150,12 +150,32 @@ def test_user_template_and_reload(tiny_model_dirs, tmp_path):
     np.testing.assert_array_equal(reloaded.encode(SENTENCES), embedder.encode(SENTENCES))
 
 
-def test_empty_sentence_is_named_or_encoded_on_request(tiny_model_dirs):
-    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mask")
+@pytest.mark.parametrize("head", ["mask", "cls"])
+def test_empty_sentence_is_named_or_encoded_on_request_as_the_bare_template(tiny_model_dirs, head):
+    """With ``allow_empty`` a blank sentence is the template with nothing in its sentence slot (``[CLS]
+    [SEP]`` without a template): the backbone's state at the mask token (``[CLS]``) of that text,
+    tokenised whole by the tokenizer and run through the Hugging Face model by hand."""
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=head, device="cpu")
     with pytest.raises(ProtoembedError, match=r"index 1\b"):
         embedder.encode(["ok", "   "])
-    vectors = embedder.encode(["ok", "   "], allow_empty=True)
-    assert np.isfinite(vectors).all()
+    vectors = embedder.encode(["ok", "   ", ""], allow_empty=True)
+    tokenizer = embedder.tokenizer
+    template = embedder.encoder.template
+    if head == "mask":
+        assert template == 'This sentence : "<S>" means [MASK] .'
+        text = template.replace("<S>", "").replace("[MASK]", tokenizer.mask_token)
+        ids = tokenizer(text)["input_ids"]
+        position = ids.index(tokenizer.mask_token_id)
+    else:
+        assert template is None
+        ids, position = [tokenizer.cls_token_id, tokenizer.sep_token_id], 0
+    with torch.no_grad():
+        states = embedder.encoder.auto_model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    bare = states[position].numpy()
+    assert not embedder.normalize
+    np.testing.assert_allclose(vectors[1], bare, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(vectors[2], bare, rtol=0, atol=1e-6)
+    assert np.abs(vectors[0] - bare).max() > 1e-3  # "ok" is not the bare template
 
 
 @pytest.mark.parametrize(
@@ -191,3 +211,28 @@ def test_default_model_equals_sentence_transformers():
     assert embedder.head == "mean" and embedder.normalize
     st = SentenceTransformer(default_model_path(), device="cpu")
     assert np.abs(st.encode(SENTENCES) - embedder.encode(SENTENCES)).max() <= 1e-5
+
+
+def test_a_new_head_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, tiny_model_dirs):
+    """A head written as one module and registered by one HEADS entry loads, encodes, is accepted by a
+    training config and listed by --help, with nothing else edited (here: mean pooling times the square
+    root of the token count, checked against the mean head)."""
+    from protoembed.heads import HeadSpec, heads_help
+    from protoembed.training.config import config_from_dict
+
+    (tmp_path / "sqrt_head.py").write_text(
+        "from sentence_transformers.sentence_transformer.modules.pooling import Pooling\n\n\n"
+        "def sqrt_pooler(hidden):\n"
+        '    return Pooling(hidden, pooling_mode="mean_sqrt_len_tokens")\n',
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(HEADS, "sqrt", HeadSpec("sqrt", "sqrt_head:sqrt_pooler", "mean times sqrt(tokens)"))
+    model = str(tiny_model_dirs["bert"])
+    vectors = protoembed.load(model, head="sqrt", device="cpu").encode(SENTENCES)
+    means = protoembed.load(model, head="mean", device="cpu").encode(SENTENCES)
+    tokenizer = protoembed.load(model, head="mean", device="cpu").tokenizer
+    counts = np.array([len(tokenizer(s)["input_ids"]) for s in SENTENCES], dtype=np.float32)
+    np.testing.assert_allclose(vectors, means * np.sqrt(counts)[:, None], rtol=1e-5, atol=1e-6)
+    cfg = config_from_dict({"head": "sqrt", "objective": "simcse", "data": {"corpus": "x.txt"}})
+    assert cfg.head == "sqrt" and "sqrt: mean times sqrt(tokens)" in heads_help()

@@ -11,15 +11,21 @@ import torch
 
 import protoembed
 from protoembed.errors import ProtoembedError
-from protoembed.objectives import OBJECTIVES, build_objective, plan_objective
-from protoembed.objectives.option_models import OPTIONS, REGISTRY, Registered, options_class
-from protoembed.objectives.options import ObjectiveOptions, OptionError
-from protoembed.objectives.plan import CLASSES, objective_class
+from protoembed.objectives import plan_objective
+from protoembed.objectives.registry import (
+    REGISTRY,
+    ObjectiveOptions,
+    OptionError,
+    Registered,
+    grad_cache_objectives,
+    objective_class,
+    options_class,
+)
 from protoembed.training.config import config_from_dict
 
 SECOND = 'This sentence : "<S>" means [MASK] .'
-#: (objective, options, head, columns) as the classes' own head_for / columns_for gave them before the
-#: plan existed, for every registered objective and its ablation options.
+#: (objective, options, head, columns): the head and columns each objective's paper and data format give,
+#: for every registered objective and its ablation options.
 OLD_PATH = [
     ("simcse", {}, "cls", ("text",)),
     ("simcse", {"mlp": "keep"}, "cls", ("text",)),
@@ -70,20 +76,32 @@ def _config(name: str, options: dict, **training) -> dict:
 
 
 def test_every_registered_objective_is_in_the_table():
-    assert {name for name, *_ in OLD_PATH} == set(REGISTRY) == set(CLASSES) == set(OPTIONS)
+    assert {name for name, *_ in OLD_PATH} == set(REGISTRY)
 
 
-def test_the_class_and_options_tables_are_derived_from_the_one_registry():
-    """One line per objective: CLASSES and OPTIONS have the registry's names in its order, and each
-    registered class (its name, module, ``Options``) is the one its entry names."""
-    assert list(CLASSES) == list(OPTIONS) == list(REGISTRY) == list(OBJECTIVES)
+def test_a_registered_class_takes_its_options_and_docs_from_its_entry():
+    """The class named by an entry is the objective of that name; its ``Options`` is the entry's model and
+    its docstring lists every option with its default and description; the objectives with a GradCache
+    step are exactly the classes with the cached split (the class hierarchy, not the registry)."""
+    from protoembed.objectives.cache import CachedObjective
+
     for name, entry in REGISTRY.items():
-        assert CLASSES[name] == (entry.module, entry.class_name)
-        assert entry.target == f"{entry.module}:{entry.class_name}"
         cls = objective_class(name)
-        assert cls is OBJECTIVES[name] is entry.load()
         assert (cls.__module__, cls.__name__, cls.name) == (entry.module, entry.class_name, name)
-        assert cls.Options is entry.options is OPTIONS[name] is options_class(name)
+        assert cls.Options is entry.options
+        for option, field in entry.options.model_fields.items():
+            assert f"{option} (" in cls.__doc__ and field.description in cls.__doc__, (name, option)
+    cached = [n for n in REGISTRY if issubclass(objective_class(n), CachedObjective)]
+    assert cached == list(grad_cache_objectives()) == ["simcse", "promptbert", "conpvp", "simcse_sup"]
+
+
+def test_a_registered_objective_cannot_declare_its_own_name_or_options():
+    from protoembed.objectives.base import Objective
+
+    where = {"__module__": "protoembed.objectives.simcse", "__qualname__": "SimCSE"}
+    for own in ({"Options": ObjectiveOptions}, {"name": "other"}):
+        with pytest.raises(TypeError, match="takes its name and Options from the registry"):
+            type("SimCSE", (Objective,), {**where, **own})
 
 
 def test_a_registry_entry_names_its_class_as_module_colon_class():
@@ -97,16 +115,13 @@ def test_a_registry_entry_names_its_class_as_module_colon_class():
 
 
 @pytest.mark.parametrize(("name", "options", "head", "columns"), OLD_PATH)
-def test_the_plan_gives_the_head_and_columns_of_the_old_path(name, options, head, columns):
+def test_the_plan_gives_the_head_and_columns_each_objective_declares(name, options, head, columns):
     plan = plan_objective(name, options)
     assert (plan.name, plan.head, plan.columns, plan.registered) == (name, head, columns, True)
-    assert plan.options == OPTIONS[name].parse(name, options) and plan.given == frozenset(options)
-    # the class-level API reads the same declarations
-    cls = OBJECTIVES[name]
-    assert plan.objective_class is cls and cls.Options is OPTIONS[name]
-    assert (cls.head_for(options), cls.columns_for(options)) == (head, columns)
-    assert (cls.head_for(plan.options), cls.columns_for(plan.options)) == (head, columns)
-    assert (cls.default_head, cls.columns) == (cls.Options.default_head, cls.Options.columns)
+    # the given options as given, every other one its declared default
+    defaults = {key: field.default for key, field in options_class(name).model_fields.items()}
+    assert plan.options.model_dump() == {**defaults, **options} and plan.given == frozenset(options)
+    assert plan.given_options() == options
     # a validated config holds this plan, and the run's parts read it
     cfg = config_from_dict(_config(name, options))
     assert cfg.objective.plan == plan and cfg.objective.options == plan.given_options()
@@ -123,9 +138,8 @@ def test_planning_and_config_validation_import_no_torch():
         "from protoembed.training.config import config_from_dict\n"
         "plan = plan_objective('conpvp', {'anchor': 'manual'})\n"
         "cfg = config_from_dict({'objective': 'cross_encoder', 'data': {'corpus': 'x.txt'}})\n"
-        "from protoembed.objectives.plan import CLASSES\n"
-        "from protoembed.objectives.option_models import OPTIONS\n"
-        "assert list(CLASSES) == list(OPTIONS)\n"
+        "from protoembed.objectives.registry import grad_cache_objectives\n"
+        "assert grad_cache_objectives()\n"
         "print(plan.head, cfg.objective.plan.columns, 'torch' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -178,42 +192,15 @@ def test_build_uses_the_run_seed_only_for_an_unset_seed_option(tiny_model_dirs):
     assert "seed" not in simcse.config()
 
 
-@pytest.mark.parametrize(("name", "options", "head", "columns"), OLD_PATH[::2] + [OLD_PATH[7]])
-def test_building_from_the_plan_equals_building_from_raw_options(
-    name, options, head, columns, tiny_model_dirs
-):
-    """Same state_dict (keys and values) and the same loss on a tiny batch with a fixed seed."""
-
-    def built(make):
-        torch.manual_seed(0)
-        embedder = protoembed.load(str(tiny_model_dirs["bert"]), head=head, max_seq_length=16, device="cpu")
-        torch.manual_seed(1)
-        objective = make(embedder).train()
-        torch.manual_seed(2)
-        batch = BATCHES["nli_softmax"] if columns[-1] == "label" else BATCHES[name]
-        return objective, objective(batch)
-
-    raw, raw_loss = built(lambda e: build_objective(name, e, **options))
-    planned, planned_loss = built(lambda e: plan_objective(name, options).build(e))
-    assert type(raw) is type(planned) and raw.options == planned.options
-    assert planned.columns == columns and raw.config() == planned.config()
-    raw_state, planned_state = raw.state_dict(), planned.state_dict()
-    assert list(raw_state) == list(planned_state)
-    for key, value in raw_state.items():
-        if isinstance(value, torch.Tensor):
-            assert torch.equal(value, planned_state[key]), key
-    assert torch.isfinite(raw_loss) and torch.equal(raw_loss, planned_loss)
-
-
 def test_an_objective_takes_parsed_options(tiny_model_dirs):
     embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", device="cpu")
-    cls = OBJECTIVES["cosine_regression"]
+    cls = objective_class("cosine_regression")
     assert cls(embedder).options == cls.Options()
     assert cls(embedder, cls.Options(score_scale=1.0)).options.score_scale == 1.0
     with pytest.raises(TypeError, match="takes its parsed options"):
         cls(embedder, {"score_scale": 1.0})
     with pytest.raises(TypeError, match="takes its parsed options"):
-        cls(embedder, OPTIONS["nli_softmax"]())
+        cls(embedder, options_class("nli_softmax")())
 
 
 def test_planning_errors_are_the_one_line_option_errors():
@@ -234,3 +221,62 @@ def test_an_objective_outside_the_registry_has_no_head_and_no_class():
     from protoembed.training.components import head_for
 
     assert cfg.objective.plan == plan and head_for(cfg) is None
+
+
+def test_the_readme_table_of_supervised_objectives_shows_their_columns_and_heads():
+    """The README's table (objective | data columns | loss | head) names registered objectives with the
+    columns and the default head their plans give."""
+    from pathlib import Path
+
+    from protoembed.data.examples import describe_columns
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| objective | data columns | loss | head |\n|---|---|---|---|\n", 1)[1].split(
+        "\n\n"
+    )[0]
+    rows = [line.split(" | ") for line in table.splitlines()]
+    names = [row[0].removeprefix("| `").removesuffix("`") for row in rows]
+    assert names == ["cosine_regression", "nli_softmax", "cross_encoder", "simcse_sup"]
+    for name, row in zip(names, rows):
+        plan = plan_objective(name)
+        assert row[1].startswith(describe_columns(plan.columns)), name
+        assert row[-1] == f"{plan.head} |", name
+
+
+def test_a_new_objective_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, tiny_model_dirs):
+    """An objective written as one module and registered by one REGISTRY entry is planned, validated in a
+    config, listed by the schema (its own options) and among the GradCache objectives, documented and
+    built, with nothing else edited."""
+    from pydantic import Field
+
+    from protoembed.objectives.registry import ContrastiveOptions
+    from protoembed.training.schema import schema_yaml
+
+    (tmp_path / "echo_objective.py").write_text(
+        "from protoembed.objectives.simcse import SimCSE\n\n\n"
+        "class Echo(SimCSE):\n"
+        '    """SimCSE scaled by a weight."""\n\n'
+        "    def loss(self, states, batch):\n"
+        "        return self.options.weight * super().loss(states, batch)\n",
+        encoding="utf-8",
+    )
+
+    class EchoOptions(ContrastiveOptions):
+        weight: float = Field(2.0, description="what the SimCSE loss is multiplied by")
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(REGISTRY, "echo", Registered("echo_objective:Echo", EchoOptions))
+    plan = plan_objective("echo", {"weight": 3.0})
+    assert (plan.head, plan.columns, plan.options.weight) == ("cls", ("text",), 3.0)
+    cfg = config_from_dict(_config("echo", {"weight": 0.5}))
+    assert cfg.objective.plan.options.weight == 0.5 and "echo" in grad_cache_objectives()
+    assert "  # echo only:\n  weight: 2.0 " in schema_yaml()
+    cls = objective_class("echo")
+    assert cls.Options is EchoOptions and "weight (2.0): what the SimCSE loss is multiplied by" in cls.__doc__
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="cls", device="cpu")
+    torch.manual_seed(0)
+    echo = plan.build(embedder).eval()
+    torch.manual_seed(0)
+    simcse = plan_objective("simcse").build(embedder).eval()
+    with torch.no_grad():
+        assert torch.allclose(echo(TEXT), 3.0 * simcse(TEXT))

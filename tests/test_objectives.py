@@ -17,7 +17,7 @@ import torch
 import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.loading import build
-from protoembed.objectives import OBJECTIVES, build_objective
+from protoembed.objectives import REGISTRY, build_objective
 from protoembed.prompts import Template, tokenize_template
 from protoembed.templates import template_set
 
@@ -362,7 +362,7 @@ def test_option_errors(bert_dir: Path) -> None:
         "nli_softmax",
         "simcse_sup",
         "cross_encoder",
-    } == set(OBJECTIVES)
+    } == set(REGISTRY)
     cases = [
         (lambda: build_objective("nope", soft), "unknown objective 'nope'"),
         (lambda: build_objective("conpvp", soft, temprature=0.1), "unknown option 'temprature'"),

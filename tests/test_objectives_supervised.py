@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 import protoembed
 from protoembed.data.examples import NLI_LABELS
 from protoembed.errors import ProtoembedError
-from protoembed.objectives import OBJECTIVES, build_objective
+from protoembed.objectives import REGISTRY, build_objective, plan_objective
 from training_helpers import tiny_config, write_corpus
 
 S1 = [
@@ -295,11 +295,11 @@ def test_simcse_sup_keeps_the_mlp_at_evaluation(tiny_model_dirs, tmp_path: Path)
 
 
 def test_registry_columns_and_heads() -> None:
-    assert {"cosine_regression", "nli_softmax", "simcse_sup"} <= set(OBJECTIVES)
-    assert OBJECTIVES["cosine_regression"].columns == ("sentence1", "sentence2", "score")
-    assert OBJECTIVES["nli_softmax"].columns == ("sentence1", "sentence2", "label")
-    assert OBJECTIVES["simcse_sup"].columns == ("anchor", "positive")
-    assert [OBJECTIVES[n].head_for({}) for n in BATCHES] == ["mean", "mean", "cls"]
+    assert {"cosine_regression", "nli_softmax", "simcse_sup"} <= set(REGISTRY)
+    assert plan_objective("cosine_regression").columns == ("sentence1", "sentence2", "score")
+    assert plan_objective("nli_softmax").columns == ("sentence1", "sentence2", "label")
+    assert plan_objective("simcse_sup").columns == ("anchor", "positive")
+    assert [plan_objective(n).head for n in BATCHES] == ["mean", "mean", "cls"]
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -140,13 +140,13 @@ def _shipped_configs():
 
 
 def test_every_shipped_config_is_valid():
-    from protoembed.objectives import OBJECTIVES
+    from protoembed.objectives import REGISTRY
 
     rows = _shipped_configs()
     assert len({path for path, _, _ in rows}) >= 31 + 9 + 9 + 11 + 2
     for path, _, cfg in rows:
         assert cfg.output_dir, path
-        assert cfg.objective.name in OBJECTIVES, path
+        assert cfg.objective.name in REGISTRY, path
     staged = {path.name: [name for p, name, _ in rows if p == path] for path, name, _ in rows if name}
     assert staged["sbert-nli-stsb.yaml"] == ["nli", "stsb"]
 
@@ -202,4 +202,11 @@ def test_readme_schema_is_generated_from_the_models():
     data = yaml.safe_load(block)
     data.pop("base")
     data["objective"] = {k: v for k, v in data["objective"].items() if k in ("name", "temperature", "mlp")}
+    assert data["stages"] == [{"name": "nli"}]
+    from protoembed.training.stages import stage_configs
+
+    [(name, staged)] = stage_configs(data, "configs/README.md")
+    assert name == "nli" and staged.output_dir == str(Path("runs/NAME") / "nli")
+    assert staged.training.test_tasks == list(STS_TASKS)
+    data.pop("stages")
     assert config_from_dict(data).training.test_tasks == list(STS_TASKS)

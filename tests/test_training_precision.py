@@ -15,8 +15,8 @@ import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.objectives import build_objective
 from protoembed.objectives.base import contrastive_loss
+from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
-from protoembed.training.checkpoint import CHECKPOINT
 from protoembed.training.components import build_objective_from_config
 from protoembed.training.precision import enable_gradient_checkpointing
 from training_helpers import SENTENCES, Interrupt, stop_after, tiny_config, write_corpus
@@ -91,7 +91,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
-    files = list((output_dir / CHECKPOINT).glob("pytorch_model*.bin"))
+    files = list((output_dir / CHECKPOINT_DIR).glob("pytorch_model*.bin"))
     assert len(files) == 1, files
     return torch.load(files[0], map_location="cpu", weights_only=True)
 

@@ -110,8 +110,10 @@ def test_missing_data_of_a_later_stage_fails_before_the_first_trains(tmp_path, t
     ("extra", "message"),
     [
         ({"stages": []}, "'stages' must be a non-empty list"),
-        ({"stages": [{"training": {}}]}, "stage 1 must be a mapping with a 'name'"),
-        ({"stages": [{"name": "a"}, {"name": "a"}]}, "stage names must be distinct"),
+        ({"stages": [{"training": {}}]}, "stage 1: 'name' is required"),
+        ({"stages": ["nli"]}, r"stage 1: expected a mapping \(section\), got 'nli'"),
+        ({"stages": [{"name": "a/b"}]}, r"stage 1 \('a/b'\): 'name': expected a folder name"),
+        ({"stages": [{"name": "a"}, {"name": "a"}]}, r"stage 2 \('a'\): stage names must be distinct"),
         ({"stages": [{"name": "a", "model": "x"}]}, "'model' is set once for all stages"),
         ({"stages": [{"name": "a", "training": {"lr": -1}}]}, r"stage 1 \('a'\): config key 'training.lr'"),
     ],

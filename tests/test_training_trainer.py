@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from scipy.stats import spearmanr
 
 import protoembed
+from protoembed.data.sts import load_sts_task
 from protoembed.errors import ProtoembedError
+from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
-from protoembed.training.checkpoint import CHECKPOINT
 from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
 
 
@@ -31,7 +34,7 @@ def benchmark_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _final_weights(output_dir: Path) -> dict[str, torch.Tensor]:
-    files = list((output_dir / CHECKPOINT).glob("pytorch_model*.bin"))
+    files = list((output_dir / CHECKPOINT_DIR).glob("pytorch_model*.bin"))
     assert len(files) == 1, files
     return torch.load(files[0], map_location="cpu", weights_only=True)
 
@@ -47,17 +50,31 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
     assert set(saved["tasks"]) == {"STSBenchmark"} and saved["model"] == str(out / "best")
-    assert saved["best_step"] in (2, 4, 5)
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["event"] == "start" and log[0]["data"]["files"][0]["skipped"]["empty_line"] == 1
-    assert [e["step"] for e in log if e["event"] == "eval"] == [2, 4, 5]  # every eval_steps and at the end
+    evals = {e["step"]: e["stsb_dev_spearman"] for e in log if e["event"] == "eval"}
+    assert list(evals) == [2, 4, 5]  # every eval_steps and at the end
+    # best/ is the first evaluation with the highest recorded dev score
+    best = max(evals, key=lambda step: (evals[step], -step))
+    assert saved["best_step"] == best and saved["stsb_dev_spearman"] == evals[best]
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
     assert log[-1]["event"] == "end"
-    assert not (out / CHECKPOINT).exists()  # removed once finished (keep_checkpoint: false)
-    # the best model is a loadable sentence-transformers folder that reproduces the dev score
+    assert not (out / CHECKPOINT_DIR).exists()  # removed once finished (keep_checkpoint: false)
+    # the best model is a loadable sentence-transformers folder that reproduces the dev score: Spearman
+    # x100 of the cosines of its vectors against the gold scores of STS-B dev, computed here
     model = protoembed.load(str(out / "best"), device="cpu")
-    assert model.encode(["a man is playing a guitar ."]).shape == (1, 32)
     assert (out / "best" / "modules.json").is_file()
+    dev = load_sts_task("STSBenchmark", None, split="dev")
+    distinct = list(dict.fromkeys([*dev.sentences1, *dev.sentences2]))  # encoded once each, as in training
+    vectors = dict(zip(distinct, model.encode(distinct, batch_size=256).astype(np.float64)))
+    u, v = (np.stack([vectors[s] for s in side]) for side in (dev.sentences1, dev.sentences2))
+    cosines = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    same = np.array([a == b for a, b in zip(dev.sentences1, dev.sentences2)])
+    cosines[same] = 1.0  # a pair of one sentence twice is a tie at 1, not ranked by rounding noise
+    assert u.shape == (len(dev), 32) and len(dev) == 1500
+    # to 1e-3: the evaluation's float32 cosines rank pairs of equal vectors (texts tokenised alike) by
+    # rounding, these float64 ones by theirs (1.6e-4 apart on the untrained tiny BERT)
+    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["stsb_dev_spearman"], abs=1e-3)
     # max_seq_length truncates training inputs only: the saved model reads whole sentences
     assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
@@ -94,7 +111,7 @@ def test_resume_ends_with_the_same_model_as_an_uninterrupted_run(
     with pytest.raises(Interrupt):
         train(config(broken), objective_factory=factory, callback=stop_after(3))
     assert not (broken / "results.json").exists()
-    assert json.loads((broken / CHECKPOINT / "trainer_state.json").read_text())["step"] == 2
+    assert json.loads((broken / CHECKPOINT_DIR / "trainer_state.json").read_text())["step"] == 2
     train(config(broken), resume=True, objective_factory=factory)
 
     a, b = _final_weights(straight), _final_weights(broken)
@@ -116,7 +133,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_checkpoint(tiny_model_dirs
     with pytest.raises(ProtoembedError, match=r"loss is nan at step 3 .*checkpoint \(step 2\) is kept"):
         train(tiny_config(tiny_model_dirs["bert"], corpus, out), objective_factory=standin_factory(nan_at=3))
     assert not stale.exists()  # removed by the next checkpoint save
-    state = json.loads((out / CHECKPOINT / "trainer_state.json").read_text())
+    state = json.loads((out / CHECKPOINT_DIR / "trainer_state.json").read_text())
     assert state["step"] == 2 and (out / "best").is_dir() and not (out / "results.json").exists()
     last = json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])
     assert last == {"event": "non_finite_loss", "step": 3, "epoch": 0, "loss": "nan"}

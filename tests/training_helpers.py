@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.registry import ObjectiveOptions
 from protoembed.training.config import config_from_dict
 
 SENTENCES = [

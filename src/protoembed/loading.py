@@ -100,7 +100,7 @@ def load(
     Args:
         spec: ``default`` (packaged all-MiniLM-L6-v2), a Hugging Face model dir, a protoembed /
             sentence-transformers model dir, or a hub id.
-        head: ``cls``, ``mean``, ``max``, ``mask``, ``soft_prompt``, ``cnn`` (see :data:`protoembed.heads.HEADS`);
+        head: a registered head (a key of :data:`protoembed.heads.HEADS`);
             default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
         template: template for prompt heads (``<S>`` and ``[MASK]`` placeholders).
         max_seq_length: token budget (sentence tokens only for prompt heads).

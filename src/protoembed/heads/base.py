@@ -22,7 +22,7 @@ class HeadSpec:
     """Recipe for one head.
 
     Attributes:
-        name: registry name (``cls``, ``mean``, ``max``, ``mask``, ``soft_prompt``, ``cnn``).
+        name: registry name (its key in :data:`protoembed.heads.HEADS`).
         pooler: ``"module:function"`` of the factory ``(hidden_size) -> Module`` producing
             ``sentence_embedding``.
         description: one line, shown by ``--help``.

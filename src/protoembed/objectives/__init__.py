@@ -1,5 +1,5 @@
 """Training objectives: name -> :class:`Objective` class (the registry, one line per objective naming its
-class and options model: :data:`protoembed.objectives.option_models.REGISTRY`).
+class and options model: :data:`protoembed.objectives.registry.REGISTRY`; :func:`objective_class`).
 
 ``plan_objective(name, options)`` parses the options (an unknown key is an error naming it) into an
 :class:`ObjectivePlan` (options, head, columns) without torch; ``plan.build(embedder)`` returns an
@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from protoembed.objectives.plan import CLASSES, ObjectivePlan, objective_class, plan_objective
+from protoembed.objectives.plan import ObjectivePlan, plan_objective
+from protoembed.objectives.registry import REGISTRY, objective_class
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -27,15 +28,13 @@ _NAMES = {
     "gather_with_grad": "protoembed.objectives.distributed",
     "scale_for_ddp_average": "protoembed.objectives.distributed",
     "MLPPooling": "protoembed.heads.mlp",
-    **{cls: module for module, cls in CLASSES.values()},
+    **{entry.class_name: entry.module for entry in REGISTRY.values()},
 }
 
 
 def __getattr__(name: str) -> Any:
-    """``OBJECTIVES`` and the classes, imported when first asked for (PEP 562)."""
-    if name == "OBJECTIVES":
-        value: Any = {key: objective_class(key) for key in CLASSES}
-    elif name in _NAMES:
+    """The classes, imported when first asked for (PEP 562)."""
+    if name in _NAMES:
         value = getattr(importlib.import_module(_NAMES[name]), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -49,7 +48,8 @@ def build_objective(
     """Build the objective ``name`` around ``embedder``.
 
     Args:
-        name: a key of :data:`OBJECTIVES` (``simcse``, ``promptbert``, ``conpvp``).
+        name: a registered objective (``simcse``, ``promptbert``, ``conpvp``, ...; see
+            :data:`~protoembed.objectives.registry.REGISTRY`).
         embedder: the model to train (its head must suit the objective).
         max_seq_length: truncation of the training inputs (default: the embedder's own).
         **options: the objective's options (see each class); unknown keys raise.
@@ -59,15 +59,13 @@ def build_objective(
     return plan_objective(name, options).build(embedder, max_seq_length=max_seq_length)
 
 
-__all__ = [
-    "OBJECTIVES",
-    "ConPVP",
+__all__ = [  # noqa: RUF022 - the registered classes follow the registry
+    "REGISTRY",
     "ContrastiveObjective",
     "MLPPooling",
     "Objective",
     "ObjectivePlan",
-    "PromptBERT",
-    "SimCSE",
+    *(entry.class_name for entry in REGISTRY.values()),
     "build_objective",
     "objective_class",
     "plan_objective",

@@ -4,10 +4,10 @@ An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.e
 trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the head and
 every training-only part) and returns a scalar loss from :meth:`Objective.forward` for one batch of
 examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
-"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective's options model declares
-the columns it needs (:attr:`Objective.columns`, checked against the data before step 1) and its natural
-head (:attr:`Objective.default_head`); a run plans both from its options before the objective exists
-(:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
+"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective's options model
+(:mod:`protoembed.objectives.registry`) declares the columns it needs (:attr:`Objective.columns`, checked
+against the data before step 1) and its natural head; a run plans both from its options before the
+objective exists (:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
 evaluated and saved is :meth:`Objective.eval_embedder`. :func:`check_batch` checks a batch's columns.
 
 Sentences become the embedder's inputs through :class:`~protoembed.objectives.views.ViewBuilder` (the
@@ -31,8 +31,8 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
-from protoembed.objectives.options import ContrastiveOptions, ObjectiveOptions
 from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.registry import REGISTRY, ContrastiveOptions, ObjectiveOptions, options_doc
 from protoembed.objectives.views import Rows, ViewBatch, ViewBuilder
 
 
@@ -69,9 +69,10 @@ def contrastive_loss(
 class Objective(torch.nn.Module):
     """Base class: an embedder, its training-only parts, and a loss over a batch of examples.
 
-    Subclasses set :attr:`name` and :attr:`Options` (a pydantic model of their options, see
-    :mod:`protoembed.objectives.option_models`, which also declares the default head and the columns:
-    :attr:`default_head` and :attr:`columns` are read from it), and implement :meth:`forward`.
+    Subclasses implement :meth:`forward`. A registered objective's :attr:`name` and :attr:`Options` (the
+    pydantic model of its options, which also declares its default head and its columns) come from its
+    line of :data:`~protoembed.objectives.registry.REGISTRY`; an objective outside the registry sets both
+    itself.
 
     Args:
         embedder: the model being trained (kept as ``self.embedder``).
@@ -87,18 +88,30 @@ class Objective(torch.nn.Module):
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
-    #: The columns a batch must have; a tuple inside means one of those alternatives (an instance has
-    #: those of its options, :meth:`ObjectiveOptions.needed_columns`).
-    columns: ClassVar[ColumnSpec] = Options.columns
-    #: The embedder head used when the config names none.
-    default_head: ClassVar[str] = Options.default_head
+    #: the columns of a batch with these options (checked against the data before step 1)
+    columns: ColumnSpec
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass declaring its own :attr:`Options` takes its columns and default head from them."""
+        """A registered class (named by an entry of :data:`~protoembed.objectives.registry.REGISTRY`)
+        takes its :attr:`name` and :attr:`Options` from its entry, and its docstring gets the "Options:"
+        section generated from them."""
         super().__init_subclass__(**kwargs)
-        if "Options" in cls.__dict__:
-            cls.columns = cls.Options.columns
-            cls.default_head = cls.Options.default_head
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        name = next((key for key, entry in REGISTRY.items() if entry.target == target), None)
+        if name is None:
+            return
+        if "Options" in cls.__dict__ or "name" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: a registered objective takes its name and Options from the registry"
+            )
+        entry = REGISTRY[name]
+        cls.name, cls.Options = name, entry.options
+        if cls.__doc__:  # indented as the docstring's own lines (Python 3.13 strips their indent)
+            lines = [line for line in cls.__doc__.splitlines()[1:] if line.strip()]
+            indent = "\n" + " " * min((len(line) - len(line.lstrip()) for line in lines), default=0)
+            cls.__doc__ = (
+                cls.__doc__.rstrip() + "\n" + indent + options_doc(entry.options).replace("\n", indent)
+            )
 
     def __init__(
         self,
@@ -116,32 +129,11 @@ class Objective(torch.nn.Module):
                 f"{type(options).__name__}; pass raw options to protoembed.objectives.build_objective"
             )
         self.options = options
-        #: the columns of a batch with these options (checked against the data before step 1)
         self.columns = options.needed_columns()
         self.embedder = embedder
         if max_seq_length is None:
             max_seq_length = embedder.encoder.max_seq_length
         self.views = ViewBuilder(embedder.encoder, max_seq_length)
-
-    @classmethod
-    def columns_for(cls, options: Mapping[str, Any] | ObjectiveOptions) -> ColumnSpec:
-        """The columns a run with these options needs: its plan's
-        (:attr:`~protoembed.objectives.plan.ObjectivePlan.columns`); raw options are parsed first."""
-        return cls._options(options).needed_columns()
-
-    @classmethod
-    def head_for(cls, options: Mapping[str, Any] | ObjectiveOptions) -> str:
-        """The head this objective trains when the config names none: its plan's
-        (:attr:`~protoembed.objectives.plan.ObjectivePlan.head`); raw options are parsed first."""
-        return cls._options(options).trained_head()
-
-    @classmethod
-    def _options(cls, options: Mapping[str, Any] | ObjectiveOptions) -> ObjectiveOptions:
-        """``options`` parsed by :attr:`Options` (as :func:`~protoembed.objectives.plan.plan_objective`
-        parses them); already parsed options as they are."""
-        return (
-            options if isinstance(options, ObjectiveOptions) else cls.Options.parse(cls.name, dict(options))
-        )
 
     def config(self) -> dict[str, Any]:
         """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""

@@ -11,7 +11,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
-from protoembed.objectives.option_models import ConPVPOptions
+from protoembed.objectives.registry import ConPVPOptions
 from protoembed.objectives.views import Rows, ViewBatch
 from protoembed.prompts import TemplateIds
 from protoembed.templates import template_set
@@ -43,24 +43,13 @@ class ConPVP(ContrastiveObjective):
         head ``soft_prompt`` (``anchor: soft``) or head ``mask`` (``anchor: manual``); the anchor is the
         embedder's own input format, so training and evaluation see the same input.
 
-    Options:
-        temperature (float, 0.05): ``tau``.
-        templates (``paper`` | ``official`` | path, ``paper``): the T+ / T- sets
-            (:func:`protoembed.templates.template_set`).
-        denoise (``none`` | ``attention_mask``, ``none``): ``none`` is the paper; ``attention_mask`` is
-            the authors' code: a second pass (same forward, 3N more rows) whose attention mask keeps only
-            the template tokens; its ``[MASK]`` state is subtracted from the full pass for every view
-            (training only; evaluation uses the plain anchor state).
-        mlp (``train`` | ``keep`` | ``none``, ``train``): Linear+Tanh on every view in training only
-            (authors' code), also at evaluation, or not at all.
-        anchor (``soft`` | ``manual``, ``soft``): ablation ``w/ manual``: the anchor is the discrete
-            template of a ``mask`` head (PromptBERT's by default) instead of the soft prompt.
-        negative_prototypes (bool, true): false = ablation ``w/o c-`` (logits (N, N) against C+ only).
-        prototypes (bool, true): false = ablation ``w/o c+ & c-``: SimCSE-style, the positive of ``v_i``
-            is a second dropout view of the same anchor input (``negative_prototypes`` is then unused).
-        seed (int, 0): seed of the template draws (offset by the process rank).
-    The soft-prompt initialisation (``uniform`` / ``template``) belongs to the embedder
-    (``protoembed.load(..., soft_prompt_init=...)``).
+    Ablations and the authors' code, by option: ``denoise: attention_mask`` adds a second pass (same
+    forward, 3N more rows) whose attention mask keeps only the template tokens; its ``[MASK]`` state is
+    subtracted from the full pass for every view (training only; evaluation reads the plain anchor
+    state). ``prototypes: false``: the positive of ``v_i`` is a second dropout view of the same anchor
+    input (``negative_prototypes`` is then unused). ``seed``: the draws' generator is seeded with
+    ``seed + 1000003 * rank``. The soft-prompt initialisation (``uniform`` / ``template``) belongs to the
+    embedder (``protoembed.load(..., soft_prompt_init=...)``).
 
     Example::
 
@@ -73,8 +62,6 @@ class ConPVP(ContrastiveObjective):
     2022. https://arxiv.org/abs/2211.03348
     """
 
-    name = "conpvp"
-    Options = ConPVPOptions  # column text; head soft_prompt, mask with anchor: manual
     options: ConPVPOptions
 
     def __init__(

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from protoembed.objectives.option_models import CosineRegressionOptions
 from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.registry import CosineRegressionOptions
 from protoembed.objectives.siamese import SiameseObjective
 
 
@@ -31,9 +31,6 @@ class CosineRegression(SiameseObjective):
     Requirements:
         any head (SBERT: ``mean``, the default here); N >= 1.
 
-    Options:
-        score_scale (float, 5.0): divisor that maps the gold score into [0, 1].
-
     Example::
 
         import protoembed
@@ -50,8 +47,6 @@ class CosineRegression(SiameseObjective):
     BERT-Networks." EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
     """
 
-    name = "cosine_regression"
-    Options = CosineRegressionOptions  # columns sentence1, sentence2, score; head mean
     options: CosineRegressionOptions
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:

@@ -27,8 +27,8 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
-from protoembed.objectives.option_models import GOLD_COLUMNS, CrossEncoderOptions
 from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.registry import GOLD_COLUMNS, CrossEncoderOptions
 
 logger = logging.getLogger(__name__)
 
@@ -121,16 +121,12 @@ class CrossEncoderObjective(Objective):
         a backbone with a Hugging Face ``*ForSequenceClassification`` class (BERT, ALBERT, RoBERTa,
         MiniLM, ...); the embedder's head is not used by the loss (any head; ``cls`` by default).
 
-    Options:
-        task (``auto`` | ``regression`` | ``classification``, ``auto``): the loss. ``auto`` picks it
-            from the batch: regression when it has a ``score`` column (also when it has a ``label``
-            too, as SICK does), else classification; the first batch fixes it for the run (it is kept
-            in the state dict, so a resumed run continues with it). ``auto`` builds both heads (one
-            stays untrained); an explicit task builds one and requires its column before step 1.
-        loss (``mse`` | ``bce``, ``mse``): the regression loss (GLUE's MSE on the raw score, or BCE with
-            logits on score / 5); a model trained with ``bce`` is saved with the sigmoid as its
-            ``CrossEncoder`` activation, so ``predict`` returns the predicted score / 5. Classification
-            always uses cross-entropy.
+    Task and loss: ``task: auto`` picks the task from the batch: regression when it has a ``score``
+    column (also when it has a ``label`` too, as SICK does), else classification; the first batch fixes
+    it for the run (it is kept in the state dict, so a resumed run continues with it). ``auto`` builds
+    both heads (one stays untrained); an explicit task builds one and requires its column before step 1.
+    A model trained with ``loss: bce`` is saved with the sigmoid as its ``CrossEncoder`` activation, so
+    ``predict`` returns the predicted score / 5. Classification always uses cross-entropy.
 
     Example::
 
@@ -149,9 +145,6 @@ class CrossEncoderObjective(Objective):
     https://arxiv.org/abs/1810.04805
     """
 
-    name = "cross_encoder"
-    #: columns sentence1, sentence2 and score or label (an explicit task: its own); head cls
-    Options = CrossEncoderOptions
     options: CrossEncoderOptions
 
     def __init__(

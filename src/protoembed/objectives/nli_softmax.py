@@ -12,8 +12,8 @@ from protoembed.data.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import check_batch
-from protoembed.objectives.option_models import NLISoftmaxOptions
 from protoembed.objectives.precision import autocast_off, fp32
+from protoembed.objectives.registry import NLISoftmaxOptions
 from protoembed.objectives.siamese import SiameseObjective
 
 
@@ -39,10 +39,6 @@ class NLISoftmax(SiameseObjective):
     Requirements:
         any head (SBERT: ``mean``, the default here).
 
-    Options:
-        multiplication (bool, false): classify ``[u; v; |u - v|; u * v]`` instead (an ablation of SBERT's
-            Table 6; the classifier then has ``4n`` inputs).
-
     Example::
 
         import protoembed
@@ -59,8 +55,6 @@ class NLISoftmax(SiameseObjective):
     BERT-Networks." EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
     """
 
-    name = "nli_softmax"
-    Options = NLISoftmaxOptions  # columns sentence1, sentence2, label; head mean
     options: NLISoftmaxOptions
 
     def __init__(

@@ -6,12 +6,8 @@ returns is what every later step reads: config validation (the parsed options an
 embedder's head (:attr:`ObjectivePlan.head`), the check of the training data (:attr:`ObjectivePlan.columns`)
 and building the objective (:meth:`ObjectivePlan.build`, with the run's seed for an objective that has
 a ``seed`` option). Planning imports no torch: the options models and the head and column rules are
-declared in :mod:`protoembed.objectives.option_models`; the objective class itself
+declared in :mod:`protoembed.objectives.registry`; the objective class itself
 (:attr:`ObjectivePlan.objective_class`) is imported only to build.
-
-The objectives are registered once, in :data:`protoembed.objectives.option_models.REGISTRY` (each entry
-names the class and its options model); this module derives the table of objective classes from it
-(:data:`CLASSES`, :func:`objective_class`). A new objective is one file plus one line of that registry.
 """
 
 from __future__ import annotations
@@ -22,24 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.option_models import REGISTRY, options_class, registered
-from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.registry import ObjectiveOptions, objective_class, options_class
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
     from protoembed.objectives.base import Objective
-
-#: registry name -> (module, class) of the objective, derived from
-#: :data:`protoembed.objectives.option_models.REGISTRY` (same names, same order); the class is imported on
-#: first use (torch), so that planning and config validation load without torch.
-CLASSES: dict[str, tuple[str, str]] = {
-    name: (entry.module, entry.class_name) for name, entry in REGISTRY.items()
-}
-
-
-def objective_class(name: str) -> type[Objective]:
-    """The registered objective ``name`` (imports its module); a one-line error lists the known ones."""
-    return registered(name).load()
 
 
 @dataclass(frozen=True)
@@ -116,7 +99,7 @@ def plan_objective(
     Returns:
         the plan: parsed options, the head, the columns.
     Raises:
-        ProtoembedError: an unknown objective; :class:`~protoembed.objectives.options.OptionError` for
+        ProtoembedError: an unknown objective; :class:`~protoembed.objectives.registry.OptionError` for
             an unknown option or a bad value (naming the option).
     """
     options = dict(options or {})

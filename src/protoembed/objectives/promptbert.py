@@ -9,7 +9,7 @@ import torch
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
-from protoembed.objectives.option_models import PromptBERTOptions
+from protoembed.objectives.registry import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch
 from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
 
@@ -72,14 +72,6 @@ class PromptBERT(ContrastiveObjective):
     Requirements:
         head ``mask`` (a discrete template, no soft prompt).
 
-    Options:
-        temperature (float, 0.05): ``tau``.
-        second_template (str, default by backbone family): the template of the second view; by default
-            :func:`default_second_template` of the embedder's template (the authors' second view when the
-            embedder's template is their anchor).
-        denoise (bool, true): template denoising as above.
-        mlp (``train`` | ``keep`` | ``none``, ``train``): see :class:`~protoembed.objectives.SimCSE`.
-
     Example::
 
         anchor = AUTHORS_VIEWS["bert"][0]  # the default backbone is BERT-like
@@ -91,8 +83,6 @@ class PromptBERT(ContrastiveObjective):
     EMNLP 2022. https://arxiv.org/abs/2201.04337
     """
 
-    name = "promptbert"
-    Options = PromptBERTOptions  # column text; head mask
     options: PromptBERTOptions
 
     def __init__(

@@ -7,11 +7,10 @@ columns are checked first (:func:`~protoembed.objectives.base.check_batch`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from protoembed.data.examples import ColumnSpec
 from protoembed.objectives.base import Objective, check_batch
 
 
@@ -19,10 +18,7 @@ class SiameseObjective(Objective):
     """Base of the objectives over sentence pairs: ``sentence1`` and ``sentence2`` embedded by the same
     network (SBERT's siamese structure, Reimers & Gurevych 2019, Figure 1), both columns in one forward.
 
-    A subclass declares its ``Options`` (and through them its columns and default head, SBERT's ``mean``)."""
-
-    columns: ClassVar[ColumnSpec] = ("sentence1", "sentence2")
-    default_head: ClassVar[str] = "mean"
+    A subclass's options (its registry entry) declare its columns and its default head (SBERT's ``mean``)."""
 
     def pair(self, batch: Mapping[str, Sequence[Any]]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(u, v)``: the (N, H) vectors of ``sentence1`` and ``sentence2`` (one backbone forward of 2N

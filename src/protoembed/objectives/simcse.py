@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
-from protoembed.objectives.options import ContrastiveOptions
 from protoembed.objectives.views import Rows, ViewBatch
 
 
@@ -29,11 +28,6 @@ class SimCSE(ContrastiveObjective):
         any head: ``cls`` (SimCSE's choice), ``mean``, ``mask``, ...; dropout must be on in the backbone
         (``objective.train()``), otherwise both views are identical.
 
-    Options:
-        temperature (float, 0.05): ``tau``.
-        mlp (``train`` | ``keep`` | ``none``, ``train``): the Linear+Tanh layer on the pooled vector,
-            used in training only (SimCSE's unsupervised setting), also at evaluation, or not at all.
-
     Example::
 
         import protoembed
@@ -48,9 +42,6 @@ class SimCSE(ContrastiveObjective):
     Citation: Tianyu Gao, Xingcheng Yao, Danqi Chen. "SimCSE: Simple Contrastive Learning of Sentence
     Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
     """
-
-    name = "simcse"
-    Options = ContrastiveOptions  # column text; head cls
 
     def build_rows(
         self, batch: Mapping[str, Sequence[str]] | Sequence[str]

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from protoembed.objectives.base import ContrastiveObjective, check_batch, contrastive_loss
-from protoembed.objectives.option_models import SupervisedSimCSEOptions
+from protoembed.objectives.registry import SupervisedSimCSEOptions
 from protoembed.objectives.views import Rows, ViewBatch
 
 
@@ -39,11 +39,6 @@ class SupervisedSimCSE(ContrastiveObjective):
     Requirements:
         any head (SimCSE: ``cls``, the default here); N >= 2 for in-batch negatives to exist.
 
-    Options:
-        temperature (float, 0.05): ``tau``.
-        mlp (``keep`` | ``train`` | ``none``, ``keep``): the MLP also at evaluation, in training only,
-            or not at all.
-
     Example::
 
         import protoembed
@@ -61,8 +56,6 @@ class SupervisedSimCSE(ContrastiveObjective):
     Embeddings." EMNLP 2021. https://arxiv.org/abs/2104.08821
     """
 
-    name = "simcse_sup"
-    Options = SupervisedSimCSEOptions  # columns anchor, positive; head cls
     options: SupervisedSimCSEOptions
 
     def build_rows(self, batch: Mapping[str, Sequence[Any]]) -> tuple[Rows, int, dict[str, torch.Tensor]]:

@@ -27,11 +27,10 @@ from protoembed.io import (
 )
 from protoembed.run_layout import CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 
-CHECKPOINT = CHECKPOINT_DIR
 STATE_FILE = "trainer_state.json"
 #: hidden siblings of ``checkpoint/``: ``replace_dir``'s temp and moved-aside copies (and this
 #: module's former fixed names ``.checkpoint.tmp`` / ``.checkpoint.old``).
-_SIBLINGS = (f".{CHECKPOINT}.tmp*", f".{CHECKPOINT}.old*")
+_SIBLINGS = (f".{CHECKPOINT_DIR}.tmp*", f".{CHECKPOINT_DIR}.old*")
 
 
 @dataclass
@@ -115,7 +114,7 @@ def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
 
 def find_checkpoint(output_dir: Path) -> Path | None:
     """The latest complete checkpoint in ``output_dir`` (or its moved-aside copy), or ``None``."""
-    for candidate in [output_dir / CHECKPOINT, *sorted(output_dir.glob(_SIBLINGS[1]))]:
+    for candidate in [output_dir / CHECKPOINT_DIR, *sorted(output_dir.glob(_SIBLINGS[1]))]:
         if (candidate / STATE_FILE).is_file():
             return candidate
     return None
@@ -132,7 +131,7 @@ def save_checkpoint(accelerator, output_dir: Path, state: TrainerState) -> Path:
     Collective: every process must call it (each one writes its own RNG state into the shared temp
     folder, then the main process swaps the complete folder in).
     """
-    final = output_dir / CHECKPOINT
+    final = output_dir / CHECKPOINT_DIR
     tmp = shared_temp_sibling(final)
     if accelerator.is_main_process:
         clean_stale_siblings(final)  # a temp folder of a killed save, an unfinished one of ours
@@ -166,6 +165,6 @@ def kept_checkpoint(step: int | None, checkpoint: Path | None = None) -> str:
 
 def remove_checkpoint(output_dir: Path) -> None:
     """Delete the checkpoint folders of a finished run (main process only)."""
-    for folder in [output_dir / CHECKPOINT, *(p for g in _SIBLINGS for p in output_dir.glob(g))]:
+    for folder in [output_dir / CHECKPOINT_DIR, *(p for g in _SIBLINGS for p in output_dir.glob(g))]:
         if folder.is_dir():
             shutil.rmtree(folder)

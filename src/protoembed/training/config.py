@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.options import ObjectiveOptions
+from protoembed.objectives.registry import ObjectiveOptions
 from protoembed.pydantic_util import first_error, problem
 from protoembed.training.config_models import (
     TRACKERS,

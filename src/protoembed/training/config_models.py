@@ -2,20 +2,24 @@
 
 :class:`TrainConfig` (a whole run) with its sections :class:`ObjectiveConfig` (``objective:``, which
 plans the objective: :mod:`protoembed.objectives.plan`), :class:`DataConfig` / :class:`DataFile`
-(``data:``) and :class:`TrainingConfig` (``training:``): field types, defaults, allowed values and
-descriptions (``configs/README.md`` shows them as YAML, :mod:`protoembed.training.schema`). A validator
+(``data:``) and :class:`TrainingConfig` (``training:``); :class:`StagedConfig` the ``stages:`` list of a
+chained run (:class:`StageConfig` each; :mod:`protoembed.training.stages`): field types, defaults,
+allowed values and descriptions (``configs/README.md`` shows them as YAML,
+:mod:`protoembed.training.schema`). A validator
 that knows which key is wrong raises :class:`ConfigKeyError`. Reading files, ``base:`` includes, ``--set``
 overrides and the one-line error messages are :mod:`protoembed.training.config`'s. No torch here.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -25,7 +29,9 @@ from pydantic import (
 
 from protoembed.data.sts import STS_TASKS, canonical_task
 from protoembed.errors import ProtoembedError
+from protoembed.heads import HEADS
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
+from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
 from protoembed.pydantic_util import STRICT, Number
 
 
@@ -82,8 +88,6 @@ class ObjectiveConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_options(self, info: ValidationInfo) -> ObjectiveConfig:
-        from protoembed.objectives.options import OptionError
-
         bad = [k for k in self.options if not isinstance(k, str)]
         if bad:
             raise ConfigKeyError(f"objective.{bad[0]}", "option names must be strings")
@@ -221,7 +225,7 @@ class TrainingConfig(BaseModel):
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
     mini_batch_size: Annotated[int, Field(ge=1)] | None = Field(
         None,
-        description="GradCache (simcse, promptbert, conpvp, simcse_sup): the backbone sees M rows at a time, "
+        description=f"GradCache ({', '.join(grad_cache_objectives())}): the backbone sees M rows at a time, "
         "the loss the whole batch; divides the per-process batch; null = off",
     )
     num_workers: Annotated[int, Field(ge=0)] = Field(
@@ -284,8 +288,9 @@ class TrainConfig(BaseModel):
     model: Name = Field("default", description="protoembed.load spec: default | HF id | local dir")
     head: OptionalText = Field(
         None,
-        description="cls | mean | max | mask | soft_prompt | cnn (default: the objective's own, e.g. simcse "
-        "cls, conpvp soft_prompt, cosine_regression mean)",
+        description=f"{' | '.join(HEADS)} (default: the objective's own: "
+        + ", ".join(f"{name} {entry.options.default_head}" for name, entry in REGISTRY.items())
+        + ")",
     )
     template: OptionalText = Field(
         None, description="prompt heads: template with <S> and [MASK] (default: the head's)"
@@ -301,9 +306,7 @@ class TrainConfig(BaseModel):
     soft_prompt_init: Literal["uniform", "template"] | None = Field(
         None, description="uniform (authors' code) | template (default uniform)"
     )
-    objective: ObjectiveConfig = Field(
-        description="name (simcse, promptbert, conpvp, cosine_regression, ...), and its options (below)"
-    )
+    objective: ObjectiveConfig = Field(description=f"name ({', '.join(REGISTRY)}), and its options (below)")
     data: DataConfig = Field(description="the training examples")
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="optimisation and evaluation"
@@ -329,3 +332,60 @@ class TrainConfig(BaseModel):
         out = self.model_dump()
         out["objective"] = {"name": self.objective.name, **self.objective.options}
         return out
+
+
+#: The keys a staged config sets once, outside ``stages`` (each stage's output folder and model are derived).
+SHARED_ONLY = ("model", "output_dir", "stages")
+_STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class StageConfig(BaseModel):
+    """One entry of ``stages:``: its ``name`` and the config keys it sets on top of the shared ones (any
+    key of :class:`TrainConfig` but :data:`SHARED_ONLY`, and its own ``base:`` files); those keys are
+    validated as a whole run once merged (:func:`protoembed.training.stages.stage_configs`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str = Field(
+        description="the stage's folder under output_dir (letters, digits, _.-); other keys: as above",
+        examples=["nli"],
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _STAGE_NAME.match(name):
+            raise ValueError(f"expected a folder name (letters, digits, _.-), got {name!r}")
+        return name
+
+    @model_validator(mode="after")
+    def _not_shared(self) -> StageConfig:
+        bad = [key for key in self.model_extra or {} if key in SHARED_ONLY]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is set once for all stages, outside 'stages'")
+        return self
+
+    def keys(self) -> dict[str, Any]:
+        """The keys this stage sets (everything but its ``name``)."""
+        return dict(self.model_extra or {})
+
+
+class StagedConfig(BaseModel):
+    """A chained run: the shared keys (any of :class:`TrainConfig`'s; not checked here) and ``stages``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    stages: Annotated[list[StageConfig], Field(min_length=1)] = Field(
+        description="chained runs, each from the previous one's best/ (output_dir/NAME each)"
+    )
+
+    @field_validator("stages")
+    @classmethod
+    def _distinct(cls, stages: list[StageConfig]) -> list[StageConfig]:
+        names = [stage.name for stage in stages]
+        for i, name in enumerate(names, 1):
+            if name in names[: i - 1]:
+                raise ConfigKeyError(
+                    f"stages.{i}.name", f"stage {i} ({name!r}): stage names must be distinct", full=True
+                )
+        return stages

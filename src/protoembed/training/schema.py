@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from protoembed.training.config_models import ObjectiveConfig, TrainConfig
+from protoembed.training.config_models import ObjectiveConfig, StageConfig, StagedConfig, TrainConfig
 
 _COMMENT_AT = 30
 
@@ -46,8 +46,7 @@ def _fields(model: type[BaseModel], indent: int, skip: tuple[str, ...] = ()) -> 
 
 def schema_yaml() -> str:
     """The config schema as commented YAML (every key, its default and meaning); configs/README.md shows it."""
-    from protoembed.objectives.option_models import OPTIONS
-    from protoembed.objectives.options import ContrastiveOptions
+    from protoembed.objectives.registry import REGISTRY, ContrastiveOptions
 
     lines = [_line(0, "base: other.yaml", "or a list; merged first, in order, paths relative to this file")]
     for line in _fields(TrainConfig, 0):
@@ -56,11 +55,12 @@ def schema_yaml() -> str:
             continue
         lines.append(_line(0, "objective:", "the objective; every other key is one of its options"))
         lines.append(_line(2, "name: conpvp", ObjectiveConfig.model_fields["name"].description or ""))
-        contrastive = [n for n, model in OPTIONS.items() if issubclass(model, ContrastiveOptions)]
+        contrastive = [n for n, entry in REGISTRY.items() if entry.grad_cache]
         lines.append(f"  # {', '.join(contrastive)}:")
         lines += _fields(ContrastiveOptions, 2)
         shared = tuple(ContrastiveOptions.model_fields)
-        for name, model in OPTIONS.items():
+        for name, entry in REGISTRY.items():
+            model = entry.options
             base = ContrastiveOptions.model_fields
             own = model.model_fields  # a shared option with another default is listed as its own
             skip = (
@@ -69,4 +69,8 @@ def schema_yaml() -> str:
             if set(model.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
                 lines += _fields(model, 2, skip=skip)
+    stages = StagedConfig.model_fields["stages"].description or ""
+    lines.append(_line(0, "stages:", f"{stages}; the keys above are shared, a stage sets its own on top"))
+    name = StageConfig.model_fields["name"]
+    lines.append(_line(2, f"- name: {_yaml_value(name.examples[0])}", name.description or ""))
     return "\n".join(lines) + "\n"

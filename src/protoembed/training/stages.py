@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_atomic, write_json_atomic
+from protoembed.pydantic_util import first_error, problem
 from protoembed.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.config import (
     TrainConfig,
@@ -50,11 +51,9 @@ from protoembed.training.config import (
     merge_bases,
     read_config_file,
 )
+from protoembed.training.config_models import ConfigKeyError, StagedConfig
 
 logger = logging.getLogger(__name__)
-
-_STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SHARED_ONLY = ("model", "output_dir", "stages")
 
 
 def stage_configs(
@@ -74,38 +73,55 @@ def stage_configs(
         ``[(name, config), ...]``: stage ``name`` trains into ``output_dir/name`` from ``model`` (first
         stage) or the previous stage's ``best/``.
     Raises:
-        ProtoembedError: a malformed ``stages`` list, a duplicate or bad stage name, a key only the
-            shared part may set, or a stage whose merged config does not validate (named).
+        ProtoembedError: a ``stages`` list the schema rejects (:class:`StagedConfig`: not a list of
+            mappings, a duplicate or bad stage name, a key only the shared part may set), or a stage whose
+            merged config does not validate (named).
     """
-    stages = data.get("stages")
-    if not isinstance(stages, list) or not stages:
-        raise ProtoembedError(f"{source}: 'stages' must be a non-empty list of mappings with a 'name'")
+    staged = _validate_stages(data, source)
     shared = {k: v for k, v in data.items() if k != "stages"}
     out = output_dir or shared.get("output_dir")
     if not out:
         raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
     out = Path(out).expanduser()
     configs: list[tuple[str, TrainConfig]] = []
-    for i, stage in enumerate(stages, 1):
-        if not isinstance(stage, dict) or not isinstance(stage.get("name"), str):
-            raise ProtoembedError(f"{source}: stage {i} must be a mapping with a 'name'")
-        name = stage["name"]
+    for i, stage in enumerate(staged.stages, 1):
+        name = stage.name
         where = f"{source}: stage {i} ({name!r})"
-        if not _STAGE_NAME.match(name) or name in {n for n, _ in configs}:
-            raise ProtoembedError(
-                f"{where}: stage names must be distinct folder names (letters, digits, _.-)"
-            )
-        bad = [k for k in stage if k in _SHARED_ONLY]
-        if bad:
-            raise ProtoembedError(f"{where}: {bad[0]!r} is set once for all stages, outside 'stages'")
-        merged = apply_overrides(
-            merge(shared, {k: v for k, v in stage.items() if k != "name"}), overrides or []
-        )
+        merged = apply_overrides(merge(shared, stage.keys()), overrides or [])
         merged["output_dir"] = str(out / name)
         if configs:
             merged["model"] = str(out / configs[-1][0] / BEST_DIR)
         configs.append((name, config_from_dict(merged, where)))
     return configs
+
+
+def _validate_stages(data: dict[str, Any], source: str) -> StagedConfig:
+    """``data``'s ``stages`` list checked by :class:`~protoembed.training.config_models.StagedConfig`
+    (a non-empty list of mappings, each with a distinct folder ``name`` and no shared-only key).
+
+    Raises:
+        ProtoembedError: one line naming ``source``, the stage (number and name) and what is wrong.
+    """
+    try:
+        return StagedConfig.model_validate({"stages": data.get("stages")})
+    except ValidationError as err:
+        loc, error = first_error(err)
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, ConfigKeyError) and cause.full:
+            raise ProtoembedError(f"{source}: {cause}") from None
+        if len(loc) < 2:
+            raise ProtoembedError(
+                f"{source}: 'stages' must be a non-empty list of mappings with a 'name' ({problem(error)})"
+            ) from None
+        index = int(loc[1])
+        stage = data["stages"][index]
+        name = stage.get("name") if isinstance(stage, dict) else None
+        where = f"stage {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
+        key = ".".join(str(part) for part in loc[2:])
+        what = problem(error)
+        if key:
+            what = f"{key!r} {what}" if what.startswith(("is ", "must ")) else f"{key!r}: {what}"
+        raise ProtoembedError(f"{source}: {where}: {what}") from None
 
 
 def load_run(

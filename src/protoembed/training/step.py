@@ -47,9 +47,11 @@ def check_mini_batch(objective: Any, mini_batch_size: int | None, batch_size: in
         return
     name = getattr(objective, "name", type(objective).__name__)
     if not supports_cache(objective):
+        from protoembed.objectives.registry import grad_cache_objectives
+
         raise ProtoembedError(
             f"training.mini_batch_size: objective {name!r} has no cached step; it is for the contrastive "
-            "objectives (simcse, promptbert, conpvp, simcse_sup); remove the key"
+            f"objectives ({', '.join(grad_cache_objectives())}); remove the key"
         )
     local = batch_size // processes
     if mini_batch_size > local or local % mini_batch_size:

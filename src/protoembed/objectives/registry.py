@@ -1,39 +1,107 @@
-"""The objective registry and every registered objective's options, without torch: a config is
-validated before torch is imported.
+"""The objective registry: the one table of objectives, their options models, and what is derived
+from it. No torch here: a config is validated (and a run planned) before torch is imported.
 
-:data:`REGISTRY` is the one table of objectives: registry name -> :class:`Registered`, the objective's
-class as ``"module:Class"`` (imported on first use, torch) and its options model. Everything else is
-derived from it: :data:`OPTIONS` and :func:`options_class` here, :data:`~protoembed.objectives.plan.CLASSES`
-and :func:`~protoembed.objectives.plan.objective_class` in :mod:`protoembed.objectives.plan`. A new objective
-is its file (the class, with ``Options`` set to its options model) plus one line of :data:`REGISTRY`; an
-options model of its own, when it has options beyond those of a model here, is declared in this module.
+:data:`REGISTRY` maps each registry name to a :class:`Registered` entry: the objective's class as
+``"module:Class"`` (imported on first use, with torch, by :func:`objective_class`) and its options model.
+Everything else reads this table: the options of a name (:func:`options_class`), the class's ``Options``
+(set from its entry when the class is defined, :class:`protoembed.objectives.base.Objective`), the
+objectives with a GradCache step (:func:`grad_cache_objectives`: those whose options are
+:class:`ContrastiveOptions`), the "Options:" section of each objective's docstring
+(:func:`options_doc`), the config schema and ``configs/README.md`` (:mod:`protoembed.training.schema`)
+and the config's descriptions of ``head`` (each objective's default), ``objective`` and
+``training.mini_batch_size``.
 
-Each objective's ``Options`` (:attr:`protoembed.objectives.base.Objective.Options`) is declared here and
-imported by the objective's module, so :func:`options_class` finds the options of an objective by its
-registry name without importing the objective (and torch, transformers, sentence-transformers): a config
-error is reported in a fraction of a second. Each model also declares the objective's default head and
-columns, and how an option changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder
-with an explicit ``task`` needs that task's gold column), so that a run is planned from its options alone
-(:func:`protoembed.objectives.plan.plan_objective`). A test checks that every registered class declares
-the options model of its entry.
+A new objective is its file (the class) plus one line of :data:`REGISTRY` (its name, its class, its
+options model: the class takes its ``name`` and ``Options`` from that line); an options model of its own,
+when it has options beyond those of a model here, is declared next to that line.
+
+Each options model declares its fields (type, default, allowed values, the one description that the
+docstrings and the configs README show), the objective's default head and columns, and how an option
+changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder with an explicit ``task``
+needs that task's gold column), so that a run is planned from its options alone
+(:func:`protoembed.objectives.plan.plan_objective`). Unknown keys are errors and values are checked
+strictly (:data:`protoembed.pydantic_util.STRICT`).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from protoembed.data.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
-from protoembed.objectives.options import ContrastiveOptions, MLPMode, ObjectiveOptions
 from protoembed.prompts import Template
-from protoembed.pydantic_util import PositiveNumber
+from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem
 
-if TYPE_CHECKING:
-    from protoembed.objectives.base import Objective
+#: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
+MLPMode = Literal["train", "keep", "none"]
+
+
+class OptionError(ProtoembedError):
+    """A bad objective option; ``key`` is the option's name."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class ObjectiveOptions(BaseModel):
+    """Base of an objective's options; :meth:`parse` validates a dict with one-line errors.
+
+    A subclass also sets :attr:`default_head` and :attr:`columns` and overrides :meth:`trained_head` /
+    :meth:`needed_columns` where an option changes them.
+    """
+
+    model_config = STRICT
+
+    #: The embedder head the objective trains when the config names none.
+    default_head: ClassVar[str] = "cls"
+    #: The columns a batch must have; a tuple inside means one of those alternatives.
+    columns: ClassVar[ColumnSpec] = ("text",)
+
+    @classmethod
+    def parse(cls, objective: str, options: dict[str, Any]) -> ObjectiveOptions:
+        """Validate ``options`` of objective ``objective``.
+
+        Raises:
+            OptionError: ``objective 'conpvp': unknown option 'temprature' (known: ...)`` or
+                ``objective 'conpvp': option 'denoise': expected none or attention_mask, got 'x'``.
+        """
+        try:
+            return cls.model_validate(options)
+        except ValidationError as err:
+            loc, error = first_error(err)
+            key = str(loc[0]) if loc else "?"
+            if error["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.model_fields)) or "none"
+                raise OptionError(
+                    f"objective {objective!r}: unknown option {key!r} (known: {known})", key
+                ) from None
+            raise OptionError(f"objective {objective!r}: option {key!r}: {problem(error)}", key) from None
+
+    def trained_head(self) -> str:
+        """The head a run with these options trains when the config names none (:attr:`default_head`)."""
+        return self.default_head
+
+    def needed_columns(self) -> ColumnSpec:
+        """The columns a run with these options reads (:attr:`columns`)."""
+        return self.columns
+
+
+class ContrastiveOptions(ObjectiveOptions):
+    """Options every contrastive objective here has: the temperature and the training MLP (unsupervised
+    SimCSE's own: head ``cls``, a ``text`` column). An objective with these options (or a subclass of
+    them) is a :class:`~protoembed.objectives.base.ContrastiveObjective`, with a GradCache step."""
+
+    temperature: PositiveNumber = Field(0.05, description="tau, the softmax temperature of InfoNCE")
+    mlp: MLPMode = Field(
+        "train",
+        description="Linear+Tanh on the pooled vectors: in training only | also at evaluation | never",
+    )
+
 
 #: The gold column each cross-encoder task reads.
 GOLD_COLUMNS = {"regression": "score", "classification": "label"}
@@ -55,7 +123,7 @@ class ConPVPOptions(ContrastiveOptions):
     negative_prototypes: bool = Field(True, description="false = ablation w/o c-")
     prototypes: bool = Field(True, description="false = ablation w/o c+ & c- (SimCSE-style second view)")
     seed: Annotated[int, Field(ge=0)] = Field(
-        0, description="template draws (default in training: training.seed)"
+        0, description="template draws, offset by the process rank (default in training: training.seed)"
     )
 
     def trained_head(self) -> str:
@@ -153,7 +221,7 @@ class Registered:
     Attributes:
         target: the objective class as ``"package.module:ClassName"`` (its module imports torch, so it is
             imported only by :meth:`load`).
-        options: the objective's options model (torch-free; the class's ``Options`` must be this model).
+        options: the objective's options model (torch-free); the class's ``Options`` is set to it.
     """
 
     target: str
@@ -175,13 +243,20 @@ class Registered:
         """The objective class's name in :attr:`module`."""
         return self.target.partition(":")[2]
 
-    def load(self) -> type[Objective]:
-        """The objective class (imports :attr:`module`: torch)."""
+    @property
+    def grad_cache(self) -> bool:
+        """Whether the objective has a GradCache step (``training.mini_batch_size``): its options are
+        :class:`ContrastiveOptions`, so its class is a ``ContrastiveObjective``."""
+        return issubclass(self.options, ContrastiveOptions)
+
+    def load(self) -> type:
+        """The objective class, a :class:`~protoembed.objectives.base.Objective` (imports :attr:`module`:
+        torch; not named in the signature, since that module imports this one)."""
         return getattr(importlib.import_module(self.module), self.class_name)
 
 
 #: registry name -> the objective's class and options model: the one table of objectives (a new one is one
-#: line here); :data:`OPTIONS` and :data:`protoembed.objectives.plan.CLASSES` are derived from it, in its order.
+#: line here).
 REGISTRY: dict[str, Registered] = {
     "simcse": Registered("protoembed.objectives.simcse:SimCSE", ContrastiveOptions),
     "promptbert": Registered("protoembed.objectives.promptbert:PromptBERT", PromptBERTOptions),
@@ -199,9 +274,6 @@ REGISTRY: dict[str, Registered] = {
     "simcse_sup": Registered("protoembed.objectives.simcse_sup:SupervisedSimCSE", SupervisedSimCSEOptions),
 }
 
-#: registry name -> options model, for every objective of :data:`REGISTRY` (derived from it)
-OPTIONS: dict[str, type[ObjectiveOptions]] = {name: entry.options for name, entry in REGISTRY.items()}
-
 
 def registered(name: str) -> Registered:
     """The registry entry of the objective ``name``.
@@ -218,3 +290,25 @@ def registered(name: str) -> Registered:
 def options_class(name: str) -> type[ObjectiveOptions]:
     """The options model of the registered objective ``name``; a one-line error lists the known ones."""
     return registered(name).options
+
+
+def objective_class(name: str) -> type:
+    """The registered objective class ``name`` (imports its module: torch); a one-line error lists the
+    known ones."""
+    return registered(name).load()
+
+
+def grad_cache_objectives() -> tuple[str, ...]:
+    """The registry names of the objectives with a GradCache step, in registry order."""
+    return tuple(name for name, entry in REGISTRY.items() if entry.grad_cache)
+
+
+def options_doc(model: type[ObjectiveOptions]) -> str:
+    """The "Options:" section of an objective's docstring, one line per field of ``model``:
+    ``name (default): description`` (the descriptions the configs README shows)."""
+    lines = ["Options (the ``objective:`` keys of a config):"]
+    for name, field in model.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+        lines.append(f"    {name} ({shown}): {field.description or ''}")
+    return "\n".join(lines)
