@@ -407,7 +407,8 @@ def bf16_main(args: argparse.Namespace) -> None:
         _sync(device)
         times[precision].append(time.perf_counter() - start)
 
-    for precision in runs:  # warm-up; its loss is the two precisions' on the same first batch and weights
+    for precision in runs:  # warm-up: the same first batch, weights and dropout masks in both precisions
+        torch.manual_seed(1234)
         one(precision, batches[0])
     first = dict(losses)
     times = {p: [] for p in runs}
