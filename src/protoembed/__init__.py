@@ -1,9 +1,10 @@
 """protoembed: train and evaluate sentence embeddings.
 
 Public API: :func:`load` (backbone + head -> :class:`Embedder`; an ONNX export folder -> an
-``OnnxEmbedder`` with the same ``encode``), :meth:`Embedder.encode`, :meth:`Embedder.save`. They are
-imported on first use (from :mod:`protoembed.loading` and :mod:`protoembed.embedder`), so
-``import protoembed`` (and the CLI's ``--help``) does not load torch.
+``OnnxEmbedder`` with the same ``encode``), :meth:`Embedder.encode`, :meth:`Embedder.save`, and
+:func:`evaluate` (a model on named tasks -> per suite, the results JSON ``protoembed eval`` writes). They
+are imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder` and
+:mod:`protoembed.evaluation.run`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
+    from protoembed.evaluation.run import evaluate
     from protoembed.loading import load
 
 
 def __getattr__(name: str) -> Any:
-    """``Embedder`` and ``load``, imported (with torch) when first asked for."""
+    """``Embedder``, ``load`` and ``evaluate``, imported (``Embedder`` and ``load`` with torch) when first
+    asked for."""
     if name == "Embedder":
         from protoembed.embedder import Embedder
 
@@ -27,7 +30,11 @@ def __getattr__(name: str) -> Any:
         from protoembed.loading import load
 
         return load
+    if name == "evaluate":
+        from protoembed.evaluation.run import evaluate
+
+        return evaluate
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Embedder", "load", "__version__"]
+__all__ = ["Embedder", "evaluate", "load", "__version__"]
