@@ -16,7 +16,7 @@ import protoembed
 from protoembed.cli import main
 from protoembed.data.registry import DATASETS, Dataset, Source
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tasks import TASKS, get_task, pairs_file_task
+from protoembed.evaluation.tasks import TASKS, get_task, markdown, pairs_file_task
 from protoembed.report import build_report, load_results
 
 
@@ -168,3 +168,9 @@ def test_bad_names_are_one_line_errors(call: dict[str, Any], needles: list[str])
     for needle in needles:
         assert needle in message
     assert get_task("sts-b").name == "STSBenchmark"
+
+
+def test_the_docs_task_list_is_the_entries() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
+    assert docs.read_text(encoding="utf-8") == markdown()  # rewrite: python -m protoembed.evaluation.tasks
+    assert all(f"| {t.name} | {t.table_name} | {', '.join(t.suites)} |" in markdown() for t in TASKS.values())
