@@ -2,8 +2,11 @@
 
 Suites are sub-commands of ``eval``, one per :class:`~protoembed.evaluation.suite.Suite` of
 :data:`protoembed.evaluation.suites.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
-declaration gives the sub-command's help, tasks, options, evaluation and table. The results JSON records
-the model, the suite's name (``"suite"``) and the suite's result.
+:class:`~protoembed.evaluation.suite.CommandLine` gives the sub-command's help and options, ``--tasks``
+takes the entries of :data:`protoembed.evaluation.tasks.TASKS` that list the suite. This module is an
+adapter: the options parsed, it calls :func:`protoembed.evaluation.run.run_suite`, as
+:func:`protoembed.evaluate` does, prints the suite's table and writes the results JSON (the model, the
+suite's name ``"suite"`` and the suite's result).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite
-from protoembed.evaluation.tasks import Task, get_task, table_names
+from protoembed.evaluation.tasks import get_tasks, table_names
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -76,7 +76,7 @@ def evaluate_sts(
     """
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
-    entries = sts_entries(tasks, split)
+    entries = get_tasks(tasks, "sts", split)
     root = resolve_data_dir(data_dir)
     datasets = [entry.read(root, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
@@ -84,23 +84,6 @@ def evaluate_sts(
     )
     named = {entry.name: pairs for entry, pairs in zip(entries, datasets)}
     return {"variant": variant, "split": split, **score_sts(named, embeddings, index)}
-
-
-def sts_entries(tasks: Sequence[str], split: str = "test") -> list[Task]:
-    """The task entries of ``tasks`` (each once, in order), checked to be STS tasks that have ``split``.
-
-    Raises:
-        ProtoembedError: no task, an unknown one (the known names listed), or a split the task lacks.
-    """
-    entries = list({e.name: e for e in (get_task(task, "sts") for task in tasks)}.values())
-    if not entries:
-        raise ProtoembedError("no STS task to evaluate")
-    for entry in entries:
-        if split not in entry.splits:
-            raise ProtoembedError(
-                f"{entry.name} has only a {' / '.join(entry.splits)} split (asked for {split!r})"
-            )
-    return entries
 
 
 def score_sts(datasets: dict[str, StsPairs], embeddings: np.ndarray, index: dict[str, int]) -> dict[str, Any]:

@@ -301,6 +301,23 @@ def get_task(name: str, suite: str | None = None) -> Task:
     raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
 
 
+def get_tasks(names: Iterable[str], suite: str, split: str | None = None) -> list[Task]:
+    """The entries of ``names`` (each once, in order) among ``suite``'s tasks, each checked to have
+    ``split`` (``None``: not checked).
+
+    Raises:
+        ProtoembedError: no name, an unknown one (the known names listed), or a split a task lacks.
+    """
+    entries = list({e.name: e for e in (get_task(name, suite) for name in names)}.values())
+    if not entries:
+        raise ProtoembedError(f"no {suite} task to evaluate")
+    for entry in entries:
+        if split is not None and split not in entry.splits:
+            have = " / ".join(entry.splits) or "no"
+            raise ProtoembedError(f"{entry.name} has only a {have} split (asked for {split!r})")
+    return entries
+
+
 def suite_tasks(suite: str) -> tuple[str, ...]:
     """The names of the tasks ``suite`` evaluates, in :data:`TASKS`' order."""
     return tuple(name for name, task in TASKS.items() if suite in task.suites)
