@@ -22,7 +22,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite
-from protoembed.evaluation.tasks import get_tasks, table_names
+from protoembed.evaluation.tasks import get_tasks, main_score, table_names
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -88,13 +88,15 @@ def evaluate_sts(
 
 def score_sts(datasets: dict[str, StsPairs], embeddings: np.ndarray, index: dict[str, int]) -> dict[str, Any]:
     """Correlations of the pairs' cosines with gold: ``{"tasks": {task: {"spearman", "pearson", "n"}},
-    "avg"}`` (x100), from the embeddings of their sentences (``index``: sentence -> row)."""
+    "avg"}`` (x100; ``avg`` the mean of the tasks' main scores: Spearman), from the embeddings of their
+    sentences (``index``: sentence -> row)."""
     unit = _unit_rows(embeddings)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in datasets.items():
         spearman, pearson = correlations(cosine_scores(pairs, unit, index), pairs.scores)
         results[task] = {"spearman": spearman, "pearson": pearson, "n": len(pairs)}
-    return {"tasks": results, "avg": float(np.mean([r["spearman"] for r in results.values()]))}
+    avg = float(np.mean([r[main_score(task, "spearman")] for task, r in results.items()]))
+    return {"tasks": results, "avg": avg}
 
 
 def stsb_dev_spearman(

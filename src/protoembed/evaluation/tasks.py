@@ -329,6 +329,13 @@ def table_name(name: str) -> str:
     return task.table_name if task is not None else name
 
 
+def main_score(name: str, default: str) -> str:
+    """The per-task key that a suite's ``avg`` averages for task ``name`` (``default`` when no entry has
+    it)."""
+    task = TASKS.get(name)
+    return task.main_score if task is not None else default
+
+
 def table_names(names: Iterable[str]) -> list[str]:
     """:func:`table_name` of each."""
     return [table_name(name) for name in names]
