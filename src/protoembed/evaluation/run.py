@@ -11,6 +11,7 @@ protocol record, per-task results and ``avg``).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Inputs, Suite
 from protoembed.evaluation.suites import SUITES
-from protoembed.evaluation.tasks import TASKS, get_task
+from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -55,23 +56,26 @@ def suite_options(suite: Suite, options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def suite_tasks(suite: Suite, tasks: Sequence[str] | None, options: Mapping[str, Any]) -> list[str]:
-    """The canonical names of ``tasks`` (each once), or the suite's default tasks for its options.
+    """The canonical names of ``tasks`` (each once), or the suite's default tasks for its options; with a
+    ``split`` option, each task checked to have that split.
 
     Raises:
-        ProtoembedError: a task the suite does not evaluate (the known names listed).
+        ProtoembedError: a task the suite does not evaluate (the known names listed), or a split it lacks.
     """
     if tasks is None:
-        return list(suite.default_tasks(options) if suite.default_tasks else suite.tasks)
-    return list(dict.fromkeys(get_task(t, suite.name).name for t in tasks))
+        tasks = suite.default_tasks(options) if suite.default_tasks else suite.tasks
+    return [task.name for task in get_tasks(tasks, suite.name, options.get("split"))]
 
 
-def check_files(suite: Suite, tasks: Sequence[str], data_dir: str | None, options: Mapping[str, Any]) -> None:
+def check_files(
+    suite: Suite, tasks: Sequence[str], data_dir: str | os.PathLike[str] | None, options: Mapping[str, Any]
+) -> None:
     """The one-line error for the first file the tasks read that is missing (the command that fetches
     it named), before any model is loaded."""
     from protoembed.data.needs import check_present, task_needs
 
     variant, split = options.get("variant", "senteval"), options.get("split", "test")
-    check_present(task_needs(tasks, data_dir, variant, split))
+    check_present(task_needs(tasks, None if data_dir is None else os.fspath(data_dir), variant, split))
 
 
 def run_suite(
@@ -82,7 +86,7 @@ def run_suite(
     options: Mapping[str, Any],
     *,
     model_path: str | None = None,
-    data_dir: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     batch_size: int = 64,
     device: str | None = None,
@@ -138,7 +142,7 @@ def evaluate(
     tasks: Sequence[str] | str | None = None,
     *,
     suite: str | None = None,
-    data_dir: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     name: str | None = None,
     head: str | None = None,
     template: str | None = None,

@@ -16,6 +16,7 @@ functions that compute, so ``protoembed --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ class Inputs:
     a pair as one input and never calls ``encode``)."""
 
     encode: Encode
-    data_dir: str | None = None
+    data_dir: str | os.PathLike[str] | None = None
     progress: bool = False
     model: str | None = None
     batch_size: int = 64
