@@ -50,8 +50,18 @@ $(VENV)/st-onnx/.installed: $(VENV)/.installed
 	  'certifi>=2023.5'
 	touch $@
 
+# sentence-transformers' OpenVINO rows: sentence-transformers 5 + optimum-intel, whose release needs
+# transformers < 5.6 and optimum 2.3 (optimum-onnx above needs optimum < 2.2): a second side install.
+# openvino and nncf come from the main install's [openvino] extra.
+$(VENV)/st-openvino/.installed: $(VENV)/.installed
+	$(BIN)/pip install -q --no-deps --target $(VENV)/st-openvino 'sentence-transformers>=5.5,<6' \
+	  'transformers>=4.51,<4.58' 'tokenizers>=0.21,<0.23' 'huggingface-hub>=0.34,<1.0' 'optimum>=2.3,<2.4' \
+	  'optimum-intel>=2.2,<2.3' 'optimum-onnx>=0.1,<0.2' 'requests>=2.31,<3' 'urllib3>=1.21,<3' 'idna>=2.5,<4' \
+	  'charset-normalizer>=2,<4' 'certifi>=2023.5'
+	touch $@
+
 .PHONY: bench-env
-bench-env: $(VENV)/st-onnx/.installed
+bench-env: $(VENV)/st-onnx/.installed $(VENV)/st-openvino/.installed
 
 bench: install bench-env
 	$(BIN)/python benchmarks/encode.py --runs 3

@@ -9,6 +9,7 @@ import torch
 import protoembed
 from protoembed.batching import BatchEncoder
 from protoembed.embedder import Embedder
+from protoembed.export import export_embedder
 from protoembed.export.runtime import OnnxEmbedder
 
 SENTENCES = [
@@ -51,7 +52,7 @@ def test_rows_run_once_longest_first_and_come_back_in_order(tiny_model_dirs) -> 
 
 def test_torch_and_onnx_embedders_share_the_loop(tiny_model_dirs, tmp_path) -> None:
     model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", device="cpu")
-    exported = protoembed.load(str(model.export(tmp_path / "onnx")))
+    exported = protoembed.load(str(export_embedder(model, tmp_path / "onnx")), runtime="onnx")
     assert isinstance(exported, OnnxEmbedder) and not isinstance(exported, (Embedder, torch.nn.Module))
     assert not model.training  # exporting left the model in its eval mode
     for embedder in (model, exported):

@@ -25,6 +25,7 @@ import torch
 import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
+from protoembed.export import export_embedder
 from protoembed.io import replace_dir, write_json_atomic
 from protoembed.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
@@ -833,7 +834,7 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
     mean = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
     card = (mean.save(tmp_path / "mean-model") / "README.md").read_text(encoding="utf-8")
     assert 'SentenceTransformer("mean-model")' in card
-    exported = mean.export(tmp_path / "onnx-model")
+    exported = export_embedder(mean, tmp_path / "onnx-model")
     card = (exported / "README.md").read_text(encoding="utf-8")
     assert (
         dict(_card_table(card, "saved by protoembed."))["ONNX export"] == f"fp32, dimension {mean.dimension}"

@@ -12,7 +12,7 @@ import torch
 import protoembed
 from protoembed.cli import main
 from protoembed.errors import ProtoembedError
-from protoembed.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, load_export
+from protoembed.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, export_embedder, load_export
 from protoembed.heads import HEADS
 
 LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
@@ -40,7 +40,7 @@ def assert_same_vectors(torch_model, onnx_model, atol: float = 1e-4) -> None:
 def exported_mean(tiny_model_dirs, tmp_path_factory):
     """(torch model, fp32 export dir) of the tiny BERT with the mean head, normalised."""
     model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=12, normalize=True)
-    return model, model.export(tmp_path_factory.mktemp("export") / "mean")
+    return model, export_embedder(model, tmp_path_factory.mktemp("export") / "mean")
 
 
 @pytest.mark.parametrize("head", list(HEADS))
@@ -49,8 +49,8 @@ def test_fp32_export_equals_torch_for_every_head(tiny_model_dir, head, tmp_path)
     model = protoembed.load(str(tiny_model_dir), head=head, max_seq_length=12)
     ids, _ = model.encoder.tokenize_ids([LONG])
     assert len(ids[0]) < len(model.tokenizer(LONG)["input_ids"])  # the long sentence is really cut
-    out = model.export(tmp_path / "out")
-    reloaded = protoembed.load(str(out))
+    out = export_embedder(model, tmp_path / "out")
+    reloaded = protoembed.load(str(out), runtime="onnx")
     assert isinstance(reloaded, OnnxEmbedder) and reloaded.head == head
     assert reloaded.dimension == model.dimension
     assert reloaded.encoder.tokenize_ids(SENTENCES) == model.encoder.tokenize_ids(SENTENCES)
@@ -68,22 +68,23 @@ def test_fp32_export_equals_torch_for_every_head(tiny_model_dir, head, tmp_path)
 def test_soft_prompt_vectors_live_in_the_graph(tiny_model_dirs, tmp_path):
     torch.manual_seed(1)
     model = protoembed.load(str(tiny_model_dirs["roberta"]), head="soft_prompt")
-    out = model.export(tmp_path / "a")
+    out = export_embedder(model, tmp_path / "a")
     with torch.no_grad():
         model.encoder.soft_prompt.add_(torch.randn_like(model.encoder.soft_prompt))  # another soft prompt
-    changed = model.export(tmp_path / "b")
-    a, b = protoembed.load(str(out)).encode(SENTENCES), protoembed.load(str(changed)).encode(SENTENCES)
+    changed = export_embedder(model, tmp_path / "b")
+    a = protoembed.load(str(out), runtime="onnx").encode(SENTENCES)
+    b = protoembed.load(str(changed), runtime="onnx").encode(SENTENCES)
     assert np.abs(a - b).max() > 1e-3
     np.testing.assert_allclose(b, model.encode(SENTENCES), atol=1e-4)
 
 
 def test_int8_export_quantises_the_matmuls(exported_mean, tmp_path):
     model, _ = exported_mean
-    out = model.export(tmp_path / "int8", quantize="int8")
+    out = export_embedder(model, tmp_path / "int8", quantize="int8")
     ops = {node.op_type for node in onnx.load(str(out / GRAPH_FILE)).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops or "DynamicQuantizeMatMul" in ops
     assert json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
-    vectors = protoembed.load(str(out)).encode(SENTENCES)
+    vectors = protoembed.load(str(out), runtime="onnx").encode(SENTENCES)
     expected = model.encode(SENTENCES)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert (vectors * expected).sum(1).min() > 0.9  # close to fp32, not equal
@@ -102,7 +103,7 @@ def test_mean_export_follows_the_sentence_transformers_onnx_layout(exported_mean
 
 
 def test_prompt_export_has_no_sentence_transformers_modules(tiny_model_dirs, tmp_path):
-    out = protoembed.load(str(tiny_model_dirs["bert"]), head="mask").export(tmp_path / "m")
+    out = export_embedder(protoembed.load(str(tiny_model_dirs["bert"]), head="mask"), tmp_path / "m")
     assert not (out / "modules.json").exists()
     assert json.loads((out / "protoembed_encoder.json").read_text())["template"] is not None
 
@@ -114,7 +115,7 @@ def test_cli_export_then_encode(tiny_model_dirs, tmp_path, capsys):
     text = tmp_path / "s.txt"
     text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     args = ["encode", str(text), "-o", str(tmp_path / "v.npy"), "--model", str(tmp_path / "out")]
-    assert main([*args, "--no-progress"]) == 0
+    assert main([*args, "--no-progress", "--runtime", "onnx"]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), model.encode(SENTENCES), atol=1e-4)
     assert "wrote" in capsys.readouterr().out
 
@@ -173,7 +174,7 @@ def test_broken_exports_are_named(exported_mean, tmp_path):
             (copy / EXPORT_CONFIG).write_text(json.dumps({**config, "format_version": 99}))
             message = "format version 99 was written by a newer protoembed"
         with pytest.raises(ProtoembedError, match=message) as info:
-            load_export(copy)
+            load_export(copy, runtime="onnx")
         assert str(copy) in str(info.value) and "\n" not in str(info.value)
 
 
@@ -187,7 +188,7 @@ def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch)
 
     monkeypatch.setattr(graph_module, "_quantize_int8", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        model.export(tmp_path / "out", quantize="int8")
+        export_embedder(model, tmp_path / "out", quantize="int8")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -196,7 +197,7 @@ def test_default_model_export_equals_torch(tmp_path):
     model = protoembed.load("default", device="cpu")
     long = " ".join(["the quick brown fox jumps over the lazy dog ."] * 40)  # > 256 tokens: cut
     assert len(model.tokenizer(long)["input_ids"]) > model.encoder.max_seq_length
-    reloaded = protoembed.load(str(model.export(tmp_path / "default")))
+    reloaded = protoembed.load(str(export_embedder(model, tmp_path / "default")), runtime="onnx")
     sentences = [*SENTENCES, long]
     np.testing.assert_allclose(reloaded.encode(sentences, batch_size=4), model.encode(sentences), atol=1e-4)
     np.testing.assert_allclose(reloaded.encode([long]), model.encode([long]), atol=1e-4)

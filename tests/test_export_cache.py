@@ -9,7 +9,7 @@ import pytest
 
 import protoembed
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.export import OnnxEmbedder
+from protoembed.export import OnnxEmbedder, export_embedder
 from protoembed.export.cache import export_digest, model_digest
 
 SENTENCES = ["a man is playing a guitar .", "a woman is slicing an onion .", "hello"]
@@ -19,20 +19,24 @@ SENTENCES = ["a man is playing a guitar .", "a woman is slicing an onion .", "he
 def export_dir(tiny_model_dirs, tmp_path_factory):
     """(torch model, its fp32 ONNX export folder): the tiny BERT, mean head."""
     model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=12)
-    return model, model.export(tmp_path_factory.mktemp("export") / "mean")
+    return model, export_embedder(model, tmp_path_factory.mktemp("export") / "mean")
 
 
-@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+@pytest.mark.parametrize("runtime", ["auto", "onnx"])
 def test_store_on_an_export_is_keyed_on_its_files_and_reused(export_dir, runtime, tmp_path, monkeypatch):
     monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path))
     model, folder = export_dir
-    first = LazyEncoder(lambda: protoembed.load(str(folder)), runtime=runtime, cache_embeddings=True)
+    first = LazyEncoder(
+        lambda: protoembed.load(str(folder), runtime="onnx"), runtime=runtime, cache_embeddings=True
+    )
     vectors = first(SENTENCES)
     assert isinstance(first.model, OnnxEmbedder)
     np.testing.assert_allclose(vectors, model.encode(SENTENCES), atol=1e-4)
     (store,) = (tmp_path / "embeddings").iterdir()
-    assert store.name == f"{export_digest(folder, 12)}-{runtime}"
-    again = LazyEncoder(lambda: protoembed.load(str(folder)), runtime=runtime, cache_embeddings=True)
+    assert store.name == f"{export_digest(folder, 12)}-onnx-fp32"  # what ran it: ONNX Runtime, fp32
+    again = LazyEncoder(
+        lambda: protoembed.load(str(folder), runtime="onnx"), runtime=runtime, cache_embeddings=True
+    )
     again(SENTENCES[:1])
 
     def refuse(*args, **kwargs):

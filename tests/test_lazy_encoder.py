@@ -40,7 +40,7 @@ def test_store_is_keyed_by_runtime_and_reused(tiny_model_dirs, tmp_path, monkeyp
     first = LazyEncoder(load, cache_embeddings=True)
     vectors = first(SENTENCES)
     (folder,) = (tmp_path / "embeddings").iterdir()
-    assert folder.name.endswith("-torch") and first.store is not None
+    assert folder.name.endswith("-torch-fp32") and first.store is not None
     again = LazyEncoder(load, cache_embeddings=True)
     again(SENTENCES[:1])  # loads the model and opens the same store
 

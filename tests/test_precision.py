@@ -9,6 +9,7 @@ import torch
 import protoembed
 from protoembed.cli import main
 from protoembed.errors import ProtoembedError
+from protoembed.export import export_embedder
 from protoembed.precision import CPU_FEATURES, cpu_features
 
 SENTENCES = ["a man is playing a guitar .", "the quick brown fox jumps over the lazy dog .", "hello"]
@@ -55,18 +56,35 @@ def test_bad_precision_and_bf16_on_an_export_are_errors(tiny_model_dirs, tmp_pat
     model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
     with pytest.raises(ProtoembedError, match="unknown precision 'half'"):
         model.encode(SENTENCES, precision="half")
-    out = model.export(tmp_path / "out")
-    with pytest.raises(ProtoembedError, match=r"ONNX export runs the fp32 graph.*'bf16'"):
-        protoembed.load(str(out), precision="bf16")
-    assert protoembed.load(str(out), precision="fp32").precision == "fp32"
+    out = export_embedder(model, tmp_path / "out")
+    with pytest.raises(
+        ProtoembedError, match=r"ONNX Runtime runs this export in fp32; for bf16 use --runtime openvino"
+    ):
+        protoembed.load(str(out), precision="bf16", runtime="onnx")
+    assert protoembed.load(str(out), precision="fp32", runtime="onnx").precision == "fp32"
+    int8 = export_embedder(model, tmp_path / "int8", quantize="int8")
+    for runtime in ("onnx", "openvino", "auto"):
+        with pytest.raises(ProtoembedError, match=r"exported in int8; it cannot run in bf16"):
+            protoembed.load(str(int8), precision="bf16", runtime=runtime)
 
 
 def test_cli_bf16_on_an_export_is_one_line(tiny_model_dirs, tmp_path, capsys):
-    out = protoembed.load(str(tiny_model_dirs["bert"]), head="mean").export(tmp_path / "out")
+    out = export_embedder(protoembed.load(str(tiny_model_dirs["bert"]), head="mean"), tmp_path / "out")
     text = tmp_path / "in.txt"
     text.write_text("hello\n")
     code = main(
-        ["encode", str(text), "--model", str(out), "--precision", "bf16", "-o", str(tmp_path / "v.npy")]
+        [
+            "encode",
+            str(text),
+            "--model",
+            str(out),
+            "--precision",
+            "bf16",
+            "--runtime",
+            "onnx",
+            "-o",
+            str(tmp_path / "v.npy"),
+        ]
     )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "bf16" in err

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import protoembed
+from protoembed.export import export_embedder
 from protoembed.st_layout import (
     MODULES_FILE,
     NORMALIZE,
@@ -58,7 +59,7 @@ def test_save_and_export_write_the_same_layout(tiny_model_dirs, tmp_path, normal
     pytest.importorskip("onnx")
     model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=12, normalize=normalize)
     saved = model.save(tmp_path / "saved")
-    exported = model.export(tmp_path / "exported")
+    exported = export_embedder(model, tmp_path / "exported")
 
     modules = _json(saved / MODULES_FILE)
     assert modules == _json(exported / MODULES_FILE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="protoembed", description="Train and evaluate sentence embeddings.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--verbose", action="store_true", help="log what runs (also after a model command)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"protoembed.commands.{name}").register(sub)
@@ -33,6 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
+    handler = None
+    if args.verbose:  # protoembed's own info lines on stderr, whatever else configured logging
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("protoembed: %(message)s"))
+        logger = logging.getLogger("protoembed")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
     try:
         return int(args.func(args) or 0)
     except ProtoembedError as err:
@@ -41,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("protoembed: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if handler is not None:
+            logging.getLogger("protoembed").removeHandler(handler)
+            logging.getLogger("protoembed").setLevel(logging.NOTSET)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,9 @@ class Embedder(torch.nn.Module):
             :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
     """
 
+    #: where :meth:`encode` runs (an export's embedder says ``onnx`` or ``openvino``)
+    runtime = "torch"
+
     def __init__(
         self,
         encoder: PromptEncoder,
@@ -73,6 +76,11 @@ class Embedder(torch.nn.Module):
     def dimension(self) -> int:
         """Width of the sentence vectors."""
         return int(self.pooler.get_embedding_dimension())
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The token budget of the tokenisation (sentence tokens only for prompt heads)."""
+        return self.encoder.max_seq_length
 
     @property
     def tokenizer(self):
@@ -160,13 +168,6 @@ class Embedder(torch.nn.Module):
         from sentence_transformers.base.modules.normalize import Normalize
 
         return [self.encoder, self.pooler] + ([Normalize()] if self.normalize else [])
-
-    def export(self, path: str | os.PathLike, quantize: str | None = None) -> Path:
-        """Write an ONNX export (graph from token ids to the vector, tokenizer, template) to ``path``;
-        ``quantize="int8"`` for dynamic int8 quantisation. See :mod:`protoembed.export`."""
-        from protoembed.export.graph import export_embedder
-
-        return export_embedder(self, path, quantize=quantize)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model in the sentence-transformers layout; atomic (temp folder, then rename).

@@ -1,8 +1,9 @@
 """Loading above the embedder and the export: :func:`load` (a folder or hub id -> a model) and
 :func:`build` (a backbone + a head -> an :class:`~protoembed.embedder.Embedder`).
 
-:func:`load` reads three kinds of folder: an ONNX export (-> :class:`~protoembed.export.runtime.OnnxEmbedder`,
-by :func:`~protoembed.export.runtime.load_export`), a protoembed / sentence-transformers folder
+:func:`load` reads three kinds of folder: an export (-> an
+:class:`~protoembed.export.runtime.ExportedEmbedder` on ONNX Runtime or OpenVINO, by
+:func:`~protoembed.export.runtime.load_export`), a protoembed / sentence-transformers folder
 (``modules.json``: the saved input module, pooling module and ``Normalize``), or a bare Hugging Face
 backbone (with a new head). Both runtimes sit below this module; neither imports the other.
 """
@@ -21,7 +22,8 @@ from protoembed.backbones import loading_errors, quiet_transformers, resolve_mod
 from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.runtime import OnnxEmbedder, is_export_dir, load_export
+from protoembed.export.layout import RUNTIMES
+from protoembed.export.runtime import ExportedEmbedder, is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
 from protoembed.precision import check_precision
@@ -90,7 +92,8 @@ def load(
     normalize: bool | None = None,
     device: str | torch.device | None = None,
     precision: str | None = None,
-) -> Embedder | OnnxEmbedder:
+    runtime: str = "auto",
+) -> Embedder | ExportedEmbedder:
     """Load a backbone with a head.
 
     Args:
@@ -104,12 +107,18 @@ def load(
         soft_prompt_init: ``uniform`` or ``template``.
         normalize: L2-normalise outputs (default: as saved; False for a bare backbone).
         device: torch device (default: CUDA if available, else CPU); see :func:`resolve_device`.
-        precision: ``fp32`` (default) or ``bf16`` for :meth:`Embedder.encode` (bf16 autocast forward,
-            fp32 pooling, normalisation and vectors; see :mod:`protoembed.precision`). An export runs
-            the precision it was exported in; asking another is an error.
+        precision: ``fp32`` (default for torch) or ``bf16`` for :meth:`Embedder.encode` (bf16 autocast
+            forward, fp32 pooling, normalisation and vectors; see :mod:`protoembed.precision`). For an
+            export: OpenVINO's inference precision (default: bf16 on CPUs with native bf16, else fp32);
+            ONNX Runtime and int8 exports run the precision they were exported in, asking another is an
+            error.
+        runtime: ``auto`` (default: torch for a torch model; for an export, OpenVINO where it is
+            installed and the CPU has native bf16 or the folder is an OpenVINO export, else ONNX
+            Runtime), ``torch``, ``onnx`` or ``openvino`` (a torch model: its fp32 export, made once
+            and cached, on that runtime).
     Returns:
-        an :class:`Embedder` in eval mode, or an :class:`OnnxEmbedder` for an export folder (same
-        ``encode``).
+        an :class:`Embedder` in eval mode, or an :class:`~protoembed.export.runtime.ExportedEmbedder`
+        for an export folder or an export runtime (same ``encode``).
     Raises:
         ProtoembedError: an unknown head, a bad ``max_seq_length`` or device, or a model folder that
             cannot be loaded (named in the message).
@@ -121,15 +130,16 @@ def load(
     check_max_seq_length(max_seq_length)
     device = resolve_device(device)
     path = resolve_model_dir(spec)
-    if is_export_dir(path):  # an ONNX export: encode runs on ONNX Runtime
-        if precision not in (None, "fp32"):
+    if runtime not in RUNTIMES:
+        raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    if is_export_dir(path):  # an export: encode runs on ONNX Runtime or OpenVINO
+        if runtime == "torch":
             raise ProtoembedError(
-                f"{path}: an ONNX export runs the fp32 graph it was exported with; precision {precision!r} "
-                "applies to a torch model (load the model it was exported from)"
+                f"{path}: an export has no torch weights; use runtime onnx, openvino or auto"
             )
         options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
         options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
-        return load_export(path, **options)
+        return load_export(path, runtime=runtime, precision=precision, **options)
     if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
@@ -164,6 +174,10 @@ def load(
         )
     if normalize is not None:
         embedder.normalize = normalize
+    if runtime in ("onnx", "openvino"):  # the model's fp32 export, made once and cached
+        from protoembed.export.cache import onnx_embedder
+
+        return onnx_embedder(embedder.to("cpu").eval(), runtime=runtime, precision=precision)
     if precision is not None:
         embedder.precision = precision
     return embedder.to(device).eval()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
+from protoembed.export.layout import RUNTIMES
 from protoembed.heads import get_head, heads_help
 from protoembed.io import check_writable
 from protoembed.precision import PRECISIONS
@@ -83,7 +84,8 @@ output_folder.__name__ = "output folder"
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``."""
+    """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``,
+    ``--precision``, ``--runtime``, ``--verbose``."""
     parser.add_argument("--model", default="default", help="default | model dir | hub id (default: default)")
     parser.add_argument(
         "--head",
@@ -110,8 +112,23 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "--precision",
         choices=PRECISIONS,
         default=None,
-        help="fp32 (default) or bf16: the torch forward under bf16 autocast (fast on CUDA and on CPUs with "
-        "AVX512-BF16 or AMX), pooling, normalisation and vectors in fp32",
+        help="fp32 (default for torch) or bf16: the torch forward under bf16 autocast (fast on CUDA and on "
+        "CPUs with AVX512-BF16 or AMX), pooling, normalisation and vectors in fp32; under OpenVINO its "
+        "inference precision (default there: bf16 where the CPU has it)",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="auto",
+        help="auto (default: torch for a torch model; for an export folder OpenVINO where it is installed "
+        "and the CPU has native bf16, else ONNX Runtime; an OpenVINO export always OpenVINO), torch, onnx "
+        "or openvino (on a torch model: its fp32 export, made once and cached in $PROTOEMBED_CACHE/onnx)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log what runs: the runtime and precision picked, exports made",
     )
 
 
@@ -135,4 +152,5 @@ def load_from_args(args: argparse.Namespace):
         max_seq_length=args.max_seq_length,
         device=args.device,
         precision=getattr(args, "precision", None),
+        runtime=getattr(args, "runtime", "auto"),
     )

@@ -23,20 +23,19 @@ from protoembed.commands.common import (
     load_from_args,
     output_file,
 )
-from protoembed.evaluation.encoders import RUNTIMES, LazyEncoder
+from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.suites import SUITES
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
-    """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model, ``--batch-size``,
-    ``--allow-empty``, ``--runtime`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
+    """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model (``--runtime`` and
+    ``--precision`` included), ``--batch-size``, ``--allow-empty`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
     stderr is a terminal)."""
     return LazyEncoder(
         functools.partial(load_from_args, args),
         batch_size=args.batch_size,
         allow_empty=args.allow_empty,
-        runtime=getattr(args, "runtime", "torch"),
         cache_embeddings=getattr(args, "cache_embeddings", False),
         show_progress_bar=sys.stderr.isatty(),
     )
@@ -108,7 +107,7 @@ def task_name(suite: str) -> Callable[[str], str]:
 
 def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     """Add the sub-command of ``suite`` from its :class:`~protoembed.evaluation.suite.CommandLine`: the
-    options every suite has (model, --data-dir, --tasks, --output, --allow-empty, --runtime,
+    options every suite has (model with --runtime, --data-dir, --tasks, --output, --allow-empty,
     --cache-embeddings), then its own and its output files. ``--tasks`` defaults to ``None`` (the suite's
     default tasks); ``--output`` and the output files are checked writable before anything runs."""
     command = suite.command
@@ -125,13 +124,6 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
         "--output", default=None, type=output_file(), metavar="FILE.json", help="write the results JSON here"
     )
     add_allow_empty_option(parser)
-    parser.add_argument(
-        "--runtime",
-        choices=RUNTIMES,
-        default="torch",
-        help="encode with torch (default) or with ONNX Runtime on an fp32 export of the model, made once "
-        "and cached in $PROTOEMBED_CACHE/onnx (default ~/.cache/protoembed/onnx); same vectors to ~1e-7",
-    )
     parser.add_argument(
         "--cache-embeddings",
         action="store_true",

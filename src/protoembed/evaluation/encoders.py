@@ -1,10 +1,10 @@
 """The ``encode(sentences) -> array`` callable every evaluation suite takes, built around a model loader.
 
 :class:`LazyEncoder` decides three things once, on its first call: it loads the model (so that a suite
-reads and validates its data before the slow load), runs it on torch or on ONNX Runtime (an fp32 export
-made once and cached: :func:`protoembed.export.cache.onnx_embedder`), and with ``cache_embeddings``
-keeps its vectors in an :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore` keyed by the
-model's digest and the runtime. ``protoembed eval`` builds one from its options; from Python::
+reads and validates its data before the slow load), runs it on torch, ONNX Runtime or OpenVINO (an
+fp32 export made once and cached: :func:`protoembed.export.cache.onnx_embedder`), and with
+``cache_embeddings`` keeps its vectors in an :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`
+keyed by the model's digest, the runtime and the precision. ``protoembed eval`` builds one from its options; from Python::
 
     encode = LazyEncoder(lambda: protoembed.load("path/to/model"), runtime="onnx", cache_embeddings=True)
     evaluate_sts(encode, data_dir)
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Where a :class:`LazyEncoder` runs the model (``protoembed eval --runtime``).
-RUNTIMES = ("torch", "onnx")
+RUNTIMES = ("auto", "torch", "onnx", "openvino")
 
 
 class LazyEncoder:
@@ -37,7 +37,9 @@ class LazyEncoder:
             encode).
         batch_size: sentences per forward pass.
         allow_empty: encode sentences without tokens as the bare template instead of raising an error.
-        runtime: ``torch``, or ``onnx`` for ONNX Runtime on a cached fp32 export of the model.
+        runtime: ``auto`` (the model as ``load`` returns it), ``torch``, or ``onnx`` / ``openvino`` for
+            that runtime on the export (a torch model: its cached fp32 export; see
+            :func:`protoembed.export.cache.with_runtime`).
         cache_embeddings: look vectors up in, and add them to, the model's on-disk embedding store.
         show_progress_bar: passed to the model's ``encode`` (``None``: the model's default).
 
@@ -56,7 +58,7 @@ class LazyEncoder:
         *,
         batch_size: int = 64,
         allow_empty: bool = False,
-        runtime: str = "torch",
+        runtime: str = "auto",
         cache_embeddings: bool = False,
         show_progress_bar: bool | None = None,
     ) -> None:
@@ -72,20 +74,19 @@ class LazyEncoder:
         self.store = None
 
     def _load(self) -> None:
-        """Load the model, then (as asked) open its embedding store and switch it to ONNX Runtime."""
-        self.model = self.load()
-        digest = None  # of the torch model's weights and settings: keys both caches, hashed once
-        if self.cache_embeddings:
+        """Load the model, switch it to the asked runtime, then (as asked) open its embedding store."""
+        model = self.load()
+        if self.runtime != "auto":
+            from protoembed.export.cache import with_runtime
+
+            model = with_runtime(model, self.runtime)
+        self.model = model
+        if self.cache_embeddings:  # keyed by the weights (or export files), runtime and precision
             from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
             from protoembed.export.cache import model_digest
 
-            digest = model_digest(self.model)
-            key = self.runtime + ("-allow-empty" if self.allow_empty else "")
-            self.store = EmbeddingStore(self._encode, store_folder(digest, key))
-        if self.runtime == "onnx":
-            from protoembed.export.cache import onnx_embedder
-
-            self.model = onnx_embedder(self.model, digest=digest)
+            key = f"{model.runtime}-{model.precision}" + ("-allow-empty" if self.allow_empty else "")
+            self.store = EmbeddingStore(self._encode, store_folder(model_digest(model), key))
 
     def _encode(self, sentences: Sequence[str]) -> np.ndarray:
         """The loaded model's vectors of ``sentences`` (no store)."""

@@ -34,7 +34,10 @@ def model_record(
     if model is None:
         return {"model": spec}
     meta: dict[str, Any] = {"model": spec, "head": getattr(model, "head", head)}
-    meta["runtime"] = encoder.runtime
+    # a model of another library's class (any ``encode``) that does not say: torch in fp32
+    meta["runtime"] = getattr(model, "runtime", None) or (
+        "torch" if encoder.runtime == "auto" else encoder.runtime
+    )
     meta["precision"] = getattr(model, "precision", None) or "fp32"
     template = getattr(getattr(model, "encoder", None), "template", template)
     if template is not None:
@@ -151,7 +154,7 @@ def evaluate(
     precision: str | None = None,
     batch_size: int = 64,
     allow_empty: bool = False,
-    runtime: str = "torch",
+    runtime: str = "auto",
     cache_embeddings: bool = False,
     progress: bool = False,
     **options: Any,
@@ -208,6 +211,7 @@ def evaluate(
                 max_seq_length=max_seq_length,
                 device=device,
                 precision=precision,
+                runtime=runtime,
             )
     else:
         spec = name or type(model).__name__
@@ -215,11 +219,11 @@ def evaluate(
         def load() -> Any:
             return model
 
-    encoder = LazyEncoder(
+    encoder = LazyEncoder(  # a spec is loaded on ``runtime`` as the command loads it; a model is moved there
         load,
         batch_size=batch_size,
         allow_empty=allow_empty,
-        runtime=runtime,
+        runtime="auto" if isinstance(model, str) else runtime,
         cache_embeddings=cache_embeddings,
     )
     results = {}

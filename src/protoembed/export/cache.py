@@ -1,9 +1,9 @@
 """A cached fp32 ONNX export of a loaded model, for commands that encode many sentences.
 
-:func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once (fp32, no quantisation: the
-vectors equal the torch model's to float rounding, about 1e-7) into a cache folder keyed by a digest of
-its weights and settings, and opens it with ONNX Runtime. A later call for the same model reuses the
-folder. The cache lives in ``$PROTOEMBED_CACHE/onnx`` (default ``~/.cache/protoembed/onnx``).
+:func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once (fp32, no quantisation: under
+ONNX Runtime the vectors equal the torch model's to float rounding, about 1e-7) into a cache folder
+keyed by a digest of its weights and settings, and opens it with ONNX Runtime or OpenVINO
+(:func:`with_runtime` is the ``--runtime`` switch). A later call for the same model reuses the folder. The cache lives in ``$PROTOEMBED_CACHE/onnx`` (default ``~/.cache/protoembed/onnx``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+from protoembed.errors import ProtoembedError
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, RUNTIMES
 from protoembed.io import cache_dir
 from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
-    from protoembed.export.runtime import OnnxEmbedder
+    from protoembed.export.runtime import ExportedEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +44,13 @@ def export_digest(folder: str | os.PathLike, max_seq_length: int | None = None) 
     return digest.hexdigest()[:16]
 
 
-def model_digest(embedder: Embedder | OnnxEmbedder) -> str:
+def model_digest(embedder: Embedder | ExportedEmbedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
     the graph or the tokenisation depends on: two models with the same digest encode alike. An opened
     export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
-    from protoembed.export.runtime import OnnxEmbedder
+    from protoembed.export.runtime import ExportedEmbedder
 
-    if isinstance(embedder, OnnxEmbedder) and embedder.root is not None:
+    if isinstance(embedder, ExportedEmbedder) and embedder.root is not None:
         return export_digest(embedder.root, embedder.encoder.max_seq_length)
     digest = hashlib.sha256()
     settings = {
@@ -71,21 +72,58 @@ def model_digest(embedder: Embedder | OnnxEmbedder) -> str:
 
 
 def onnx_embedder(
-    embedder: Embedder, root: str | os.PathLike | None = None, digest: str | None = None
-) -> OnnxEmbedder:
-    """An :class:`~protoembed.export.runtime.OnnxEmbedder` of ``embedder`` (fp32), exported into
-    ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and reused afterwards.
-    ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already. An ``embedder``
-    that is already an opened ONNX export is returned as it is."""
+    embedder: Embedder | ExportedEmbedder,
+    root: str | os.PathLike | None = None,
+    digest: str | None = None,
+    runtime: str = "onnx",
+    precision: str | None = None,
+) -> ExportedEmbedder:
+    """``embedder`` run by ``runtime`` (``onnx`` or ``openvino``) on its fp32 ONNX export, exported into
+    ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and
+    reused afterwards. ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already;
+    ``precision``: as :func:`~protoembed.export.runtime.load_export` (``None``: the runtime's choice).
+    An ``embedder`` that is already an opened export is returned as it is when it runs on ``runtime``,
+    else reopened from its folder on ``runtime``."""
     from protoembed.export.graph import export_embedder
-    from protoembed.export.runtime import OnnxEmbedder, load_export
+    from protoembed.export.runtime import ExportedEmbedder, load_export
 
-    if isinstance(embedder, OnnxEmbedder):
-        return embedder
-
+    if isinstance(embedder, ExportedEmbedder):
+        if embedder.runtime == runtime and precision in (None, embedder.precision):
+            return embedder
+        if embedder.root is None:
+            raise ProtoembedError("this export was not opened from a folder; it cannot switch runtime")
+        return load_export(
+            embedder.root, max_seq_length=embedder.max_seq_length, runtime=runtime, precision=precision
+        )
     folder = Path(root or cache_dir("onnx")) / (digest or model_digest(embedder))
     if not (folder / EXPORT_CONFIG).is_file():
         logger.info("exporting the model to ONNX (fp32) in %s", folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         export_embedder(embedder, folder)
-    return load_export(folder, max_seq_length=embedder.encoder.max_seq_length)
+    return load_export(
+        folder, max_seq_length=embedder.encoder.max_seq_length, runtime=runtime, precision=precision
+    )
+
+
+def with_runtime(
+    model: Embedder | ExportedEmbedder, runtime: str, precision: str | None = None
+) -> Embedder | ExportedEmbedder:
+    """``model`` on ``runtime`` (one of :data:`~protoembed.export.layout.RUNTIMES`):
+
+    - ``auto``: as it is (a torch model stays on torch; an export was opened by ``auto``'s rule);
+    - ``torch``: a torch model as it is; an export is refused (it has no torch weights);
+    - ``onnx`` / ``openvino``: an export on that runtime; a torch model's cached fp32 export
+      (:func:`onnx_embedder`) on it.
+    """
+    from protoembed.export.runtime import ExportedEmbedder
+
+    if runtime not in RUNTIMES:
+        raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    exported = isinstance(model, ExportedEmbedder)
+    if runtime == "auto" or (runtime == "torch" and not exported):
+        return model
+    if runtime == "torch":
+        raise ProtoembedError(
+            f"{model.root}: an export has no torch weights; use --runtime onnx, openvino or auto"
+        )
+    return onnx_embedder(model, runtime=runtime, precision=precision)

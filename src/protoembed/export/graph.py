@@ -29,6 +29,7 @@ import copy
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, QUANTIZE
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, FORMATS, GRAPH_FILE, QUANTIZE
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
 from protoembed.st_layout import (
@@ -96,7 +97,13 @@ class _Graph(torch.nn.Module):
 
 
 def export_embedder(
-    embedder: Embedder, path: str | os.PathLike, quantize: str | None = None, optimize: bool = True
+    embedder: Embedder,
+    path: str | os.PathLike,
+    quantize: str | None = None,
+    optimize: bool = True,
+    format: str = "onnx",
+    calibration: Sequence[str] | None = None,
+    data_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Export ``embedder`` to the folder ``path`` (atomically: temp folder, then rename).
 
@@ -105,30 +112,53 @@ def export_embedder(
         path: output folder; replaced if it holds an earlier export, refused if it holds anything else.
             Built in a hidden temp sibling and renamed into place, so an interrupted export leaves
             no half-written folder.
-        quantize: ``None`` (fp32) or ``"int8"`` (dynamic quantisation of the matrix multiplications).
-        optimize: fuse attention / LayerNorm / GELU with ONNX Runtime's transformer optimiser.
+        quantize: ``None`` (fp32) or ``"int8"``: ONNX Runtime's dynamic quantisation of the matrix
+            multiplications (``onnx``), NNCF's calibrated post-training quantisation (``openvino``).
+        optimize: fuse attention / LayerNorm / GELU with ONNX Runtime's transformer optimiser (``onnx``).
+        format: ``onnx`` (``onnx/model.onnx``) or ``openvino`` (``openvino/openvino_model.xml`` + ``.bin``,
+            see :mod:`protoembed.export.openvino`).
+        calibration: sentences the OpenVINO int8 scales are calibrated on (default: the staged
+            Wikipedia sample under ``data_dir`` / ``$PROTOEMBED_DATA``).
     Returns:
         the folder written.
+    Raises:
+        ProtoembedError: an unknown format or quantisation, a missing optional package (with the pip
+            command), a folder that holds something else, no calibration text.
     """
+    if format not in FORMATS:
+        raise ProtoembedError(f"unknown export format {format!r}: expected one of {', '.join(FORMATS)}")
     if quantize is not None and quantize not in QUANTIZE:
         raise ProtoembedError(f"unknown quantisation {quantize!r}: expected one of {', '.join(QUANTIZE)}")
-    require_onnx()
+    require_onnx()  # the torch exporter writes ONNX; OpenVINO converts that
+    if format == "openvino":
+        from protoembed.export.openvino import require_openvino
+
+        require_openvino()
     target = Path(path)
     occupied = target.exists() and (not target.is_dir() or any(target.iterdir()))
     if occupied and not (target / EXPORT_CONFIG).is_file():
         raise ProtoembedError(f"{target}: exists and is not a protoembed export; choose a new folder")
+    sentences = None
+    if format == "openvino" and quantize == "int8":
+        from protoembed.export.openvino import calibration_sentences
+
+        sentences = calibration_sentences(calibration, data_dir)  # before the slow trace
     model = embedder
     if embedder.device.type != "cpu" or next(embedder.parameters()).dtype != torch.float32:
         model = copy.deepcopy(embedder).to("cpu", torch.float32)
     head = embedder.head
 
     def build(tmp: Path) -> None:
-        graph = tmp / GRAPH_FILE
-        graph.parent.mkdir()
         with_states = head in ST_HEADS
-        inputs, outputs, fused = _write_graph(model.eval(), graph, with_states, optimize)
-        if quantize == "int8":
-            _quantize_int8(graph)
+        if format == "onnx":
+            graph = tmp / GRAPH_FILE
+            graph.parent.mkdir()
+            inputs, outputs, fused = _write_graph(model.eval(), graph, with_states, optimize)
+            if quantize == "int8":
+                _quantize_int8(graph)
+            extra: dict[str, Any] = {"graph": GRAPH_FILE, "fused": fused}
+        else:
+            inputs, outputs, extra = _write_openvino(model.eval(), tmp, with_states, sentences)
         encoder = model.encoder
         encoder.tokenizer.save_pretrained(str(tmp))
         encoder.auto_model.config.save_pretrained(str(tmp))
@@ -136,17 +166,18 @@ def export_embedder(
         if with_states:
             _write_sentence_transformers_layout(model, tmp)
         config = {
-            "format_version": FORMAT_VERSION,
+            # an ONNX folder stays readable by readers of version 1; an OpenVINO one is version 2
+            "format_version": FORMAT_VERSION if format == "openvino" else 1,
             "protoembed_version": __version__,
+            "format": format,
             "head": head,
             "normalize": bool(model.normalize),
             "dimension": int(model.dimension),
-            "graph": GRAPH_FILE,
             "inputs": inputs,
             "outputs": outputs,
             "opset": OPSET,
-            "fused": fused,
             "quantize": quantize,
+            **extra,
         }
         write_json(tmp / EXPORT_CONFIG, config)
         write_model_card(tmp, name=target.name)
@@ -157,8 +188,40 @@ def export_embedder(
         replace_dir(target, build)
     finally:  # tracing runs in eval mode; the caller's model keeps its own
         embedder.train(was_training)
-    logger.info("exported %s head (%s) to %s", head, quantize or "fp32", target)
+    logger.info("exported %s head (%s, %s) to %s", head, format, quantize or "fp32", target)
     return target
+
+
+def _write_openvino(
+    embedder: Embedder, folder: Path, with_states: bool, calibration: list[str] | None
+) -> tuple[list, list, dict[str, Any]]:
+    """Trace ``embedder`` (no ONNX Runtime fusions), convert it to OpenVINO IR in ``folder`` (NNCF int8
+    when ``calibration`` sentences are given); returns (inputs, outputs, config entries: the IR, its
+    files' sizes, and the precision OpenVINO runs it in on this CPU)."""
+    from protoembed.export import openvino
+
+    traced = folder / "traced" / "model.onnx"
+    traced.parent.mkdir()
+    inputs, outputs, _ = _write_graph(embedder, traced, with_states, optimize=False)
+    feeds = None
+    if calibration is not None:
+        feeds = openvino.calibration_feeds(embedder.encoder, calibration, inputs)
+    ir = folder / openvino.IR_FILE
+    openvino.convert_to_ir(traced, ir, feeds)
+    for file in traced.parent.iterdir():
+        file.unlink()
+    traced.parent.rmdir()
+    files = {
+        name: (folder / name).stat().st_size for name in (openvino.IR_FILE, openvino.IR_FILE[:-4] + ".bin")
+    }
+    extra = {
+        "graph": openvino.IR_FILE,
+        "files": files,
+        # what the CPU plugin picked where the export was written (each load logs its own)
+        "inference_precision": openvino.inference_precision_here(),
+        "exported_on": openvino.cpu_name(),
+    }
+    return inputs, outputs, extra
 
 
 def _write_graph(

@@ -1,0 +1,206 @@
+"""OpenVINO for an export: write the traced graph as OpenVINO IR (optionally NNCF int8) and run it.
+
+Writing (``protoembed export --format openvino``): the graph traced from the model's own torch modules
+(the one the ONNX export starts from, before ONNX Runtime's fusions, which OpenVINO does not need: its
+CPU plugin fuses attention, LayerNorm and GELU itself) is converted by ``openvino.convert_model`` and
+saved in fp32 as ``openvino/openvino_model.xml`` + ``.bin``: sentence-transformers' OpenVINO file names.
+``int8`` applies NNCF post-training quantisation (``nncf.quantize``, transformer preset: int8 weights
+and activations of the matrix multiplications, scales calibrated on padded batches of real sentences:
+the caller's texts, else the first sentences of the staged Wikipedia sample).
+
+Running (:class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or an ONNX export's graph,
+which its ONNX reader takes as it is) with one inference thread per usable core and the latency hint.
+Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and f32 elsewhere unless
+``precision`` asks for one; the precision it ran in is logged on load and reported by
+:attr:`OpenVinoEmbedder.precision`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from protoembed.errors import ProtoembedError
+
+logger = logging.getLogger(__name__)
+
+#: The IR written by ``--format openvino`` (and its weights, ``.bin`` beside it).
+IR_FILE = "openvino/openvino_model.xml"
+#: Calibration batches NNCF reads for int8 (of :data:`CALIBRATION_BATCH` sentences each).
+CALIBRATION_BATCHES = 32
+CALIBRATION_BATCH = 16
+#: The staged corpus the int8 calibration reads when the caller gives no texts.
+CALIBRATION_CORPUS = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
+
+# OpenVINO's element type names -> protoembed's precision names
+_PRECISION_NAMES = {"bf16": "bf16", "f32": "fp32", "f16": "fp16"}
+_HINTS = {"bf16": "bf16", "fp32": "f32"}
+
+
+def require_openvino() -> None:
+    """Raise a one-line error when the optional ``openvino`` package is missing."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        raise ProtoembedError(
+            "the OpenVINO runtime needs the optional package (openvino is missing): "
+            "pip install 'protoembed[openvino]'"
+        ) from None
+
+
+def openvino_available() -> bool:
+    """True if ``openvino`` can be imported."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compile_config(threads: int | None, precision: str | None) -> dict[str, Any]:
+    """The CPU plugin's settings: ``threads`` inference threads (default: the usable cores), the latency
+    hint (one stream: batches run one after another), and the inference precision when one is asked
+    (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: the plugin's choice for this CPU)."""
+    config: dict[str, Any] = {
+        "INFERENCE_NUM_THREADS": threads or len(os.sched_getaffinity(0)),
+        "PERFORMANCE_HINT": "LATENCY",
+    }
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = _HINTS[precision]
+    return config
+
+
+def precision_name(element_type: Any) -> str:
+    """An OpenVINO element type (``bf16``, ``f32``) in protoembed's precision names (``bf16``, ``fp32``)."""
+    name = element_type.get_type_name() if hasattr(element_type, "get_type_name") else str(element_type)
+    return _PRECISION_NAMES.get(name, name)
+
+
+def compiled_precision(compiled: Any) -> str:
+    """The inference precision a compiled model runs in (``bf16``, ``fp32``)."""
+    return precision_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+
+
+def compile_graph(
+    graph: Path, threads: int | None = None, precision: str | None = None, weights: Path | None = None
+) -> Any:
+    """Read ``graph`` (IR ``.xml`` with ``weights``, or ``.onnx``) and compile it for the CPU.
+
+    Raises:
+        ProtoembedError: a file that is missing or cannot be read (truncated, corrupt), named.
+    """
+    import openvino as ov
+
+    core = ov.Core()
+    for file in (graph, weights):
+        if file is not None and not file.is_file():
+            raise ProtoembedError(f"{file}: graph file missing; export the model again")
+    try:
+        model = (
+            core.read_model(str(graph), str(weights)) if weights is not None else core.read_model(str(graph))
+        )
+        return core.compile_model(model, "CPU", compile_config(threads, precision))
+    except Exception as err:  # a truncated or corrupt file
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ProtoembedError(
+            f"{graph}: OpenVINO cannot read the graph (truncated or corrupt?): {first}"
+        ) from None
+
+
+def convert_to_ir(onnx_graph: Path, target: Path, calibration: list[dict[str, np.ndarray]] | None) -> None:
+    """Convert the traced ONNX graph to fp32 IR at ``target`` (``.xml`` + ``.bin``); with
+    ``calibration`` (feeds of padded batches), NNCF int8 post-training quantisation first."""
+    import openvino as ov
+
+    model = ov.convert_model(str(onnx_graph))
+    if calibration is not None:
+        model = _quantize(model, calibration)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(model, str(target), compress_to_fp16=False)
+
+
+def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
+    """NNCF post-training int8 quantisation with the transformer preset over ``calibration``."""
+    try:
+        import nncf
+    except ImportError:
+        raise ProtoembedError(
+            "int8 OpenVINO export needs NNCF (nncf is missing): pip install 'protoembed[openvino]'"
+        ) from None
+    nncf_logger = logging.getLogger("nncf")
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.WARNING)
+    try:
+        return nncf.quantize(
+            model,
+            nncf.Dataset(calibration),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(calibration),
+        )
+    finally:
+        nncf_logger.setLevel(level)
+
+
+def calibration_sentences(
+    texts: Sequence[str] | None, data_dir: str | os.PathLike | None = None
+) -> list[str]:
+    """The int8 calibration sentences: ``texts`` if given, else the first
+    ``CALIBRATION_BATCHES * CALIBRATION_BATCH`` lines of the staged Wikipedia sample under the data dir.
+
+    Raises:
+        ProtoembedError: no texts given and the sample is not under the data dir (with the command that
+            fetches it), or fewer than one batch of non-blank texts.
+    """
+    wanted = CALIBRATION_BATCHES * CALIBRATION_BATCH
+    if texts is None:
+        from protoembed.data.lines import read_lines
+        from protoembed.data.paths import resolve_data_dir
+
+        corpus = resolve_data_dir(data_dir) / CALIBRATION_CORPUS
+        if not corpus.is_file():
+            raise ProtoembedError(
+                f"{corpus}: int8 calibration text not found; fetch it with `protoembed data download "
+                "wiki1m-sample` or pass your own sentences (--calibration FILE)"
+            )
+        texts = read_lines(corpus)[:wanted]
+    sentences = [t for t in texts if t.strip()][:wanted]
+    if len(sentences) < CALIBRATION_BATCH:
+        raise ProtoembedError(
+            f"int8 calibration needs at least {CALIBRATION_BATCH} non-blank sentences; got {len(sentences)}"
+        )
+    return sentences
+
+
+def calibration_feeds(encoder: Any, sentences: list[str], inputs: list[str]) -> list[dict[str, np.ndarray]]:
+    """Padded batches of ``sentences`` as the graph's feeds (tokenised as encode tokenises them)."""
+    feeds = []
+    for start in range(0, len(sentences), CALIBRATION_BATCH):
+        batch = encoder.collate(*encoder.tokenize_ids(sentences[start : start + CALIBRATION_BATCH], True))
+        feeds.append({name: batch[name].numpy().astype(np.int64) for name in inputs})
+    return feeds
+
+
+def inference_precision_here() -> str:
+    """The precision OpenVINO's CPU plugin picks on this machine for an fp32 graph (``bf16`` / ``fp32``)."""
+    import openvino as ov
+
+    return precision_name(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+
+
+def cpu_name() -> str:
+    """The CPU's name as OpenVINO reports it."""
+    import openvino as ov
+
+    return str(ov.Core().get_property("CPU", "FULL_DEVICE_NAME"))
+
+
+def run_compiled(request: Any, feeds: dict[str, np.ndarray]) -> torch.Tensor:
+    """Run one batch on an infer request; the ``sentence_embedding`` output as an fp32 tensor (copied)."""
+    request.infer(feeds)
+    return torch.from_numpy(np.array(request.get_tensor("sentence_embedding").data, dtype=np.float32))

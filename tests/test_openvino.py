@@ -1,0 +1,255 @@
+"""OpenVINO: ``--format openvino`` exports equal their torch model in fp32, NNCF int8, the ``auto`` rule,
+the runtime switch of a torch model and an ONNX folder, the results' protocol, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import protoembed
+from protoembed import precision as precision_module
+from protoembed.cli import main
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.encoders import LazyEncoder
+from protoembed.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
+from protoembed.export.openvino import IR_FILE, inference_precision_here
+from protoembed.export.runtime import OpenVinoEmbedder, auto_runtime
+
+LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
+SENTENCES = [
+    "a man is playing a guitar .",
+    LONG,
+    "hello",
+    "two dogs are running through a field of grass while the cat sat on the mat .",
+    "stocks fell sharply after the report on monday .",
+]
+CALIBRATION = [
+    f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
+]
+
+
+def _one_line_cli_error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("protoembed: error:") and "\n" not in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def mean_model(tiny_model_dirs):
+    return protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=12, normalize=True)
+
+
+@pytest.fixture(scope="module")
+def openvino_mean(mean_model, tmp_path_factory):
+    """The fp32 OpenVINO export of the tiny BERT with the mean head."""
+    return export_embedder(mean_model, tmp_path_factory.mktemp("ov") / "mean", format="openvino")
+
+
+@pytest.mark.parametrize("head", ["mean", "cls", "mask", "soft_prompt", "cnn"])
+def test_fp32_openvino_export_equals_torch(tiny_model_dirs, tmp_path, head):
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head=head, max_seq_length=12)
+    out = export_embedder(model, tmp_path / head, format="openvino")
+    config = json.loads((out / EXPORT_CONFIG).read_text(encoding="utf-8"))
+    assert config["format"] == "openvino" and config["graph"] == IR_FILE and config["format_version"] == 2
+    assert not (out / "onnx").exists() and not (out / "traced").exists()
+    sizes = {name: (out / name).stat().st_size for name in (IR_FILE, IR_FILE[:-4] + ".bin")}
+    assert config["files"] == sizes
+    assert config["inference_precision"] == inference_precision_here()
+    reloaded = protoembed.load(str(out), precision="fp32")
+    assert isinstance(reloaded, OpenVinoEmbedder) and (reloaded.runtime, reloaded.precision) == (
+        "openvino",
+        "fp32",
+    )
+    for batch_size in (2, 5):
+        np.testing.assert_allclose(
+            reloaded.encode(SENTENCES, batch_size=batch_size),
+            model.encode(SENTENCES, batch_size=batch_size),
+            atol=1e-5,
+        )
+    np.testing.assert_allclose(reloaded.encode(LONG), model.encode(LONG), atol=1e-5)
+
+
+def test_openvino_default_precision_is_the_cpus_own(openvino_mean, mean_model):
+    """Without a precision OpenVINO picks bf16 where the CPU has native bf16 (else fp32); bf16 vectors
+    stay within bf16 rounding of fp32 (cosine above 0.999 on every sentence)."""
+    native = precision_module.native_bf16("cpu")
+    model = protoembed.load(str(openvino_mean))
+    assert model.precision == ("bf16" if native else "fp32")
+    asked = protoembed.load(str(openvino_mean), precision="bf16")
+    assert asked.precision == ("bf16" if native else "fp32")
+    vectors, expected = asked.encode(SENTENCES), mean_model.encode(SENTENCES)
+    cosines = (
+        (vectors * expected).sum(axis=1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(expected, axis=1)
+    )
+    assert cosines.min() > 0.999
+
+
+def test_openvino_runs_an_onnx_folder_and_a_torch_model(mean_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
+    by_ort = protoembed.load(str(onnx_folder), runtime="onnx")
+    by_openvino = protoembed.load(str(onnx_folder), runtime="openvino", precision="fp32")
+    assert isinstance(by_ort, OnnxEmbedder) and isinstance(by_openvino, OpenVinoEmbedder)
+    np.testing.assert_allclose(by_openvino.encode(SENTENCES), by_ort.encode(SENTENCES), atol=1e-5)
+    # a torch folder on OpenVINO: its fp32 ONNX export, made once in the cache
+    saved = mean_model.save(tmp_path / "saved")
+    cached = protoembed.load(str(saved), runtime="openvino", precision="fp32")
+    assert isinstance(cached, OpenVinoEmbedder) and cached.root.parent == tmp_path / "cache" / "onnx"
+    np.testing.assert_allclose(cached.encode(SENTENCES), mean_model.encode(SENTENCES), atol=1e-5)
+    # LazyEncoder switches a loaded torch model the same way; its store is keyed by runtime and precision
+    encode = LazyEncoder(lambda: protoembed.load(str(saved)), runtime="openvino", cache_embeddings=True)
+    encode(SENTENCES[:2])
+    assert encode.model.runtime == "openvino"
+    assert encode.store.folder.name.endswith(f"-openvino-{encode.model.precision}")
+
+
+def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypatch):
+    onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
+    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8")
+    configs = {
+        name: json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
+        for name, folder in (("ov", openvino_mean), ("onnx", onnx_folder), ("int8", int8_folder))
+    }
+    for flags, fp32_onnx in (
+        (("avx2",), "onnx"),
+        (("avx2", "avx512_bf16"), "openvino"),
+        (("amx_bf16",), "openvino"),
+    ):
+        monkeypatch.setattr(precision_module, "cpu_flags", lambda flags=flags: frozenset(flags))
+        assert auto_runtime(configs["onnx"]) == fp32_onnx
+        assert auto_runtime(configs["int8"]) == "onnx"
+        assert auto_runtime(configs["ov"]) == "openvino"
+    monkeypatch.setattr("protoembed.export.openvino.openvino_available", lambda: False)
+    assert auto_runtime(configs["onnx"]) == "onnx"
+    monkeypatch.undo()
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert protoembed.load(str(onnx_folder)).runtime == "onnx"  # auto is load's default
+
+
+def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capsys):
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("\n".join(CALIBRATION) + "\n", encoding="utf-8")
+    saved = mean_model.save(tmp_path / "saved")
+    argv = ["export", str(saved), "-o", str(tmp_path / "int8"), "--format", "openvino", "--quantize", "int8"]
+    assert main([*argv, "--calibration", str(calibration)]) == 0
+    assert "openvino, int8" in capsys.readouterr().out
+    out = tmp_path / "int8"
+    ir = (out / IR_FILE).read_text(encoding="utf-8")
+    assert ir.count('type="FakeQuantize"') + ir.count('element_type="i8"') > 0  # quantised layers in the IR
+    model = protoembed.load(str(out))
+    assert model.precision == "int8" and json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
+    vectors, expected = model.encode(SENTENCES), mean_model.encode(SENTENCES)
+    cosines = (vectors * expected).sum(axis=1)  # both normalised
+    assert cosines.min() > 0.9
+    with pytest.raises(ProtoembedError, match="exported in int8"):
+        protoembed.load(str(out), precision="bf16")
+
+
+def test_calibration_defaults_to_the_staged_wiki_sample(data_dir):
+    from protoembed.export.openvino import CALIBRATION_BATCH, CALIBRATION_BATCHES, calibration_sentences
+
+    sentences = calibration_sentences(None, data_dir)
+    corpus = (data_dir / "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt").read_text(
+        encoding="utf-8"
+    )
+    first = [line for line in corpus.splitlines() if line.strip()][: CALIBRATION_BATCH * CALIBRATION_BATCHES]
+    assert sentences == first
+
+
+def test_eval_records_the_openvino_runtime(openvino_mean, data_dir, tmp_path):
+    out = tmp_path / "sts.json"
+    argv = [
+        "eval",
+        "sts",
+        "--model",
+        str(openvino_mean),
+        "--data-dir",
+        str(data_dir),
+        "--tasks",
+        "SICKRelatedness",
+    ]
+    assert main([*argv, "--runtime", "openvino", "--precision", "fp32", "--output", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert (result["runtime"], result["precision"]) == ("openvino", "fp32")
+
+
+def test_encode_cli_on_openvino_verbose(openvino_mean, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    out = tmp_path / "v.npy"
+    argv = ["encode", "--model", str(openvino_mean), str(text), "-o", str(out), "--precision", "fp32"]
+    assert main([*argv, "--verbose"]) == 0
+    assert "OpenVINO runs the openvino export in fp32" in capsys.readouterr().err
+    expected = protoembed.load(str(openvino_mean), precision="fp32").encode(SENTENCES)
+    np.testing.assert_array_equal(np.load(out), expected)
+
+
+def test_bad_openvino_input(openvino_mean, mean_model, tmp_path, capsys, monkeypatch, tiny_model_dirs):
+    import shutil
+
+    # a missing or truncated .bin / .xml: one line naming the file
+    for name, damage in (
+        (IR_FILE[:-4] + ".bin", "delete"),
+        (IR_FILE[:-4] + ".bin", "truncate"),
+        (IR_FILE, "truncate"),
+    ):
+        broken = tmp_path / f"broken-{damage}-{name[-3:]}"
+        shutil.copytree(openvino_mean, broken)
+        file = broken / name
+        if damage == "delete":
+            file.unlink()
+        else:
+            file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+        with pytest.raises(ProtoembedError) as info:
+            protoembed.load(str(broken))
+        message = str(info.value)
+        assert str(file) in message and "\n" not in message
+    # --format unknown, --calibration without an OpenVINO int8 export
+    err = _one_line_cli_error(
+        ["export", str(tiny_model_dirs["bert"]), "-o", str(tmp_path / "o"), "--format", "tflite"], capsys
+    )
+    assert "--format 'tflite'" in err and "onnx, openvino" in err
+    err = _one_line_cli_error(
+        [
+            "export",
+            str(tiny_model_dirs["bert"]),
+            "-o",
+            str(tmp_path / "o"),
+            "--calibration",
+            str(tmp_path / "c.txt"),
+        ],
+        capsys,
+    )
+    assert "--calibration" in err and not (tmp_path / "o").exists()
+    # bf16 on ONNX Runtime, torch runtime on an export
+    onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
+    text = tmp_path / "in.txt"
+    text.write_text("hello\n", encoding="utf-8")
+    argv = ["encode", str(text), "-o", str(tmp_path / "v.npy"), "--model", str(onnx_folder)]
+    err = _one_line_cli_error([*argv, "--runtime", "onnx", "--precision", "bf16"], capsys)
+    assert "ONNX Runtime runs this export in fp32" in err
+    err = _one_line_cli_error([*argv, "--runtime", "torch"], capsys)
+    assert "no torch weights" in err
+    err = _one_line_cli_error(
+        [
+            "encode",
+            str(text),
+            "-o",
+            str(tmp_path / "v.npy"),
+            "--model",
+            str(openvino_mean),
+            "--runtime",
+            "onnx",
+        ],
+        capsys,
+    )
+    assert "OpenVINO only" in err
+    # the runtime without the optional package: the pip command
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    err = _one_line_cli_error([*argv, "--runtime", "openvino"], capsys)
+    assert "pip install 'protoembed[openvino]'" in err
+    assert not (tmp_path / "v.npy").exists()
