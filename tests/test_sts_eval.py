@@ -220,7 +220,7 @@ def test_cli_eval_sts_writes_json(
     argv += ["--tasks", "STSBenchmark", "SICKRelatedness", "--batch-size", "8", "--output", str(out)]
     assert main(argv) == 0
     assert [(spec, {k: v for k, v in kw.items() if v is not None}) for spec, kw in loaded] == [
-        ("fake-spec", {"head": "mean"})
+        ("fake-spec", {"head": "mean", "runtime": "auto"})
     ]
     assert embedder.batch_sizes == [8]
     data = json.loads(out.read_text(encoding="utf-8"))

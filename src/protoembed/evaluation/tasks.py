@@ -100,6 +100,10 @@ def _sts_split_task(name: str, raw_dataset: str | None, citation: str) -> Task:
     )
 
 
+#: The transfer tasks with splits (the others are one set, cross-validated).
+_TRANSFER_SPLITS = {"SST2": ("train", "dev", "test"), "TREC": ("train", "test"), "MRPC": ("train", "test")}
+
+
 def _transfer(name: str, citation: str, display: str | None = None) -> Task:
     from protoembed.data.transfer import load_transfer_task, transfer_task_files
 
@@ -110,11 +114,7 @@ def _transfer(name: str, citation: str, display: str | None = None) -> Task:
         files=lambda variant, split: transfer_task_files(name),
         read=lambda root, variant, split: load_transfer_task(name, root),
         display=display,
-        splits=("train", "dev", "test")
-        if name == "SST2"
-        else ("train", "test")
-        if name in ("TREC", "MRPC")
-        else (),
+        splits=_TRANSFER_SPLITS.get(name, ()),
         citation=citation,
     )
 
