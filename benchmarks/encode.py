@@ -147,10 +147,13 @@ def _st_openvino_models(folder: Path, calibration: list[str]) -> dict:
     ]
     quantizer = OVQuantizer.from_pretrained(fp32.transformers_model)
     out = folder / "int8"
-    quantizer.quantize(nncf.Dataset(samples), save_directory=str(out), ov_config=OVConfig(quantization_config=config))
+    quantizer.quantize(
+        nncf.Dataset(samples), save_directory=str(out), ov_config=OVConfig(quantization_config=config)
+    )
     target = folder / "openvino" / "openvino_model_qint8_quantized.xml"
-    shutil.copy(out / "openvino_model.xml", target)
-    shutil.copy(out / "openvino_model.bin", target.with_suffix(".bin"))
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy(out / "openvino" / "openvino_model.xml", target)
+    shutil.copy(out / "openvino" / "openvino_model.bin", target.with_suffix(".bin"))
     int8 = SentenceTransformer(
         str(folder), backend="openvino", device="cpu", model_kwargs={"file_name": f"openvino/{target.name}"}
     )
@@ -200,9 +203,13 @@ class Worker:
         env = {**os.environ, "PYTHONPATH": str(env_dir.resolve())}
         command = [sys.executable, __file__, "--worker", kind, workdir, "--batch-size", str(args.batch_size)]
         command += ["--data-dir", str(args.data_dir)] + (["--limit", str(args.limit)] if args.limit else [])
-        self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         if self.ask("") != "ready":
-            raise RuntimeError(f"the sentence-transformers {kind} worker did not start (see its output above)")
+            raise RuntimeError(
+                f"the sentence-transformers {kind} worker did not start (see its output above)"
+            )
 
     def ask(self, line: str) -> str:
         if line:
@@ -234,7 +241,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--st-onnx-env", default=".venv/st-onnx", help="side install for the ST ONNX rows")
-    parser.add_argument("--st-openvino-env", default=".venv/st-openvino", help="side install for the ST OpenVINO rows")
+    parser.add_argument(
+        "--st-openvino-env", default=".venv/st-openvino", help="side install for the ST OpenVINO rows"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a smoke run)")
     parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -265,7 +274,11 @@ def main() -> None:
         ),
         "protoembed OpenVINO": protoembed.load(str(export(ours, Path(workdir) / "ov", format="openvino"))),
         "protoembed OpenVINO int8": protoembed.load(
-            str(export(ours, Path(workdir) / "ov8", format="openvino", quantize="int8", calibration=calibration))
+            str(
+                export(
+                    ours, Path(workdir) / "ov8", format="openvino", quantize="int8", calibration=calibration
+                )
+            )
         ),
     }
     peer = SentenceTransformer(str(default_model_path()), device="cpu")
@@ -336,7 +349,9 @@ def main() -> None:
         )
     print()
     for kind, diff in compat.items():
-        print(f"sentence-transformers' {kind} backend reading protoembed's fp32 {kind} export: max abs diff {diff:.1e}")
+        print(
+            f"sentence-transformers' {kind} backend reading protoembed's fp32 {kind} export: max abs diff {diff:.1e}"
+        )
 
     def lossless(row: str) -> bool:
         return not np.isfinite(spearman[BASELINE]) or abs(spearman[row] - spearman[BASELINE]) <= LOSSLESS

@@ -52,6 +52,15 @@ plain step at the same batch, alternating, and the data time of a step against i
     python benchmarks/train_step.py --mini-batch-size 32 [--batch-size 64] [--steps 5]
 
 Last line then: ``ratio=<cached step time / plain step time>`` (best steps; target: at most 1.4).
+
+Precision mode, ``--bf16``: the training step of ``--cache-objective`` (conpvp) under bf16 mixed
+precision (``training.precision: bf16``: the forward wrapped in torch's bf16 autocast as Accelerate wraps
+it, weights, optimizer and loss in fp32) against its fp32 step, alternating on the same batches, both through the trainer's own
+:func:`protoembed.training.step.forward_backward`; the header names the CPU and whether it has native bf16:
+
+    python benchmarks/train_step.py --bf16 [--batch-size 16] [--steps 10]
+
+Last line then: ``ratio=<bf16 step time / fp32 step time>`` (best steps; reported, no target).
 """
 
 from __future__ import annotations
@@ -364,6 +373,66 @@ def cache_main(args: argparse.Namespace) -> None:
     print(f"ratio={best['cached'] / best['plain']:.3f}")
 
 
+def bf16_main(args: argparse.Namespace) -> None:
+    """``--bf16``: the bf16 mixed-precision training step against the fp32 one (see the module docstring)."""
+    from accelerate import Accelerator
+
+    from protoembed.precision import cpu_features, native_bf16
+    from protoembed.training.step import forward_backward
+
+    device, size, name = args.device, args.batch_size, args.cache_objective
+    cpu = not device.startswith("cuda")
+    accelerator = Accelerator(cpu=cpu)  # one per process: bf16 wraps the forward as its mixed precision does
+    runs = {}
+    for precision in ("fp32", "bf16"):
+        objective, optimizer = build(name, args.tokens, device, args.length)  # the same seed: equal weights
+        model, optimizer = accelerator.prepare(objective, optimizer)
+        if precision == "bf16":
+            autocast = torch.autocast(device_type="cuda" if not cpu else "cpu", dtype=torch.bfloat16)
+            model.forward = autocast(model.forward)
+        runs[precision] = (accelerator, objective, model, optimizer)
+    data = sentences(size * (args.steps + 1), args.tokens, Path(args.data_dir))
+    batches = [data[i * size : (i + 1) * size] for i in range(args.steps + 1)]
+    times: dict[str, list[float]] = {p: [] for p in runs}
+    losses: dict[str, float] = {}
+
+    def one(precision: str, batch: list[str]) -> None:
+        accelerator, objective, model, optimizer = runs[precision]
+        views = objective.collate(batch)
+        _sync(device)
+        start = time.perf_counter()
+        losses[precision] = float(forward_backward(accelerator, model, views, None))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        times[precision].append(time.perf_counter() - start)
+
+    for precision in runs:  # warm-up; its loss is the two precisions' on the same first batch and weights
+        one(precision, batches[0])
+    first = dict(losses)
+    times = {p: [] for p in runs}
+    order = list(runs)
+    for i in range(args.steps):
+        for precision in order if i % 2 == 0 else order[::-1]:
+            one(precision, batches[i + 1])
+    features = ", ".join(f"{flag} {'yes' if on else 'no'}" for flag, on in cpu_features().items())
+    print(
+        f"{name}, default backbone (all-MiniLM-L6-v2), device {device} (native bf16: "
+        f"{'yes' if native_bf16(device) else 'no'}; {features}), batch {size}, {args.tokens} sentence tokens, "
+        f"{args.steps} alternating rounds (+1 warm-up), torch threads {torch.get_num_threads()}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    best = {p: min(t) for p, t in times.items()}
+    median = {p: statistics.median(t) for p, t in times.items()}
+    for precision in runs:
+        print(
+            f"{precision}: {1 / best[precision]:6.2f} steps/s (best step {best[precision] * 1000:.0f} ms, "
+            f"median {median[precision] * 1000:.0f} ms); first-batch loss {first[precision]:.4f}"
+        )
+    print(f"median-step ratio {median['bf16'] / median['fp32']:.3f} (bf16 / fp32; sensitive to load)")
+    print(f"ratio={best['bf16'] / best['fp32']:.3f}")
+
+
 def main() -> None:
     """Alternate ConPVP and SimCSE steps (or, with ``--objective``, protoembed's and sentence-transformers'
     supervised steps), print both, then ``ratio=``."""
@@ -396,6 +465,9 @@ def main() -> None:
         help="time the GradCache step with this mini-batch against the plain step (and data vs model time)",
     )
     parser.add_argument("--cache-objective", choices=sorted(OBJECTIVES), default="conpvp")
+    parser.add_argument(
+        "--bf16", action="store_true", help="time the bf16 mixed-precision training step against the fp32 one"
+    )
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -410,6 +482,9 @@ def main() -> None:
         return
     if args.mini_batch_size:
         cache_main(args)
+        return
+    if args.bf16:
+        bf16_main(args)
         return
     if args.measure_rss:
         measure_rss(args.measure_rss, args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,10 @@ def test_format_sts_table() -> None:
 
 
 class FakeEmbedder:
-    head = "mean"
+    """The results header's part of the SentenceEmbedder protocol, and a bag-of-words encode."""
+
+    head, runtime, precision = "mean", "torch", "fp32"
+    encoder = SimpleNamespace(template=None)
 
     def __init__(self) -> None:
         self.batch_sizes: list[int] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,8 @@ def test_a_folder_skips_json_without_tasks_even_with_a_suite_key(tmp_path: Path)
 
 
 class _Embedder:
-    head = "mean"
+    head, runtime, precision = "mean", "torch", "fp32"
+    encoder = SimpleNamespace(template=None)
 
     def encode(self, sentences: list[str], **_: Any) -> np.ndarray:
         return np.array([[len(s), s.count("a")] for s in sentences], dtype=np.float64)

@@ -23,10 +23,11 @@ from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import RUNTIMES
-from protoembed.export.runtime import ExportedEmbedder, is_export_dir, load_export
+from protoembed.export.runtime import is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
 from protoembed.precision import check_precision
+from protoembed.protocol import SentenceEmbedder
 from protoembed.st_layout import MODULES_FILE, read_modules
 
 
@@ -93,7 +94,7 @@ def load(
     device: str | torch.device | None = None,
     precision: str | None = None,
     runtime: str = "auto",
-) -> Embedder | ExportedEmbedder:
+) -> SentenceEmbedder:
     """Load a backbone with a head.
 
     Args:

@@ -80,8 +80,6 @@ def run_suite(suite: Suite, args: argparse.Namespace) -> int:
         progress=True,
         batch_size=args.batch_size,
         device=args.device,
-        head=args.head,
-        template=args.template,
     )
     for path in suite.command.write_files(args, result):
         print(f"wrote {path}", file=sys.stderr)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protoembed.errors import EmptySentenceError, ProtoembedError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from protoembed.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class LazyEncoder:
 
     def __init__(
         self,
-        load: Callable[[], Any],
+        load: Callable[[], SentenceEmbedder],
         *,
         batch_size: int = 64,
         allow_empty: bool = False,
@@ -70,7 +72,7 @@ class LazyEncoder:
         self.runtime = runtime
         self.cache_embeddings = cache_embeddings
         self.show_progress_bar = show_progress_bar
-        self.model = None
+        self.model: SentenceEmbedder | None = None
         self.store = None
 
     def _load(self) -> None:

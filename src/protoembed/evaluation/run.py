@@ -24,24 +24,19 @@ from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
 logger = logging.getLogger(__name__)
 
 
-def model_record(
-    spec: str, encoder: LazyEncoder, head: str | None = None, template: str | None = None
-) -> dict[str, Any]:
-    """The model's description in a results JSON: its spec, resolved head, the runtime and precision that
-    encoded the vectors (a report never mixes them silently) and its template, if any. A model that was
-    never loaded (STS's cross-encoder) is described by its spec alone."""
+def model_record(spec: str, encoder: LazyEncoder) -> dict[str, Any]:
+    """The model's description in a results JSON: its spec, head, the runtime and precision that encoded
+    the vectors (a report never mixes them silently) and its template, if any, as the loaded
+    :class:`~protoembed.protocol.SentenceEmbedder` states them. A model that was never loaded (STS's
+    cross-encoder) is described by its spec alone."""
     model = encoder.model
     if model is None:
         return {"model": spec}
-    meta: dict[str, Any] = {"model": spec, "head": getattr(model, "head", head)}
-    # a model of another library's class (any ``encode``) that does not say: torch in fp32
-    meta["runtime"] = getattr(model, "runtime", None) or (
-        "torch" if encoder.runtime == "auto" else encoder.runtime
-    )
-    meta["precision"] = getattr(model, "precision", None) or "fp32"
-    template = getattr(getattr(model, "encoder", None), "template", template)
-    if template is not None:
-        meta["template"] = template
+    meta: dict[str, Any] = {"model": spec, "head": model.head}
+    meta["runtime"] = model.runtime
+    meta["precision"] = model.precision
+    if model.encoder.template is not None:
+        meta["template"] = model.encoder.template
     return meta
 
 
@@ -93,16 +88,13 @@ def run_suite(
     progress: bool = False,
     batch_size: int = 64,
     device: str | None = None,
-    head: str | None = None,
-    template: str | None = None,
 ) -> dict[str, Any]:
     """One suite's results JSON (what ``protoembed eval <suite> --output`` writes).
 
     In: the suite, the encoder of the model (loaded on first use), the model's ``model`` field
     (``spec``), the tasks (``None``: the suite's default), the suite's options (checked by
     :func:`suite_options`), the model's folder when it was given as one (a cross-encoder reads it), the
-    data directory, and the model options the description records (``head``, ``template``) or a
-    cross-encoder uses (``batch_size``, ``device``).
+    data directory, and the options a cross-encoder uses (``batch_size``, ``device``).
     Out: ``{model description..., "suite", suite's result...}``.
     """
     chosen = suite_options(suite, options)
@@ -110,7 +102,7 @@ def run_suite(
     check_files(suite, names, data_dir, chosen)
     inputs = Inputs(encoder, data_dir, progress, model_path, batch_size, device)
     result = suite.evaluate(inputs, names, **chosen)
-    return {**model_record(spec, encoder, head, template), "suite": suite.name, **result}
+    return {**model_record(spec, encoder), "suite": suite.name, **result}
 
 
 def plan(tasks: Sequence[str] | None, suite: str | None = None) -> dict[str, list[str] | None]:
@@ -162,10 +154,10 @@ def evaluate(
     """Evaluate a model on tasks; the Python side of ``protoembed eval``.
 
     Args:
-        model: a model spec as ``protoembed.load`` takes it (``default``, a model folder, a hub id;
-            loaded with ``head``, ``template``, ``max_seq_length``, ``device``, ``precision``), or a loaded
-            model (anything with ``encode(sentences, batch_size=..., show_progress_bar=...,
-            allow_empty=...)``).
+        model: a model spec as ``protoembed.load`` takes it (``default``, a model folder, a hub id, an
+            export folder; loaded with ``head``, ``template``, ``max_seq_length``, ``device``,
+            ``precision``, ``runtime``), or a loaded model (a :class:`~protoembed.protocol.SentenceEmbedder`:
+            what ``protoembed.load`` returns; ``runtime`` other than ``auto`` moves it there).
         tasks: task names or the papers' table names (``["STS-B", "MR"]``; see
             :data:`protoembed.evaluation.tasks.TASKS`); each goes to its first suite (MR: ``transfer``)
             unless ``suite`` is given. ``None``: the default tasks of ``suite``.
@@ -239,8 +231,6 @@ def evaluate(
             progress=progress,
             batch_size=batch_size,
             device=device,
-            head=head,
-            template=template,
         )
     logger.debug("evaluated %s on %s", spec, ", ".join(f"{k}: {v}" for k, v in planned.items()))
     return results

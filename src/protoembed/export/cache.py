@@ -23,8 +23,8 @@ from protoembed.io import cache_dir
 from protoembed.version import __version__
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
     from protoembed.export.runtime import ExportedEmbedder
+    from protoembed.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def export_digest(folder: str | os.PathLike, max_seq_length: int | None = None) 
     return digest.hexdigest()[:16]
 
 
-def model_digest(embedder: Embedder | ExportedEmbedder) -> str:
+def model_digest(embedder: SentenceEmbedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
     the graph or the tokenisation depends on: two models with the same digest encode alike. An opened
     export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
@@ -72,7 +72,7 @@ def model_digest(embedder: Embedder | ExportedEmbedder) -> str:
 
 
 def onnx_embedder(
-    embedder: Embedder | ExportedEmbedder,
+    embedder: SentenceEmbedder,
     root: str | os.PathLike | None = None,
     digest: str | None = None,
     runtime: str = "onnx",
@@ -105,9 +105,7 @@ def onnx_embedder(
     )
 
 
-def with_runtime(
-    model: Embedder | ExportedEmbedder, runtime: str, precision: str | None = None
-) -> Embedder | ExportedEmbedder:
+def with_runtime(model: SentenceEmbedder, runtime: str, precision: str | None = None) -> SentenceEmbedder:
     """``model`` on ``runtime`` (one of :data:`~protoembed.export.layout.RUNTIMES`):
 
     - ``auto``: as it is (a torch model stays on torch; an export was opened by ``auto``'s rule);

@@ -1,0 +1,77 @@
+"""What every runtime's model offers: the :class:`SentenceEmbedder` protocol.
+
+:func:`protoembed.load` returns a torch :class:`~protoembed.embedder.Embedder` or an exported model
+(:class:`~protoembed.export.runtime.OnnxEmbedder`, :class:`~protoembed.export.runtime.OpenVinoEmbedder`);
+all of them satisfy this protocol, and callers that only encode (the evaluation suites, the analyses,
+the export cache, the commands) type against it instead of probing attributes. Only the torch model can
+be trained, saved or exported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from protoembed.encoder import PromptEncoder
+
+
+@runtime_checkable
+class SentenceEmbedder(Protocol):
+    """A model that turns sentences into vectors.
+
+    Attributes:
+        encoder: its tokenisation (template, soft-prompt slots, truncation, padding).
+        head: the head's registry name (``mean``, ``mask``, ...).
+        normalize: whether its vectors are L2-normalised.
+        runtime: ``torch``, ``onnx`` or ``openvino``.
+    """
+
+    encoder: PromptEncoder
+    head: str
+    normalize: bool
+    runtime: str
+
+    @property
+    def precision(self) -> str:
+        """What the forward computes in: ``fp32``, ``bf16`` or ``int8``."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Width of the vectors."""
+        ...
+
+    @property
+    def device(self) -> torch.device:
+        """Where the features go and the vectors come from."""
+        ...
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The token budget of the tokenisation."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer."""
+        ...
+
+    def features(self, sentences: Sequence[str], allow_empty: bool = False) -> dict[str, torch.Tensor]:
+        """Tokenise and pad ``sentences`` into one batch."""
+        ...
+
+    def encode(
+        self,
+        sentences: Sequence[str] | str,
+        batch_size: int = 64,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = False,
+        allow_empty: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """Vectors of ``sentences`` in input order (see :meth:`protoembed.Embedder.encode`)."""
+        ...
