@@ -40,6 +40,7 @@ from experiments.unsup_cpu_figure import plot_study
 from protoembed.evaluation.sts import SHORT_NAMES
 from protoembed.io import write_atomic
 from protoembed.report import build_report, load_results
+from protoembed.run_layout import dev_score
 
 UNTRAINED = "untrained-default"
 #: The other suites run on the kept models (``<suite>.json`` beside ``results.json``), in report order.
@@ -350,7 +351,7 @@ def write_report(
         dev_rows.append(
             [
                 label,
-                mean_std([r.results.get("stsb_dev_spearman") for r in runs]),
+                mean_std([dev_score(r.results) for r in runs]),
                 ", ".join(str(r.results.get("best_step")) for r in runs),
                 ", ".join(f"{v:.3f}" for r in runs if (v := r.final_loss()) is not None) or "-",
                 f"{np.mean(minutes):.1f}" if minutes else "-",
@@ -478,8 +479,8 @@ def changes_section(
                 mean_std(new),
                 change,
                 moved,
-                mean_std([r.results.get("stsb_dev_spearman") for r in earlier]),
-                mean_std([r.results.get("stsb_dev_spearman") for r in runs]),
+                mean_std([dev_score(r.results) for r in earlier]),
+                mean_std([dev_score(r.results) for r in runs]),
             ]
         )
     if not rows:

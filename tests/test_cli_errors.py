@@ -27,6 +27,7 @@ from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
 from protoembed.export import export_embedder
 from protoembed.io import replace_dir, write_json_atomic
+from protoembed.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
 
 BLOCK = "/sys/protoembed-cannot-write-here"  # sysfs refuses new files, even to root
@@ -797,7 +798,7 @@ def test_a_trained_models_card_holds_the_runs_own_numbers(run_alone):
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     start = json.loads((run / "training_log.jsonl").read_text().splitlines()[0])
     rows = dict(_card_table(card, "## Training"))
-    assert float(rows["STS-B dev Spearman x100"]) == round(results["stsb_dev_spearman"], 2)
+    assert float(rows["dev score there (STS-B dev Spearman x100 by default)"]) == round(dev_score(results), 2)
     assert int(rows["selected at step"]) == results["best_step"]
     corpus = Path(start["data"]["files"][0]["path"])
     lines = len(corpus.read_bytes().splitlines())

@@ -66,7 +66,7 @@ def test_few_shot_after_transfer_encodes_nothing_and_scores_the_same(tmp_path, t
 
     assert main([*transfer, "--cache-embeddings"]) == 0
     (folder,) = (tmp_path / "cache" / "embeddings").iterdir()
-    assert folder.name.endswith("-torch")
+    assert folder.name.endswith("-torch-fp32")  # the store is keyed by runtime and precision
     stored = (folder / STORE_FILE).read_bytes()
     assert main([*fewshot, "--cache-embeddings", "--output", str(tmp_path / "cached.json")]) == 0
     assert (folder / STORE_FILE).read_bytes() == stored  # every few-shot sentence was looked up

@@ -13,6 +13,7 @@ import pytest
 from experiments import unsup_cpu
 from experiments.unsup_cpu_report import ENVIRONMENT_FILE, LOG_FILE, TIME_FILE, UNTRAINED, write_report
 
+from protoembed.run_layout import DEV_SCORE, LEGACY_DEV_SCORE
 from training_helpers import write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,6 +83,25 @@ def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
     figure = tmp_path / "r.png"  # the figure beside the report, linked from it
     assert "](r.png)" in text and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md", "r.png", "runs"]  # no temp files left
+
+
+def test_the_dev_score_reads_the_same_under_its_old_and_its_new_key(tmp_path: Path) -> None:
+    configs = _configs("simcse")
+    full = ("full.yaml", unsup_cpu.resolved_config(REPO / "configs" / "bert-base-uncased" / "simcse.yaml"))
+    pages = []
+    for key in (LEGACY_DEV_SCORE, DEV_SCORE):  # the committed records hold the old key
+        runs = tmp_path / key / "runs"
+        for seed, avg in ((1, 70.0), (2, 72.5)):
+            _write_run(runs / f"simcse-seed{seed}", avg, log=True)
+            path = runs / f"simcse-seed{seed}" / "results.json"
+            data = json.loads(path.read_text())
+            data[key] = data.pop(LEGACY_DEV_SCORE)
+            path.write_text(json.dumps(data))
+        out = tmp_path / key / "r.md"
+        text = write_report(out, runs, configs, unsup_cpu.METHODS, [1, 2], "`cmd`", "simcse", full, None)
+        pages.append(text.replace(str(tmp_path / key), "ROOT"))
+    assert pages[0] == pages[1]
+    assert "| SimCSE | 71.25 ± 1.77 | 100, 100 |" in pages[1]  # the dev scores 70 and 72.5, sample std
 
 
 def test_report_without_finished_runs_has_no_figure(tmp_path: Path) -> None:

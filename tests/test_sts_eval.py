@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,10 @@ def test_format_sts_table() -> None:
 
 
 class FakeEmbedder:
-    head = "mean"
+    """The results header's part of the SentenceEmbedder protocol, and a bag-of-words encode."""
+
+    head, runtime, precision = "mean", "torch", "fp32"
+    encoder = SimpleNamespace(template=None)
 
     def __init__(self) -> None:
         self.batch_sizes: list[int] = []
@@ -220,7 +224,7 @@ def test_cli_eval_sts_writes_json(
     argv += ["--tasks", "STSBenchmark", "SICKRelatedness", "--batch-size", "8", "--output", str(out)]
     assert main(argv) == 0
     assert [(spec, {k: v for k, v in kw.items() if v is not None}) for spec, kw in loaded] == [
-        ("fake-spec", {"head": "mean"})
+        ("fake-spec", {"head": "mean", "runtime": "auto"})
     ]
     assert embedder.batch_sizes == [8]
     data = json.loads(out.read_text(encoding="utf-8"))

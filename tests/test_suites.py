@@ -1,13 +1,14 @@
 """Suites describe themselves: the eval command's sub-commands, the results files' ``"suite"`` and the
 report's sections all come from :data:`protoembed.evaluation.suites.SUITES`; a results file written
-before files recorded their suite is still read (by its per-task keys); a suite added by one declaration
-and one registry line gets its sub-command, its results file and its report section."""
+before files recorded their suite is still read (by its per-task keys); a suite added by one declaration,
+its tasks' entries and one registry line gets its sub-command, its results file and its report section."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,10 @@ import pytest
 import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation import fewshot_figure, transfer
-from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tables import papers_row
+from protoembed.evaluation.tasks import TASKS, Task, table_name
 from protoembed.report import build_report, load_results, summary_table
 from protoembed.report.results import by_suite, suite_of
 
@@ -39,7 +40,8 @@ def test_eval_has_one_sub_command_per_declared_suite_with_its_tasks_and_names() 
     for name, suite in SUITES.items():
         args = choices[name].parse_args(["--model", "m"])
         assert args.func.args == (suite,)
-        assert args.tasks == (list(suite.tasks) if suite.all_by_default else None)
+        assert args.tasks is None  # the suite's default tasks
+        assert set(suite.tasks) <= {t.name for t in TASKS.values() if name in t.suites}
     parse = build_parser().parse_args
     assert parse(["eval", "transfer", "--model", "m", "--tasks", "sst", "MR"]).tasks == ["SST2", "MR"]
     assert parse(["eval", "fewshot", "--model", "m", "--tasks", "SST"]).tasks == ["SST2"]
@@ -49,11 +51,15 @@ def test_eval_has_one_sub_command_per_declared_suite_with_its_tasks_and_names() 
     ]
 
 
-def test_the_transfer_display_name_is_written_once() -> None:
-    assert fewshot_figure.SHORT_NAMES is transfer.SHORT_NAMES
-    assert SUITES["transfer"].display_names is SUITES["fewshot"].display_names is transfer.SHORT_NAMES
-    written = [p.relative_to(SRC) for p in SRC.rglob("*.py") if '"SST2": "SST"' in p.read_text("utf-8")]
-    assert written == [Path("evaluation/transfer.py")]
+def test_the_table_names_are_written_once_in_the_task_entries() -> None:
+    assert [table_name(t) for t in ("SST2", "STSBenchmark", "SICKRelatedness", "MR")] == [
+        "SST",
+        "STS-B",
+        "SICK-R",
+        "MR",
+    ]
+    written = [p.relative_to(SRC) for p in SRC.rglob("*.py") if 'display="SST"' in p.read_text("utf-8")]
+    assert written == [Path("evaluation/tasks.py")]
 
 
 @pytest.mark.parametrize(
@@ -87,21 +93,25 @@ def test_a_folder_skips_json_without_tasks_even_with_a_suite_key(tmp_path: Path)
 
 
 class _Embedder:
-    head = "mean"
+    head, runtime, precision = "mean", "torch", "fp32"
+    encoder = SimpleNamespace(template=None)
 
     def encode(self, sentences: list[str], **_: Any) -> np.ndarray:
         return np.array([[len(s), s.count("a")] for s in sentences], dtype=np.float64)
 
 
-def _toy_evaluate(args: argparse.Namespace, encode: Any) -> dict[str, Any]:
+def _toy_evaluate(inputs: Inputs, tasks: list[str], scale: float = 1.0) -> dict[str, Any]:
     texts = {"Short": ["a", "ab"], "Long": ["banana", "abracadabra", "cat"]}
-    tasks = {t: {"acc": float(np.asarray(encode(s))[:, 0].mean()) * args.scale} for t, s in texts.items()}
-    tasks = {t: tasks[t] for t in args.tasks}
+    scores = {t: {"acc": float(np.asarray(inputs.encode(texts[t]))[:, 0].mean()) * scale} for t in tasks}
     return {
-        "protocol": {"scale": args.scale},
-        "tasks": tasks,
-        "avg": float(np.mean([r["acc"] for r in tasks.values()])),
+        "protocol": {"scale": scale},
+        "tasks": scores,
+        "avg": float(np.mean([r["acc"] for r in scores.values()])),
     }
+
+
+def _toy_task(name: str, display: str | None = None) -> Task:
+    return Task(name, ("toy",), "toy-data", lambda v, s: [], lambda root, v, s: None, display=display)
 
 
 def _toy_table(result: dict[str, Any]) -> str:
@@ -113,17 +123,21 @@ def _toy_table(result: dict[str, Any]) -> str:
 
 TOY = Suite(
     name="toy",
-    help="length of the texts",
-    description="The mean length of each task's texts, scaled.",
     tasks=("Short", "Long"),
-    display_names={"Short": "S"},
-    add_options=lambda parser: parser.add_argument("--scale", type=float, default=1.0),
     evaluate=_toy_evaluate,
+    options={"scale": 1.0},
     format_table=_toy_table,
-    page_order=4,
-    title="Toy (Table 4.5)",
-    summary=(("acc", "Toy"),),
-    protocol_line=lambda p: f"Protocol: mean length x{p['scale']}.",
+    command=CommandLine(
+        help="length of the texts",
+        description="The mean length of each task's texts, scaled.",
+        add_options=lambda parser: parser.add_argument("--scale", type=float, default=1.0),
+    ),
+    report=ReportLayout(
+        page_order=4,
+        title="Toy (Table 4.5)",
+        summary=(("acc", "Toy"),),
+        protocol_line=lambda p: f"Protocol: mean length x{p['scale']}.",
+    ),
 )
 
 
@@ -131,6 +145,8 @@ def test_a_new_suite_is_its_declaration_and_one_registry_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(SUITES, "toy", TOY)
+    monkeypatch.setitem(TASKS, "Short", _toy_task("Short", "S"))
+    monkeypatch.setitem(TASKS, "Long", _toy_task("Long"))
     monkeypatch.setattr(protoembed, "load", lambda spec, **_: _Embedder())
     outputs = []
     for seed, scale in ((1, 2.0), (2, 2.0)):

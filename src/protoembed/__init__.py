@@ -2,9 +2,10 @@
 
 Public API: :func:`load` (backbone + head -> :class:`Embedder`; an export folder -> an
 ``ExportedEmbedder`` with the same ``encode``, run by ONNX Runtime or OpenVINO), :meth:`Embedder.encode`,
-:meth:`Embedder.save`, :func:`export_embedder` (ONNX / OpenVINO export). They are
-imported on first use (from :mod:`protoembed.loading` and :mod:`protoembed.embedder`), so
-``import protoembed`` (and the CLI's ``--help``) does not load torch.
+:meth:`Embedder.save`, :func:`export_embedder` (ONNX / OpenVINO export), and :func:`evaluate` (a model on
+named tasks -> per suite, the results JSON ``protoembed eval`` writes). They are imported on first use
+(from :mod:`protoembed.loading`, :mod:`protoembed.embedder`, :mod:`protoembed.export.graph` and
+:mod:`protoembed.evaluation.run`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
+    from protoembed.evaluation.run import evaluate
     from protoembed.export.graph import export_embedder
     from protoembed.loading import load
 
 
 def __getattr__(name: str) -> Any:
-    """``Embedder``, ``load`` and ``export_embedder``, imported (with torch) when first asked for."""
+    """``Embedder``, ``load``, ``export_embedder`` and ``evaluate``, imported (the first three with torch)
+    when first asked for."""
     if name == "Embedder":
         from protoembed.embedder import Embedder
 
@@ -33,7 +36,11 @@ def __getattr__(name: str) -> Any:
         from protoembed.export.graph import export_embedder
 
         return export_embedder
+    if name == "evaluate":
+        from protoembed.evaluation.run import evaluate
+
+        return evaluate
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Embedder", "export_embedder", "load", "__version__"]
+__all__ = ["Embedder", "evaluate", "export_embedder", "load", "__version__"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.io import write_atomic
-from protoembed.run_layout import CONFIG_FILE, LOG_FILE, RESULTS_FILE
+from protoembed.run_layout import CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score
 from protoembed.st_layout import MODULES_FILE
 
 CARD_FILE = "README.md"
@@ -122,7 +122,7 @@ def _training_section(run_dir: Path) -> list[str]:
         rows.append(("steps", f"{start.get('total_steps')} on {start.get('world_size')} process(es)"))
     if isinstance(results, dict):
         rows.append(("selected at step", _fmt(results.get("best_step"))))
-        rows.append(("STS-B dev Spearman x100", _fmt(results.get("stsb_dev_spearman"))))
+        rows.append(("dev score there (STS-B dev Spearman x100 by default)", _fmt(dev_score(results))))
     lines += ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
     if isinstance(results, dict) and isinstance(results.get("tasks"), dict):
         split = results.get("split", "test")

@@ -5,11 +5,14 @@ resumable checkpoint (``checkpoint/``), the resolved config (``config.yaml``), t
 (``training_log.jsonl``, one JSON object a line) and the final scores (``results.json``). A staged run
 writes one such folder per stage under its own, and its own ``config.yaml`` / ``results.json`` on top.
 
-This module imports nothing, so the trainer, the report, the model card and the studies in
+This module imports nothing heavy, so the trainer, the report, the model card and the studies in
 ``experiments/`` can all share it without pulling in torch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 #: the best model's folder (saved at each improvement on the dev set, reloaded for the final scores)
 BEST_DIR = "best"
@@ -22,4 +25,26 @@ LOG_FILE = "training_log.jsonl"
 #: the run's final scores
 RESULTS_FILE = "results.json"
 
-__all__ = ["BEST_DIR", "CHECKPOINT_DIR", "CONFIG_FILE", "LOG_FILE", "RESULTS_FILE"]
+#: ``results.json``'s key of the dev score that selected ``best/`` (the run's evaluator's: STS-B dev
+#: Spearman x100 by default, another score when the run gives another evaluator)
+DEV_SCORE = "best_dev_score"
+#: the key results files held that score under before :data:`DEV_SCORE` (still read)
+LEGACY_DEV_SCORE = "stsb_dev_spearman"
+
+
+def dev_score(results: Mapping[str, Any]) -> Any:
+    """The dev score that selected a run's ``best/`` (``None`` when the results hold none), under
+    :data:`DEV_SCORE` or, in results written before it, :data:`LEGACY_DEV_SCORE`."""
+    return results[DEV_SCORE] if DEV_SCORE in results else results.get(LEGACY_DEV_SCORE)
+
+
+__all__ = [
+    "BEST_DIR",
+    "CHECKPOINT_DIR",
+    "CONFIG_FILE",
+    "DEV_SCORE",
+    "LEGACY_DEV_SCORE",
+    "LOG_FILE",
+    "RESULTS_FILE",
+    "dev_score",
+]

@@ -1,14 +1,14 @@
 """Options and argument types shared by the sub-commands.
 
 Every value is checked when the command line is parsed, before any data is read or model loaded:
-numbers must be positive, output files writable (:func:`output_file`), task names known (the names the
-papers' tables print are accepted too, :func:`task_names`). This module imports no torch.
+numbers must be positive, output files writable (:func:`output_file`), task names known (``protoembed eval``'s
+``--tasks``: :func:`protoembed.commands.eval.task_name`). This module imports no torch.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
@@ -81,35 +81,6 @@ def check_output_folder(folder: str | Path) -> Path:
 
 
 output_folder.__name__ = "output folder"
-
-
-def task_names(
-    tasks: tuple[str, ...], aliases: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None
-) -> Callable[[str], str]:
-    """``argparse`` type for a task name: one of ``tasks`` or an alias, case-insensitive.
-
-    Args:
-        tasks: the canonical names.
-        aliases: canonical name -> the name the papers' tables print (``STSBenchmark`` -> ``STS-B``), or
-            a function returning that map (called only when a name is not canonical, so a heavy module
-            that defines it is imported only then).
-    Returns:
-        a converter returning the canonical name.
-    """
-    canonical = {task.lower(): task for task in tasks}
-
-    def convert(text: str) -> str:
-        if text.lower() in canonical:
-            return canonical[text.lower()]
-        table = dict((aliases() if callable(aliases) else aliases) or {})
-        for task, alias in table.items():
-            if alias.lower() == text.lower() and task in tasks:
-                return task
-        known = ", ".join(f"{t} ({table[t]})" if t in table else t for t in tasks)
-        raise argparse.ArgumentTypeError(f"unknown task {text!r}; choose from: {known}")
-
-    convert.__name__ = "task"
-    return convert
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,11 @@
 """``protoembed data list | download | verify``: the benchmark data directory and its datasets.
 
-``download NAME... | --all | --for CONFIG...`` fetches registry datasets (:mod:`protoembed.data.registry`)
-into the data directory (``--data-dir`` / ``--dest``, else ``$PROTOEMBED_DATA``); ``--for`` takes exactly
-what a training config reads (its stages and ``base:`` files included) and the STS data its evaluation
-reads; ``--dry-run`` prints the plan and fetches nothing.
+``download NAME... | --all | --for CONFIG|TASK|SUITE...`` fetches registry datasets
+(:mod:`protoembed.data.registry`) into the data directory (``--data-dir`` / ``--dest``, else
+``$PROTOEMBED_DATA``); ``--for`` takes exactly what a training config reads (its stages and ``base:`` files
+included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
+entry names (:data:`protoembed.evaluation.tasks.TASKS`; a suite name: its default tasks); ``--dry-run``
+prints the plan and fetches nothing.
 """
 
 from __future__ import annotations
@@ -81,23 +83,51 @@ def run_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _for_configs(configs: list[str]) -> tuple[list, list]:
-    """The datasets the configs read, and their files that no dataset provides (the user's own)."""
+def _for_config(config: str) -> tuple[list, list[str]]:
+    """The needs of one training config, and its files that no dataset provides (the user's own)."""
     from protoembed.data.needs import config_needs
     from protoembed.training.stages import load_run
 
+    needs = config_needs(load_run(config))
+    return needs, [f"{config}: {n.what}: {n.path}" for n in needs if n.dataset is None]
+
+
+def _for_tasks(value: str) -> list:
+    """The needs of a suite's default tasks (``value`` a suite name) or of one task (its name or table
+    name), in the default data variant."""
+    from protoembed.data.needs import task_needs
+    from protoembed.evaluation.suites import SUITES
+    from protoembed.evaluation.tasks import get_task
+
+    if value in SUITES:
+        return task_needs(SUITES[value].tasks, None)
+    try:
+        return task_needs([get_task(value).name], None)
+    except ProtoembedError as err:
+        raise ProtoembedError(
+            f"--for: {err}; or a suite ({', '.join(SUITES)}), or a training config (.yaml)"
+        ) from None
+
+
+def _for(values: list[str]) -> tuple[list, list]:
+    """The datasets that the training configs, suites and tasks of ``--for`` read, and the configs'
+    files that no dataset provides (the user's own)."""
     datasets: dict[str, object] = {}
     own: list[str] = []
-    for config in configs:
-        if not Path(config).is_file():
-            raise ProtoembedError(f"--for {config}: no such config file")
-        if not config.endswith((".yaml", ".yml")):
-            raise ProtoembedError(f"--for {config}: not a training config (expected a .yaml file)")
-        for need in config_needs(load_run(config)):
+    for value in values:
+        is_config = value.endswith((".yaml", ".yml"))
+        if Path(value).is_file() and not is_config:
+            raise ProtoembedError(f"--for {value}: not a training config (expected a .yaml file)")
+        if is_config and not Path(value).is_file():
+            raise ProtoembedError(f"--for {value}: no such config file")
+        if is_config:
+            needs, mine = _for_config(value)
+            own += mine
+        else:
+            needs = _for_tasks(value)
+        for need in needs:
             if need.dataset is not None:
                 datasets.setdefault(need.dataset.name, need.dataset)
-            else:
-                own.append(f"{config}: {need.what}: {need.path}")
     return list(datasets.values()), own
 
 
@@ -113,11 +143,11 @@ def run_download(args: argparse.Namespace) -> int:
     if args.all:
         chosen.update(DATASETS)
     if args.for_configs:
-        found, own = _for_configs(args.for_configs)
+        found, own = _for(args.for_configs)
         chosen.update({d.name: d for d in found})
     if not chosen:
         raise ProtoembedError(
-            f"name the datasets to fetch ({', '.join(DATASETS)}), or pass --all or --for CONFIG.yaml"
+            f"name the datasets to fetch ({', '.join(DATASETS)}), or pass --all or --for CONFIG.yaml / TASK / SUITE"
         )
     root = _data_dir(args, must_exist=False)
     datasets = list(chosen.values())
@@ -175,7 +205,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     download = actions.add_parser(
         "download",
-        help="download datasets by name, --all, or --for a training config",
+        help="download datasets by name, --all, or --for a training config, task or suite",
         description="Download, check (sha256) and install datasets into the data directory. Interrupted "
         "downloads resume on the next run; a failure leaves every dataset absent or complete.",
     )
@@ -186,8 +216,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="for_configs",
         nargs="+",
         default=[],
-        metavar="CONFIG",
-        help="what these training configs read (stages and base: files included) and their STS evaluation",
+        metavar="CONFIG|TASK|SUITE",
+        help="what these read: a training config (stages and base: files included, and its STS evaluation), "
+        "an evaluation task (STS-B, MR, Tweet, ...) or a suite's default tasks (sts, transfer, fewshot, "
+        "clustering)",
     )
     _add_data_dir(download)
     download.add_argument(

@@ -2,8 +2,11 @@
 
 Suites are sub-commands of ``eval``, one per :class:`~protoembed.evaluation.suite.Suite` of
 :data:`protoembed.evaluation.suites.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
-declaration gives the sub-command's help, tasks, options, evaluation and table. The results JSON records
-the model, the suite's name (``"suite"``) and the suite's result.
+:class:`~protoembed.evaluation.suite.CommandLine` gives the sub-command's help and options, ``--tasks``
+takes the entries of :data:`protoembed.evaluation.tasks.TASKS` that list the suite. This module is an
+adapter: the options parsed, it calls :func:`protoembed.evaluation.run.run_suite`, as
+:func:`protoembed.evaluate` does, prints the suite's table and writes the results JSON (the model, the
+suite's name ``"suite"`` and the suite's result).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from protoembed.commands.common import (
@@ -19,7 +22,6 @@ from protoembed.commands.common import (
     add_model_options,
     load_from_args,
     output_file,
-    task_names,
 )
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Suite
@@ -39,19 +41,6 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
     )
 
 
-def _meta(args: argparse.Namespace, encoder: LazyEncoder) -> dict[str, Any]:
-    """The model's description for the results JSON: spec, resolved head (and template, if any)."""
-    model = encoder.model
-    meta: dict[str, Any] = {"model": args.model, "head": model.head}
-    # what encoded the vectors: a report never mixes runtimes or precisions silently
-    meta["runtime"] = model.runtime
-    meta["precision"] = model.precision
-    template = model.encoder.template
-    if template is not None:
-        meta["template"] = template
-    return meta
-
-
 def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int:
     from protoembed.io import write_json_atomic
 
@@ -62,57 +51,72 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
     return 0
 
 
+def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
+    """The suite's options from the command line: its :attr:`CommandLine.options`, else each of
+    :attr:`Suite.options` read from ``args`` by name."""
+    if suite.command.options is not None:
+        return suite.command.options(args)
+    return {name: getattr(args, name) for name in suite.options}
+
+
 def run_suite(suite: Suite, args: argparse.Namespace) -> int:
     """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
-    suite's other files, such as few-shot's ``--figure``)."""
-    from protoembed.data.needs import check_present, suite_needs
+    suite's other files, such as few-shot's ``--figure``); the results are
+    :func:`protoembed.evaluation.run.run_suite`'s, as :func:`protoembed.evaluate` returns them."""
+    from protoembed.evaluation import run
 
     if getattr(args, "cross_encoder", False):  # a folder that is no cross-encoder: said before the data
         from protoembed.evaluation.cross_encoder import cross_encoder_dir
 
         cross_encoder_dir(args.model)
-    check_present(suite_needs(suite.name, args))  # the tasks' files, before the model is loaded
-    encoder = lazy_encoder(args)
-    result = suite.evaluate(args, encoder)
-    # a cross-encoder (STS --cross-encoder) never loads the embedder: the model spec alone describes it
-    meta = _meta(args, encoder) if encoder.model is not None else {"model": args.model}
-    result = {**meta, "suite": suite.name, **result}
-    for path in suite.write_files(args, result):
+    result = run.run_suite(
+        suite,
+        lazy_encoder(args),
+        args.model,
+        args.tasks,
+        suite_options(suite, args),
+        model_path=args.model,
+        data_dir=args.data_dir,
+        progress=True,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    for path in suite.command.write_files(args, result):
         print(f"wrote {path}", file=sys.stderr)
     return _finish(args, result, suite.format_table(result))
 
 
-def _suite_parser(
-    suites: argparse._SubParsersAction,
-    name: str,
-    help: str,
-    description: str,
-    tasks: tuple[str, ...],
-    all_by_default: bool = True,
-    tasks_help: str | None = None,
-    aliases: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
-) -> argparse.ArgumentParser:
-    """A suite's sub-parser with the options every suite has: model, --data-dir, --tasks, --output,
-    --allow-empty and --runtime.
+def task_name(suite: str) -> Callable[[str], str]:
+    """``argparse`` type for ``--tasks``: a task of ``suite`` in :data:`protoembed.evaluation.tasks.TASKS`
+    by its name or table name, case ignored, as its canonical name (looked up when parsed, so an entry
+    added after the parser was built is known too)."""
+    from protoembed.errors import ProtoembedError
+    from protoembed.evaluation.tasks import get_task
 
-    ``--tasks`` defaults to all of ``tasks`` (``all_by_default``), else to ``None`` (the suite decides);
-    it accepts the names the papers' tables print (``aliases``: task -> that name) too. ``--output``
-    is checked to be writable before anything runs.
-    """
-    default_tasks = list(tasks) if all_by_default else None
-    tasks_help = tasks_help or f"tasks to run (default: all of {' '.join(tasks)})"
-    parser = suites.add_parser(name, help=help, description=description)
+    def convert(text: str) -> str:
+        try:
+            return get_task(text, suite).name
+        except ProtoembedError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = "task"
+    return convert
+
+
+def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
+    """Add the sub-command of ``suite`` from its :class:`~protoembed.evaluation.suite.CommandLine`: the
+    options every suite has (model with --runtime, --data-dir, --tasks, --output, --allow-empty,
+    --cache-embeddings), then its own and its output files. ``--tasks`` defaults to ``None`` (the suite's
+    default tasks); ``--output`` and the output files are checked writable before anything runs."""
+    command = suite.command
+    tasks_help = command.tasks_help or f"tasks to run (default: all of {' '.join(suite.tasks)})"
+    parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
     parser.add_argument(
-        "--tasks",
-        nargs="+",
-        type=task_names(tasks, aliases),
-        default=default_tasks,
-        metavar="TASK",
-        help=tasks_help,
+        "--tasks", nargs="+", type=task_name(suite.name), default=None, metavar="TASK", help=tasks_help
     )
     parser.add_argument(
         "--output", default=None, type=output_file(), metavar="FILE.json", help="write the results JSON here"
@@ -125,23 +129,8 @@ def _suite_parser(
         "~/.cache/protoembed/embeddings) and look them up in later runs of the same model: few-shot after "
         "transfer encodes almost nothing",
     )
-    return parser
-
-
-def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
-    """Add the sub-command of ``suite``: the options every suite has, then its own and its output files."""
-    parser = _suite_parser(
-        suites,
-        suite.name,
-        suite.help,
-        suite.description,
-        suite.tasks,
-        all_by_default=suite.all_by_default,
-        tasks_help=suite.tasks_help,
-        aliases=suite.display_names or None,
-    )
-    suite.add_options(parser)
-    for flag, metavar, help in suite.output_files:
+    command.add_options(parser)
+    for flag, metavar, help in command.output_files:
         parser.add_argument(flag, default=None, type=output_file(), metavar=metavar, help=help)
     parser.set_defaults(func=functools.partial(run_suite, suite))
 

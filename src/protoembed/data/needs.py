@@ -2,15 +2,15 @@
 one-line error that names the file and the command that fetches it.
 
 A training config reads, in each stage: its ``data.corpus`` files, STS-B dev (model selection, in the
-config's ``training.eval_variant``) and the STS test sets of ``training.test_tasks``. A suite reads the
-files of its tasks (STS: in ``--variant``). A path is resolved as the readers resolve it: an absolute
+config's ``training.eval_variant``) and the STS test sets of ``training.test_tasks``. An evaluation reads
+the files of its tasks, as their entries in :data:`protoembed.evaluation.tasks.TASKS` declare them (STS:
+in ``--variant``). A path is resolved as the readers resolve it: an absolute
 path or one that exists from the working directory is the user's own file; any other relative path lies
 under the data directory (``data.data_dir``, ``--data-dir``, else ``$PROTOEMBED_DATA``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 from collections.abc import Iterable, Sequence
@@ -81,29 +81,22 @@ def config_needs(stages: Sequence[tuple[str, TrainConfig]]) -> list[Need]:
     return list(seen.values())
 
 
-def suite_needs(suite: str, args: argparse.Namespace) -> list[Need]:
-    """The files ``protoembed eval <suite>`` reads with the parsed options ``args``."""
-    from protoembed.data.clustering import CLUSTERING_TASKS, clustering_task_files
-    from protoembed.data.sts import STS_TASKS
-    from protoembed.data.transfer import TRANSFER_TASKS, transfer_task_files
+def task_needs(
+    tasks: Iterable[str], data_dir: str | None, variant: str = "senteval", split: str = "test"
+) -> list[Need]:
+    """The files evaluation tasks read (their entries in :data:`protoembed.evaluation.tasks.TASKS`), each
+    with the ``protoembed data`` entry the task names as its provider; ``variant`` / ``split`` as the STS
+    suite's options (a task without ``split`` reads its test files)."""
+    from protoembed.data.registry import DATASETS
+    from protoembed.evaluation.tasks import get_task
 
-    data_dir = getattr(args, "data_dir", None)
-    tasks = getattr(args, "tasks", None)
-    if suite == "sts":
-        return _sts_needs(
-            tasks or STS_TASKS, getattr(args, "variant", "senteval"), data_dir, "test", "test set"
-        )
-    if suite in ("transfer", "fewshot"):
-        return [
-            _need(p, f"task {t}", data_dir) for t in tasks or TRANSFER_TASKS for p in transfer_task_files(t)
-        ]
-    if suite == "clustering":
-        return [
-            _need(p, f"task {t}", data_dir)
-            for t in tasks or CLUSTERING_TASKS
-            for p in clustering_task_files(t)
-        ]
-    return []
+    needs = []
+    for name in tasks:
+        task = get_task(name)
+        dataset = DATASETS.get(task.dataset_for(variant))
+        for path in task.files(variant, split if split in task.splits else "test"):
+            needs.append(Need(path, f"task {task.name}", data_dir, None if _own(path) else dataset))
+    return needs
 
 
 def _root(data_dir: str | None) -> Path | None:

@@ -10,7 +10,12 @@
   ``encode`` callable a suite takes (model loaded on first use, torch or ONNX runtime, embedding store);
 - :mod:`~protoembed.evaluation.correlation`: Spearman / Pearson x100, shared by every STS scorer.
 
-Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (command line, evaluation,
-report section); :mod:`~protoembed.evaluation.suites` lists them. The package imports none of them up
+- :mod:`~protoembed.evaluation.tasks`: every task's entry (name, table name, suites, the ``protoembed data``
+  entry that provides its files, splits, main score, languages, citation, files and reader);
+- :mod:`~protoembed.evaluation.run`: :func:`~protoembed.evaluation.run.evaluate` (``protoembed.evaluate``),
+  the suites run from Python, returning the JSON ``protoembed eval`` writes.
+
+Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (typed evaluation, command
+line, report section); :mod:`~protoembed.evaluation.suites` lists them. The package imports none of them up
 front; a suite module imports scipy, scikit-learn or torch only inside the functions that compute.
 """

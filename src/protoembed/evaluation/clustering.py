@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData, read_clustering
+from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData
+from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, Suite, extra_protocol
+from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.tasks import get_task, table_names
 
 
 def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
@@ -89,12 +91,14 @@ def evaluate_clustering(
     if runs < 1:
         raise ProtoembedError(f"runs must be at least 1, got {runs}")
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
+    tasks = [get_task(task, "clustering").name for task in tasks]
+    root = resolve_data_dir(data_dir) if tasks else None
     return {
         "protocol": protocol,
         **run_suite(
             "clustering",
             tasks,
-            lambda task: read_clustering(task, data_dir),
+            lambda task: get_task(task).read(root, "senteval", "test"),
             lambda data: evaluate_task(encode, data, runs),
             lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
             progress,
@@ -114,7 +118,7 @@ def format_clustering_table(result: dict[str, Any]) -> str:
             f"| {r['n']} | {r['classes']} |"
         )
     values = [r["acc"] for r in tasks.values()]
-    lines += papers_row("Accuracy x100 (papers' layout):", list(tasks), values, result["avg"])
+    lines += papers_row("Accuracy x100 (papers' layout):", table_names(tasks), values, result["avg"])
     return "\n".join(lines) + "\n"
 
 
@@ -122,9 +126,13 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
 
 
-def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
-    """``protoembed eval clustering``: :func:`evaluate_clustering` with the command's options."""
-    return evaluate_clustering(encode, args.data_dir, tasks=args.tasks, runs=args.runs, progress=True)
+def evaluate_suite(inputs: Inputs, tasks: Sequence[str] | None = None, runs: int = 10) -> dict[str, Any]:
+    """The ``clustering`` suite: :func:`evaluate_clustering` on ``tasks`` (``None``: all of
+    :data:`~protoembed.data.clustering.CLUSTERING_TASKS`)."""
+    tasks = CLUSTERING_TASKS if tasks is None else tasks
+    return evaluate_clustering(
+        inputs.encode, inputs.data_dir, tasks=tasks, runs=runs, progress=inputs.progress
+    )
 
 
 def clustering_protocol_line(p: dict[str, Any]) -> str:
@@ -138,16 +146,21 @@ def clustering_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="clustering",
-    help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
-    description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
-    "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
     tasks=CLUSTERING_TASKS,
-    add_options=_add_options,
-    evaluate=_evaluate,
+    evaluate=evaluate_suite,
+    options={"runs": 10},
     format_table=format_clustering_table,
-    page_order=6,
-    title="Clustering (ConPVP Table 6)",
-    tables=(("Accuracy:", "acc"), ("NMI:", "nmi")),
-    summary=(("acc", "Clustering acc. (Table 6)"), ("nmi", "Clustering NMI (Table 6)")),
-    protocol_line=clustering_protocol_line,
+    command=CommandLine(
+        help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
+        description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
+        "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
+        add_options=_add_options,
+    ),
+    report=ReportLayout(
+        page_order=6,
+        title="Clustering (ConPVP Table 6)",
+        tables=(("Accuracy:", "acc"), ("NMI:", "nmi")),
+        summary=(("acc", "Clustering acc. (Table 6)"), ("nmi", "Clustering NMI (Table 6)")),
+        protocol_line=clustering_protocol_line,
+    ),
 )

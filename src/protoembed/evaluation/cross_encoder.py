@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import VARIANTS, canonical_task, load_sts_task
+from protoembed.data.sts import VARIANTS
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
+from protoembed.evaluation.tasks import get_tasks
 from protoembed.inputs import check_batch_size
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def evaluate_cross_encoder_sts(
         tasks: STS task names (``STSBenchmark`` / ``STS-B``, ``SICK-R``, ``STS12``...).
         split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``).
         batch_size: pairs per forward.
-        variant: ``senteval`` or ``raw`` (as :func:`protoembed.data.sts.load_sts_task`).
+        variant: ``senteval`` or ``raw`` (as the tasks' readers take it).
         device: torch device (default: CUDA if available, else CPU).
     Returns:
         ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` (x100; ``avg`` the
@@ -127,12 +128,11 @@ def evaluate_cross_encoder_sts(
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
     check_batch_size(batch_size)
-    names = list(dict.fromkeys(canonical_task(task) for task in tasks))
-    if not names:
-        raise ProtoembedError("no STS task to evaluate")
+    entries = get_tasks(tasks, "sts", split)
+    names = [entry.name for entry in entries]
     cross_encoder_dir(path)  # a folder that is no cross-encoder fails first
     root = resolve_data_dir(data_dir)
-    datasets = [load_sts_task(task, root, variant, split) for task in names]  # then bad data
+    datasets = [entry.read(root, variant, split) for entry in entries]  # then bad data
     model = load_cross_encoder(path, device)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in zip(names, datasets):

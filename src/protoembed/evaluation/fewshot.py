@@ -26,11 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
+from protoembed.data.paths import resolve_data_dir
+from protoembed.data.transfer import TRANSFER_TASKS, TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import Suite, extra_protocol
-from protoembed.evaluation.transfer import SHORT_NAMES, features
+from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.tasks import get_task, table_names
+from protoembed.evaluation.transfer import features
 from protoembed.io import pyplot, save_figure
 
 
@@ -99,12 +101,14 @@ def evaluate_fewshot(
     """
     if shots < 1 or seeds < 1 or not c > 0:
         raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
+    tasks = [get_task(task, "fewshot").name for task in tasks]
+    root = resolve_data_dir(data_dir) if tasks else None
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
         **run_suite(
             "fewshot",
             tasks,
-            lambda task: load_transfer_task(task, data_dir),
+            lambda task: get_task(task).read(root, "senteval", "test"),
             lambda data: evaluate_task(encode, data, shots, seeds, c),
             lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
             progress,
@@ -123,8 +127,7 @@ def format_fewshot_table(result: dict[str, Any]) -> str:
             f"| {task} | {fmt(r['acc'])} ± {fmt(r['acc_std'])} | {fmt(r['min'])} | {fmt(r['max'])} |"
         )
     values = [r["acc"] for r in tasks.values()]
-    names = [SHORT_NAMES.get(t, t) for t in tasks]
-    lines += papers_row("Mean accuracy x100 (papers' layout):", names, values, result["avg"])
+    lines += papers_row("Mean accuracy x100 (papers' layout):", table_names(tasks), values, result["avg"])
     return "\n".join(lines) + "\n"
 
 
@@ -140,7 +143,7 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         ax.violinplot(values, positions=positions, showmeans=True)
     for x, v in zip(positions, values):
         ax.scatter(np.full(len(v), x), v, s=10, color="#08519c", zorder=3)
-    ax.set_xticks(positions, [SHORT_NAMES.get(t, t) for t in tasks])
+    ax.set_xticks(positions, table_names(tasks))
     p = result.get("protocol", {})
     ax.set_ylabel("accuracy x100")
     ax.set_title(
@@ -154,13 +157,19 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
     parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
-    parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the classifier")
+    parser.add_argument(
+        "--C", dest="c", type=float, default=1.0, help="inverse L2 strength of the classifier"
+    )
 
 
-def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
-    """``protoembed eval fewshot``: :func:`evaluate_fewshot` with the command's options."""
-    options = dict(shots=args.shots, seeds=args.seeds, c=args.C)
-    return evaluate_fewshot(encode, args.data_dir, tasks=args.tasks, progress=True, **options)
+def evaluate_suite(
+    inputs: Inputs, tasks: Sequence[str] | None = None, shots: int = 16, seeds: int = 10, c: float = 1.0
+) -> dict[str, Any]:
+    """The ``fewshot`` suite: :func:`evaluate_fewshot` on ``tasks`` (``None``: all of
+    :data:`~protoembed.data.transfer.TRANSFER_TASKS`)."""
+    tasks = TRANSFER_TASKS if tasks is None else tasks
+    options = dict(shots=shots, seeds=seeds, c=c)
+    return evaluate_fewshot(inputs.encode, inputs.data_dir, tasks=tasks, progress=inputs.progress, **options)
 
 
 def _write_files(args: argparse.Namespace, result: dict[str, Any]) -> list[Path]:
@@ -187,21 +196,25 @@ def fewshot_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="fewshot",
-    help="few-shot transfer: K examples per class, several seeds, logistic regression",
-    description="Train logistic regression on K labelled examples per class (drawn per seed) of each "
-    "SentEval transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
     tasks=TRANSFER_TASKS,
-    display_names=SHORT_NAMES,
-    add_options=_add_options,
-    output_files=(("--figure", "FILE.png", "write the violin plot here"),),
-    evaluate=_evaluate,
+    evaluate=evaluate_suite,
+    options={"shots": 16, "seeds": 10, "c": 1.0},
     format_table=format_fewshot_table,
-    write_files=_write_files,
-    page_order=7,
-    title="Few-shot (ConPVP Fig. 7)",
-    pooled="seeds_acc",
-    summary=(("acc", "Few-shot (Fig. 7)"),),
-    protocol_line=fewshot_protocol_line,
-    figure=_draw_comparison,
-    figure_caption=(7, "few-shot accuracy over the draws"),
+    command=CommandLine(
+        help="few-shot transfer: K examples per class, several seeds, logistic regression",
+        description="Train logistic regression on K labelled examples per class (drawn per seed) of each "
+        "SentEval transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
+        add_options=_add_options,
+        output_files=(("--figure", "FILE.png", "write the violin plot here"),),
+        write_files=_write_files,
+    ),
+    report=ReportLayout(
+        page_order=7,
+        title="Few-shot (ConPVP Fig. 7)",
+        pooled="seeds_acc",
+        summary=(("acc", "Few-shot (Fig. 7)"),),
+        protocol_line=fewshot_protocol_line,
+        figure=_draw_comparison,
+        figure_caption=(7, "few-shot accuracy over the draws"),
+    ),
 )

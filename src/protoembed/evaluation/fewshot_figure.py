@@ -15,7 +15,7 @@ import numpy as np
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis import model_colour
-from protoembed.evaluation.transfer import SHORT_NAMES
+from protoembed.evaluation.tasks import table_names
 from protoembed.io import pyplot, save_figure
 
 
@@ -61,7 +61,7 @@ def plot_fewshot_comparison(
         for x, v in zip(positions, values):
             ax.scatter(np.full(len(v), x), v, s=6, color=colour, zorder=3)
         ax.scatter([], [], color=colour, label=entry["label"])
-    ax.set_xticks(base, [SHORT_NAMES.get(t, t) for t in tasks])
+    ax.set_xticks(base, table_names(tasks))
     protocol = models[0][1][0].get("protocol", {})
     ax.set_ylabel("accuracy x100")
     ax.set_title(

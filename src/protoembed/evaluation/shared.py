@@ -12,6 +12,7 @@ import numpy as np
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tables import fmt, papers_row, table_head  # noqa: F401 (re-exported)
+from protoembed.evaluation.tasks import main_score
 
 Data = TypeVar("Data")
 Encode = Callable[[list[str]], np.ndarray]
@@ -49,7 +50,8 @@ def run_suite(
     (<seconds> s)``.
 
     Returns:
-        ``{"tasks": {name: evaluate(data)}, "avg": mean of their "acc"}``.
+        ``{"tasks": {name: evaluate(data)}, "avg": mean of their main scores}`` (each task entry's
+        ``main_score``: ``acc`` for every transfer, few-shot and clustering task).
     """
     tasks = list(dict.fromkeys(tasks))
     if not tasks:
@@ -65,4 +67,5 @@ def run_suite(
             print(
                 f"{suite}: {name}: {describe(results[name])} ({seconds:.0f} s)", file=sys.stderr, flush=True
             )
-    return {"tasks": results, "avg": float(np.mean([r["acc"] for r in results.values()]))}
+    avg = float(np.mean([r[main_score(name, "acc")] for name, r in results.items()]))
+    return {"tasks": results, "avg": avg}

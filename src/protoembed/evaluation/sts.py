@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs, canonical_task, load_sts_task
+from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs  # noqa: F401 (re-exported)
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, Suite
+from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite
+from protoembed.evaluation.tasks import get_tasks, main_score, table_names
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -65,35 +66,37 @@ def evaluate_sts(
             deduplicated sentences of all ``tasks``.
         data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
         variant: ``senteval`` or ``raw``.
-        tasks: task names; the papers' table names (``STS-B``, ``SICK-R``) are accepted too.
-        split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``; STS12-16 have only
-            ``test``).
+        tasks: task names (entries of :data:`protoembed.evaluation.tasks.TASKS` with the ``sts`` suite);
+            the papers' table names (``STS-B``, ``SICK-R``) are accepted too.
+        split: for the tasks that have splits (STSBenchmark / SICKRelatedness: ``test``, ``dev``,
+            ``train``; STS12-16 have only ``test``).
     Returns:
         ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` with
         correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
     """
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
-    tasks = list(dict.fromkeys(canonical_task(task) for task in tasks))
-    if not tasks:
-        raise ProtoembedError("no STS task to evaluate")
+    entries = get_tasks(tasks, "sts", split)
     root = resolve_data_dir(data_dir)
-    datasets = [load_sts_task(task, root, variant, split) for task in tasks]
+    datasets = [entry.read(root, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
         encode, [s for pairs in datasets for s in (*pairs.sentences1, *pairs.sentences2)]
     )
-    return {"variant": variant, "split": split, **score_sts(dict(zip(tasks, datasets)), embeddings, index)}
+    named = {entry.name: pairs for entry, pairs in zip(entries, datasets)}
+    return {"variant": variant, "split": split, **score_sts(named, embeddings, index)}
 
 
 def score_sts(datasets: dict[str, StsPairs], embeddings: np.ndarray, index: dict[str, int]) -> dict[str, Any]:
     """Correlations of the pairs' cosines with gold: ``{"tasks": {task: {"spearman", "pearson", "n"}},
-    "avg"}`` (x100), from the embeddings of their sentences (``index``: sentence -> row)."""
+    "avg"}`` (x100; ``avg`` the mean of the tasks' main scores: Spearman), from the embeddings of their
+    sentences (``index``: sentence -> row)."""
     unit = _unit_rows(embeddings)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in datasets.items():
         spearman, pearson = correlations(cosine_scores(pairs, unit, index), pairs.scores)
         results[task] = {"spearman": spearman, "pearson": pearson, "n": len(pairs)}
-    return {"tasks": results, "avg": float(np.mean([r["spearman"] for r in results.values()]))}
+    avg = float(np.mean([r[main_score(task, "spearman")] for task, r in results.items()]))
+    return {"tasks": results, "avg": avg}
 
 
 def stsb_dev_spearman(
@@ -118,7 +121,7 @@ def format_sts_table(result: dict[str, Any]) -> str:
         lines.append(f"| {task} | {fmt(r['spearman'])} | {fmt(r['pearson'])} | {r['n']} |")
     pearson_avg = float(np.mean([r["pearson"] for r in tasks.values()])) if tasks else math.nan
     lines.append(f"| Avg. | {fmt(result['avg'])} | {fmt(pearson_avg)} | |")
-    names = [SHORT_NAMES.get(task, task) for task in tasks]
+    names = table_names(tasks)
     values = [r["spearman"] for r in tasks.values()]
     lines += papers_row("Spearman x100 (papers' layout):", names, values, result["avg"])
     return "\n".join(lines) + "\n"
@@ -140,19 +143,32 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
-    """``protoembed eval sts``: the cosine of two embeddings, or with ``--cross-encoder`` the pair scored
-    as one input (the BERT/ALBERT paper's Table II); ``encode`` is then unused."""
-    tasks = args.tasks
-    if tasks is None:  # STS12-16 have only a test split: a dev/train run defaults to the two that have one
-        tasks = list(STS_TASKS) if args.split == "test" else ["STSBenchmark", "SICKRelatedness"]
-    if args.cross_encoder:
+def default_tasks(split: str = "test") -> list[str]:
+    """``protoembed eval sts``'s tasks when none are named: every one of the papers' tables, or for a
+    dev/train split the two that have one (STS12-16 have only a test split)."""
+    return list(STS_TASKS) if split == "test" else ["STSBenchmark", "SICKRelatedness"]
+
+
+def evaluate_suite(
+    inputs: Inputs,
+    tasks: Sequence[str] | None = None,
+    variant: str = "senteval",
+    split: str = "test",
+    cross_encoder: bool = False,
+) -> dict[str, Any]:
+    """The ``sts`` suite: :func:`evaluate_sts` (the cosine of two embeddings) on ``tasks`` (``None``:
+    :func:`default_tasks`), or with ``cross_encoder`` the pair scored as one input by the cross-encoder at
+    ``inputs.model`` (the BERT/ALBERT paper's Table II; ``inputs.encode`` is then unused)."""
+    tasks = list(tasks) if tasks is not None else default_tasks(split)
+    if cross_encoder:
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 
-        options = dict(tasks=tasks, split=args.split, batch_size=args.batch_size, device=args.device)
-        result = evaluate_cross_encoder_sts(args.model, args.data_dir, variant=args.variant, **options)
+        if inputs.model is None:
+            raise ProtoembedError("cross_encoder: give the model as the path of a cross-encoder folder")
+        options = dict(tasks=tasks, split=split, batch_size=inputs.batch_size, device=inputs.device)
+        result = evaluate_cross_encoder_sts(inputs.model, inputs.data_dir, variant=variant, **options)
         return {"scorer": "cross-encoder", **result}
-    return evaluate_sts(encode, args.data_dir, variant=args.variant, tasks=tasks, split=args.split)
+    return evaluate_sts(inputs.encode, inputs.data_dir, variant=variant, tasks=tasks, split=split)
 
 
 def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
@@ -177,21 +193,25 @@ def sts_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="sts",
-    help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
-    description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
     tasks=STS_TASKS,
-    display_names=SHORT_NAMES,
-    all_by_default=False,
-    tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
-    "with --split dev/train: STS-B and SICK-R)",
-    add_options=_add_options,
-    evaluate=_evaluate,
+    evaluate=evaluate_suite,
+    options={"variant": "senteval", "split": "test", "cross_encoder": False},
+    default_tasks=lambda options: default_tasks(options["split"]),
     format_table=format_sts_table,
-    page_order=3,
-    title="STS (ConPVP Table 3)",
-    tables=((None, "spearman"),),
-    ablation_title="Ablation (ConPVP Table 4)",
-    summary=(("spearman", "STS (Table 3)"),),
-    protocol=sts_protocol,
-    protocol_line=sts_protocol_line,
+    command=CommandLine(
+        help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
+        description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
+        tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
+        "with --split dev/train: STS-B and SICK-R)",
+        add_options=_add_options,
+    ),
+    report=ReportLayout(
+        page_order=3,
+        title="STS (ConPVP Table 3)",
+        tables=((None, "spearman"),),
+        ablation_title="Ablation (ConPVP Table 4)",
+        summary=(("spearman", "STS (Table 3)"),),
+        protocol=sts_protocol,
+        protocol_line=sts_protocol_line,
+    ),
 )

@@ -1,12 +1,13 @@
-"""What an evaluation suite says about itself, as an MTEB task carries its ``TaskMetadata``.
+"""What an evaluation suite says about itself: its evaluation, and its two adapters (the command line and
+the report page).
 
 Each suite module (:mod:`~protoembed.evaluation.sts`, :mod:`~protoembed.evaluation.transfer`,
 :mod:`~protoembed.evaluation.fewshot`, :mod:`~protoembed.evaluation.clustering`) declares one
-:class:`Suite`; :mod:`protoembed.evaluation.suites` lists them. ``protoembed eval`` builds a sub-command
-from each declaration (name, help, tasks, their table names, options, :attr:`Suite.evaluate`,
-:attr:`Suite.format_table`), every results file it writes records ``"suite"``, and the report
-(:mod:`protoembed.report`) draws each suite's section of the page (ConPVP Tables 3-6, Fig. 7) and its
-protocol line from the declaration alone.
+:class:`Suite`; :mod:`protoembed.evaluation.suites` lists them. The tasks themselves are entries of
+:data:`protoembed.evaluation.tasks.TASKS`. A suite's evaluation is a typed function over an ``encode``
+callable (:attr:`Suite.evaluate`, run by :func:`protoembed.evaluate` and by ``protoembed eval``);
+``protoembed eval <name>`` is built from :attr:`Suite.command` and the report's section from
+:attr:`Suite.report`.
 
 A declaration imports no torch, scikit-learn or scipy: the suite modules import those inside the
 functions that compute, so ``protoembed --help`` stays fast.
@@ -15,17 +16,41 @@ functions that compute, so ``protoembed --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from protoembed.evaluation.shared import Encode
 
 #: How a report cell spreads over a model's runs (the end of most protocol lines).
 OVER_SEEDS = "mean ± std over a model's runs (seeds)"
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What every suite's evaluation gets besides its own options: ``encode(sentences) -> array (n, d)``,
+    the data directory (``None``: ``$PROTOEMBED_DATA``), whether to print a line per finished task
+    (stderr), and the model's spec, batch size and device (only STS's cross-encoder reads those: it scores
+    a pair as one input and never calls ``encode``)."""
+
+    encode: Encode
+    data_dir: str | os.PathLike[str] | None = None
+    progress: bool = False
+    model: str | None = None
+    batch_size: int = 64
+    device: str | None = None
+
+
+#: ``evaluate(inputs, tasks, **options) -> result``: the tasks (canonical names, ``None``: the suite's
+#: default), the suite's options (:attr:`Suite.options`); the result without the model's description.
+Evaluate = Callable[..., dict[str, Any]]
+
+
 def no_options(parser: argparse.ArgumentParser) -> None:
-    """A suite without options of its own beyond those every suite has."""
+    """A suite without command-line options of its own beyond those every suite has."""
 
 
 def no_files(args: argparse.Namespace, result: dict[str, Any]) -> list[Path]:
@@ -45,47 +70,40 @@ def extra_protocol(p: Mapping[str, Any], known: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
-class Suite:
-    """One benchmark suite: its command line, its evaluation and its place on the report page.
+class CommandLine:
+    """``protoembed eval <name>``: ``help`` (one line in ``eval --help``), ``description``, ``tasks_help``
+    (``None``: "tasks to run (default: all of ...)"), ``add_options(parser)`` (the suite's own options;
+    each ``dest`` is the name of an entry of :attr:`Suite.options`, or ``options`` maps them),
+    ``options(args) -> {option: value}`` (``None``: every :attr:`Suite.options` entry read from ``args``
+    by name), ``output_files`` (``(flag, metavar, help)`` of each further file the suite can write,
+    checked writable when the command line is parsed, default ``None``) and ``write_files(args, result)
+    -> [paths]`` (anything written beside the JSON, such as few-shot's violin plot)."""
 
-    Command line (``protoembed eval <name>``): ``help`` (one line in ``eval --help``), ``description``,
-    ``tasks`` (canonical names, the papers' column order; ``--tasks`` accepts ``display_names`` too),
-    ``all_by_default`` (``--tasks`` defaults to every task, else to ``None`` and ``evaluate`` decides),
-    ``tasks_help`` (``None``: "tasks to run (default: all of ...)"), ``add_options(parser)`` (the suite's
-    own options), ``output_files`` (``(flag, metavar, help)`` of each further file the suite can write,
-    checked writable when the command line is parsed, default ``None``).
-
-    Evaluation: ``evaluate(args, encode) -> result`` with ``encode(sentences) -> array``, the parsed
-    options, and the result without the model's description (the command adds it and ``"suite"``);
-    ``format_table(result) -> str`` (printed); ``write_files(args, result) -> [paths]`` (anything
-    written beside the JSON, such as few-shot's violin plot).
-
-    Report: ``page_order`` (its section's rank on the page: the paper's table order), ``title`` (the
-    section heading), ``tables`` (``(caption or None, metric)`` per table of the section), ``ablation_title``
-    (with one, the ``--ablation`` labels get a second section in this layout, ConPVP Table 4),
-    ``pooled`` (the per-run list of draws that a cell pools over every run instead of averaging each
-    run's ``metric``: few-shot's ``seeds_acc``), ``summary`` (``(metric, heading)`` per column of the
-    summary table), ``protocol(data) -> record`` (equal records may share a table) and
-    ``protocol_line(record) -> str`` (the line under the heading), ``figure`` (``draw(models, png) ->
-    record`` with ``models = [(label, [result, ...])]``, and its ``figure_caption``: (number, caption)).
-    """
-
-    name: str
     help: str
     description: str
-    tasks: tuple[str, ...]
-    evaluate: Callable[[argparse.Namespace, Callable[[list[str]], Any]], dict[str, Any]]
-    format_table: Callable[[dict[str, Any]], str]
+    tasks_help: str | None = None
+    add_options: Callable[[argparse.ArgumentParser], None] = no_options
+    options: Callable[[argparse.Namespace], dict[str, Any]] | None = None
+    output_files: tuple[tuple[str, str, str], ...] = ()
+    write_files: Callable[[argparse.Namespace, dict[str, Any]], list[Path]] = no_files
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """The suite's place on the report page: ``page_order`` (its section's rank: the paper's table order),
+    ``title`` (the section heading), ``protocol_line(record) -> str`` (the line under the heading),
+    ``summary`` (``(metric, heading)`` per column of the summary table), ``tables`` (``(caption or None,
+    metric)`` per table of the section), ``ablation_title`` (with one, the ``--ablation`` labels get a
+    second section in this layout, ConPVP Table 4), ``pooled`` (the per-run list of draws that a cell
+    pools over every run instead of averaging each run's ``metric``: few-shot's ``seeds_acc``),
+    ``protocol(data) -> record`` (equal records may share a table), ``figure`` (``draw(models, png) ->
+    record`` with ``models = [(label, [result, ...])]``) and its ``figure_caption`` (number, caption).
+    Column names are the tasks' table names (:func:`protoembed.evaluation.tasks.table_name`)."""
+
     page_order: int
     title: str
     protocol_line: Callable[[dict[str, Any]], str]
     summary: tuple[tuple[str, str], ...]
-    display_names: Mapping[str, str] = field(default_factory=dict)
-    all_by_default: bool = True
-    tasks_help: str | None = None
-    add_options: Callable[[argparse.ArgumentParser], None] = no_options
-    output_files: tuple[tuple[str, str, str], ...] = ()
-    write_files: Callable[[argparse.Namespace, dict[str, Any]], list[Path]] = no_files
     tables: tuple[tuple[str | None, str], ...] = ((None, "acc"),)
     ablation_title: str | None = None
     pooled: str | None = None
@@ -93,6 +111,20 @@ class Suite:
     figure: Callable[[Sequence[tuple[str, Sequence[dict[str, Any]]]], Path], dict[str, Any]] | None = None
     figure_caption: tuple[int, str] | None = None
 
-    def display(self, task: str) -> str:
-        """The name the papers' tables print for ``task`` (``SST2`` -> ``SST``), else ``task``."""
-        return self.display_names.get(task, task)
+
+@dataclass(frozen=True)
+class Suite:
+    """One benchmark suite: ``name``, ``tasks`` (its default tasks, the papers' column order; any entry of
+    :data:`~protoembed.evaluation.tasks.TASKS` that lists the suite can be asked for), ``evaluate`` (see
+    :data:`Evaluate`), ``options`` (its keyword options and their defaults), ``format_table(result) ->
+    str`` (the printed table), ``default_tasks(options)`` (the tasks run when none are named; ``None``:
+    ``tasks``), and its adapters ``command`` and ``report``."""
+
+    name: str
+    tasks: tuple[str, ...]
+    evaluate: Evaluate
+    format_table: Callable[[dict[str, Any]], str]
+    command: CommandLine
+    report: ReportLayout
+    options: Mapping[str, Any] = field(default_factory=dict)
+    default_tasks: Callable[[Mapping[str, Any]], Sequence[str]] | None = None

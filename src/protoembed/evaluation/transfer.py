@@ -39,10 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.transfer import TRANSFER_TASKS, TransferData, load_transfer_task
+from protoembed.data.paths import resolve_data_dir
+from protoembed.data.transfer import TRANSFER_TASKS, TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, Suite, extra_protocol
+from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.tasks import TASKS, get_task, table_name, table_names
 
 #: SentEval's grid of the inverse L2 regularisation strength for scikit-learn's logistic regression.
 C_GRID = tuple(2.0**t for t in range(-2, 4))
@@ -57,8 +59,6 @@ MRPC_FEATURES = ("senteval", "full")
 #: (:mod:`protoembed.evaluation.senteval_torch`), the authors' transfer protocol.
 CLASSIFIERS = ("sklearn", "pytorch")
 SEED = 1111
-#: Column names of the papers' transfer tables.
-SHORT_NAMES = {"SST2": "SST"}
 
 
 def _accuracy(predicted: np.ndarray, y: np.ndarray) -> float:
@@ -338,11 +338,12 @@ def evaluate_transfer(
         )
     if classifier not in CLASSIFIERS:
         raise ProtoembedError(f"unknown classifier {classifier!r}; choose from: {', '.join(CLASSIFIERS)}")
-    tasks = list(dict.fromkeys(tasks))
+    tasks = list(dict.fromkeys(get_task(task, "transfer").name for task in tasks))
     protocol = protocol_record(classifier, folds, inner_folds, seed, tasks, mrpc_features)
     if not tasks:
         raise ProtoembedError("no transfer task to evaluate")
-    datasets = {task: load_transfer_task(task, data_dir) for task in tasks}
+    root = resolve_data_dir(data_dir)
+    datasets = {task: TASKS[task].read(root, "senteval", "test") for task in tasks}
     started = time.monotonic()
     encoded = sentence_embeddings(encode, [s for data in datasets.values() for s in task_sentences(data)])
     if progress:
@@ -371,9 +372,8 @@ def format_transfer_table(result: dict[str, Any]) -> str:
         sizes = "/".join(str(r[k]) for k in ("n", "n_train", "n_dev", "n_test") if k in r)
         extra = f" (F1 {r['f1']:.2f})" if "f1" in r else ""
         lines.append(f"| {task} | {fmt(r['acc'])}{extra} | {fmt(r['dev_acc'])} | {sizes} |")
-    names = [SHORT_NAMES.get(t, t) for t in tasks]
     values = [r["acc"] for r in tasks.values()]
-    lines += papers_row("Accuracy x100 (papers' layout):", names, values, result["avg"])
+    lines += papers_row("Accuracy x100 (papers' layout):", table_names(tasks), values, result["avg"])
     return "\n".join(lines) + "\n"
 
 
@@ -397,11 +397,25 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _evaluate(args: argparse.Namespace, encode: Encode) -> dict[str, Any]:
-    """``protoembed eval transfer``: :func:`evaluate_transfer` with the command's options."""
-    options = dict(folds=args.folds, inner_folds=args.inner_folds, seed=args.seed, classifier=args.classifier)
+def evaluate_suite(
+    inputs: Inputs,
+    tasks: Sequence[str] | None = None,
+    folds: int = 10,
+    inner_folds: int = 10,
+    seed: int = SEED,
+    mrpc_features: str = "senteval",
+    classifier: str = "sklearn",
+) -> dict[str, Any]:
+    """The ``transfer`` suite: :func:`evaluate_transfer` on ``tasks`` (``None``: all of
+    :data:`~protoembed.data.transfer.TRANSFER_TASKS`)."""
+    options = dict(folds=folds, inner_folds=inner_folds, seed=seed, classifier=classifier)
     return evaluate_transfer(
-        encode, args.data_dir, tasks=args.tasks, progress=True, mrpc_features=args.mrpc_features, **options
+        inputs.encode,
+        inputs.data_dir,
+        tasks=TRANSFER_TASKS if tasks is None else tasks,
+        progress=inputs.progress,
+        mrpc_features=mrpc_features,
+        **options,
     )
 
 
@@ -413,7 +427,7 @@ def c_grids(grid: Any) -> str:
         return f"{min(grid):g}..{max(grid):g}"
     by_grid: dict[str, list[str]] = {}
     for task, values in grid.items():
-        by_grid.setdefault(c_grids(values), []).append(SHORT_NAMES.get(task, task))
+        by_grid.setdefault(c_grids(values), []).append(table_name(task))
     return ", ".join(f"{g} ({', '.join(tasks)})" for g, tasks in by_grid.items())
 
 
@@ -442,17 +456,27 @@ def transfer_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="transfer",
-    help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
-    description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
-    "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
     tasks=TRANSFER_TASKS,
-    display_names=SHORT_NAMES,
-    add_options=_add_options,
-    evaluate=_evaluate,
+    evaluate=evaluate_suite,
+    options={
+        "folds": 10,
+        "inner_folds": 10,
+        "seed": SEED,
+        "mrpc_features": "senteval",
+        "classifier": "sklearn",
+    },
     format_table=format_transfer_table,
-    page_order=5,
-    title="Transfer (ConPVP Table 5)",
-    summary=(("acc", "Transfer (Table 5)"),),
-    protocol=transfer_protocol,
-    protocol_line=transfer_protocol_line,
+    command=CommandLine(
+        help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
+        description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
+        "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
+        add_options=_add_options,
+    ),
+    report=ReportLayout(
+        page_order=5,
+        title="Transfer (ConPVP Table 5)",
+        summary=(("acc", "Transfer (Table 5)"),),
+        protocol=transfer_protocol,
+        protocol_line=transfer_protocol_line,
+    ),
 )

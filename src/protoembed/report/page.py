@@ -7,7 +7,8 @@ its protocol in one line, taken from the results' own protocol record. A cell is
 runs (its seeds) of the run's number, ``± std`` (sample) when the model has more than one run; ``Avg.``
 is the same over each run's mean over the table's tasks. Few-shot cells pool every draw of every run (what
 the violins show). Each suite's section (title, tables, protocol line, summary columns, figure) comes
-from its :class:`~protoembed.evaluation.suite.Suite`; tables are drawn by
+from its :class:`~protoembed.evaluation.suite.ReportLayout`, each column's name from its task's entry
+(:func:`protoembed.evaluation.tasks.table_name`); tables are drawn by
 :mod:`protoembed.evaluation.tables`.
 """
 
@@ -23,6 +24,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.suites import SUITES as DECLARED
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
+from protoembed.evaluation.tasks import table_names
 from protoembed.io import check_writable, write_atomic, write_json_atomic
 from protoembed.report.results import Result, by_suite, protocol
 
@@ -31,7 +33,7 @@ FIGURES = {
     "similarity": (4, "predicted cosine (scaled to [0, 1]) against gold, STS-B test"),
     "frequent-tokens": (5, "STS average with the k most frequent tokens left out of pooling"),
     "tsne": (6, "t-SNE of STS-B test pairs with gold 0 (orange), 3 (blue), 5 (green)"),
-    **{s.name: s.figure_caption for s in DECLARED.values() if s.figure_caption is not None},
+    **{s.name: s.report.figure_caption for s in DECLARED.values() if s.report.figure_caption is not None},
 }
 Groups = dict[str, list[Result]]
 
@@ -45,7 +47,7 @@ def _tasks(groups: Groups) -> list[str]:
     return list(dict.fromkeys(t for runs in groups.values() for r in runs for t in r.data["tasks"]))
 
 
-def seed_table(groups: Groups, names: dict[str, str], metric: str, label: str = "Model") -> list[str]:
+def seed_table(groups: Groups, metric: str, label: str = "Model") -> list[str]:
     """The papers' layout with a row per label: ``metric`` of each task and the runs' average,
     mean ± std over the label's runs; ``n/a`` where a run lacks the task."""
     tasks = _tasks(groups)
@@ -57,7 +59,7 @@ def seed_table(groups: Groups, names: dict[str, str], metric: str, label: str = 
             column = [row[j] for row in per_run]
             cells.append(fmt(None) if None in column else fmt_spread(*_spread(column)))
         rows.append((name, cells, _average_cell(per_run)))
-    return papers_table([names.get(t, t) for t in tasks], rows, label)
+    return papers_table(table_names(tasks), rows, label)
 
 
 def _per_run(runs: list[Result], tasks: list[str], metric: str) -> list[list[float | None]]:
@@ -80,7 +82,7 @@ def _pooled_average(pooled: list[list[float]]) -> str:
     return fmt(float(np.mean([np.mean(v) for v in pooled]))) if all(pooled) else fmt(None)
 
 
-def pooled_table(groups: Groups, names: dict[str, str], key: str) -> list[str]:
+def pooled_table(groups: Groups, key: str) -> list[str]:
     """Per task, mean ± std of every draw (``key``) of every run of the label; ``Avg.``: mean of those
     (few-shot, ConPVP Fig. 7)."""
     tasks = _tasks(groups)
@@ -89,7 +91,7 @@ def pooled_table(groups: Groups, names: dict[str, str], key: str) -> list[str]:
         pooled = _pooled_draws(runs, tasks, key)
         cells = [fmt_spread(*_spread(v)) if v else fmt(None) for v in pooled]
         rows.append((name, cells, _pooled_average(pooled)))
-    return papers_table([names.get(t, t) for t in tasks], rows)
+    return papers_table(table_names(tasks), rows)
 
 
 #: A summary cell of a model without results of that suite (``n/a`` stays for a suite missing a task).
@@ -98,7 +100,9 @@ NOT_RUN = "–"
 
 def summary_columns() -> list[tuple[Suite, str, str]]:
     """The summary's columns: (suite, metric, heading) of each suite's ``summary``, in the registry's order."""
-    return [(suite, metric, heading) for suite in DECLARED.values() for metric, heading in suite.summary]
+    return [
+        (suite, metric, heading) for suite in DECLARED.values() for metric, heading in suite.report.summary
+    ]
 
 
 def summary_table(grouped: dict[str, Groups]) -> list[str]:
@@ -117,8 +121,8 @@ def summary_table(grouped: dict[str, Groups]) -> list[str]:
             runs = grouped[suite.name].get(label)
             if not runs:
                 cells.append(NOT_RUN)
-            elif suite.pooled:
-                cells.append(_pooled_average(_pooled_draws(runs, tasks[suite.name], suite.pooled)))
+            elif suite.report.pooled:
+                cells.append(_pooled_average(_pooled_draws(runs, tasks[suite.name], suite.report.pooled)))
             else:
                 cells.append(_average_cell(_per_run(runs, tasks[suite.name], metric)))
         rows.append([label, *cells])
@@ -126,16 +130,16 @@ def summary_table(grouped: dict[str, Groups]) -> list[str]:
 
 
 def suite_tables(suite: Suite, groups: Groups) -> list[str]:
-    """A suite's tables on the page: one per ``(caption, metric)`` of :attr:`Suite.tables` (the pooled
-    layout for a suite with :attr:`Suite.pooled`)."""
-    names = dict(suite.display_names)
-    if suite.pooled:
-        return pooled_table(groups, names, suite.pooled)
+    """A suite's tables on the page: one per ``(caption, metric)`` of :attr:`ReportLayout.tables` (the
+    pooled layout for a suite with :attr:`ReportLayout.pooled`); columns are the tasks' table names."""
+    layout = suite.report
+    if layout.pooled:
+        return pooled_table(groups, layout.pooled)
     lines: list[str] = []
-    for caption, metric in suite.tables:
+    for caption, metric in layout.tables:
         lines += [""] if lines else []
         lines += [caption, ""] if caption else []
-        lines += seed_table(groups, names, metric)
+        lines += seed_table(groups, metric)
     return lines
 
 
@@ -159,18 +163,19 @@ def _suite_sections(
     """A suite's section(s) with the protocol line of its first file: its tables (the ``ablation`` labels
     but the first left out when the suite has an ablation section, which then follows), and its figure
     (with ``figures``) drawn beside ``out`` as ``<name>-<suite>.png`` with its JSON."""
-    line = suite.protocol_line(protocol(next(iter(groups.values()))[0]))
+    layout = suite.report
+    line = layout.protocol_line(protocol(next(iter(groups.values()))[0]))
     lines: list[str] = []
-    main = {k: v for k, v in groups.items() if suite.ablation_title is None or k not in ablation[1:]}
+    main = {k: v for k, v in groups.items() if layout.ablation_title is None or k not in ablation[1:]}
     if main:
-        lines += _section(suite.title, line, suite_tables(suite, main))
-    if suite.ablation_title is not None:
+        lines += _section(layout.title, line, suite_tables(suite, main))
+    if layout.ablation_title is not None:
         chosen = {k: groups[k] for k in ablation if k in groups}
         if chosen:
-            lines += _section(suite.ablation_title, line, suite_tables(suite, chosen))
-    if figures and suite.figure is not None:
+            lines += _section(layout.ablation_title, line, suite_tables(suite, chosen))
+    if figures and layout.figure is not None:
         png = out.with_name(f"{out.stem}-{suite.name}.png")
-        drawn = suite.figure([(k, [r.data for r in v]) for k, v in groups.items()], png)
+        drawn = layout.figure([(k, [r.data for r in v]) for k, v in groups.items()], png)
         write_json_atomic(png.with_suffix(".json"), {"analysis": suite.name, **drawn})
         number, caption = FIGURES[suite.name]
         lines += [f"![Fig. {number}: {caption}]({_relative(png, out.parent)})", ""]

@@ -80,8 +80,8 @@ def _not_results(path: Path) -> ProtoembedError:
 
 def protocol(result: Result) -> dict[str, Any]:
     """What must be equal for two results to share a table: the suite's protocol record of the file
-    (:attr:`protoembed.evaluation.suite.Suite.protocol`)."""
-    return DECLARED[result.suite].protocol(result.data)
+    (:attr:`protoembed.evaluation.suite.ReportLayout.protocol`)."""
+    return DECLARED[result.suite].report.protocol(result.data)
 
 
 def same_protocol(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -200,7 +200,7 @@ def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
                 f"table with {first.path} ({_show(protocol(first))})"
             )
         table.setdefault(result.label, []).append(result)
-    order = sorted(DECLARED, key=lambda name: DECLARED[name].page_order)  # the paper's table order
+    order = sorted(DECLARED, key=lambda name: DECLARED[name].report.page_order)  # the paper's table order
     return {suite: grouped[suite] for suite in order if suite in grouped}
 
 
