@@ -17,6 +17,7 @@ Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) an
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -41,6 +42,15 @@ CALIBRATION_CORPUS = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
 # OpenVINO's element type names -> protoembed's precision names
 _PRECISION_NAMES = {"bf16": "bf16", "f32": "fp32", "f16": "fp16"}
 _HINTS = {"bf16": "bf16", "fp32": "f32"}
+
+
+@functools.lru_cache(maxsize=1)
+def core() -> Any:
+    """The process's one ``openvino.Core``: kept alive as long as any model it compiled (a compiled model
+    outliving its Core can crash when it is freed)."""
+    import openvino as ov
+
+    return ov.Core()
 
 
 def require_openvino() -> None:
@@ -95,17 +105,13 @@ def compile_graph(
     Raises:
         ProtoembedError: a file that is missing or cannot be read (truncated, corrupt), named.
     """
-    import openvino as ov
-
-    core = ov.Core()
     for file in (graph, weights):
         if file is not None and not file.is_file():
             raise ProtoembedError(f"{file}: graph file missing; export the model again")
     try:
-        model = (
-            core.read_model(str(graph), str(weights)) if weights is not None else core.read_model(str(graph))
-        )
-        return core.compile_model(model, "CPU", compile_config(threads, precision))
+        reader = core()
+        model = reader.read_model(str(graph), str(weights) if weights is not None else "")
+        return reader.compile_model(model, "CPU", compile_config(threads, precision))
     except Exception as err:  # a truncated or corrupt file
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ProtoembedError(
@@ -188,16 +194,12 @@ def calibration_feeds(encoder: Any, sentences: list[str], inputs: list[str]) -> 
 
 def inference_precision_here() -> str:
     """The precision OpenVINO's CPU plugin picks on this machine for an fp32 graph (``bf16`` / ``fp32``)."""
-    import openvino as ov
-
-    return precision_name(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    return precision_name(core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
 
 
 def cpu_name() -> str:
     """The CPU's name as OpenVINO reports it."""
-    import openvino as ov
-
-    return str(ov.Core().get_property("CPU", "FULL_DEVICE_NAME"))
+    return str(core().get_property("CPU", "FULL_DEVICE_NAME"))
 
 
 def run_compiled(request: Any, feeds: dict[str, np.ndarray]) -> torch.Tensor:
