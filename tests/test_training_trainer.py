@@ -52,11 +52,11 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     assert set(saved["tasks"]) == {"STSBenchmark"} and saved["model"] == str(out / "best")
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["event"] == "start" and log[0]["data"]["files"][0]["skipped"]["empty_line"] == 1
-    evals = {e["step"]: e["stsb_dev_spearman"] for e in log if e["event"] == "eval"}
+    evals = {e["step"]: e["dev_score"] for e in log if e["event"] == "eval"}
     assert list(evals) == [2, 4, 5]  # every eval_steps and at the end
     # best/ is the first evaluation with the highest recorded dev score
     best = max(evals, key=lambda step: (evals[step], -step))
-    assert saved["best_step"] == best and saved["stsb_dev_spearman"] == evals[best]
+    assert saved["best_step"] == best and saved["best_dev_score"] == evals[best]
     assert [e["step"] for e in log if e["event"] == "train"] == [1, 2, 3, 4, 5]
     assert log[-1]["event"] == "end"
     assert not (out / CHECKPOINT_DIR).exists()  # removed once finished (keep_checkpoint: false)
@@ -74,7 +74,7 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     assert u.shape == (len(dev), 32) and len(dev) == 1500
     # to 1e-3: the evaluation's float32 cosines rank pairs of equal vectors (texts tokenised alike) by
     # rounding, these float64 ones by theirs (1.6e-4 apart on the untrained tiny BERT)
-    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["stsb_dev_spearman"], abs=1e-3)
+    assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["best_dev_score"], abs=1e-3)
     # max_seq_length truncates training inputs only: the saved model reads whole sentences
     assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
@@ -168,7 +168,7 @@ def test_dev_metric_is_injectable(tiny_model_dirs, corpus, tmp_path):
         objective_factory=standin_factory(),
         evaluator=evaluator,
     )
-    assert results["best_step"] == 4 and results["stsb_dev_spearman"] == 3.0
+    assert results["best_step"] == 4 and results["best_dev_score"] == 3.0
     assert seen == [None, None, None]  # max_seq_length (16) truncates training inputs only
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
-    assert [e["stsb_dev_spearman"] for e in log if e["event"] == "eval"] == [1.0, 3.0, 2.0]
+    assert [e["dev_score"] for e in log if e["event"] == "eval"] == [1.0, 3.0, 2.0]

@@ -191,7 +191,7 @@ def train_stages(
                 "objective": cfg.objective.name,
                 "output_dir": str(cfg.output_dir),
                 "best_step": results.get("best_step"),
-                "stsb_dev_spearman": results.get("stsb_dev_spearman"),
+                "best_dev_score": results.get("best_dev_score"),
                 "avg": results.get("avg"),
                 "train_wall_time_s": results.get("train_wall_time_s"),
             }

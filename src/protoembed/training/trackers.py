@@ -2,7 +2,7 @@
 
 In: the tracker names of the config, the run's ``Accelerator`` (built with ``log_with`` and
 ``project_dir=OUTPUT_DIR/trackers``). Out: what ``training_log.jsonl`` logs, also sent to every tracker
-(:class:`TrackedLog`): ``train/loss`` and ``train/lr`` at each logged step, ``eval/stsb_dev_spearman`` at
+(:class:`TrackedLog`): ``train/loss`` and ``train/lr`` at each logged step, ``eval/dev_score`` (the dev score of the run's evaluator: STS-B dev Spearman x100 by default) at
 each evaluation, ``test/sts_avg`` at the end, each at its optimizer step; the resolved config as the run's
 hyper-parameters. TensorBoard writes ``OUTPUT_DIR/trackers/protoembed/events.out.tfevents.*``; a resumed
 run hides the steps logged after its checkpoint (they are trained again). Only the main process logs.
@@ -75,7 +75,7 @@ def metrics(entry: dict[str, Any]) -> dict[str, float]:
     if event == "train":
         values = {"train/loss": entry.get("loss"), "train/lr": entry.get("lr")}
     elif event == "eval":
-        values = {"eval/stsb_dev_spearman": entry.get("stsb_dev_spearman")}
+        values = {"eval/dev_score": entry.get("dev_score", entry.get("stsb_dev_spearman"))}
     elif event == "end":
         values = {"test/sts_avg": entry.get("test_avg")}
     else:

@@ -9,7 +9,7 @@ evaluation embedder's sentence embeddings.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
 (STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
-``best_step``, ``stsb_dev_spearman``, ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
+``best_step``, ``best_dev_score``, ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
 logged step, evaluation and event), ``config.yaml`` (the resolved config) and, while running,
 ``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
 
@@ -219,7 +219,7 @@ class Trainer:
                 {
                     "event": "eval",
                     "step": step,
-                    "stsb_dev_spearman": state.last_score,
+                    "dev_score": state.last_score,
                     "dev_scorer": scorer,
                     "best_score": state.best_score,
                     "best_step": state.best_step,
@@ -261,7 +261,7 @@ class Trainer:
             model=str(self.output_dir / BEST_DIR),
             suite=SUITE.name,  # how the report reads the file
             best_step=self.state.best_step,
-            stsb_dev_spearman=self.state.best_score,
+            best_dev_score=self.state.best_score,
             train_wall_time_s=round(self.state.wall_time_s, 1),
         )
         return results
@@ -387,7 +387,7 @@ class Trainer:
             if not tcfg.keep_checkpoint:
                 remove_checkpoint(self.output_dir)
             self._say(
-                f"best STS-B dev Spearman {results['stsb_dev_spearman']} at step {results['best_step']}; "
+                f"best dev score {results['best_dev_score']} at step {results['best_step']}; "
                 f"STS avg {results['avg']:.2f}; model in {self.output_dir / BEST_DIR}"
             )
         acc.wait_for_everyone()
