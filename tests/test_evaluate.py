@@ -121,6 +121,17 @@ def test_a_new_sts_task_is_one_entry(
     with pytest.raises(ProtoembedError, match=r"MySTS has only a test split \(asked for 'dev'\)"):
         protoembed.evaluate(tiny, ["MySTS"], data_dir=str(root), split="dev")
 
+    # named in a training config's test tasks (by its table name), as the built-in STS tasks are
+    from protoembed.training.config import config_from_dict
+
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"corpus": "c.txt"},
+        "objective": {"name": "simcse"},
+    }
+    config["training"] = {"test_tasks": ["my-sts", "STS-B"]}
+    assert config_from_dict(config).training.test_tasks == ["MySTS", "STSBenchmark"]
+
 
 def test_every_task_reads_only_files_of_its_dataset() -> None:
     from protoembed.data.registry import get_dataset

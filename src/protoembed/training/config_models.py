@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from protoembed.data.sts import STS_TASKS, canonical_task
+from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
 from protoembed.heads import HEADS
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
@@ -274,8 +274,10 @@ class TrainingConfig(BaseModel):
     @field_validator("test_tasks")
     @classmethod
     def _tasks(cls, tasks: list[str]) -> list[str]:
-        try:
-            return [canonical_task(task) for task in tasks]
+        from protoembed.evaluation.tasks import get_task
+
+        try:  # any STS task entry, by its name or its table name
+            return [get_task(task, "sts").name for task in tasks]
         except ProtoembedError as err:  # names the task and lists the known ones
             raise ValueError(str(err)) from None
 
