@@ -162,6 +162,14 @@ def step(objective, optimizer, batch: list[str]) -> float:
     return float(loss.detach())
 
 
+def alternating(names: list[str], steps: int):
+    """``(round, name)`` for ``steps`` rounds of ``names``, the order swapped every round (so other load
+    on a shared machine hits every variant alike)."""
+    for i in range(steps):
+        for name in names if i % 2 == 0 else names[::-1]:
+            yield i, name
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -282,13 +290,12 @@ def siamese_main(args: argparse.Namespace) -> None:
         hook.remove()
     times: dict[str, list[float]] = {name: [] for name in runs}
     order = list(runs)
-    for i in range(args.steps):
-        for name in order if i % 2 == 0 else order[::-1]:
-            _sync(device)
-            start = time.perf_counter()
-            runs[name](batches[i + 1])
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
+    for i, name in alternating(order, args.steps):
+        _sync(device)
+        start = time.perf_counter()
+        runs[name](batches[i + 1])
+        _sync(device)
+        times[name].append(time.perf_counter() - start)
     best = {name: min(values) for name, values in times.items()}
     median = {name: statistics.median(values) for name, values in times.items()}
     print(f"{'system':>21}  steps/s  best ms  median ms  forwards of one step (rows x width, non-padding)")
@@ -348,9 +355,8 @@ def cache_main(args: argparse.Namespace) -> None:
     data_times.clear()
     model_times = {v: [] for v in variants}
     order = list(variants)
-    for i in range(args.steps):
-        for variant in order if i % 2 == 0 else order[::-1]:
-            one(variant, batches[i + 1])
+    for i, variant in alternating(order, args.steps):
+        one(variant, batches[i + 1])
     rows = len(objective.collate(batches[0]))
     print(
         f"{name}, default backbone (all-MiniLM-L6-v2), device {device}, batch {size} ({rows} rows), "
@@ -413,9 +419,8 @@ def bf16_main(args: argparse.Namespace) -> None:
     first = dict(losses)
     times = {p: [] for p in runs}
     order = list(runs)
-    for i in range(args.steps):
-        for precision in order if i % 2 == 0 else order[::-1]:
-            one(precision, batches[i + 1])
+    for i, precision in alternating(order, args.steps):
+        one(precision, batches[i + 1])
     features = ", ".join(f"{flag} {'yes' if on else 'no'}" for flag, on in cpu_features().items())
     print(
         f"{name}, default backbone (all-MiniLM-L6-v2), device {device} (native bf16: "
@@ -517,19 +522,18 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in runs}
     peaks: dict[str, float] = dict.fromkeys(runs, 0.0)
     order = list(runs)
-    for i in range(args.steps):
-        for name in order if i % 2 == 0 else order[::-1]:
-            objective, optimizer = runs[name]
-            _sync(device)
-            if device.startswith("cuda"):
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-            start = time.perf_counter()
-            step(objective, optimizer, batches[i + 1])
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-            if device.startswith("cuda"):
-                peaks[name] = max(peaks[name], (torch.cuda.max_memory_allocated() - base) / 2**20)
+    for i, name in alternating(order, args.steps):
+        objective, optimizer = runs[name]
+        _sync(device)
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        start = time.perf_counter()
+        step(objective, optimizer, batches[i + 1])
+        _sync(device)
+        times[name].append(time.perf_counter() - start)
+        if device.startswith("cuda"):
+            peaks[name] = max(peaks[name], (torch.cuda.max_memory_allocated() - base) / 2**20)
     median = {name: statistics.median(values) for name, values in times.items()}
     best = {name: min(values) for name, values in times.items()}
     for name in runs:

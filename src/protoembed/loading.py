@@ -22,7 +22,7 @@ from protoembed.backbones import loading_errors, quiet_transformers, resolve_mod
 from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import RUNTIMES
+from protoembed.export.layout import check_runtime
 from protoembed.export.runtime import is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
@@ -131,8 +131,7 @@ def load(
     check_max_seq_length(max_seq_length)
     device = resolve_device(device)
     path = resolve_model_dir(spec)
-    if runtime not in RUNTIMES:
-        raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    check_runtime(runtime)
     if is_export_dir(path):  # an export: encode runs on ONNX Runtime or OpenVINO
         if runtime == "torch":
             raise ProtoembedError(

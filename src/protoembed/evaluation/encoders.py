@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Where a :class:`LazyEncoder` runs the model (``protoembed eval --runtime``).
-RUNTIMES = ("auto", "torch", "onnx", "openvino")
-
 
 class LazyEncoder:
     """``encode(sentences) -> array (n, d)`` that loads the model on its first call.
@@ -64,8 +61,9 @@ class LazyEncoder:
         cache_embeddings: bool = False,
         show_progress_bar: bool | None = None,
     ) -> None:
-        if runtime not in RUNTIMES:
-            raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+        from protoembed.export.layout import check_runtime
+
+        check_runtime(runtime)
         self.load = load
         self.batch_size = batch_size
         self.allow_empty = allow_empty
@@ -77,11 +75,9 @@ class LazyEncoder:
 
     def _load(self) -> None:
         """Load the model, switch it to the asked runtime, then (as asked) open its embedding store."""
-        model = self.load()
-        if self.runtime != "auto":
-            from protoembed.export.cache import with_runtime
+        from protoembed.export.cache import with_runtime
 
-            model = with_runtime(model, self.runtime)
+        model = with_runtime(self.load(), self.runtime)  # ``auto``: as loaded
         self.model = model
         if self.cache_embeddings:  # keyed by the weights (or export files), runtime and precision
             from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, RUNTIMES
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, check_runtime
 from protoembed.io import cache_dir
 from protoembed.version import __version__
 
@@ -115,8 +115,7 @@ def with_runtime(model: SentenceEmbedder, runtime: str, precision: str | None = 
     """
     from protoembed.export.runtime import ExportedEmbedder
 
-    if runtime not in RUNTIMES:
-        raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    check_runtime(runtime)
     exported = isinstance(model, ExportedEmbedder)
     if runtime == "auto" or (runtime == "torch" and not exported):
         return model

@@ -7,6 +7,8 @@ for ``--format openvino``) and ``protoembed_export.json``
 
 from __future__ import annotations
 
+from protoembed.errors import ProtoembedError
+
 #: Bumped whenever a reader of an older version could misread a newer folder (2: OpenVINO folders).
 FORMAT_VERSION = 2
 EXPORT_CONFIG = "protoembed_export.json"
@@ -20,3 +22,11 @@ QUANTIZE = ("int8",)
 RUNTIMES = ("auto", "torch", "onnx", "openvino")
 #: The runtimes an export folder can run on.
 EXPORT_RUNTIMES = ("auto", "onnx", "openvino")
+
+
+def check_runtime(runtime: str, known: tuple[str, ...] = RUNTIMES, what: str = "") -> str:
+    """``runtime`` if it is one of ``known``, else a one-line :class:`ProtoembedError` (``what``: e.g.
+    ``" for an export"``)."""
+    if runtime not in known:
+        raise ProtoembedError(f"unknown runtime {runtime!r}{what}: expected one of {', '.join(known)}")
+    return runtime

@@ -29,7 +29,7 @@ from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.graph import require_onnx
-from protoembed.export.layout import EXPORT_CONFIG, EXPORT_RUNTIMES, FORMAT_VERSION
+from protoembed.export.layout import EXPORT_CONFIG, EXPORT_RUNTIMES, FORMAT_VERSION, check_runtime
 from protoembed.precision import check_precision
 
 logger = logging.getLogger(__name__)
@@ -71,22 +71,19 @@ class ExportedEmbedder:
 
     Args:
         encoder: tokenisation-only :class:`PromptEncoder` (same settings as the exported model's).
-        config: the folder's ``protoembed_export.json``.
+        config: the folder's ``protoembed_export.json`` (its ``inputs``: the graph's input names).
         normalize: L2-normalise (the graph may already do it; it cannot be undone).
-        inputs: the graph's input names, in order.
     """
 
     #: the runtime's name, as ``--runtime`` spells it
     runtime = ""
 
-    def __init__(
-        self, encoder: PromptEncoder, config: dict[str, Any], normalize: bool, inputs: list[str]
-    ) -> None:
+    def __init__(self, encoder: PromptEncoder, config: dict[str, Any], normalize: bool) -> None:
         self.encoder = encoder
         self.config = config
         self.head: str = config["head"]
         self.normalize = normalize
-        self._inputs = inputs
+        self._inputs: list[str] = list(config["inputs"])  # the graph's input names, in order
         #: the export folder it was opened from (set by :func:`load_export`; keys the embedding store)
         self.root: Path | None = None
 
@@ -167,7 +164,7 @@ class OnnxEmbedder(ExportedEmbedder):
     runtime = "onnx"
 
     def __init__(self, encoder: PromptEncoder, session: Any, config: dict[str, Any], normalize: bool) -> None:
-        super().__init__(encoder, config, normalize, [i.name for i in session.get_inputs()])
+        super().__init__(encoder, config, normalize)
         self.session = session
 
     def run(self, feeds: dict[str, np.ndarray]) -> torch.Tensor:
@@ -184,16 +181,17 @@ class OpenVinoEmbedder(ExportedEmbedder):
     def __init__(
         self, encoder: PromptEncoder, compiled: Any, config: dict[str, Any], normalize: bool
     ) -> None:
-        super().__init__(encoder, config, normalize, list(config["inputs"]))
+        from protoembed.export.openvino import compiled_precision
+
+        super().__init__(encoder, config, normalize)
         self.compiled = compiled
         self._request = compiled.create_infer_request()
+        self._compiled_precision = compiled_precision(compiled)  # fixed once compiled
 
     @property
     def precision(self) -> str:
         """``int8`` for a quantised export, else what OpenVINO computes in here (``bf16`` / ``fp32``)."""
-        from protoembed.export.openvino import compiled_precision
-
-        return self.config.get("quantize") or compiled_precision(self.compiled)
+        return self.config.get("quantize") or self._compiled_precision
 
     def run(self, feeds: dict[str, np.ndarray]) -> torch.Tensor:
         """One batch through the compiled model."""
@@ -266,10 +264,7 @@ def load_export(
 
     root = Path(path)
     config = read_export_config(root)
-    if runtime not in EXPORT_RUNTIMES:
-        raise ProtoembedError(
-            f"unknown runtime {runtime!r} for an export: expected one of {', '.join(EXPORT_RUNTIMES)}"
-        )
+    check_runtime(runtime, EXPORT_RUNTIMES, " for an export")
     if head is not None and head != config["head"]:
         raise ProtoembedError(f"{root}: exported with head {config['head']!r}; cannot switch to {head!r}")
     if template is not None or n_soft_prompt is not None or soft_prompt_init is not None:
@@ -279,6 +274,8 @@ def load_export(
     if device is not None and torch.device(device).type != "cpu":
         logger.warning("exports run on the CPU; ignoring device %s", device)
     chosen = auto_runtime(config) if runtime == "auto" else runtime
+    if config.get("format") == "openvino" and chosen == "onnx":
+        raise ProtoembedError(f"{root}: an OpenVINO export runs on OpenVINO only (--runtime openvino)")
     _check_precision(root, config, chosen, precision)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(root))
@@ -328,14 +325,10 @@ def _check_precision(root: Path, config: dict[str, Any], runtime: str, precision
             f"{root}: ONNX Runtime runs this export in fp32; for {precision} use --runtime openvino "
             "(or load the torch model it was exported from)"
         )
-    if config.get("format") == "openvino" and runtime == "onnx":
-        raise ProtoembedError(f"{root}: an OpenVINO export runs on OpenVINO only (--runtime openvino)")
 
 
 def _onnx_session(root: Path, config: dict[str, Any], threads: int | None) -> Any:
     """ONNX Runtime's session of the folder's ONNX graph."""
-    if config.get("format") == "openvino":
-        raise ProtoembedError(f"{root}: an OpenVINO export runs on OpenVINO only (--runtime openvino)")
     require_onnx()
     import onnxruntime as ort
 
