@@ -108,7 +108,7 @@ experiment-unsup: install
 .PHONY: experiment-supervised
 experiment-supervised: install
 	$(BIN)/python experiments/supervised_cpu.py --seeds 1 2 3 --systems sbert cnn-sbert simcse-sup --set training.epochs=1
-	$(BIN)/python experiments/supervised_cpu.py --seeds 1 2 3 --systems cross-encoder
+	$(BIN)/python experiments/supervised_cpu.py --seeds 1 2 3 --systems cross-encoder cross-encoder-bce
 
 # Domain adaptation study (experiments/domain_adapt.py): SimCSE and ConPVP trained on the texts of
 # StackOverflow, Biomedical and Tweet (labels never read; configs/cpu/adapt), seeds 1-3, each then

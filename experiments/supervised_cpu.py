@@ -51,6 +51,7 @@ from protoembed.io import write_json_atomic  # noqa: E402
 #: System -> (row label, the heads its rows are evaluated with: first = the run's own head).
 SYSTEMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cross-encoder": ("Cross-encoder", ("cls", "mean")),
+    "cross-encoder-bce": ("Cross-encoder, BCE", ("cls", "mean")),
     "sbert": ("SBERT", ("mean",)),
     "cnn-sbert": ("CNN-SBERT", ("cnn",)),
     "simcse-sup": ("Supervised SimCSE", ("cls",)),
@@ -85,6 +86,21 @@ def study_configs(config_dir: Path, systems: list[str], regimes: list[str]) -> d
     return found
 
 
+def split_name(name: str) -> tuple[str, str]:
+    """``"<system>-<regime>"`` -> (system, regime), the longest system of :data:`SYSTEMS` that fits
+    (``cross-encoder-bce-stsb`` is the system ``cross-encoder-bce``, not ``cross-encoder``)."""
+    fits = [s for s in SYSTEMS if name.startswith(s + "-") and name[len(s) + 1 :] in REGIMES]
+    if not fits:
+        raise ProtoembedError(f"{name!r} is not <system>-<regime> of {list(SYSTEMS)} x {list(REGIMES)}")
+    system = max(fits, key=len)
+    return system, name[len(system) + 1 :]
+
+
+def is_cross_encoder(system: str) -> bool:
+    """Whether ``system`` is a cross-encoder (either loss): its runs get the Avg. row and Table II."""
+    return system == "cross-encoder" or system.startswith("cross-encoder-")
+
+
 def _run(cmd: list[str], where: Path, quiet: bool = False) -> int:
     _say(f"{where.name}: {shlex.join(cmd[1:])}")
     return subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
@@ -107,7 +123,7 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
     """The Avg. row (mean head over a cross-encoder's encoder) and Table II (the cross-encoder on STS-B)."""
     import yaml
 
-    if system != "cross-encoder":
+    if not is_cross_encoder(system):
         return True
     config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
     best = _final_run_dir(run_dir, config) / BEST_DIR
@@ -144,7 +160,7 @@ def run_one(
     config: Path, name: str, seed: int, args: argparse.Namespace, tasks: list[str], batch_size: int
 ) -> bool:
     """Train (or resume) one run, add its extra evaluations, record it; True if it finished."""
-    system, regime = next((s, name[len(s) + 1 :]) for s in SYSTEMS if name.startswith(s + "-"))
+    system, regime = split_name(name)
     run_name = f"{name}-seed{seed}"
     run_dir, record_dir = args.runs_dir / run_name, args.records_dir / run_name
     if (record_dir / RESULTS_FILE).is_file():

@@ -28,8 +28,29 @@ def test_the_study_covers_every_table_one_cell():
     configs = supervised_cpu.study_configs(
         REPO / "configs" / "cpu", list(supervised_cpu.SYSTEMS), list(supervised_cpu.REGIMES)
     )
-    assert len(configs) == 3 * 3 + 2  # supervised SimCSE has no STS-B-only cell
-    assert list(configs)[:4] == ["cross-encoder-stsb", "sbert-stsb", "cnn-sbert-stsb", "cross-encoder-nli"]
+    # supervised SimCSE has no STS-B-only cell; the BCE cross-encoder recipe only an STS-B one
+    assert len(configs) == 3 * 3 + 2 + 1
+    assert list(configs)[:5] == [
+        "cross-encoder-stsb",
+        "cross-encoder-bce-stsb",
+        "sbert-stsb",
+        "cnn-sbert-stsb",
+        "cross-encoder-nli",
+    ]
+
+
+def test_run_names_split_into_the_longest_system_and_a_regime():
+    split = supervised_cpu.split_name
+    assert split("cross-encoder-bce-stsb") == ("cross-encoder-bce", "stsb")
+    assert split("cross-encoder-nli-stsb") == ("cross-encoder", "nli-stsb")
+    assert split("cnn-sbert-nli") == ("cnn-sbert", "nli")
+    for bad in ("cross-encoder-glue", "sbert", "bert-stsb"):
+        try:
+            split(bad)
+        except supervised_cpu.ProtoembedError as err:
+            assert repr(bad) in str(err)
+        else:
+            raise AssertionError(bad)
 
 
 def test_report_tables_equal_the_records(tmp_path):
@@ -42,7 +63,7 @@ def test_report_tables_equal_the_records(tmp_path):
             records / f"sbert-nli-stsb-seed{seed}", "results.json", _results(84 + shift, 83, every_task=True)
         )
     ce = records / "cross-encoder-stsb-seed1"
-    _write(ce, "results.json", _results(30.0, 29))
+    _write(ce, "results.json", {**_results(30.0, 29), "best_dev_score": 88.0})
     _write(ce, "results-mean.json", _results(60.0, 59))
     _write(ce, "cross-encoder.json", _results(87.5, 87))
     _write(records / "cnn-sbert-nli-stsb-seed1", "results.json", _results(83.0, 82, every_task=True))
@@ -65,7 +86,7 @@ def test_report_tables_equal_the_records(tmp_path):
     assert rows["[CLS] (cross-encoder)"][1] == "30.00 (29.00)"
     assert rows["Avg. (cross-encoder)"][1] == "60.00 (59.00)"
     assert rows["Supervised SimCSE"][1] == "–"
-    assert "| Cross-encoder, STS-B | 87.50 (87.00) |" in text
+    assert "| Cross-encoder, STS-B | MSE on the 0-5 score (GLUE) | 1 | 88.00 | 87.50 (87.00) | yes |" in text
     table3 = text.split("## Table III")[1].split("##")[0]
     assert [r.split(" | ")[0].strip("| ") for r in table3.splitlines() if re.match(r"\| (SBERT|CNN)", r)] == [
         "SBERT",
@@ -96,7 +117,40 @@ def test_report_compares_the_earlier_records_of_a_rerun(tmp_path):
     assert "| cross-encoder-stsb: Table II | 2 / 1 | 62.00 ± 2.83 (61.00 ± 2.83) | 83.50 (84.00) |" in section
     assert "| cross-encoder-stsb: [CLS] | 2 / 1 | 52.00 ± 2.83 (51.00 ± 2.83) | 30.00 (29.00) |" in section
     assert "| cross-encoder-stsb: Avg. | 2 / 1 | 42.00 ± 2.83 (41.00 ± 2.83) | 60.00 (59.00) |" in section
-    assert "| Cross-encoder, STS-B | 83.50 (84.00) |" in text  # Table II itself: the current records only
+    assert "| Cross-encoder, STS-B | MSE on the 0-5 score (GLUE) | 1 | n/a | 83.50 (84.00) | yes |" in text
+
+
+def test_the_cross_encoder_rows_report_the_recipe_with_the_better_dev_score(tmp_path):
+    """Table II lists both losses with their dev scores; Table I's [CLS] / Avg. cells read the recipe whose
+    runs score STS-B dev best on average, even when the other scores better on test."""
+    records = tmp_path / "records"
+    runs = {  # system: [(dev, [CLS] test, Avg. test, cross-encoder test)] per seed
+        "cross-encoder": [(82.0, 30.0, 50.0, 78.0), (83.0, 32.0, 52.0, 79.0)],  # dev mean 82.5, test 78.5
+        "cross-encoder-bce": [(84.0, 40.0, 60.0, 75.0), (82.0, 44.0, 62.0, 77.0)],  # dev 83.0, test 76.0
+    }
+    for system, seeds in runs.items():
+        for seed, (dev, cls, avg, ce) in enumerate(seeds, 1):
+            folder = records / f"{system}-stsb-seed{seed}"
+            _write(folder, "results.json", {**_results(cls, cls - 1), "best_dev_score": dev})
+            _write(folder, "results-mean.json", _results(avg, avg - 1))
+            _write(folder, "cross-encoder.json", _results(ce, ce - 1))
+    mse_nli = records / "cross-encoder-nli-stsb-seed1"  # one recipe only: reported whatever its dev
+    _write(mse_nli, "results.json", {**_results(20.0, 19), "best_dev_score": 70.0})
+    _write(mse_nli, "results-mean.json", _results(45.0, 44))
+    _write(mse_nli, "cross-encoder.json", _results(71.0, 70))
+    text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
+    table2 = text.split("## Table II")[1].split("## Table III")[0]
+    assert [line for line in table2.splitlines() if line.startswith("| Cross-encoder")] == [
+        "| Cross-encoder, STS-B | MSE on the 0-5 score (GLUE) | 2 | 82.50 ± 0.71 | 78.50 ± 0.71 (77.50 ± 0.71) | no |",
+        "| Cross-encoder, STS-B | BCE on score / 5 (sentence-transformers) | 2 | 83.00 ± 1.41 "
+        "| 76.00 ± 1.41 (75.00 ± 1.41) | yes |",
+        "| Cross-encoder, NLI then STS-B | MSE on the 0-5 score (GLUE) | 1 | 70.00 | 71.00 (70.00) | yes |",
+    ]
+    table1 = text.split("## Table I:")[1].split("## Table II")[0]
+    cells = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table1.splitlines()}
+    assert cells["[CLS] (cross-encoder)"][1] == "42.00 ± 2.83 (41.00 ± 2.83)"  # BCE's [CLS] runs
+    assert cells["Avg. (cross-encoder)"][1] == "61.00 ± 1.41 (60.00 ± 1.41)"
+    assert cells["Avg. (cross-encoder)"][3].rstrip(" |") == "45.00 (44.00)"  # MSE, the only NLI then STS-B
 
 
 def test_the_page_names_the_command_that_rewrites_it_not_the_runs_chosen():
