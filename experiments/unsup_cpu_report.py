@@ -103,6 +103,31 @@ def read_record(folder: Path) -> Record | None:
 
 
 # ------------------------------------------------------------------ small formatters
+#: Protocol entries a suite's recorded JSON must have to count as done (else it is run again, and the
+#: page leaves it out): transfer results of another classifier (a file without one was made with
+#: scikit-learn's) are redone.
+SUITE_PROTOCOL: dict[str, dict[str, Any]] = {"transfer": {"classifier": "pytorch"}}
+#: Transfer results of the scikit-learn classifier kept beside the records (``<this>/<record>/transfer.json``)
+#: for the comparison of the two classifiers.
+SKLEARN_TRANSFER_DIR = "transfer-sklearn"
+
+
+def classifier(data: dict[str, Any]) -> str:
+    """The classifier a transfer result was made with (files without one: scikit-learn's)."""
+    return str((data.get("protocol") or {}).get("classifier", "sklearn"))
+
+
+def recorded(folder: Path, suite: str) -> bool:
+    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
+    data = _json(folder / f"{suite}.json")
+    if data is None:
+        return False
+    protocol = dict(data.get("protocol") or {})
+    if suite == "transfer":
+        protocol["classifier"] = classifier(data)
+    return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
+
+
 def mean_std(values: list[float | None]) -> str:
     """``mean ± sample std`` with 2 decimals; one value alone; ``n/a`` for none."""
     kept = [float(v) for v in values if v is not None and not math.isnan(v)]
@@ -270,8 +295,7 @@ def suite_sections(
     """
     files, labels, done = [], [], []
     for folder, label in folders:
-        found = [folder / f"{suite}.json" for suite in SUITES]
-        found = [f for f in found if f.is_file()]
+        found = [folder / f"{suite}.json" for suite in SUITES if recorded(folder, suite)]
         files += found
         labels += [label] * len(found)
         if len(found) == len(SUITES):
@@ -399,10 +423,50 @@ def write_report(
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
         + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)
         + suite_sections(path, suite_rows, figures_dir, total, suites_note)
+        + classifier_section(records_dir, suite_rows)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return text
+
+
+def classifier_section(records_dir: Path, folders: list[tuple[Path, str]]) -> str:
+    """The transfer tasks with both classifiers: SentEval's PyTorch logistic regression (the ConPVP and
+    SimCSE ``evaluation.py`` setting, the records' ``transfer.json``) and scikit-learn's logistic
+    regression (``transfer-sklearn/<record>/transfer.json``). Per row label and classifier: accuracy x100
+    per task and the average (mean ± std over the seeds that have both), and the change of the average;
+    empty when no record has both.
+
+    In: the records folder and the ``(record folder, row label)`` rows of the suites."""
+    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for folder, label in folders:
+        torch_result = _json(folder / "transfer.json")
+        sklearn_result = _json(records_dir / SKLEARN_TRANSFER_DIR / folder.name / "transfer.json")
+        if (
+            torch_result
+            and sklearn_result
+            and (classifier(torch_result), classifier(sklearn_result)) == ("pytorch", "sklearn")
+        ):
+            pairs.setdefault(label, []).append((sklearn_result, torch_result))
+    if not pairs:
+        return ""
+    tasks = list(next(iter(pairs.values()))[0][1]["tasks"])
+    rows = []
+    for label, both in pairs.items():
+        for name, side in (("scikit-learn", 0), ("SentEval PyTorch", 1)):
+            cells = [mean_std([pair[side]["tasks"][t]["acc"] for pair in both]) for t in tasks]
+            rows.append([label, name, str(len(both)), *cells, mean_std([pair[side]["avg"] for pair in both])])
+        change = [pair[1]["avg"] - pair[0]["avg"] for pair in both]
+        rows.append([label, "change of Avg.", str(len(both)), *["" for _ in tasks], mean_std(change)])
+    return (
+        "\n## Transfer with both classifiers\n\n"
+        "SentEval's PyTorch logistic regression (`--classifier pytorch`: Adam, batch 64, tenacity 5, epoch "
+        "size 4, L2 grid 1e-5 to 1e-2, as the ConPVP and SimCSE `evaluation.py` run it; the table above) "
+        "against scikit-learn's logistic regression (`--classifier sklearn`, C grid; the study's earlier "
+        f"protocol, kept in `{SKLEARN_TRANSFER_DIR}/`), on the same vectors, accuracy x100, mean ± std "
+        "over the seeds that have both:\n\n"
+        + _table(["Model", "Classifier", "seeds", *tasks, "Avg."], rows, "llr" + "r" * (len(tasks) + 1))
+    )
 
 
 def _suite_folders(

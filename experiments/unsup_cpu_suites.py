@@ -31,6 +31,7 @@ from experiments.unsup_cpu_report import (
     SUITE_TIME_FILE,
     SUITES,
     UNTRAINED,
+    recorded,
 )
 from protoembed.errors import ProtoembedError
 
@@ -137,22 +138,6 @@ def suite_command(suite: str, model: str, output: Path) -> list[str]:
         str(output),
         *SUITE_OPTIONS.get(suite, ()),
     ]
-
-
-#: Protocol entries a suite's recorded JSON must have to count as done (else it is run again): transfer
-#: results of another classifier (a file without one was made with scikit-learn's) are redone.
-SUITE_PROTOCOL: dict[str, dict[str, Any]] = {"transfer": {"classifier": "pytorch"}}
-
-
-def recorded(folder: Path, suite: str) -> bool:
-    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
-    data = _json(folder / f"{suite}.json")
-    if data is None:
-        return False
-    protocol = dict(data.get("protocol") or {})
-    if suite == "transfer":
-        protocol.setdefault("classifier", "sklearn")
-    return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
 
 
 def run_suites(folder: Path, suites: list[str], model: Callable[[], str | None]) -> list[str]:

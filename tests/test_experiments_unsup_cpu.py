@@ -200,7 +200,13 @@ def _in_repo(monkeypatch) -> None:
 TRANSFER = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 CLUSTERING = ["AgNews", "Tweet"]
 PROTOCOLS = {
-    "transfer": {"folds": 10, "inner_folds": 10, "seed": 1111, "C_grid": [0.25, 8.0]},
+    "transfer": {
+        "classifier": "pytorch",
+        "folds": 10,
+        "inner_folds": 10,
+        "seed": 1111,
+        "l2_grid": [1e-5, 1e-2],
+    },
     "fewshot": {"shots_per_class": 16, "seeds": 3, "C": 1.0},
     "clustering": {"algorithm": "k-means", "runs": 10},
 }
@@ -521,7 +527,7 @@ def test_report_shows_what_a_fix_moved_and_reads_earlier_suites(tmp_path) -> Non
 def test_a_transfer_record_of_another_classifier_is_redone(tmp_path):
     """The study's transfer is the authors' classifier: a transfer.json without one (scikit-learn's)
     or with sklearn is not done; one with pytorch is; other suites need only exist."""
-    from experiments.unsup_cpu_suites import recorded
+    from experiments.unsup_cpu_report import recorded
 
     assert not recorded(tmp_path, "transfer")
     for protocol, done in (
@@ -533,3 +539,29 @@ def test_a_transfer_record_of_another_classifier_is_redone(tmp_path):
         assert recorded(tmp_path, "transfer") is done
     (tmp_path / "fewshot.json").write_text(json.dumps({"tasks": {}}))
     assert recorded(tmp_path, "fewshot")
+
+
+def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
+    """A record's transfer.json of SentEval's PyTorch classifier with the scikit-learn one kept in
+    transfer-sklearn/: both per task (mean ± std over the seeds that have both) and the change of the
+    average; a transfer.json still of scikit-learn's stays off the page's transfer table."""
+    records = tmp_path / "records"
+    for seed, (old, new) in enumerate([(70.0, 71.0), (72.0, 72.5), (74.0, None)], start=1):
+        _write_run(records / f"simcse-seed{seed}", 60.0, log=False)
+        sklearn = {**_suite_json("transfer", "m", old), "avg": old + 3}
+        sklearn["protocol"] = {k: v for k, v in sklearn["protocol"].items() if k != "classifier"}
+        kept = records / "transfer-sklearn" / f"simcse-seed{seed}"
+        kept.mkdir(parents=True)
+        (kept / "transfer.json").write_text(json.dumps(sklearn))
+        current = sklearn if new is None else {**_suite_json("transfer", "m", new), "avg": new + 3}
+        (records / f"simcse-seed{seed}" / "transfer.json").write_text(json.dumps(current))
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
+    section = text[text.index("## Transfer with both classifiers") :]
+    rows = [
+        [c.strip() for c in x.strip("|").split("|")] for x in section.splitlines() if x.startswith("| SimCSE")
+    ]
+    assert rows[0][:5] == ["SimCSE", "scikit-learn", "2", "71.00 ± 1.41", "72.00 ± 1.41"]
+    assert rows[1][:5] == ["SimCSE", "SentEval PyTorch", "2", "71.75 ± 1.06", "72.75 ± 1.06"]
+    assert rows[1][-1] == "74.75 ± 1.06" and rows[2][-1] == "0.75 ± 0.35"  # changes +1.0 and +0.5
+    transfer_table = text[text.index("## Transfer, clustering") : text.index("## Transfer with both")]
+    assert "74.00" not in transfer_table  # seed 3's scikit-learn MR is not mixed in
