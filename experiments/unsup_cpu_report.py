@@ -38,6 +38,7 @@ import yaml
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE
 from experiments.unsup_cpu_figure import plot_study
 from protoembed.evaluation.sts import SHORT_NAMES
+from protoembed.evaluation.transfer import transfer_protocol
 from protoembed.io import write_atomic
 from protoembed.report import build_report, load_results
 from protoembed.run_layout import dev_score
@@ -114,7 +115,7 @@ SKLEARN_TRANSFER_DIR = "transfer-sklearn"
 
 def classifier(data: dict[str, Any]) -> str:
     """The classifier a transfer result was made with (files without one: scikit-learn's)."""
-    return str((data.get("protocol") or {}).get("classifier", "sklearn"))
+    return str(transfer_protocol(data)["classifier"])
 
 
 def recorded(folder: Path, suite: str) -> bool:
@@ -122,9 +123,7 @@ def recorded(folder: Path, suite: str) -> bool:
     data = _json(folder / f"{suite}.json")
     if data is None:
         return False
-    protocol = dict(data.get("protocol") or {})
-    if suite == "transfer":
-        protocol["classifier"] = classifier(data)
+    protocol = transfer_protocol(data) if suite == "transfer" else data.get("protocol") or {}
     return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
 
 
