@@ -39,11 +39,11 @@ def task_features(task: str, data_dir: str, cache: Path | None) -> tuple[np.ndar
         saved = np.load(cache)
         return saved["x"], saved["y"]
     from protoembed import load
-    from protoembed.data.transfer import load_transfer_task
     from protoembed.evaluation.shared import sentence_embeddings
+    from protoembed.evaluation.tasks import TASKS
     from protoembed.evaluation.transfer import features
 
-    data = load_transfer_task(task, data_dir)
+    data = TASKS[task].load(data_dir)
     if "all" not in data.splits:
         raise SystemExit(
             f"{task} has fixed splits; the benchmark times the cross-validated tasks (MR CR SUBJ MPQA)"
@@ -66,11 +66,11 @@ def end_to_end_features(
 
     from protoembed import load
     from protoembed.backbones import resolve_model_dir
-    from protoembed.data.transfer import load_transfer_task
     from protoembed.evaluation.shared import sentence_embeddings
+    from protoembed.evaluation.tasks import TASKS
     from protoembed.evaluation.transfer import features, task_sentences
 
-    data = load_transfer_task(task, data_dir)
+    data = TASKS[task].load(data_dir)
     sentences = list(dict.fromkeys(task_sentences(data)))
     times = {}
     started = time.perf_counter()

@@ -22,7 +22,7 @@ import yaml
 
 from experiments.records import LOG_FILE, RESULTS_FILE
 from experiments.unsup_cpu_report import mean_std
-from protoembed.evaluation.sts import SHORT_NAMES
+from protoembed.evaluation.tasks import table_name
 from protoembed.io import pyplot, save_figure, write_atomic
 from protoembed.run_layout import dev_score
 
@@ -205,7 +205,7 @@ def table_three(runs: dict[str, list[Path]], values: dict[str, dict[str, list[fl
         cells = [mean_std(_scores(folders, file, task)[0]) for task in tasks]
         averages = [(_json(f / file) or {}).get("avg") for f in folders]
         rows.append([label, *cells, mean_std(averages)])
-    return _table(["Model", *[SHORT_NAMES.get(t, t) for t in tasks], "Avg."], rows) if rows else "–\n"
+    return _table(["Model", *[table_name(t) for t in tasks], "Avg."], rows) if rows else "–\n"
 
 
 def setup_text(records_dir: Path, runs: dict[str, list[Path]]) -> str:

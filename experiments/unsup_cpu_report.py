@@ -37,7 +37,7 @@ import yaml
 
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE
 from experiments.unsup_cpu_figure import plot_study
-from protoembed.evaluation.sts import SHORT_NAMES
+from protoembed.evaluation.tasks import table_name
 from protoembed.evaluation.transfer import transfer_protocol
 from protoembed.io import write_atomic
 from protoembed.report import build_report, load_results
@@ -386,8 +386,10 @@ def write_report(
     total = sum(seconds) + ((untrained_record.seconds or 0.0) if untrained_record else 0.0)
     status = "complete" if complete else "INCOMPLETE (rerun the command to finish the missing runs)"
     path.parent.mkdir(parents=True, exist_ok=True)
-    names = [SHORT_NAMES.get(t, t) for t in tasks]
-    figure = plot_study(path.with_suffix(".png"), per_label, tasks, untrained, SHORT_NAMES)
+    names = [table_name(t) for t in tasks]
+    figure = plot_study(
+        path.with_suffix(".png"), per_label, tasks, untrained, {t: table_name(t) for t in tasks}
+    )
     picture = (
         f"\n![STS average per method and seed; per-task change from the untrained model]({figure.name})\n"
         if figure is not None

@@ -76,6 +76,23 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
 
 
 @pytest.fixture
+def register_tasks():
+    """``register_tasks(task, ...)``: add task entries (:func:`protoembed.register_task`) for one test;
+    they are removed after it."""
+    from protoembed.evaluation.tasks import register_task, unregister_task
+
+    added: list[str] = []
+
+    def add(*tasks):
+        for task in tasks:
+            added.append(register_task(task).name)
+
+    yield add
+    for name in added:
+        unregister_task(name)
+
+
+@pytest.fixture
 def one_thread():
     """Tiny models run fastest (and deterministically) on one torch thread, above all on a busy machine."""
     import torch

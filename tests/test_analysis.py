@@ -13,13 +13,19 @@ import pytest
 
 import protoembed
 from protoembed.cli import main
-from protoembed.data.sts import load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation import analysis, fewshot_figure
 from protoembed.evaluation.sts import evaluate_sts
 from protoembed.io import save_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def load_sts_task(task, data_dir, variant="senteval", split="test"):
+    """An STS task's pairs, read through its entry."""
+    from protoembed.evaluation.tasks import get_task
+
+    return get_task(task, "sts").load(data_dir, variant, split)
 
 
 @pytest.fixture(scope="module")

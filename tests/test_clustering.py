@@ -12,7 +12,6 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
 from protoembed.cli import main
-from protoembed.data.clustering import CLUSTERING_TASKS, read_clustering
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.clustering import (
     cluster_runs,
@@ -20,6 +19,7 @@ from protoembed.evaluation.clustering import (
     format_clustering_table,
     hungarian_accuracy,
 )
+from protoembed.evaluation.tasks import TASKS, default_tasks
 
 # texts and classes per dataset (counted on the staged files; Biomedical has no final newline, GoogleNews T/S 11108)
 EXPECTED = {
@@ -32,6 +32,13 @@ EXPECTED = {
     "GoogleNews-T": (11108, 152),
     "GoogleNews-S": (11108, 152),
 }
+
+
+CLUSTERING_TASKS = default_tasks("clustering")
+
+
+def read_clustering(task, data_dir):
+    return TASKS[task].load(data_dir)
 
 
 @pytest.mark.parametrize("task", CLUSTERING_TASKS)
@@ -119,7 +126,9 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     path.write_text("1\tfine\nnot-a-label text\n", encoding="utf-8")
     with pytest.raises(ProtoembedError, match=rf"{path}:2: expected 'label<TAB>text'"):
         read_clustering("Tweet", tmp_path)
-    with pytest.raises(ProtoembedError, match="file not found"):
+    with pytest.raises(
+        ProtoembedError, match="task AgNews: .* not found .*`protoembed data download agnews`"
+    ):
         read_clustering("AgNews", tmp_path)
     with pytest.raises(ProtoembedError, match="runs must be at least 1"):
         evaluate_clustering(lambda t: np.zeros((len(t), 2)), tmp_path, tasks=["Tweet"], runs=0)

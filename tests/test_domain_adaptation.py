@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from protoembed.data.clustering import CLUSTERING_FILES, read_clustering
 from protoembed.data.formats import FORMATS, infer_format, read_examples
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tasks import TASKS
 from protoembed.training.components import read_training_examples
 from protoembed.training.config import config_from_dict, load_config
 
@@ -62,16 +62,22 @@ def test_a_malformed_line_names_file_and_line(tmp_path):
         read_examples(path, "clustering")
 
 
+def _file(task: str) -> str:
+    """The file the clustering task ``task`` reads, relative to the data directory (its entry's)."""
+    (path,) = TASKS[task].files("senteval", "test")
+    return path
+
+
 def test_staged_file_names_select_the_clustering_format():
     assert FORMATS["clustering"].columns == ("text",)
     for task in ("AgNews", "SearchSnippets", "StackOverflow", "Biomedical", "Tweet"):
-        assert infer_format(CLUSTERING_FILES[task]) == "clustering", task
+        assert infer_format(_file(task)) == "clustering", task
     assert infer_format("corpus.txt") == "text"
 
 
 def test_stackoverflow_corpus_is_its_text_field_only(data_dir):
-    path = data_dir / "clustering" / CLUSTERING_FILES["StackOverflow"]
-    examples = read_examples(f"clustering/{CLUSTERING_FILES['StackOverflow']}", "clustering", data_dir)
+    path = data_dir / _file("StackOverflow")
+    examples = read_examples(_file("StackOverflow"), "clustering", data_dir)
     texts = examples.columns["text"]
     fields = _fields(path)
     assert len(texts) == len(fields) == 20000
@@ -81,7 +87,7 @@ def test_stackoverflow_corpus_is_its_text_field_only(data_dir):
     # the one title that starts with its own class number is a real title ("2 Oracle Question")
     assert [t for (label, _), t in zip(fields, texts) if t.split(" ")[0] == label] == ["2 Oracle Question"]
     # the evaluation reads the same texts, in the same order, with the labels
-    assert read_clustering("StackOverflow", data_dir).texts == texts
+    assert TASKS["StackOverflow"].load(data_dir).texts == texts
 
 
 def test_adapt_configs_parse_and_point_at_the_clustering_texts(data_dir):
@@ -92,14 +98,14 @@ def test_adapt_configs_parse_and_point_at_the_clustering_texts(data_dir):
         cfg = load_config(path, [f"data.data_dir={data_dir}"])
         method, name = path.stem.split("-")
         assert cfg.objective.name == method
-        assert cfg.data.corpus == f"clustering/{CLUSTERING_FILES[sets[name]]}"
+        assert cfg.data.corpus == _file(sets[name])
         assert cfg.data.format == "clustering"
         assert cfg.training.eval_steps == cfg.training.max_steps  # the final model is kept
         assert cfg.training.test_tasks == ["STSBenchmark"]
         assert cfg.output_dir == f"runs/domain-adaptation/{path.stem}"
         examples = read_training_examples(cfg)  # what the trainer reads
         assert examples.names == ("text",)
-        assert examples.columns["text"] == read_clustering(sets[name], data_dir).texts
+        assert examples.columns["text"] == TASKS[sets[name]].load(data_dir).texts
 
 
 def test_report_cells_are_seed_means_and_changes_from_before(tmp_path):

@@ -10,9 +10,9 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from protoembed.cli import main
-from protoembed.data.transfer import load_transfer_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.fewshot import draw_shots, evaluate_fewshot, format_fewshot_table
+from protoembed.evaluation.tasks import TASKS
 from transfer_toy import bag_of_words, write_toy
 
 
@@ -43,7 +43,7 @@ def test_each_seed_equals_a_direct_computation(tmp_path):
         return bag_of_words(sentences)
 
     result = evaluate_fewshot(encode, tmp_path, tasks=["TREC", "MR"], shots=4, seeds=3)
-    trec, mr = load_transfer_task("TREC", tmp_path), load_transfer_task("MR", tmp_path)
+    trec, mr = TASKS["TREC"].load(tmp_path), TASKS["MR"].load(tmp_path)
     x_train, x_test = bag_of_words(trec.splits["train"].texts), bag_of_words(trec.splits["test"].texts)
     expected = [
         _direct(

@@ -11,7 +11,6 @@ from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import (
     STS_YEAR_SUBSETS,
     VARIANTS,
-    load_sts_task,
     read_sick,
     read_sts_subset,
     read_sts_year,
@@ -42,6 +41,13 @@ EXPECTED_SUBSET_PAIRS = {
     ("STS16", "postediting"): 244,
     ("STS16", "question-question"): 209,
 }
+
+
+def load_sts_task(task, data_dir, variant="senteval", split="test"):
+    """An STS task's pairs, read through its entry."""
+    from protoembed.evaluation.tasks import get_task
+
+    return get_task(task, "sts").load(data_dir, variant, split)
 
 
 # --------------------------------------------------------------------------- the staged data
@@ -179,8 +185,17 @@ def test_missing_file_says_how_to_fetch(tmp_path: Path) -> None:
         read_stsb(tmp_path, "test")
     with pytest.raises(ProtoembedError, match=r"SICK_test_annotated\.txt.*protoembed data download"):
         read_sick(tmp_path, "test", "raw")
-    with pytest.raises(ProtoembedError, match=r"sts_raw.*--variant senteval"):
+    with pytest.raises(ProtoembedError, match=r"sts_raw/stsbenchmark/sts-test\.csv: file not found"):
         read_stsb(tmp_path, "test", "raw")
+    # read through its entry, a task names the dataset of the variant that provides the file
+    with pytest.raises(
+        ProtoembedError, match=r"task STSBenchmark: 'sts_raw/.*`protoembed data download sts-raw`"
+    ):
+        load_sts_task("STS-B", tmp_path, "raw")
+    with pytest.raises(
+        ProtoembedError, match=r"task STS12: 'senteval/STS/.*`protoembed data download senteval`"
+    ):
+        load_sts_task("STS12", tmp_path)
 
 
 def test_stsb_raw_nine_columns_and_quotes(tmp_path: Path) -> None:
@@ -224,7 +239,7 @@ def test_sick_header_crlf_and_errors(tmp_path: Path) -> None:
 
 
 def test_unknown_names_and_splits(tmp_path: Path) -> None:
-    with pytest.raises(ProtoembedError, match="unknown STS task"):
+    with pytest.raises(ProtoembedError, match="unknown task 'STS17' of suite sts"):
         load_sts_task("STS17", tmp_path)
     with pytest.raises(ProtoembedError, match="only a test split"):
         load_sts_task("STS12", tmp_path, split="dev")

@@ -14,12 +14,23 @@ from scipy.stats import rankdata
 
 import protoembed
 from protoembed.cli import main
-from protoembed.data.sts import StsPairs, load_sts_task, read_stsb
+from protoembed.data.sts import StsPairs, read_stsb
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.sts import STS_TASKS, evaluate_sts, format_sts_table, stsb_dev_spearman
+from protoembed.evaluation.sts import evaluate_sts, format_sts_table, stsb_dev_spearman
+from protoembed.evaluation.tasks import default_tasks
 from protoembed.io import write_json_atomic
 
 DIM = 97
+
+
+STS_TASKS = default_tasks("sts")
+
+
+def load_sts_task(task, data_dir, variant="senteval", split="test"):
+    """An STS task's pairs, read through its entry."""
+    from protoembed.evaluation.tasks import get_task
+
+    return get_task(task, "sts").load(data_dir, variant, split)
 
 
 _VECTORS: dict[str, np.ndarray] = {}

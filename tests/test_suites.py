@@ -20,7 +20,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tables import papers_row
-from protoembed.evaluation.tasks import TASKS, Task, table_name
+from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name
 from protoembed.report import build_report, load_results, summary_table
 from protoembed.report.results import by_suite, suite_of
 
@@ -40,8 +40,8 @@ def test_eval_has_one_sub_command_per_declared_suite_with_its_tasks_and_names() 
     for name, suite in SUITES.items():
         args = choices[name].parse_args(["--model", "m"])
         assert args.func.args == (suite,)
-        assert args.tasks is None  # the suite's default tasks
-        assert set(suite.tasks) <= {t.name for t in TASKS.values() if name in t.suites}
+        assert args.tasks is None  # the suite's default run: its entries marked default
+        assert default_tasks(name) == [t.name for t in TASKS.values() if name in t.suites and t.default]
     parse = build_parser().parse_args
     assert parse(["eval", "transfer", "--model", "m", "--tasks", "sst", "MR"]).tasks == ["SST2", "MR"]
     assert parse(["eval", "fewshot", "--model", "m", "--tasks", "SST"]).tasks == ["SST2"]
@@ -111,7 +111,14 @@ def _toy_evaluate(inputs: Inputs, tasks: list[str], scale: float = 1.0) -> dict[
 
 
 def _toy_task(name: str, display: str | None = None) -> Task:
-    return Task(name, ("toy",), "toy-data", lambda v, s: [], lambda root, v, s: None, display=display)
+    return Task(
+        name=name,
+        suites=("toy",),
+        dataset=None,
+        files=lambda v, s: [],
+        read=lambda root, v, s: None,
+        display=display,
+    )
 
 
 def _toy_table(result: dict[str, Any]) -> str:
@@ -123,7 +130,7 @@ def _toy_table(result: dict[str, Any]) -> str:
 
 TOY = Suite(
     name="toy",
-    tasks=("Short", "Long"),
+    scores=("acc",),
     evaluate=_toy_evaluate,
     options={"scale": 1.0},
     format_table=_toy_table,
@@ -142,11 +149,10 @@ TOY = Suite(
 
 
 def test_a_new_suite_is_its_declaration_and_one_registry_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], register_tasks: Any
 ) -> None:
     monkeypatch.setitem(SUITES, "toy", TOY)
-    monkeypatch.setitem(TASKS, "Short", _toy_task("Short", "S"))
-    monkeypatch.setitem(TASKS, "Long", _toy_task("Long"))
+    register_tasks(_toy_task("Short", "S"), _toy_task("Long"))
     monkeypatch.setattr(protoembed, "load", lambda spec, **_: _Embedder())
     outputs = []
     for seed, scale in ((1, 2.0), (2, 2.0)):

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from protoembed.data.corpus import read_corpus, resolve_corpus_path
-from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tasks import default_tasks
 from protoembed.training.config import config_from_dict, dump_config, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,6 +207,6 @@ def test_readme_schema_is_generated_from_the_models():
 
     [(name, staged)] = stage_configs(data, "configs/README.md")
     assert name == "nli" and staged.output_dir == str(Path("runs/NAME") / "nli")
-    assert staged.training.test_tasks == list(STS_TASKS)
+    assert staged.training.test_tasks == default_tasks("sts")
     data.pop("stages")
-    assert config_from_dict(data).training.test_tasks == list(STS_TASKS)
+    assert config_from_dict(data).training.test_tasks == default_tasks("sts")

@@ -11,11 +11,17 @@ import torch
 from scipy.stats import spearmanr
 
 import protoembed
-from protoembed.data.sts import load_sts_task
 from protoembed.errors import ProtoembedError
 from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
+
+
+def load_sts_task(task, data_dir, variant="senteval", split="test"):
+    """An STS task's pairs, read through its entry."""
+    from protoembed.evaluation.tasks import get_task
+
+    return get_task(task, "sts").load(data_dir, variant, split)
 
 
 @pytest.fixture(autouse=True)

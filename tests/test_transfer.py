@@ -12,12 +12,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from protoembed.cli import main
-from protoembed.data.transfer import TRANSFER_TASKS, load_transfer_task
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.logistic import fit_many, predict_many
+from protoembed.evaluation.tasks import SENTEVAL_C_GRID, TASKS, WIDE_C_GRID, default_tasks
 from protoembed.evaluation.transfer import (
     C_GRID,
-    C_GRIDS,
     evaluate_transfer,
     features,
     format_transfer_table,
@@ -37,6 +36,13 @@ EXPECTED = {
     "TREC": ({"train": 5452, "test": 500}, 0),
     "MRPC": ({"train": 4076, "test": 1725}, 0),
 }
+
+
+TRANSFER_TASKS = default_tasks("transfer")
+
+
+def load_transfer_task(task, data_dir):
+    return TASKS[task].load(data_dir)
 
 
 @pytest.mark.parametrize("task", TRANSFER_TASKS)
@@ -94,7 +100,7 @@ def test_fit_many_equals_sklearn_coefficients(classes):
         np.testing.assert_array_equal(predict_many(weights[p : p + 1], x)[0], model.predict(x))
 
 
-@pytest.mark.parametrize(("classes", "grid"), [(2, C_GRIDS["MR"]), (3, C_GRIDS["TREC"])])
+@pytest.mark.parametrize(("classes", "grid"), [(2, SENTEVAL_C_GRID), (3, WIDE_C_GRID)])
 def test_kfold_equals_sklearn_nested_cross_validation(classes, grid):
     """Our nested CV against GridSearchCV inside cross_validate (= cross_val_score, keeping the fitted
     searches), on the same folds and grid."""
@@ -112,9 +118,10 @@ def test_kfold_equals_sklearn_nested_cross_validation(classes, grid):
 
 
 def test_senteval_grids():
-    assert C_GRIDS["MR"] == C_GRID == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-    assert C_GRIDS["TREC"] == C_GRIDS["MRPC"] == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-    assert all(C_GRIDS[t] == C_GRID for t in ("CR", "SUBJ", "MPQA", "SST2"))
+    assert TASKS["MR"].c_grid == C_GRID == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+    assert TASKS["TREC"].c_grid == TASKS["MRPC"].c_grid == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+    assert all(TASKS[t].c_grid == C_GRID for t in ("CR", "SUBJ", "MPQA", "SST2"))
+    assert [t for t in TRANSFER_TASKS if TASKS[t].f1] == ["MRPC"]  # F1 beside accuracy, as SentEval
 
 
 def test_fixed_splits_choose_c_on_dev_and_report_f1():
@@ -179,7 +186,7 @@ def test_cli_transfer_with_a_tiny_model(tmp_path, tiny_model_dirs, capsys):
     assert main([*argv, "--output", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert saved["head"] == "mean" and set(saved["tasks"]) == {"MR", "MRPC"}
-    grids = {"MR": list(C_GRID), "MRPC": list(C_GRIDS["MRPC"])}
+    grids = {"MR": list(C_GRID), "MRPC": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]}
     assert saved["protocol"] == {
         "classifier": "sklearn",
         "folds": 2,

@@ -109,7 +109,9 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     --cache-embeddings), then its own and its output files. ``--tasks`` defaults to ``None`` (the suite's
     default tasks); ``--output`` and the output files are checked writable before anything runs."""
     command = suite.command
-    tasks_help = command.tasks_help or f"tasks to run (default: all of {' '.join(suite.tasks)})"
+    from protoembed.evaluation.tasks import default_tasks
+
+    tasks_help = command.tasks_help or f"tasks to run (default: {' '.join(default_tasks(suite.name))})"
     parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
     parser.add_argument(

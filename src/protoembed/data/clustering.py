@@ -22,32 +22,8 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.examples import Examples
-from protoembed.data.lines import read_lines
-from protoembed.data.paths import resolve_data_dir
+from protoembed.data.sts import read_lines
 from protoembed.errors import ProtoembedError
-
-#: Dataset -> file under ``clustering/``, in the order of the clustering tables.
-CLUSTERING_FILES = {
-    "AgNews": "agnews8k/agnewsdataraw-8000",
-    "SearchSnippets": "searchsnippets/search_snippets_true_text",
-    "StackOverflow": "stackoverflow/stackoverflow_true_text",
-    "Biomedical": "biomedical/biomedical_true_text",
-    "Tweet": "tweet/tweet-original-order.txt",
-    "GoogleNews-TS": "googlenews/TS",
-    "GoogleNews-T": "googlenews/T",
-    "GoogleNews-S": "googlenews/S",
-}
-CLUSTERING_TASKS = tuple(CLUSTERING_FILES)
-_MISSING_HINT = (
-    "fetch the clustering sets with `protoembed data download agnews searchsnippets stackoverflow "
-    "biomedical tweet googlenews-ts googlenews-t googlenews-s` (or point --data-dir / PROTOEMBED_DATA at "
-    "a directory that has them)"
-)
-
-
-def clustering_task_files(task: str) -> list[str]:
-    """The file the clustering reader reads for ``task``, relative to the data directory."""
-    return [f"clustering/{CLUSTERING_FILES[task]}"]
 
 
 @dataclass
@@ -66,7 +42,7 @@ def _parse(path: Path) -> tuple[list[int], list[str], int]:
     raw_labels: list[int] = []
     texts: list[str] = []
     skipped = 0
-    lines = read_lines(path, missing_hint=_MISSING_HINT)
+    lines = read_lines(path)
     for lineno, line in enumerate(lines, 1):
         label, tab, rest = line.partition("\t")
         if not tab or not label.strip().isdigit():
@@ -80,16 +56,14 @@ def _parse(path: Path) -> tuple[list[int], list[str], int]:
     return raw_labels, texts, skipped
 
 
-def read_clustering(task: str, data_dir: str | os.PathLike[str] | None) -> ClusteringData:
-    """Read one of :data:`CLUSTERING_TASKS`; a malformed line is an error naming file and line."""
-    if task not in CLUSTERING_FILES:
-        raise ProtoembedError(f"unknown clustering task {task!r}; choose from: {', '.join(CLUSTERING_TASKS)}")
-    path = resolve_data_dir(data_dir) / "clustering" / CLUSTERING_FILES[task]
+def read_clustering_file(path: Path, name: str) -> ClusteringData:
+    """A clustering set (``label<TAB>text`` lines, integer labels), named ``name``; labels are renumbered
+    0.. in order of their sorted values. A malformed line is an error naming file and line."""
     raw_labels, texts, skipped = _parse(path)
     values = sorted(set(raw_labels))
     index = {v: i for i, v in enumerate(values)}
     labels = np.array([index[v] for v in raw_labels])
-    return ClusteringData(task, texts, labels, len(values), skipped)
+    return ClusteringData(name, texts, labels, len(values), skipped)
 
 
 def read_clustering_texts(path: str | os.PathLike[str], **_: Any) -> Examples:

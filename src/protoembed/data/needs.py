@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protoembed.data.registry import Dataset, dataset_for_path
 from protoembed.errors import ProtoembedError
@@ -50,25 +50,14 @@ def _need(path: str, what: str, data_dir: str | None) -> Need:
     return Need(path, what, data_dir, None if _own(path) else dataset_for_path(path))
 
 
-def _sts_needs(tasks: Iterable[str], variant: str, data_dir: str | None, split: str, what: str) -> list[Need]:
-    from protoembed.data.sts import canonical_task, sts_task_files
-
-    needs = []
-    for task in tasks:
-        task_split = split if canonical_task(task) in ("STSBenchmark", "SICKRelatedness") else "test"
-        for path in sts_task_files(task, variant, task_split):
-            needs.append(_need(path, f"{what} {task}", data_dir))
-    return needs
-
-
 def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
     """The files one training stage reads (see the module docstring)."""
     stage = f"stage {name!r}: " if name else ""
     data_dir = cfg.data.data_dir
     needs = [_need(f.path, f"{stage}training file", data_dir) for f in cfg.data.files()]
     variant = cfg.training.eval_variant
-    needs += _sts_needs(["STSBenchmark"], variant, data_dir, "dev", f"{stage}model selection on")
-    needs += _sts_needs(cfg.training.test_tasks, variant, data_dir, "test", f"{stage}test set")
+    needs += task_needs(["STSBenchmark"], data_dir, variant, "dev", f"{stage}model selection on")
+    needs += task_needs(cfg.training.test_tasks, data_dir, variant, "test", f"{stage}test set")
     return needs
 
 
@@ -82,20 +71,26 @@ def config_needs(stages: Sequence[tuple[str, TrainConfig]]) -> list[Need]:
 
 
 def task_needs(
-    tasks: Iterable[str], data_dir: str | None, variant: str = "senteval", split: str = "test"
+    tasks: Iterable[Any],
+    data_dir: str | None,
+    variant: str = "senteval",
+    split: str = "test",
+    what: str = "task",
 ) -> list[Need]:
-    """The files evaluation tasks read (their entries in :data:`protoembed.evaluation.tasks.TASKS`), each
-    with the ``protoembed data`` entry the task names as its provider; ``variant`` / ``split`` as the STS
-    suite's options (a task without ``split`` reads its test files)."""
+    """The files evaluation tasks read (names of entries in :data:`protoembed.evaluation.tasks.TASKS`,
+    or entries), each with the ``protoembed data`` entry the task names as its provider (none: the
+    user's own files); ``variant`` / ``split`` as the STS suite's options (a task without ``split`` reads
+    its test files, or its one set); ``what`` starts each need's description."""
     from protoembed.data.registry import DATASETS
-    from protoembed.evaluation.tasks import get_task
+    from protoembed.evaluation.tasks import Task, get_task
 
     needs = []
     for name in tasks:
-        task = get_task(name)
-        dataset = DATASETS.get(task.dataset_for(variant))
+        task = name if isinstance(name, Task) else get_task(name)
+        provider = task.dataset_for(variant)
+        dataset = DATASETS.get(provider) if provider else None
         for path in task.files(variant, split if split in task.splits else "test"):
-            needs.append(Need(path, f"task {task.name}", data_dir, None if _own(path) else dataset))
+            needs.append(Need(path, f"{what} {task.name}", data_dir, None if _own(path) else dataset))
     return needs
 
 

@@ -35,29 +35,6 @@ from protoembed.errors import ProtoembedError
 
 VARIANTS = ("senteval", "raw")
 
-#: The STS tasks in the order of the papers' tables: STS12-16 (pooled "all" setting), STS-B, SICK-R.
-STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-#: Names the papers' tables print (accepted as aliases wherever a task is named).
-SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
-
-
-def canonical_task(name: str) -> str:
-    """The task name for ``name``: itself, or the task whose table name it is (``STS-B`` -> ``STSBenchmark``).
-
-    Case is ignored for the table names (``sts-b`` works too).
-
-    Raises:
-        ProtoembedError: unknown task; the message lists the known names.
-    """
-    if name in STS_TASKS:
-        return name
-    for task in STS_TASKS:
-        if name.lower() in (task.lower(), SHORT_NAMES.get(task, task).lower()):
-            return task
-    known = ", ".join(f"{t} ({SHORT_NAMES[t]})" if t in SHORT_NAMES else t for t in STS_TASKS)
-    raise ProtoembedError(f"unknown STS task {name!r}; choose from: {known}")
-
-
 #: Subsets of each STS year, as SentEval evaluates them (STS13 without the unlicensed SMT subset).
 STS_YEAR_SUBSETS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -105,27 +82,15 @@ def _check_variant(variant: str) -> None:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
 
 
-_SENTEVAL_HINT = (
-    "run `protoembed data download senteval` to fetch the SentEval data "
-    "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
-)
-_RAW_HINT = (
-    "the raw variant reads the original STS releases under sts_raw/: run `protoembed data download "
-    "sts-raw` to fetch them (or use --variant senteval)"
-)
+#: How to get a missing benchmark file (the task's entry names its ``protoembed data`` dataset when the
+#: task is read through it: :meth:`protoembed.evaluation.tasks.Task.load`).
+MISSING_HINT = "`protoembed data download --for TASK` fetches a task's files (or point --data-dir / PROTOEMBED_DATA at a directory that has them)"
 
 
-def read_lines(path: Path, raw: bool = False, encoding: str = "utf-8") -> list[str]:
-    """Read a benchmark file with :func:`protoembed.data.lines.read_lines`.
-
-    Args:
-        path: the file.
-        raw: the file belongs to the raw variant (only chooses the missing-file hint).
-        encoding: the file's encoding.
-    Returns:
-        the file's lines.
-    """
-    return _read_lines(path, encoding, _RAW_HINT if raw else _SENTEVAL_HINT)
+def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
+    """Read a benchmark file with :func:`protoembed.data.lines.read_lines` (:data:`MISSING_HINT` when
+    it is missing)."""
+    return _read_lines(path, encoding, MISSING_HINT)
 
 
 def _clean(sentence: str, variant: str) -> str:
@@ -176,8 +141,8 @@ def read_sts_subset(
         )
     raw = variant == "raw"
     input_path, gold_path = sts_subset_files(_root(data_dir), year, subset, variant)
-    inputs = read_lines(input_path, raw)
-    golds = read_lines(gold_path, raw)
+    inputs = read_lines(input_path)
+    golds = read_lines(gold_path)
     if len(inputs) != len(golds):
         raise ProtoembedError(
             f"{gold_path} has {len(golds)} lines but {input_path} has {len(inputs)}; "
@@ -234,7 +199,7 @@ def read_stsb(
     raw = variant == "raw"
     path = _root(data_dir) / stsb_file(split, variant)
     clean = _cleaner(variant)
-    pairs = parse_stsb_lines(path, read_lines(path, raw), (7, 9) if raw else (7,), clean)
+    pairs = parse_stsb_lines(path, read_lines(path), (7, 9) if raw else (7,), clean)
     s1, s2, scores = pairs.sentences1, pairs.sentences2, pairs.scores
     return StsPairs(f"STSBenchmark/{split}", s1, s2, np.asarray(scores, dtype=np.float64))
 
@@ -270,31 +235,18 @@ def sick_file(split: str) -> str:
     return f"senteval/SICK/{_SICK_FILES[split]}"
 
 
-def sts_task_files(task: str, variant: str = "senteval", split: str = "test") -> list[str]:
-    """The files :func:`load_sts_task` reads for ``task`` / ``variant`` / ``split``, relative to the data
-    directory (``/``-separated), in reading order."""
-    _check_variant(variant)
-    task = canonical_task(task)
-    if task in STS_YEAR_SUBSETS:
-        files = [sts_subset_files(Path(), task, subset, variant) for subset in STS_YEAR_SUBSETS[task]]
-        return [p.as_posix() for pair in files for p in pair]
-    split = _split(split, task)
-    return [stsb_file(split, variant) if task == "STSBenchmark" else sick_file(split)]
+def read_pairs_file(path: Path, name: str, layout: str = "stsb", variant: str = "senteval") -> StsPairs:
+    """An STS-like file in STS Benchmark's layout (``layout="stsb"``: 7 tab-separated columns, score in the
+    5th) or SICK's (``"sick"``: a header, then ``pair_ID, sentence_A, sentence_B, relatedness_score,
+    entailment_judgment``), gold in [0, 5]; ``senteval`` normalises whitespace, ``raw`` strips.
 
-
-def load_sts_task(
-    task: str, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", split: str = "test"
-) -> StsPairs:
-    """Read one STS task by name: ``STS12``..``STS16`` (pooled), ``STSBenchmark`` (``STS-B``),
-    ``SICKRelatedness`` (``SICK-R``).
-
-    ``split`` applies to STSBenchmark and SICKRelatedness; STS12-16 only have ``test``.
+    Returns:
+        the pairs, named ``name``.
     """
-    task = canonical_task(task)
-    if task in STS_YEAR_SUBSETS:
-        if split != "test":
-            raise ProtoembedError(f"{task} has only a test split (asked for {split!r})")
-        return read_sts_year(data_dir, task, variant)
-    if task == "STSBenchmark":
-        return read_stsb(data_dir, split, variant)
-    return read_sick(data_dir, split, variant)
+    _check_variant(variant)
+    lines = read_lines(path)
+    if layout == "stsb":
+        pairs = parse_stsb_lines(path, lines, (7,), _cleaner(variant))
+    else:
+        pairs = parse_sick_lines(path, lines, _cleaner(variant))
+    return StsPairs(name, pairs.sentences1, pairs.sentences2, np.asarray(pairs.scores, dtype=np.float64))

@@ -16,26 +16,14 @@ Format quirks handled here:
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import read_lines
+from protoembed.data.sts import MISSING_HINT, read_lines
 from protoembed.errors import ProtoembedError
-
-#: The tasks, in the papers' column order.
-TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
-
-#: Binary tasks with one file per class: task -> (folder, ((file, class name), ...)); SentEval's label order.
-_BINARY_FILES = {
-    "MR": ("MR", (("rt-polarity.pos", "positive"), ("rt-polarity.neg", "negative"))),
-    "CR": ("CR", (("custrev.pos", "positive"), ("custrev.neg", "negative"))),
-    "SUBJ": ("SUBJ", (("subj.objective", "objective"), ("subj.subjective", "subjective"))),
-    "MPQA": ("MPQA", (("mpqa.pos", "positive"), ("mpqa.neg", "negative"))),
-}
 
 
 @dataclass
@@ -76,20 +64,17 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def _task_dir(root: Path, folder: str) -> Path:
-    path = root / "senteval" / folder
+def _task_dir(path: Path) -> Path:
     if not path.is_dir():
-        raise ProtoembedError(
-            f"{path}: directory not found; run `protoembed data download senteval` to fetch the SentEval data "
-            "(or point --data-dir / PROTOEMBED_DATA at a directory that has it)"
-        )
+        raise ProtoembedError(f"{path}: directory not found; {MISSING_HINT}")
     return path
 
 
-def read_binary(task: str, root: Path) -> TransferData:
-    """MR, CR, SUBJ or MPQA: all examples in one split (``all``), for k-fold cross-validation."""
-    folder, files = _BINARY_FILES[task]
-    path = _task_dir(root, folder)
+def read_binary(task: str, folder: Path, files: Sequence[tuple[str, str]]) -> TransferData:
+    """MR, CR, SUBJ or MPQA: one sentence per line, one file per class (``files``: ``(file name, class
+    name)``, the class labelled 1 first, as SentEval orders them); all examples in one split (``all``),
+    for k-fold cross-validation."""
+    path = _task_dir(folder)
     texts: list[str] = []
     labels: list[int] = []
     skipped = 0
@@ -105,9 +90,9 @@ def read_binary(task: str, root: Path) -> TransferData:
     return TransferData(task, classes, {"all": Split(np.array(labels), texts=texts)}, skipped)
 
 
-def read_sst2(root: Path) -> TransferData:
-    """SST-2 (binary SST, SentEval's split): train / dev / test."""
-    path = _task_dir(root, "SST") / "binary"
+def read_sst2(folder: Path) -> TransferData:
+    """SST-2 (binary SST, SentEval's split; ``folder``: its ``binary`` folder): train / dev / test."""
+    path = _task_dir(folder)
     splits = {}
     for split in ("train", "dev", "test"):
         file = path / f"sentiment-{split}"
@@ -122,9 +107,9 @@ def read_sst2(root: Path) -> TransferData:
     return TransferData("SST2", ["negative", "positive"], splits)
 
 
-def read_trec(root: Path) -> TransferData:
+def read_trec(folder: Path) -> TransferData:
     """TREC question type (6 coarse classes): train (5,452, latin-1) / test (500)."""
-    path = _task_dir(root, "TREC")
+    path = _task_dir(folder)
     raw: dict[str, list[tuple[str, str]]] = {}
     for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
         file = path / name
@@ -145,9 +130,9 @@ def read_trec(root: Path) -> TransferData:
     return TransferData("TREC", classes, splits)
 
 
-def read_mrpc(root: Path) -> TransferData:
+def read_mrpc(folder: Path) -> TransferData:
     """MRPC paraphrase pairs: train (4,076) / test (1,725); label 1 = paraphrase."""
-    path = _task_dir(root, "MRPC")
+    path = _task_dir(folder)
     splits = {}
     for split in ("train", "test"):
         file = path / f"msr_paraphrase_{split}.txt"
@@ -165,18 +150,33 @@ def read_mrpc(root: Path) -> TransferData:
     return TransferData("MRPC", ["not paraphrase", "paraphrase"], splits)
 
 
-def transfer_task_files(task: str) -> list[str]:
-    """The folder :func:`load_transfer_task` reads for ``task``, relative to the data directory."""
-    folder = _BINARY_FILES[task][0] if task in _BINARY_FILES else {"SST2": "SST/binary"}.get(task, task)
-    return [f"senteval/{folder}"]
-
-
-def load_transfer_task(task: str, data_dir: str | os.PathLike[str] | None) -> TransferData:
-    """Read one of :data:`TRANSFER_TASKS` from ``data_dir`` (``None``: ``$PROTOEMBED_DATA``)."""
-    root = resolve_data_dir(data_dir)
-    if task in _BINARY_FILES:
-        return read_binary(task, root)
-    readers = {"SST2": read_sst2, "TREC": read_trec, "MRPC": read_mrpc}
-    if task not in readers:
-        raise ProtoembedError(f"unknown transfer task {task!r}; choose from: {', '.join(TRANSFER_TASKS)}")
-    return readers[task](root)
+def read_labelled_files(name: str, paths: Mapping[str, Path], pairs: bool = False) -> TransferData:
+    """A user's classification task: ``text<TAB>label`` lines (``pairs``: ``text1<TAB>text2<TAB>label``),
+    one file per split (``{"all": file}`` for one cross-validated set, else train / [dev] / test);
+    whitespace normalised, labels any non-empty strings, classes in sorted order. A line that does not
+    have the columns is an error naming ``file:line``; an empty text is skipped and counted."""
+    columns = 3 if pairs else 2
+    what = "text1<TAB>text2<TAB>label" if pairs else "text<TAB>label"
+    rows: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    skipped = 0
+    for split, file in paths.items():
+        rows[split] = []
+        for lineno, line in enumerate(read_lines(file), 1):
+            cols = line.split("\t")
+            if len(cols) != columns or not cols[-1].strip():
+                raise ProtoembedError(f"{file}:{lineno}: expected {what}, got {len(cols)} column(s)")
+            texts = tuple(_normalise(c) for c in cols[:-1])
+            if not all(texts):
+                skipped += 1
+                continue
+            rows[split].append((texts, cols[-1].strip()))
+    classes = sorted({label for part in rows.values() for _, label in part})
+    index = {c: i for i, c in enumerate(classes)}
+    splits = {}
+    for split, part in rows.items():
+        labels = np.array([index[label] for _, label in part], dtype=np.int64)
+        if pairs:
+            splits[split] = Split(labels, pairs=[(t[0], t[1]) for t, _ in part])
+        else:
+            splits[split] = Split(labels, texts=[t[0] for t, _ in part])
+    return TransferData(name, classes, splits, skipped)

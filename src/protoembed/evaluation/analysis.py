@@ -32,8 +32,8 @@ from protoembed.data.sts import StsPairs
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings
-from protoembed.evaluation.sts import STS_TASKS, pair_cosines, score_sts
-from protoembed.evaluation.tasks import TASKS, get_tasks
+from protoembed.evaluation.sts import pair_cosines, score_sts
+from protoembed.evaluation.tasks import TASKS, Task, default_tasks, get_tasks
 from protoembed.io import pyplot, save_figure
 
 #: Default numbers of removed tokens for Fig. 5.
@@ -83,7 +83,7 @@ def similarity_vs_gold(
     """Fig. 4. Out: ``{"figure", "n", "gold", "models": [{"label", "head", "spearman", "pearson",
     "cosine_min", "cosine_max", "scaled"}]}`` (correlations x100 of the raw cosines, which the scaling
     does not change; ``scaled`` per pair, in the order of ``gold``)."""
-    pairs = TASKS["STSBenchmark"].read(resolve_data_dir(data_dir), variant, "test")
+    pairs = TASKS["STSBenchmark"].load(data_dir, variant)
     gold = np.asarray(pairs.scores, dtype=np.float64)
     entries = []
     for label, embedder in models:
@@ -169,7 +169,7 @@ def frequent_token_removal(
     data_dir,
     figure: str | os.PathLike[str],
     top_k: Sequence[int] = TOP_K,
-    tasks: Sequence[str] = STS_TASKS,
+    tasks: Sequence[str | Task] | None = None,
     variant: str = "senteval",
     batch_size: int = 64,
 ) -> dict[str, Any]:
@@ -178,7 +178,8 @@ def frequent_token_removal(
     Out: ``{"figure", "tasks", "top_k", "models": [{"label", "head", "rows": [{"k", "removed", "avg"}]}]}``.
     """
     root = resolve_data_dir(data_dir)
-    datasets = {t.name: t.read(root, variant, "test") for t in get_tasks(tasks, "sts", "test")}
+    entries = get_tasks(default_tasks("sts", "test") if tasks is None else tasks, "sts", "test")
+    datasets = {t.name: t.load(root, variant) for t in entries}
     entries = []
     for label, embedder in models:
         if embedder.head != "mean":
@@ -243,7 +244,7 @@ def tsne_pairs(
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
 
-    data = TASKS["STSBenchmark"].read(resolve_data_dir(data_dir), variant, "test")
+    data = TASKS["STSBenchmark"].load(data_dir, variant)
     pairs = [
         {"id": n, "gold": score, "index": i, "sentence1": data.sentences1[i], "sentence2": data.sentences2[i]}
         for score, indices in draw_tsne_pairs(data.scores, per_score, seed)

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.clustering import CLUSTERING_TASKS, ClusteringData
+from protoembed.data.clustering import ClusteringData
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
-from protoembed.evaluation.tasks import get_task, table_names
+from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
 
 
 def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
@@ -58,18 +58,21 @@ def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int =
     }
 
 
-def evaluate_task(encode: Encode, data: ClusteringData, runs: int = 10) -> dict[str, Any]:
-    """One dataset: encode its distinct texts once, cluster, score."""
+def evaluate_task(
+    encode: Encode, data: ClusteringData, runs: int = 10, n_clusters: int | None = None
+) -> dict[str, Any]:
+    """One dataset: encode its distinct texts once, cluster into ``n_clusters`` (``None``: as many as
+    classes; the task entry's ``n_clusters``), score."""
     vectors, index = sentence_embeddings(encode, data.texts)
     embeddings = vectors[[index[t] for t in data.texts]]
-    result = cluster_runs(embeddings, data.labels, data.n_classes, runs)
+    result = cluster_runs(embeddings, data.labels, n_clusters or data.n_classes, runs)
     return {**result, "n": len(data.texts), "classes": data.n_classes, "skipped_empty": data.skipped_empty}
 
 
 def evaluate_clustering(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
-    tasks: Sequence[str] = CLUSTERING_TASKS,
+    tasks: Sequence[str | Task] | None = None,
     runs: int = 10,
     progress: bool = False,
 ) -> dict[str, Any]:
@@ -80,7 +83,7 @@ def evaluate_clustering(
     Args:
         encode: ``encode(texts) -> array (len(texts), dim)``, called once per dataset on its distinct texts.
         data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
-        tasks: the datasets.
+        tasks: the datasets (``None``: the suite's default run).
         runs: the number of k-means runs.
         progress: one stderr line per finished dataset.
     Returns:
@@ -91,15 +94,17 @@ def evaluate_clustering(
     if runs < 1:
         raise ProtoembedError(f"runs must be at least 1, got {runs}")
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
-    tasks = [get_task(task, "clustering").name for task in tasks]
-    root = resolve_data_dir(data_dir) if tasks else None
+    entries = {
+        t.name: t for t in get_tasks(default_tasks("clustering") if tasks is None else tasks, "clustering")
+    }
+    root = resolve_data_dir(data_dir)
     return {
         "protocol": protocol,
         **run_suite(
             "clustering",
-            tasks,
-            lambda task: get_task(task).read(root, "senteval", "test"),
-            lambda data: evaluate_task(encode, data, runs),
+            list(entries),
+            lambda task: entries[task].load(root),
+            lambda data: evaluate_task(encode, data, runs, entries[data.name].n_clusters),
             lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
             progress,
         ),
@@ -127,9 +132,8 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def evaluate_suite(inputs: Inputs, tasks: Sequence[str] | None = None, runs: int = 10) -> dict[str, Any]:
-    """The ``clustering`` suite: :func:`evaluate_clustering` on ``tasks`` (``None``: all of
-    :data:`~protoembed.data.clustering.CLUSTERING_TASKS`)."""
-    tasks = CLUSTERING_TASKS if tasks is None else tasks
+    """The ``clustering`` suite: :func:`evaluate_clustering` on ``tasks`` (``None``: the suite's default
+    run)."""
     return evaluate_clustering(
         inputs.encode, inputs.data_dir, tasks=tasks, runs=runs, progress=inputs.progress
     )
@@ -146,7 +150,7 @@ def clustering_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="clustering",
-    tasks=CLUSTERING_TASKS,
+    scores=("acc", "nmi"),
     evaluate=evaluate_suite,
     options={"runs": 10},
     format_table=format_clustering_table,

@@ -132,7 +132,7 @@ def evaluate_cross_encoder_sts(
     names = [entry.name for entry in entries]
     cross_encoder_dir(path)  # a folder that is no cross-encoder fails first
     root = resolve_data_dir(data_dir)
-    datasets = [entry.read(root, variant, split) for entry in entries]  # then bad data
+    datasets = [entry.load(root, variant, split) for entry in entries]  # then bad data
     model = load_cross_encoder(path, device)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in zip(names, datasets):

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.transfer import TRANSFER_TASKS, TransferData
+from protoembed.data.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite, extra_protocol
-from protoembed.evaluation.tasks import get_task, table_names
+from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
 from protoembed.evaluation.transfer import features
 from protoembed.io import pyplot, save_figure
 
@@ -88,7 +88,7 @@ def evaluate_task(
 def evaluate_fewshot(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
-    tasks: Sequence[str] = TRANSFER_TASKS,
+    tasks: Sequence[str | Task] | None = None,
     shots: int = 16,
     seeds: int = 10,
     c: float = 1.0,
@@ -96,19 +96,20 @@ def evaluate_fewshot(
 ) -> dict[str, Any]:
     """Few-shot evaluation of an encoder on SentEval transfer tasks.
 
+    ``tasks``: the suite's tasks (``None``: its default run).
     Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "min", "max", "seeds_acc", "classes"}},
     "avg"}`` (x100; ``avg`` = mean of the per-task means). The caller adds ``"model"``.
     """
     if shots < 1 or seeds < 1 or not c > 0:
         raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
-    tasks = [get_task(task, "fewshot").name for task in tasks]
-    root = resolve_data_dir(data_dir) if tasks else None
+    entries = {t.name: t for t in get_tasks(default_tasks("fewshot") if tasks is None else tasks, "fewshot")}
+    root = resolve_data_dir(data_dir)
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
         **run_suite(
             "fewshot",
-            tasks,
-            lambda task: get_task(task).read(root, "senteval", "test"),
+            list(entries),
+            lambda task: entries[task].load(root),
             lambda data: evaluate_task(encode, data, shots, seeds, c),
             lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
             progress,
@@ -165,9 +166,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def evaluate_suite(
     inputs: Inputs, tasks: Sequence[str] | None = None, shots: int = 16, seeds: int = 10, c: float = 1.0
 ) -> dict[str, Any]:
-    """The ``fewshot`` suite: :func:`evaluate_fewshot` on ``tasks`` (``None``: all of
-    :data:`~protoembed.data.transfer.TRANSFER_TASKS`)."""
-    tasks = TRANSFER_TASKS if tasks is None else tasks
+    """The ``fewshot`` suite: :func:`evaluate_fewshot` on ``tasks`` (``None``: the suite's default run)."""
     options = dict(shots=shots, seeds=seeds, c=c)
     return evaluate_fewshot(inputs.encode, inputs.data_dir, tasks=tasks, progress=inputs.progress, **options)
 
@@ -196,7 +195,7 @@ def fewshot_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="fewshot",
-    tasks=TRANSFER_TASKS,
+    scores=("acc",),
     evaluate=evaluate_suite,
     options={"shots": 16, "seeds": 10, "c": 1.0},
     format_table=format_fewshot_table,

@@ -19,7 +19,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Inputs, Suite
 from protoembed.evaluation.suites import SUITES
-from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
+from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +53,17 @@ def suite_options(suite: Suite, options: Mapping[str, Any]) -> dict[str, Any]:
     return {**suite.options, **options}
 
 
-def suite_tasks(suite: Suite, tasks: Sequence[str] | None, options: Mapping[str, Any]) -> list[str]:
-    """The canonical names of ``tasks`` (each once), or the suite's default tasks for its options; with a
+def resolve_tasks(suite: Suite, tasks: Sequence[str] | None, options: Mapping[str, Any]) -> list[str]:
+    """The canonical names of ``tasks`` (each once), or the suite's default run for its options; with a
     ``split`` option, each task checked to have that split.
 
     Raises:
         ProtoembedError: a task the suite does not evaluate (the known names listed), or a split it lacks.
     """
+    split = options.get("split")
     if tasks is None:
-        tasks = suite.default_tasks(options) if suite.default_tasks else suite.tasks
-    return [task.name for task in get_tasks(tasks, suite.name, options.get("split"))]
+        tasks = default_tasks(suite.name, split)
+    return [task.name for task in get_tasks(tasks, suite.name, split)]
 
 
 def check_files(
@@ -98,7 +99,7 @@ def run_suite(
     Out: ``{model description..., "suite", suite's result...}``.
     """
     chosen = suite_options(suite, options)
-    names = suite_tasks(suite, tasks, chosen)
+    names = resolve_tasks(suite, tasks, chosen)
     check_files(suite, names, data_dir, chosen)
     inputs = Inputs(encoder, data_dir, progress, model_path, batch_size, device)
     result = suite.evaluate(inputs, names, **chosen)
@@ -189,7 +190,7 @@ def evaluate(
     per_suite = {s.name: {k: v for k, v in options.items() if k in s.options} for s in suites}
     for s in suites:  # every suite's tasks, options and files, before the model is loaded
         chosen = suite_options(s, per_suite[s.name])
-        check_files(s, suite_tasks(s, planned[s.name], chosen), data_dir, chosen)
+        check_files(s, resolve_tasks(s, planned[s.name], chosen), data_dir, chosen)
     if isinstance(model, str):
         spec = name or model
 

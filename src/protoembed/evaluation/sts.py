@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import SHORT_NAMES, STS_TASKS, VARIANTS, StsPairs  # noqa: F401 (re-exported)
+from protoembed.data.sts import VARIANTS, StsPairs
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite
-from protoembed.evaluation.tasks import get_tasks, main_score, table_names
+from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, main_score, table_names
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def evaluate_sts(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
     variant: str = "senteval",
-    tasks: Sequence[str] = STS_TASKS,
+    tasks: Sequence[str | Task] | None = None,
     split: str = "test",
 ) -> dict[str, Any]:
     """Evaluate an encoder on STS tasks.
@@ -67,7 +67,8 @@ def evaluate_sts(
         data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
         variant: ``senteval`` or ``raw``.
         tasks: task names (entries of :data:`protoembed.evaluation.tasks.TASKS` with the ``sts`` suite);
-            the papers' table names (``STS-B``, ``SICK-R``) are accepted too.
+            the papers' table names (``STS-B``, ``SICK-R``) are accepted too. ``None``: the suite's
+            default run for ``split``.
         split: for the tasks that have splits (STSBenchmark / SICKRelatedness: ``test``, ``dev``,
             ``train``; STS12-16 have only ``test``).
     Returns:
@@ -76,9 +77,9 @@ def evaluate_sts(
     """
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
-    entries = get_tasks(tasks, "sts", split)
+    entries = get_tasks(default_tasks("sts", split) if tasks is None else tasks, "sts", split)
     root = resolve_data_dir(data_dir)
-    datasets = [entry.read(root, variant, split) for entry in entries]
+    datasets = [entry.load(root, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
         encode, [s for pairs in datasets for s in (*pairs.sentences1, *pairs.sentences2)]
     )
@@ -143,12 +144,6 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def default_tasks(split: str = "test") -> list[str]:
-    """``protoembed eval sts``'s tasks when none are named: every one of the papers' tables, or for a
-    dev/train split the two that have one (STS12-16 have only a test split)."""
-    return list(STS_TASKS) if split == "test" else ["STSBenchmark", "SICKRelatedness"]
-
-
 def evaluate_suite(
     inputs: Inputs,
     tasks: Sequence[str] | None = None,
@@ -157,9 +152,9 @@ def evaluate_suite(
     cross_encoder: bool = False,
 ) -> dict[str, Any]:
     """The ``sts`` suite: :func:`evaluate_sts` (the cosine of two embeddings) on ``tasks`` (``None``:
-    :func:`default_tasks`), or with ``cross_encoder`` the pair scored as one input by the cross-encoder at
+    the suite's default run for ``split``), or with ``cross_encoder`` the pair scored as one input by the cross-encoder at
     ``inputs.model`` (the BERT/ALBERT paper's Table II; ``inputs.encode`` is then unused)."""
-    tasks = list(tasks) if tasks is not None else default_tasks(split)
+    tasks = list(tasks) if tasks is not None else default_tasks("sts", split)
     if cross_encoder:
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 
@@ -193,16 +188,15 @@ def sts_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="sts",
-    tasks=STS_TASKS,
+    scores=("spearman", "pearson"),
     evaluate=evaluate_suite,
     options={"variant": "senteval", "split": "test", "cross_encoder": False},
-    default_tasks=lambda options: default_tasks(options["split"]),
     format_table=format_sts_table,
     command=CommandLine(
         help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
         description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
-        tasks_help=f"tasks to run, also as STS-B / SICK-R (default: all of {' '.join(STS_TASKS)}; "
-        "with --split dev/train: STS-B and SICK-R)",
+        tasks_help="tasks to run, also by their table names (STS-B, SICK-R); default: the suite's "
+        "default run (with --split dev/train: those of its tasks that have the split)",
         add_options=_add_options,
     ),
     report=ReportLayout(

@@ -114,17 +114,17 @@ class ReportLayout:
 
 @dataclass(frozen=True)
 class Suite:
-    """One benchmark suite: ``name``, ``tasks`` (its default tasks, the papers' column order; any entry of
-    :data:`~protoembed.evaluation.tasks.TASKS` that lists the suite can be asked for), ``evaluate`` (see
-    :data:`Evaluate`), ``options`` (its keyword options and their defaults), ``format_table(result) ->
-    str`` (the printed table), ``default_tasks(options)`` (the tasks run when none are named; ``None``:
-    ``tasks``), and its adapters ``command`` and ``report``."""
+    """One benchmark suite: ``name``, ``scores`` (the per-task keys it computes that a task's
+    ``main_score`` may name), ``evaluate`` (see :data:`Evaluate`), ``options`` (its keyword options and
+    their defaults), ``format_table(result) -> str`` (the printed table), and its adapters ``command`` and
+    ``report``. Its tasks are the entries of :data:`~protoembed.evaluation.tasks.TASKS` that list it; those
+    marked ``default`` (with the ``split`` option, those that have that split) run when none are named
+    (:func:`~protoembed.evaluation.tasks.default_tasks`)."""
 
     name: str
-    tasks: tuple[str, ...]
+    scores: tuple[str, ...]
     evaluate: Evaluate
     format_table: Callable[[dict[str, Any]], str]
     command: CommandLine
     report: ReportLayout
     options: Mapping[str, Any] = field(default_factory=dict)
-    default_tasks: Callable[[Mapping[str, Any]], Sequence[str]] | None = None

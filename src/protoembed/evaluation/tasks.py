@@ -3,22 +3,32 @@
 A task is data, as an MTEB task is its ``TaskMetadata``: its name and the name the papers' tables print,
 the suites that evaluate it (``protoembed eval <suite>``, :func:`protoembed.evaluate`), the
 ``protoembed data`` entry that provides its files (:mod:`protoembed.data.registry`), its splits, its main
-score, its languages and its citation, and two functions: the files it reads (relative to the data
-directory) and the reader that turns them into the suite's input. ``protoembed eval`` checks and reads a
-task through its entry, the report prints its table name, ``protoembed data download --for TASK`` fetches
-its dataset, and ``docs/tasks.md`` lists the entries (``python -m protoembed.evaluation.tasks``).
+score, whether it joins its suites' default run, its languages and its citation, what its suite needs to
+know of it (a transfer task's C grid and F1, a clustering task's k), and two functions: the files it
+reads (relative to the data directory) and the reader that turns them into the suite's input.
+``protoembed eval`` and training's pre-flight check and read a task through its entry, the report prints
+its table name, ``protoembed data download --for TASK`` fetches its dataset, and ``docs/tasks.md`` lists
+the entries (``python -m protoembed.evaluation.tasks``). Nothing else lists tasks.
 
-A new STS-like task is one entry in :data:`TASKS`; :func:`pairs_file_task` builds one for a file in the
-STS Benchmark or SICK layout. Nothing here reads a file or imports torch.
+A new task is one :class:`Task` given to :func:`register_task` (``protoembed.register_task``), or one
+entry point of the group ``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of
+them, or a function returning either); :func:`pairs_file_task` (STS-like),
+:func:`classification_file_task` (transfer / few-shot) and :func:`clustering_file_task` build one for
+files in the usual layouts. An entry is validated when it is made: an unknown suite, a ``protoembed
+data`` entry that does not exist, a split other than train / dev / test, or a main score its suites do
+not compute is a one-line :class:`~protoembed.errors.ProtoembedError`.
+
+Nothing here reads a file or imports torch; the built-in entries are made on first use.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from protoembed.errors import ProtoembedError
 
@@ -27,167 +37,392 @@ from protoembed.errors import ProtoembedError
 Reader = Callable[[Path, str, str], Any]
 #: ``(variant, split) -> the files the reader reads``, relative to the data directory, ``/``-separated.
 Files = Callable[[str, str], list[str]]
+#: The splits a task may have.
+Split = Literal["train", "dev", "test"]
+
+#: SentEval's grid of the inverse L2 strength C for the transfer tasks' logistic regression.
+SENTEVAL_C_GRID: tuple[float, ...] = tuple(2.0**t for t in range(-2, 4))
+#: SentEval's wider grid (its TREC and MRPC tasks).
+WIDE_C_GRID: tuple[float, ...] = tuple(2.0**t for t in range(-1, 6))
+#: The entry-point group that installed packages register their tasks under.
+ENTRY_POINT_GROUP = "protoembed.tasks"
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(BaseModel):
     """One evaluation task.
 
     ``name``: the canonical name (results files key their ``tasks`` by it). ``suites``: the suites that
     evaluate it, the first one by default. ``dataset``: the ``protoembed data`` entry that provides its
-    files (``raw_dataset``: the one for STS's ``--variant raw``, when that reads other files). ``files``
-    and ``read``: see :data:`Files` and :data:`Reader`. ``display``: the name the papers' tables print
-    (``None``: ``name``). ``splits``: the splits it has (STS's ``--split`` applies only to tasks with
-    more than ``test``). ``main_score``: the per-task key a suite's ``avg`` averages. ``languages``: ISO
-    639-1 codes. ``citation``: the paper that introduced the data.
+    files (``None``: the user's own files; ``raw_dataset``: the one for STS's ``--variant raw``, when that
+    reads other files). ``files`` and ``read``: see :data:`Files` and :data:`Reader`. ``display``: the name
+    the papers' tables print (``None``: ``name``). ``splits``: the splits it has (none: one set, which a
+    transfer task cross-validates; STS's ``--split`` applies to the tasks that have it). ``main_score``:
+    the per-task key a suite's ``avg`` averages. ``default``: part of its suites' run when no task is
+    named. ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
+
+    Suite-specific: ``c_grid`` (transfer, scikit-learn classifier: the C values searched), ``f1``
+    (transfer: F1 of class 1 reported beside accuracy, as for MRPC), ``n_clusters`` (clustering: k;
+    ``None``: the number of classes in the data).
     """
 
-    name: str
-    suites: tuple[str, ...]
-    dataset: str
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    name: str = Field(min_length=1)
+    suites: tuple[str, ...] = Field(min_length=1)
+    dataset: str | None
     files: Files
     read: Reader
     display: str | None = None
-    splits: tuple[str, ...] = ("test",)
+    splits: tuple[Split, ...] = ("test",)
     main_score: str = "acc"
+    default: bool = True
     languages: tuple[str, ...] = ("en",)
     citation: str = ""
     raw_dataset: str | None = None
+    c_grid: tuple[float, ...] = Field(SENTEVAL_C_GRID, min_length=1)
+    f1: bool = False
+    n_clusters: int | None = Field(None, ge=2)
+
+    @field_validator("suites", "splits")
+    @classmethod
+    def _once(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = [v for v in values if values.count(v) > 1]
+        if repeated:
+            raise ValueError(f"{repeated[0]!r} is listed twice")
+        return values
+
+    @field_validator("c_grid")
+    @classmethod
+    def _positive(cls, grid: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not c > 0 for c in grid):
+            raise ValueError(f"every C must be > 0, got {list(grid)}")
+        return grid
+
+    @model_validator(mode="after")
+    def _known(self) -> Task:
+        from protoembed.data.registry import DATASETS
+        from protoembed.evaluation.suites import SUITES
+
+        for suite in self.suites:
+            if suite not in SUITES:
+                raise ValueError(f"unknown suite {suite!r}; choose from: {', '.join(SUITES)}")
+            if self.main_score not in SUITES[suite].scores:
+                raise ValueError(
+                    f"main score {self.main_score!r} is not computed by suite {suite} "
+                    f"(it computes: {', '.join(SUITES[suite].scores)})"
+                )
+        for dataset in (self.dataset, self.raw_dataset):
+            if dataset is not None and dataset not in DATASETS:
+                raise ValueError(
+                    f"unknown `protoembed data` entry {dataset!r} (None: the user's own files); "
+                    f"known: {', '.join(DATASETS)}"
+                )
+        return self
 
     @property
     def table_name(self) -> str:
         """The name the report's and the command's tables print (``STSBenchmark`` -> ``STS-B``)."""
         return self.display or self.name
 
-    def dataset_for(self, variant: str = "senteval") -> str:
-        """The ``protoembed data`` entry that provides the files of ``variant``."""
+    def dataset_for(self, variant: str = "senteval") -> str | None:
+        """The ``protoembed data`` entry that provides the files of ``variant`` (``None``: the user's)."""
         return self.raw_dataset if variant == "raw" and self.raw_dataset else self.dataset
+
+    def load(
+        self, data_dir: str | os.PathLike[str] | None = None, variant: str = "senteval", split: str = "test"
+    ) -> Any:
+        """The suite's input for ``split`` (a task without that split: its one set), read from the data
+        directory (``None``: ``$PROTOEMBED_DATA``). A missing file is the one-line error that names it
+        and the ``protoembed data download`` command that fetches it, before anything is read."""
+        from protoembed.data.needs import check_present, task_needs
+        from protoembed.data.paths import resolve_data_dir
+
+        if self.splits and split not in self.splits:
+            raise ProtoembedError(
+                f"{self.name} has only a {' / '.join(self.splits)} split (asked for {split!r})"
+            )
+        root = resolve_data_dir(data_dir)
+        check_present(task_needs([self], os.fspath(root), variant, split))
+        return self.read(root, variant, split)
+
+
+def make_task(**fields: Any) -> Task:
+    """A :class:`Task` from its fields; an invalid one is a one-line error naming the task and the field."""
+    try:
+        return Task(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        name = fields.get("name", "?")
+        raise ProtoembedError(f"task {name!r}: {where + ': ' if where else ''}{message}") from None
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+class TaskRegistry(Mapping[str, Task]):
+    """Task name -> its entry, in the papers' column order within each suite, then the registered ones.
+
+    The built-in entries and those of installed packages' entry points are made on first use (each
+    entry's validation reads the suites, whose modules read this one).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Task] | None = None
+
+    def _all(self) -> dict[str, Task]:
+        if self._entries is None:
+            self._entries = {}
+            for task in [*_builtin(), *_entry_point_tasks()]:
+                self._add(task, replace=False)
+        return self._entries
+
+    def _add(self, task: Task, replace: bool) -> None:
+        entries = self._entries if self._entries is not None else self._all()
+        for other in entries.values():
+            names = {other.name.lower(), other.table_name.lower()}
+            if other.name != task.name and names & {task.name.lower(), task.table_name.lower()}:
+                raise ProtoembedError(
+                    f"task {task.name!r}: its name or table name is taken by {other.name!r}"
+                )
+        if task.name in entries and not replace:
+            raise ProtoembedError(
+                f"task {task.name!r} is already registered (pass replace=True to replace it)"
+            )
+        entries[task.name] = task
+
+    def __getitem__(self, name: str) -> Task:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: Every task, by name.
+TASKS = TaskRegistry()
+
+
+def register_task(task: Task | None = None, /, *, replace: bool = False, **fields: Any) -> Task:
+    """Add a task (a :class:`Task`, or its fields) to :data:`TASKS`, so that ``protoembed eval``,
+    :func:`protoembed.evaluate`, training's ``test_tasks`` and the report know it by name.
+
+    Returns:
+        the entry.
+    Raises:
+        ProtoembedError: an invalid entry, or a name (or table name) already taken and ``replace`` false.
+    """
+    entry = task if task is not None else make_task(**fields)
+    TASKS._add(entry, replace)
+    return entry
+
+
+def unregister_task(name: str) -> None:
+    """Remove a registered task (tests and notebooks that register a task for a while)."""
+    TASKS._all().pop(get_task(name).name)
+
+
+def _entry_point_tasks() -> list[Task]:
+    """The tasks of installed packages' ``protoembed.tasks`` entry points."""
+    from importlib.metadata import entry_points
+
+    found: list[Task] = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            value = point.load()
+        except Exception as err:  # a broken package is named, not a traceback
+            raise ProtoembedError(f"entry point {point.name!r} ({point.value}): cannot load: {err}") from None
+        value = value() if callable(value) and not isinstance(value, Task) else value
+        items = [value] if isinstance(value, Task) else list(value)
+        if not all(isinstance(item, Task) for item in items):
+            raise ProtoembedError(f"entry point {point.name!r} ({point.value}): expected Task entries")
+        found += items
+    return found
+
+
+# --------------------------------------------------------------------------- entries for files
+
+
+def pairs_file_task(
+    name: str,
+    dataset: str | None,
+    paths: Mapping[str, str],
+    layout: Literal["stsb", "sick"] = "stsb",
+    **fields: Any,
+) -> Task:
+    """An STS-like task read from one file per split, in STS Benchmark's layout (``genre, file, year, id,
+    score, sentence1, sentence2``, tab-separated) or SICK's (a header, then ``pair_ID, sentence_A,
+    sentence_B, relatedness_score, entailment_judgment``): gold in [0, 5], scored as STS-B is.
+
+    ``paths``: split -> file, relative to the data directory or absolute (the same file for both
+    variants; the ``senteval`` variant normalises whitespace, ``raw`` strips). ``dataset``: the
+    ``protoembed data`` entry that installs the files (``None``: the user's own). ``fields``: further
+    :class:`Task` fields (``display``, ``citation``, ``default``, ...).
+    """
+    from protoembed.data.sts import read_pairs_file
+
+    if not paths:
+        raise ProtoembedError(f"task {name!r}: give the file of at least one split")
+    return make_task(
+        name=name,
+        suites=("sts",),
+        dataset=dataset,
+        files=lambda variant, split: [paths[split]],
+        read=lambda root, variant, split: read_pairs_file(
+            root / paths[split], f"{name}/{split}", layout, variant
+        ),
+        splits=tuple(paths),
+        main_score="spearman",
+        **fields,
+    )
+
+
+def classification_file_task(
+    name: str, dataset: str | None, paths: Mapping[str, str], *, pairs: bool = False, **fields: Any
+) -> Task:
+    """A transfer / few-shot task read from ``text<TAB>label`` lines (``pairs``: ``text1<TAB>text2<TAB>
+    label``, classified on SentEval's pair features), labels any strings (classes in sorted order).
+
+    ``paths``: ``{"all": file}`` (one set: cross-validated) or ``{"train", ["dev"], "test"}`` files,
+    relative to the data directory or absolute. ``fields``: further :class:`Task` fields (``c_grid``,
+    ``f1``, ``display``, ``suites`` (default transfer and few-shot), ...).
+    """
+    from protoembed.data.transfer import read_labelled_files
+
+    splits = tuple(s for s in paths if s != "all")
+    if (
+        ("all" in paths) == bool(splits)
+        or (splits and "train" not in splits)
+        or (splits and "test" not in splits)
+    ):
+        raise ProtoembedError(
+            f"task {name!r}: give {{'all': file}} or train, [dev,] test files; got {list(paths)}"
+        )
+    fields.setdefault("suites", ("transfer", "fewshot"))
+    return make_task(
+        name=name,
+        dataset=dataset,
+        files=lambda variant, split: list(paths.values()),
+        read=lambda root, variant, split: read_labelled_files(
+            name, {s: root / p for s, p in paths.items()}, pairs
+        ),
+        splits=splits,
+        **fields,
+    )
+
+
+def clustering_file_task(name: str, dataset: str | None, path: str, **fields: Any) -> Task:
+    """A clustering task read from one ``label<TAB>text`` file (integer labels), relative to the data
+    directory or absolute. ``fields``: further :class:`Task` fields (``n_clusters``, ``citation``, ...)."""
+    from protoembed.data.clustering import read_clustering_file
+
+    return make_task(
+        name=name,
+        suites=("clustering",),
+        dataset=dataset,
+        files=lambda variant, split: [path],
+        read=lambda root, variant, split: read_clustering_file(root / path, name),
+        splits=(),
+        **fields,
+    )
 
 
 # --------------------------------------------------------------------------- the built-in entries
 
 
 def _sts_year(year: str, citation: str) -> Task:
-    from protoembed.data.sts import read_sts_year, sts_task_files
+    from protoembed.data.sts import STS_YEAR_SUBSETS, read_sts_year, sts_subset_files
 
-    return Task(
+    def files(variant: str, split: str) -> list[str]:
+        pairs = [sts_subset_files(Path(), year, subset, variant) for subset in STS_YEAR_SUBSETS[year]]
+        return [p.as_posix() for pair in pairs for p in pair]
+
+    return make_task(
         name=year,
         suites=("sts",),
         dataset="senteval",
         raw_dataset="sts-raw",
-        files=lambda variant, split: sts_task_files(year, variant, "test"),
+        files=files,
         read=lambda root, variant, split: read_sts_year(root, year, variant),
         main_score="spearman",
         citation=citation,
     )
 
 
-def _sts_split_task(name: str, raw_dataset: str | None, citation: str) -> Task:
-    from protoembed.data.sts import SHORT_NAMES, read_sick, read_stsb, sts_task_files
+def _stsb(citation: str) -> Task:
+    from protoembed.data.sts import read_stsb, stsb_file
 
-    reader = read_stsb if name == "STSBenchmark" else read_sick
-    return Task(
-        name=name,
+    return make_task(
+        name="STSBenchmark",
+        display="STS-B",
         suites=("sts",),
         dataset="senteval",
-        raw_dataset=raw_dataset,
-        files=lambda variant, split: sts_task_files(name, variant, split),
-        read=lambda root, variant, split: reader(root, split, variant),
-        display=SHORT_NAMES[name],
+        raw_dataset="sts-raw",
+        files=lambda variant, split: [stsb_file(split, variant)],
+        read=lambda root, variant, split: read_stsb(root, split, variant),
         splits=("train", "dev", "test"),
         main_score="spearman",
         citation=citation,
     )
 
 
-#: The transfer tasks with splits (the others are one set, cross-validated).
-_TRANSFER_SPLITS = {"SST2": ("train", "dev", "test"), "TREC": ("train", "test"), "MRPC": ("train", "test")}
+def _sick(citation: str) -> Task:
+    from protoembed.data.sts import read_sick, sick_file
 
-
-def _transfer(name: str, citation: str, display: str | None = None) -> Task:
-    from protoembed.data.transfer import load_transfer_task, transfer_task_files
-
-    return Task(
-        name=name,
-        suites=("transfer", "fewshot"),
+    return make_task(
+        name="SICKRelatedness",
+        display="SICK-R",
+        suites=("sts",),
         dataset="senteval",
-        files=lambda variant, split: transfer_task_files(name),
-        read=lambda root, variant, split: load_transfer_task(name, root),
-        display=display,
-        splits=_TRANSFER_SPLITS.get(name, ()),
+        files=lambda variant, split: [sick_file(split)],
+        read=lambda root, variant, split: read_sick(root, split, variant),
+        splits=("train", "dev", "test"),
+        main_score="spearman",
         citation=citation,
     )
 
 
-def _clustering(name: str, dataset: str, citation: str) -> Task:
-    from protoembed.data.clustering import clustering_task_files, read_clustering
+def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str]], citation: str) -> Task:
+    """MR, CR, SUBJ, MPQA: one file per class (``(file, class name)``, the label-1 class first), one set."""
+    from protoembed.data.transfer import read_binary
 
-    return Task(
+    return make_task(
         name=name,
-        suites=("clustering",),
-        dataset=dataset,
-        files=lambda variant, split: clustering_task_files(name),
-        read=lambda root, variant, split: read_clustering(name, root),
+        suites=("transfer", "fewshot"),
+        dataset="senteval",
+        files=lambda variant, split: [f"senteval/{folder}/{file}" for file, _ in files],
+        read=lambda root, variant, split: read_binary(name, root / "senteval" / folder, files),
         splits=(),
         citation=citation,
     )
 
 
-def pairs_file_task(
-    name: str,
-    dataset: str,
-    paths: Mapping[str, str],
-    layout: Literal["stsb", "sick"] = "stsb",
-    *,
-    display: str | None = None,
-    citation: str = "",
-    languages: tuple[str, ...] = ("en",),
-) -> Task:
-    """An STS-like task read from one file per split, in STS Benchmark's layout (``genre, file, year, id,
-    score, sentence1, sentence2``, tab-separated) or SICK's (a header, then ``pair_ID, sentence_A,
-    sentence_B, relatedness_score, entailment_judgment``): gold in [0, 5], scored as STS-B is.
-
-    ``paths``: split -> file, relative to the data directory (the same file for both variants; the
-    ``senteval`` variant normalises whitespace, ``raw`` strips). ``dataset``: the ``protoembed data`` entry
-    that installs the files.
-    """
-    from protoembed.data.pairs import parse_sick_lines, parse_stsb_lines
-    from protoembed.data.sts import StsPairs, read_lines
-
-    if not paths:
-        raise ProtoembedError(f"task {name!r}: give the file of at least one split")
-
-    def read(root: Path, variant: str, split: str) -> Any:
-        import numpy as np
-
-        path = root / paths[split]
-        if variant == "senteval":
-            clean: Callable[[str], str] = lambda s: " ".join(s.split())  # noqa: E731
-        else:
-            clean = str.strip
-        lines = read_lines(path, variant == "raw")
-        if layout == "stsb":
-            pairs = parse_stsb_lines(path, lines, (7,), clean)
-        else:
-            pairs = parse_sick_lines(path, lines, clean)
-        scores = np.asarray(pairs.scores, dtype=np.float64)
-        return StsPairs(f"{name}/{split}", pairs.sentences1, pairs.sentences2, scores)
-
-    return Task(
+def _transfer(name: str, folder: str, reader: Callable[[Path], Any], citation: str, **fields: Any) -> Task:
+    return make_task(
         name=name,
-        suites=("sts",),
-        dataset=dataset,
-        files=lambda variant, split: [paths[split]],
-        read=read,
-        display=display,
-        splits=tuple(paths),
-        main_score="spearman",
-        languages=languages,
+        suites=("transfer", "fewshot"),
+        dataset="senteval",
+        files=lambda variant, split: [f"senteval/{folder}"],
+        read=lambda root, variant, split: reader(root / "senteval" / folder),
         citation=citation,
+        **fields,
     )
 
 
+def _clustering(name: str, dataset: str, path: str, citation: str) -> Task:
+    return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation)
+
+
+_YIN_WANG = "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection."
+_XU = "Xu et al., 2017. Self-taught convolutional neural networks for short text clustering."
+
+
 def _builtin() -> list[Task]:
+    from protoembed.data.transfer import read_mrpc, read_sst2, read_trec
+
     return [
         _sts_year(
             "STS12", "Agirre et al., 2012. SemEval-2012 Task 6: A Pilot on Semantic Textual Similarity."
@@ -206,92 +441,104 @@ def _builtin() -> list[Task]:
             "Agirre et al., 2016. SemEval-2016 Task 1: Semantic Textual Similarity, Monolingual and "
             "Cross-Lingual Evaluation.",
         ),
-        _sts_split_task(
-            "STSBenchmark",
-            "sts-raw",
+        _stsb(
             "Cer et al., 2017. SemEval-2017 Task 1: Semantic Textual Similarity Multilingual and "
-            "Crosslingual Focused Evaluation.",
+            "Crosslingual Focused Evaluation."
         ),
-        _sts_split_task(
-            "SICKRelatedness",
-            None,
+        _sick(
             "Marelli et al., 2014. A SICK cure for the evaluation of compositional distributional semantic "
-            "models.",
+            "models."
         ),
-        _transfer(
+        _binary(
             "MR",
+            "MR",
+            (("rt-polarity.pos", "positive"), ("rt-polarity.neg", "negative")),
             "Pang and Lee, 2005. Seeing stars: Exploiting class relationships for sentiment categorization "
             "with respect to rating scales.",
         ),
-        _transfer("CR", "Hu and Liu, 2004. Mining and summarizing customer reviews."),
-        _transfer(
+        _binary(
+            "CR",
+            "CR",
+            (("custrev.pos", "positive"), ("custrev.neg", "negative")),
+            "Hu and Liu, 2004. Mining and summarizing customer reviews.",
+        ),
+        _binary(
             "SUBJ",
+            "SUBJ",
+            (("subj.objective", "objective"), ("subj.subjective", "subjective")),
             "Pang and Lee, 2004. A sentimental education: Sentiment analysis using subjectivity "
             "summarization based on minimum cuts.",
         ),
-        _transfer("MPQA", "Wiebe et al., 2005. Annotating expressions of opinions and emotions in language."),
+        _binary(
+            "MPQA",
+            "MPQA",
+            (("mpqa.pos", "positive"), ("mpqa.neg", "negative")),
+            "Wiebe et al., 2005. Annotating expressions of opinions and emotions in language.",
+        ),
         _transfer(
             "SST2",
+            "SST/binary",
+            read_sst2,
             "Socher et al., 2013. Recursive deep models for semantic compositionality over a sentiment "
             "treebank.",
             display="SST",
+            splits=("train", "dev", "test"),
         ),
-        _transfer("TREC", "Li and Roth, 2002. Learning question classifiers."),
         _transfer(
-            "MRPC", "Dolan and Brockett, 2005. Automatically constructing a corpus of sentential paraphrases."
+            "TREC",
+            "TREC",
+            read_trec,
+            "Li and Roth, 2002. Learning question classifiers.",
+            splits=("train", "test"),
+            c_grid=WIDE_C_GRID,
+        ),
+        _transfer(
+            "MRPC",
+            "MRPC",
+            read_mrpc,
+            "Dolan and Brockett, 2005. Automatically constructing a corpus of sentential paraphrases.",
+            splits=("train", "test"),
+            c_grid=WIDE_C_GRID,
+            f1=True,
         ),
         _clustering(
             "AgNews",
             "agnews",
+            "agnews8k/agnewsdataraw-8000",
             "Zhang et al., 2015. Character-level convolutional networks for text classification.",
         ),
         _clustering(
             "SearchSnippets",
             "searchsnippets",
+            "searchsnippets/search_snippets_true_text",
             "Phan et al., 2008. Learning to classify short and sparse text & web with hidden topics from "
             "large-scale data collections.",
         ),
-        _clustering(
-            "StackOverflow",
-            "stackoverflow",
-            "Xu et al., 2017. Self-taught convolutional neural networks for short text clustering.",
-        ),
-        _clustering(
-            "Biomedical",
-            "biomedical",
-            "Xu et al., 2017. Self-taught convolutional neural networks for short text clustering.",
-        ),
-        _clustering(
-            "Tweet",
-            "tweet",
-            "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection.",
-        ),
+        _clustering("StackOverflow", "stackoverflow", "stackoverflow/stackoverflow_true_text", _XU),
+        _clustering("Biomedical", "biomedical", "biomedical/biomedical_true_text", _XU),
+        _clustering("Tweet", "tweet", "tweet/tweet-original-order.txt", _YIN_WANG),
         *(
-            _clustering(
-                f"GoogleNews-{part}",
-                f"googlenews-{part.lower()}",
-                "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection.",
-            )
+            _clustering(f"GoogleNews-{part}", f"googlenews-{part.lower()}", f"googlenews/{part}", _YIN_WANG)
             for part in ("TS", "T", "S")
         ),
     ]
 
 
-#: Task name -> its entry, in the papers' column order within each suite.
-TASKS: dict[str, Task] = {task.name: task for task in _builtin()}
-
-
 # --------------------------------------------------------------------------- looking tasks up
 
 
-def get_task(name: str, suite: str | None = None) -> Task:
-    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored; with ``suite``,
-    only that suite's tasks.
+def get_task(name: str | Task, suite: str | None = None) -> Task:
+    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored (an entry is
+    returned as it is); with ``suite``, only that suite's tasks.
 
     Raises:
         ProtoembedError: one line naming ``name`` and the known names (``STSBenchmark (STS-B)``).
     """
     known = [t for t in TASKS.values() if suite is None or suite in t.suites]
+    if isinstance(name, Task):
+        if name in known:
+            return name
+        name = name.name
     wanted = str(name).lower()
     for task in known:
         if wanted in (task.name.lower(), task.table_name.lower()):
@@ -301,7 +548,7 @@ def get_task(name: str, suite: str | None = None) -> Task:
     raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
 
 
-def get_tasks(names: Iterable[str], suite: str, split: str | None = None) -> list[Task]:
+def get_tasks(names: Iterable[str | Task], suite: str, split: str | None = None) -> list[Task]:
     """The entries of ``names`` (each once, in order) among ``suite``'s tasks, each checked to have
     ``split`` (``None``: not checked).
 
@@ -318,9 +565,14 @@ def get_tasks(names: Iterable[str], suite: str, split: str | None = None) -> lis
     return entries
 
 
-def suite_tasks(suite: str) -> tuple[str, ...]:
-    """The names of the tasks ``suite`` evaluates, in :data:`TASKS`' order."""
-    return tuple(name for name, task in TASKS.items() if suite in task.suites)
+def default_tasks(suite: str, split: str | None = None) -> list[str]:
+    """The tasks ``suite`` runs when none are named: its entries marked ``default``, in :data:`TASKS`'
+    order; with ``split``, those that have it (STS's ``--split dev``: STS-B and SICK-R)."""
+    return [
+        t.name
+        for t in TASKS.values()
+        if suite in t.suites and t.default and (split is None or split in t.splits)
+    ]
 
 
 def table_name(name: str) -> str:
@@ -341,33 +593,27 @@ def table_names(names: Iterable[str]) -> list[str]:
     return [table_name(name) for name in names]
 
 
-def read_task(
-    name: str, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", split: str = "test"
-) -> Any:
-    """The suite input of task ``name`` (its entry's reader, on the resolved data directory)."""
-    from protoembed.data.paths import resolve_data_dir
-
-    return get_task(name).read(resolve_data_dir(data_dir), variant, split)
-
-
 def markdown(tasks: Sequence[Task] | None = None) -> str:
-    """``docs/tasks.md``: a table of every entry (suites, dataset, splits, main score, languages,
-    citation)."""
+    """``docs/tasks.md``: a table of every entry (suites, dataset, splits, main score, default run,
+    languages, citation)."""
     rows = [
-        "| Task | Table name | Suites | `protoembed data` entry | Splits | Main score | Languages | Citation |"
+        "| Task | Table name | Suites | `protoembed data` entry | Splits | Main score | Default run "
+        "| Languages | Citation |"
     ]
-    rows.append("|---|---|---|---|---|---|---|---|")
+    rows.append("|---|---|---|---|---|---|---|---|---|")
     for t in tasks if tasks is not None else TASKS.values():
-        dataset = t.dataset + (f" (raw: {t.raw_dataset})" if t.raw_dataset else "")
+        dataset = (t.dataset or "own files") + (f" (raw: {t.raw_dataset})" if t.raw_dataset else "")
         splits = ", ".join(t.splits) or "none (one set)"
         cells = [t.name, t.table_name, ", ".join(t.suites), dataset, splits, t.main_score]
-        rows.append("| " + " | ".join([*cells, ", ".join(t.languages), t.citation]) + " |")
+        cells += ["yes" if t.default else "no", ", ".join(t.languages), t.citation]
+        rows.append("| " + " | ".join(cells) + " |")
     head = [
         "# Evaluation tasks",
         "",
         "Every task `protoembed eval` and `protoembed.evaluate` run, from its entry in",
         "`src/protoembed/evaluation/tasks.py` (made by `python -m protoembed.evaluation.tasks > docs/tasks.md`).",
-        "`protoembed data download --for TASK` fetches the entry that provides a task's files.",
+        "`protoembed data download --for TASK` fetches the entry that provides a task's files; a task",
+        'marked "Default run" runs when `protoembed eval <suite>` names no task.',
         "",
     ]
     return "\n".join([*head, *rows]) + "\n"

@@ -16,8 +16,8 @@ scikit-learn protocol:
   features are SentEval's ``[|u - v|, u * v]`` (``mrpc_features="full"``: ``[u, v, |u - v|, u * v]``),
   and it reports F1 of the paraphrase class too.
 
-``C`` grids are SentEval's per task (:data:`C_GRIDS`): ``2^-2 .. 2^3`` for MR, CR, SUBJ, MPQA and
-SST-2, ``2^-1 .. 2^5`` for TREC and MRPC. Every fit minimises scikit-learn's ``LogisticRegression``
+``C`` grids are SentEval's per task (each task entry's ``c_grid``): ``2^-2 .. 2^3`` for MR, CR, SUBJ,
+MPQA and SST-2, ``2^-1 .. 2^5`` for TREC and MRPC. Every fit minimises scikit-learn's ``LogisticRegression``
 objective (L2, unpenalised intercept; binomial loss for two classes, multinomial for TREC) and is
 solved to convergence (largest gradient entry at most 1e-8 per training example,
 :mod:`protoembed.evaluation.logistic`), so the results are those of the objective's unique minimiser:
@@ -40,18 +40,22 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.paths import resolve_data_dir
-from protoembed.data.transfer import TRANSFER_TASKS, TransferData
+from protoembed.data.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
-from protoembed.evaluation.tasks import TASKS, get_task, table_name, table_names
+from protoembed.evaluation.tasks import (
+    SENTEVAL_C_GRID,
+    Task,
+    default_tasks,
+    get_task,
+    get_tasks,
+    table_name,
+    table_names,
+)
 
-#: SentEval's grid of the inverse L2 regularisation strength for scikit-learn's logistic regression.
-C_GRID = tuple(2.0**t for t in range(-2, 4))
-#: SentEval's grid per task (its TREC and MRPC tasks search ``2^-1 .. 2^5``).
-C_GRIDS = {task: C_GRID for task in TRANSFER_TASKS} | {
-    task: tuple(2.0**t for t in range(-1, 6)) for task in ("TREC", "MRPC")
-}
+#: SentEval's grid of the inverse L2 regularisation strength (a task entry's ``c_grid`` by default).
+C_GRID = SENTEVAL_C_GRID
 #: MRPC's classifier inputs from the pair's embeddings u, v: SentEval's, or with u and v themselves.
 MRPC_FEATURES = ("senteval", "full")
 #: ``sklearn``: scikit-learn's objective solved to convergence (this module); ``pytorch``: SentEval's
@@ -210,13 +214,16 @@ def evaluate_task(
     seed: int = SEED,
     mrpc_features: str = "senteval",
     classifier: str = "sklearn",
+    task: Task | None = None,
 ) -> dict[str, Any]:
     """One task: its protocol (module docstring; ``classifier="pytorch"``:
     :func:`torch_task`) on the embeddings of its sentences.
 
     ``encode`` is an encoder (called once, on the task's distinct sentences) or already computed
-    ``(embeddings, sentence -> row)`` that cover every sentence of the task.
+    ``(embeddings, sentence -> row)`` that cover every sentence of the task. ``task``: its entry (its C
+    grid and whether F1 is reported; ``None``: the registered entry named ``data.name``).
     """
+    task = task if task is not None else get_task(data.name, "transfer")
     if callable(encode):
         embeddings, index = sentence_embeddings(encode, task_sentences(data))
     else:
@@ -226,27 +233,27 @@ def evaluate_task(
         return features(data, split, embeddings, index, mrpc_features), data.splits[split].labels
 
     if classifier == "pytorch":
-        return torch_task(xy, data, folds, inner_folds, seed)
-    grid = C_GRIDS[data.name]
+        return torch_task(xy, data, folds, inner_folds, seed, task.f1)
+    grid = task.c_grid
     if "all" in data.splits:
         result = kfold_accuracy(*xy("all"), folds=folds, inner_folds=inner_folds, seed=seed, grid=grid)
         sizes = {"n": len(data.splits["all"])}
     else:
         dev = xy("dev") if "dev" in data.splits else None
-        f1 = data.name == "MRPC"
-        result = train_test_accuracy(xy("train"), xy("test"), dev, inner_folds, seed, grid, f1)
+        result = train_test_accuracy(xy("train"), xy("test"), dev, inner_folds, seed, grid, task.f1)
         sizes = {f"n_{split}": len(part) for split, part in data.splits.items()}
     return {**result, **sizes, "classes": len(data.classes), "skipped_empty": data.skipped_empty}
 
 
 def torch_task(
-    xy: Any, data: TransferData, folds: int = 10, inner_folds: int = 10, seed: int = SEED
+    xy: Any, data: TransferData, folds: int = 10, inner_folds: int = 10, seed: int = SEED, f1: bool = False
 ) -> dict[str, Any]:
     """One task with SentEval's PyTorch classifier: MR, CR, SUBJ, MPQA by ``folds``-fold stratified CV
     (shuffled with ``seed``) with L2 chosen by inner ``inner_folds``-fold CV in each training fold
     (SentEval's ``InnerKFoldClassifier``); SST-2 with L2 chosen on dev (``SplitClassifier``); TREC and
     MRPC with L2 chosen by ``inner_folds``-fold CV on train (``KFoldClassifier``). ``xy(split)`` gives a
-    split's (features, labels). Out: ``{"acc", "dev_acc", "l2", sizes..., ["f1"]}``, x100; ``acc`` is
+    split's (features, labels); ``f1``: report F1 of class 1 too. Out: ``{"acc", "dev_acc", "l2",
+    sizes..., ["f1"]}``, x100; ``acc`` is
     the mean over folds of the unrounded fold accuracies."""
     from sklearn.metrics import f1_score
     from sklearn.model_selection import StratifiedKFold
@@ -276,14 +283,14 @@ def torch_task(
             (one,) = select_and_refit(x, y, split, k, inner_folds, seed)
         predicted = np.asarray(one["predicted"])
         result = {"acc": _accuracy(predicted, y_test) * 100, "dev_acc": one["dev_acc"], "l2": one["l2"]}
-        if data.name == "MRPC":
+        if f1:
             result["f1"] = float(f1_score(y_test, predicted)) * 100
         sizes = {f"n_{split}": len(part) for split, part in data.splits.items()}
     return {**result, **sizes, "classes": k, "skipped_empty": data.skipped_empty}
 
 
 def protocol_record(
-    classifier: str, folds: int, inner_folds: int, seed: int, tasks: Sequence[str], mrpc_features: str
+    classifier: str, folds: int, inner_folds: int, seed: int, tasks: Sequence[Task], mrpc_features: str
 ) -> dict[str, Any]:
     """A transfer result's ``protocol``: the classifier and what it was run with."""
     record: dict[str, Any] = {
@@ -297,7 +304,7 @@ def protocol_record(
 
         record |= {"l2_grid": list(L2_GRID), **TorchClassifier().record()}
     else:
-        record["C_grid"] = {task: list(C_GRIDS[task]) for task in tasks if task in C_GRIDS}
+        record["C_grid"] = {task.name: list(task.c_grid) for task in tasks}
     return {**record, "mrpc_features": mrpc_features}
 
 
@@ -311,7 +318,7 @@ def transfer_protocol(data: dict[str, Any]) -> dict[str, Any]:
 def evaluate_transfer(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
-    tasks: Sequence[str] = TRANSFER_TASKS,
+    tasks: Sequence[str | Task] | None = None,
     folds: int = 10,
     inner_folds: int = 10,
     seed: int = SEED,
@@ -338,25 +345,26 @@ def evaluate_transfer(
         )
     if classifier not in CLASSIFIERS:
         raise ProtoembedError(f"unknown classifier {classifier!r}; choose from: {', '.join(CLASSIFIERS)}")
-    tasks = list(dict.fromkeys(get_task(task, "transfer").name for task in tasks))
-    protocol = protocol_record(classifier, folds, inner_folds, seed, tasks, mrpc_features)
-    if not tasks:
-        raise ProtoembedError("no transfer task to evaluate")
+    entries = get_tasks(default_tasks("transfer") if tasks is None else tasks, "transfer")
+    protocol = protocol_record(classifier, folds, inner_folds, seed, entries, mrpc_features)
     root = resolve_data_dir(data_dir)
-    datasets = {task: TASKS[task].read(root, "senteval", "test") for task in tasks}
+    datasets = {task.name: task.load(root) for task in entries}
+    by_name = {task.name: task for task in entries}
     started = time.monotonic()
     encoded = sentence_embeddings(encode, [s for data in datasets.values() for s in task_sentences(data)])
     if progress:
         seconds = time.monotonic() - started
-        count = f"{len(encoded[1])} distinct sentences of {len(tasks)} task(s)"
+        count = f"{len(encoded[1])} distinct sentences of {len(entries)} task(s)"
         print(f"transfer: encoded {count} ({seconds:.0f} s)", file=sys.stderr, flush=True)
     return {
         "protocol": protocol,
         **run_suite(
             "transfer",
-            tasks,
+            list(datasets),
             datasets.__getitem__,
-            lambda data: evaluate_task(encoded, data, folds, inner_folds, seed, mrpc_features, classifier),
+            lambda data: evaluate_task(
+                encoded, data, folds, inner_folds, seed, mrpc_features, classifier, by_name[data.name]
+            ),
             lambda r: f"acc {r['acc']:.2f}",
             progress,
         ),
@@ -380,7 +388,7 @@ def format_transfer_table(result: dict[str, Any]) -> str:
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
     parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
-    parser.add_argument("--seed", type=int, default=1111, help="seed of the fold splits (SentEval's)")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of the fold splits (SentEval's)")
     parser.add_argument(
         "--mrpc-features",
         choices=MRPC_FEATURES,
@@ -406,13 +414,13 @@ def evaluate_suite(
     mrpc_features: str = "senteval",
     classifier: str = "sklearn",
 ) -> dict[str, Any]:
-    """The ``transfer`` suite: :func:`evaluate_transfer` on ``tasks`` (``None``: all of
-    :data:`~protoembed.data.transfer.TRANSFER_TASKS`)."""
+    """The ``transfer`` suite: :func:`evaluate_transfer` on ``tasks`` (``None``: the suite's default
+    run)."""
     options = dict(folds=folds, inner_folds=inner_folds, seed=seed, classifier=classifier)
     return evaluate_transfer(
         inputs.encode,
         inputs.data_dir,
-        tasks=TRANSFER_TASKS if tasks is None else tasks,
+        tasks=tasks,
         progress=inputs.progress,
         mrpc_features=mrpc_features,
         **options,
@@ -456,7 +464,7 @@ def transfer_protocol_line(p: dict[str, Any]) -> str:
 
 SUITE = Suite(
     name="transfer",
-    tasks=TRANSFER_TASKS,
+    scores=("acc", "dev_acc", "f1"),
     evaluate=evaluate_suite,
     options={
         "folds": 10,

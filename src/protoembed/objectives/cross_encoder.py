@@ -21,7 +21,6 @@ import torch
 
 from protoembed.backbones import quiet_transformers
 from protoembed.data.examples import NLI_LABELS
-from protoembed.data.sts import load_sts_task
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
@@ -284,7 +283,7 @@ class CrossEncoderObjective(Objective):
 
         Args:
             data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
-            variant: ``senteval`` or ``raw`` (as :func:`protoembed.data.sts.load_sts_task`).
+            variant: ``senteval`` or ``raw`` (as :meth:`protoembed.evaluation.tasks.Task.load`).
             batch_size: pairs per forward.
         Returns:
             the Spearman x100 (NaN for constant scores), or ``None`` for a classification run (an NLI
@@ -292,7 +291,9 @@ class CrossEncoderObjective(Objective):
         """
         if self.task != "regression":
             return None
-        pairs = load_sts_task("STSBenchmark", data_dir, variant, "dev")
+        from protoembed.evaluation.tasks import TASKS
+
+        pairs = TASKS["STSBenchmark"].load(data_dir, variant, "dev")
         was_training = self.training
         self.eval()
         try:

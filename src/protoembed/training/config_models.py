@@ -27,7 +27,6 @@ from pydantic import (
     model_validator,
 )
 
-from protoembed.data.sts import STS_TASKS
 from protoembed.errors import ProtoembedError
 from protoembed.heads import HEADS
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
@@ -163,6 +162,13 @@ def _one_task(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+def _default_test_tasks() -> list[str]:
+    """``training.test_tasks`` when a config names none: the ``sts`` suite's default run."""
+    from protoembed.evaluation.tasks import default_tasks
+
+    return default_tasks("sts", "test")
+
+
 def _warmup_number(value: Any) -> Any:
     """``warmup``: an int stays an int (steps); a numeric string becomes a float (fraction)."""
     if isinstance(value, str):
@@ -219,7 +225,7 @@ class TrainingConfig(BaseModel):
         10, description="training_log.jsonl: mean loss of the last N steps, lr"
     )
     test_tasks: Annotated[list[str], BeforeValidator(_one_task), Field(min_length=1)] = Field(
-        default_factory=lambda: list(STS_TASKS),
+        default_factory=_default_test_tasks,
         description="STS test tasks of results.json (the tables' names STS-B, SICK-R work too)",
     )
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
