@@ -458,7 +458,7 @@ def _configs() -> list[Path]:
 
 def test_every_config_reads_only_registry_data() -> None:
     """Each data path of every config is provided by a registry entry (no config reads a user's own file)."""
-    from protoembed.data.needs import config_needs
+    from protoembed.training.needs import config_needs
     from protoembed.training.stages import load_run
 
     assert len(_configs()) > 60

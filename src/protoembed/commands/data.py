@@ -85,7 +85,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _for_config(config: str) -> tuple[list, list[str]]:
     """The needs of one training config, and its files that no dataset provides (the user's own)."""
-    from protoembed.data.needs import config_needs
+    from protoembed.training.needs import config_needs
     from protoembed.training.stages import load_run
 
     needs = config_needs(load_run(config))
@@ -97,12 +97,12 @@ def _for_tasks(value: str) -> list:
     name), in the default data variant."""
     from protoembed.data.needs import task_needs
     from protoembed.evaluation.suites import SUITES
-    from protoembed.evaluation.tasks import get_task
+    from protoembed.evaluation.tasks import default_tasks, get_task
 
     if value in SUITES:
-        return task_needs(SUITES[value].tasks, None)
+        return task_needs([get_task(name) for name in default_tasks(value)], None)
     try:
-        return task_needs([get_task(value).name], None)
+        return task_needs([get_task(value)], None)
     except ProtoembedError as err:
         raise ProtoembedError(
             f"--for: {err}; or a suite ({', '.join(SUITES)}), or a training config (.yaml)"

@@ -37,7 +37,8 @@ def run_train(args: argparse.Namespace) -> int:
     top = os.path.dirname(str(stages[0][1].output_dir)) if staged else str(stages[0][1].output_dir)
     if stages[0][1].output_dir:  # before any data is read or model loaded (--output-dir: at parse time)
         check_output_folder(top)
-    from protoembed.data.needs import check_present, config_needs
+    from protoembed.data.needs import check_present
+    from protoembed.training.needs import config_needs
 
     check_present(config_needs(stages), args.config)  # every stage's files, before any model is loaded
     from protoembed.training.stopping import TrainingInterrupted  # torch, transformers, ...

@@ -1,10 +1,8 @@
-"""What a training config or an evaluation suite reads, which registry dataset provides it, and the
-one-line error that names the file and the command that fetches it.
+"""What a run reads (:class:`Need`), which registry dataset provides it, and the one-line error that
+names the file and the command that fetches it (:func:`check_present`).
 
-A training config reads, in each stage: its ``data.corpus`` files, STS-B dev (model selection, in the
-config's ``training.eval_variant``) and the STS test sets of ``training.test_tasks``. An evaluation reads
-the files of its tasks, as their entries in :data:`protoembed.evaluation.tasks.TASKS` declare them (STS:
-in ``--variant``). A path is resolved as the readers resolve it: an absolute
+An evaluation reads the files of its tasks, as their entries declare them (:func:`task_needs`; STS: in
+``--variant``); a training config's needs are :func:`protoembed.training.needs.config_needs`. A path is resolved as the readers resolve it: an absolute
 path or one that exists from the working directory is the user's own file; any other relative path lies
 under the data directory (``data.data_dir``, ``--data-dir``, else ``$PROTOEMBED_DATA``).
 """
@@ -13,16 +11,16 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protoembed.data.registry import Dataset, dataset_for_path
 from protoembed.errors import ProtoembedError
 
 if TYPE_CHECKING:
-    from protoembed.training.config_models import TrainConfig
+    from protoembed.evaluation.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -46,47 +44,26 @@ def _own(path: str) -> bool:
     return expanded.is_absolute() or expanded.exists()
 
 
-def _need(path: str, what: str, data_dir: str | None) -> Need:
+def need_file(path: str, what: str, data_dir: str | None) -> Need:
+    """The need of one file named by a run (``dataset``: the registry entry that installs it, if any)."""
     return Need(path, what, data_dir, None if _own(path) else dataset_for_path(path))
 
 
-def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
-    """The files one training stage reads (see the module docstring)."""
-    stage = f"stage {name!r}: " if name else ""
-    data_dir = cfg.data.data_dir
-    needs = [_need(f.path, f"{stage}training file", data_dir) for f in cfg.data.files()]
-    variant = cfg.training.eval_variant
-    needs += task_needs(["STSBenchmark"], data_dir, variant, "dev", f"{stage}model selection on")
-    needs += task_needs(cfg.training.test_tasks, data_dir, variant, "test", f"{stage}test set")
-    return needs
-
-
-def config_needs(stages: Sequence[tuple[str, TrainConfig]]) -> list[Need]:
-    """The files every stage of a run reads, each path once (first use kept)."""
-    seen: dict[tuple[str, str | None], Need] = {}
-    for name, cfg in stages:
-        for need in stage_needs(name, cfg):
-            seen.setdefault((need.path, need.data_dir), need)
-    return list(seen.values())
-
-
 def task_needs(
-    tasks: Iterable[Any],
+    tasks: Iterable[Task],
     data_dir: str | None,
     variant: str = "senteval",
     split: str = "test",
     what: str = "task",
 ) -> list[Need]:
-    """The files evaluation tasks read (names of entries in :data:`protoembed.evaluation.tasks.TASKS`,
-    or entries), each with the ``protoembed data`` entry the task names as its provider (none: the
-    user's own files); ``variant`` / ``split`` as the STS suite's options (a task without ``split`` reads
-    its test files, or its one set); ``what`` starts each need's description."""
+    """The files evaluation tasks read (their entries, :class:`protoembed.evaluation.tasks.Task`), each
+    with the ``protoembed data`` entry the task names as its provider (none: the user's own files);
+    ``variant`` / ``split`` as the STS suite's options (a task without ``split`` reads its test files, or
+    its one set); ``what`` starts each need's description."""
     from protoembed.data.registry import DATASETS
-    from protoembed.evaluation.tasks import Task, get_task
 
     needs = []
-    for name in tasks:
-        task = name if isinstance(name, Task) else get_task(name)
+    for task in tasks:
         provider = task.dataset_for(variant)
         dataset = DATASETS.get(provider) if provider else None
         for path in task.files(variant, split if split in task.splits else "test"):
@@ -100,10 +77,13 @@ def _root(data_dir: str | None) -> Path | None:
 
 
 def missing(needs: Iterable[Need]) -> list[Need]:
-    """The needs whose file (or folder) is not there."""
+    """The needs whose file (or folder) is not there (the user's own: an absolute path that does not
+    exist)."""
     out = []
     for need in needs:
         if need.own:
+            if not Path(need.path).expanduser().exists():
+                out.append(need)
             continue
         root = _root(need.data_dir)
         if root is None or not (root / need.path).exists():
@@ -118,6 +98,11 @@ def check_present(needs: Iterable[Need], config: str | None = None) -> None:
     if not gone:
         return
     first = gone[0]
+    more = f" ({len(gone) - 1} more missing)" if len(gone) > 1 else ""
+    if first.own:
+        raise ProtoembedError(
+            f"{first.what}: {first.path!r} not found{more}; give the path of an existing file"
+        )
     root = _root(first.data_dir)
     if root is not None and root.exists() and not root.is_dir():
         from protoembed.data.paths import resolve_data_dir
@@ -133,5 +118,4 @@ def check_present(needs: Iterable[Need], config: str | None = None) -> None:
             fix += (
                 f" (or everything this config reads: `protoembed data download --for {shlex.quote(config)}`)"
             )
-    more = f" ({len(gone) - 1} more missing)" if len(gone) > 1 else ""
     raise ProtoembedError(f"{first.what}: {first.path!r} not found {where}{more}; {fix}")

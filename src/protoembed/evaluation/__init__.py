@@ -16,6 +16,9 @@
   the suites run from Python, returning the JSON ``protoembed eval`` writes.
 
 Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (typed evaluation, command
-line, report section); :mod:`~protoembed.evaluation.suites` lists them. The package imports none of them up
-front; a suite module imports scipy, scikit-learn or torch only inside the functions that compute.
+line, report section); :mod:`~protoembed.evaluation.suites` registers them, and the package imports it
+first, so that every task entry (:mod:`~protoembed.evaluation.tasks`) is checked against every suite. A
+suite module imports scipy, scikit-learn or torch only inside the functions that compute.
 """
+
+from protoembed.evaluation import suites as _suites  # noqa: F401 (fills protoembed.evaluation.suite.SUITES)

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from protoembed.data.clustering import ClusteringData
-from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
@@ -97,13 +96,12 @@ def evaluate_clustering(
     entries = {
         t.name: t for t in get_tasks(default_tasks("clustering") if tasks is None else tasks, "clustering")
     }
-    root = resolve_data_dir(data_dir)
     return {
         "protocol": protocol,
         **run_suite(
             "clustering",
             list(entries),
-            lambda task: entries[task].load(root),
+            lambda task: entries[task].load(data_dir),
             lambda data: evaluate_task(encode, data, runs, entries[data.name].n_clusters),
             lambda r: f"acc {r['acc']:.2f}, NMI {r['nmi']:.2f}",
             progress,

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
@@ -131,8 +130,7 @@ def evaluate_cross_encoder_sts(
     entries = get_tasks(tasks, "sts", split)
     names = [entry.name for entry in entries]
     cross_encoder_dir(path)  # a folder that is no cross-encoder fails first
-    root = resolve_data_dir(data_dir)
-    datasets = [entry.load(root, variant, split) for entry in entries]  # then bad data
+    datasets = [entry.load(data_dir, variant, split) for entry in entries]  # then bad data
     model = load_cross_encoder(path, device)
     results: dict[str, dict[str, Any]] = {}
     for task, pairs in zip(names, datasets):

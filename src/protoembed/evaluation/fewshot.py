@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.paths import resolve_data_dir
 from protoembed.data.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
@@ -103,13 +102,12 @@ def evaluate_fewshot(
     if shots < 1 or seeds < 1 or not c > 0:
         raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
     entries = {t.name: t for t in get_tasks(default_tasks("fewshot") if tasks is None else tasks, "fewshot")}
-    root = resolve_data_dir(data_dir)
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
         **run_suite(
             "fewshot",
             list(entries),
-            lambda task: entries[task].load(root),
+            lambda task: entries[task].load(data_dir),
             lambda data: evaluate_task(encode, data, shots, seeds, c),
             lambda r: f"acc {r['acc']:.2f} ± {r['acc_std']:.2f}",
             progress,

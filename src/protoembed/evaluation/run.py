@@ -74,7 +74,8 @@ def check_files(
     from protoembed.data.needs import check_present, task_needs
 
     variant, split = options.get("variant", "senteval"), options.get("split", "test")
-    check_present(task_needs(tasks, None if data_dir is None else os.fspath(data_dir), variant, split))
+    entries = [get_task(name, suite.name) for name in tasks]
+    check_present(task_needs(entries, None if data_dir is None else os.fspath(data_dir), variant, split))
 
 
 def run_suite(

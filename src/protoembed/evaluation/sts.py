@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import VARIANTS, StsPairs
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
@@ -78,8 +77,7 @@ def evaluate_sts(
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
     entries = get_tasks(default_tasks("sts", split) if tasks is None else tasks, "sts", split)
-    root = resolve_data_dir(data_dir)
-    datasets = [entry.load(root, variant, split) for entry in entries]
+    datasets = [entry.load(data_dir, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
         encode, [s for pairs in datasets for s in (*pairs.sentences1, *pairs.sentences2)]
     )

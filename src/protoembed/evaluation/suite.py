@@ -128,3 +128,19 @@ class Suite:
     command: CommandLine
     report: ReportLayout
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Suite name -> its declaration, in ``protoembed eval --help``'s order (the report sorts by
+#: ``page_order``): filled by :mod:`protoembed.evaluation.suites` (the built-in suites), which the
+#: ``protoembed.evaluation`` package imports first, so a task entry is checked against every suite.
+SUITES: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite) -> Suite:
+    """Add ``suite`` to :data:`SUITES` (its name must be new)."""
+    from protoembed.errors import ProtoembedError
+
+    if suite.name in SUITES:
+        raise ProtoembedError(f"suite {suite.name!r} is already registered")
+    SUITES[suite.name] = suite
+    return suite

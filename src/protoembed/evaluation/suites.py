@@ -1,23 +1,19 @@
-"""The suites of ``protoembed eval`` and of the report, one line each, in the command's order.
+"""The built-in suites of ``protoembed eval`` and of the report, one line each, in the command's order.
 
-A new suite is its data reader (``protoembed.data``), its tasks' entries in
-:data:`protoembed.evaluation.tasks.TASKS`, its module here with its
+A new suite is its data reader (``protoembed.data``), its tasks' entries
+(:func:`protoembed.evaluation.tasks.register_task`), its module here with its
 :class:`~protoembed.evaluation.suite.Suite`, and its line below. A new task of an existing suite is one
-entry in :data:`~protoembed.evaluation.tasks.TASKS` alone.
+task entry alone. The ``protoembed.evaluation`` package imports this module before anything else of
+it, so :data:`SUITES` is complete whenever a task entry is checked.
 """
 
 from __future__ import annotations
 
 from protoembed.evaluation import clustering, fewshot, sts, transfer
-from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suite import SUITES, register_suite
 
-#: Suite name -> its declaration, in ``protoembed eval --help``'s order (the report sorts by ``page_order``).
-SUITES: dict[str, Suite] = {
-    suite.name: suite
-    for suite in (
-        sts.SUITE,
-        transfer.SUITE,
-        fewshot.SUITE,
-        clustering.SUITE,
-    )
-}
+for _suite in (sts.SUITE, transfer.SUITE, fewshot.SUITE, clustering.SUITE):
+    if _suite.name not in SUITES:
+        register_suite(_suite)
+
+__all__ = ["SUITES"]

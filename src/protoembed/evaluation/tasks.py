@@ -101,7 +101,7 @@ class Task(BaseModel):
     @model_validator(mode="after")
     def _known(self) -> Task:
         from protoembed.data.registry import DATASETS
-        from protoembed.evaluation.suites import SUITES
+        from protoembed.evaluation.suite import SUITES
 
         for suite in self.suites:
             if suite not in SUITES:
@@ -132,8 +132,9 @@ class Task(BaseModel):
         self, data_dir: str | os.PathLike[str] | None = None, variant: str = "senteval", split: str = "test"
     ) -> Any:
         """The suite's input for ``split`` (a task without that split: its one set), read from the data
-        directory (``None``: ``$PROTOEMBED_DATA``). A missing file is the one-line error that names it
-        and the ``protoembed data download`` command that fetches it, before anything is read."""
+        directory (``None``: ``$PROTOEMBED_DATA``; a task whose files are all absolute paths needs none).
+        A missing file is the one-line error that names it and the ``protoembed data download`` command
+        that fetches it, before anything is read."""
         from protoembed.data.needs import check_present, task_needs
         from protoembed.data.paths import resolve_data_dir
 
@@ -141,7 +142,12 @@ class Task(BaseModel):
             raise ProtoembedError(
                 f"{self.name} has only a {' / '.join(self.splits)} split (asked for {split!r})"
             )
-        root = resolve_data_dir(data_dir)
+        files = self.files(variant, split if self.splits else "test")
+        own = bool(files) and all(Path(f).expanduser().is_absolute() for f in files)
+        if own and data_dir is None and not os.environ.get("PROTOEMBED_DATA"):
+            root = Path.cwd()  # never read: every file is absolute
+        else:
+            root = resolve_data_dir(data_dir)
         check_present(task_needs([self], os.fspath(root), variant, split))
         return self.read(root, variant, split)
 

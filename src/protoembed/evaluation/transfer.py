@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.paths import resolve_data_dir
 from protoembed.data.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
@@ -347,8 +346,7 @@ def evaluate_transfer(
         raise ProtoembedError(f"unknown classifier {classifier!r}; choose from: {', '.join(CLASSIFIERS)}")
     entries = get_tasks(default_tasks("transfer") if tasks is None else tasks, "transfer")
     protocol = protocol_record(classifier, folds, inner_folds, seed, entries, mrpc_features)
-    root = resolve_data_dir(data_dir)
-    datasets = {task.name: task.load(root) for task in entries}
+    datasets = {task.name: task.load(data_dir) for task in entries}
     by_name = {task.name: task for task in entries}
     started = time.monotonic()
     encoded = sentence_embeddings(encode, [s for data in datasets.values() for s in task_sentences(data)])

@@ -1,0 +1,39 @@
+"""What a training config reads, for the pre-flight check of ``protoembed train`` and ``protoembed data
+download --for CONFIG`` (:mod:`protoembed.data.needs` names the missing file and its fetch command).
+
+A config reads, in each stage: its ``data.corpus`` files, STS-B dev (model selection, in the config's
+``training.eval_variant``) and the test sets of ``training.test_tasks`` (their task entries' files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from protoembed.data.needs import Need, need_file, task_needs
+from protoembed.evaluation.tasks import get_task
+
+if TYPE_CHECKING:
+    from protoembed.training.config_models import TrainConfig
+
+
+def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
+    """The files one training stage reads (see the module docstring)."""
+    stage = f"stage {name!r}: " if name else ""
+    data_dir = cfg.data.data_dir
+    needs = [need_file(f.path, f"{stage}training file", data_dir) for f in cfg.data.files()]
+    variant = cfg.training.eval_variant
+    selection = [get_task("STSBenchmark")]
+    needs += task_needs(selection, data_dir, variant, "dev", f"{stage}model selection on")
+    tests = [get_task(name, "sts") for name in cfg.training.test_tasks]
+    needs += task_needs(tests, data_dir, variant, "test", f"{stage}test set")
+    return needs
+
+
+def config_needs(stages: Sequence[tuple[str, TrainConfig]]) -> list[Need]:
+    """The files every stage of a run reads, each path once (first use kept)."""
+    seen: dict[tuple[str, str | None], Need] = {}
+    for name, cfg in stages:
+        for need in stage_needs(name, cfg):
+            seen.setdefault((need.path, need.data_dir), need)
+    return list(seen.values())
