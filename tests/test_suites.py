@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import Field
 
 import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite
+from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tables import papers_row
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name
@@ -128,16 +129,19 @@ def _toy_table(result: dict[str, Any]) -> str:
     )
 
 
+class ToyOptions(SuiteOptions):
+    scale: float = Field(1.0, gt=0, description="multiplies the mean length")
+
+
 TOY = Suite(
     name="toy",
     scores=("acc",),
     evaluate=_toy_evaluate,
-    options={"scale": 1.0},
+    options=ToyOptions,
     format_table=_toy_table,
     command=CommandLine(
         help="length of the texts",
         description="The mean length of each task's texts, scaled.",
-        add_options=lambda parser: parser.add_argument("--scale", type=float, default=1.0),
     ),
     report=ReportLayout(
         page_order=4,
@@ -197,3 +201,14 @@ def test_a_new_suite_is_its_declaration_and_one_registry_line(
         "|---|---:|",
         f"| toy | {(short + long) / 2:.2f} ± 0.00 |",
     ]
+
+    # the options model is the flag (help, default), the Python keyword and the check of both
+    help_text = " ".join(_eval_choices()["toy"].format_help().split())
+    assert "--scale SCALE multiplies the mean length (default: 1.0)" in help_text
+    assert main(["eval", "toy", "--model", "m", "--scale", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "toy: scale must be a positive number, got 0.0" in err
+    with pytest.raises(ProtoembedError, match=r"^toy: scale must be a positive number, got 0$"):
+        protoembed.evaluate("never-loaded", ["Short"], scale=0)
+    got = protoembed.evaluate(_Embedder(), ["Long"], scale=3)["toy"]  # an int is a valid float
+    assert got["protocol"] == {"scale": 3.0} and got["tasks"]["Long"]["acc"] == np.mean([6, 11, 3]) * 3

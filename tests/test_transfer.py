@@ -209,7 +209,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         load_transfer_task("MR", tmp_path / "nowhere")
     with pytest.raises(ProtoembedError, match="folds must be at least 2"):
         evaluate_transfer(bag_of_words, tmp_path, tasks=["MR"], folds=1)
-    with pytest.raises(ProtoembedError, match="unknown MRPC features 'uv'; choose from: senteval, full"):
+    with pytest.raises(ProtoembedError, match="mrpc_features expected senteval or full, got 'uv'"):
         evaluate_transfer(bag_of_words, tmp_path, tasks=["MRPC"], mrpc_features="uv")
     assert main(["eval", "transfer", "--data-dir", str(tmp_path), "--tasks", "SST2"]) == 2
     assert f"{bad}:2" in capsys.readouterr().err

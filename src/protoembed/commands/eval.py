@@ -15,7 +15,7 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from protoembed.commands.common import (
     add_allow_empty_option,
@@ -24,7 +24,7 @@ from protoembed.commands.common import (
     output_file,
 )
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import Suite
+from protoembed.evaluation.suite import Suite, SuiteOptions
 from protoembed.evaluation.suites import SUITES
 
 
@@ -52,11 +52,29 @@ def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int
 
 
 def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
-    """The suite's options from the command line: its :attr:`CommandLine.options`, else each of
-    :attr:`Suite.options` read from ``args`` by name."""
-    if suite.command.options is not None:
-        return suite.command.options(args)
-    return {name: getattr(args, name) for name in suite.options}
+    """The suite's options from the command line: each field of :attr:`Suite.options` read from
+    ``args`` by name."""
+    return {name: getattr(args, name) for name in suite.options.model_fields}
+
+
+def add_option_flags(parser: argparse.ArgumentParser, model: type[SuiteOptions]) -> None:
+    """One flag per field of a suite's options model: ``--inner-folds`` for ``inner_folds`` (or the
+    field's ``json_schema_extra["flag"]``), its type (a ``Literal``: its values as choices; a bool: a
+    switch), its default and its description as the help."""
+    for name, field in model.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        flag = str(extra.get("flag", "--" + name.replace("_", "-")))
+        kind = field.annotation
+        if kind is bool:
+            parser.add_argument(flag, dest=name, action="store_true", help=field.description)
+            continue
+        options: dict[str, Any] = {"dest": name, "default": field.default}
+        if get_origin(kind) is Literal:
+            options["choices"] = get_args(kind)
+        else:
+            options["type"] = kind
+        help_text = f"{field.description} (default: {field.default})"
+        parser.add_argument(flag, help=help_text, **options)
 
 
 def run_suite(suite: Suite, args: argparse.Namespace) -> int:
@@ -131,7 +149,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
         "~/.cache/protoembed/embeddings) and look them up in later runs of the same model: few-shot after "
         "transfer encodes almost nothing",
     )
-    command.add_options(parser)
+    add_option_flags(parser, suite.options)
     for flag, metavar, help in command.output_files:
         parser.add_argument(flag, default=None, type=output_file(), metavar=metavar, help=help)
     parser.set_defaults(func=functools.partial(run_suite, suite))

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -33,7 +34,9 @@ from protoembed.data.pairs import split_columns as _columns
 from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 
-VARIANTS = ("senteval", "raw")
+#: The data variants of the STS tasks (``--variant``).
+Variant = Literal["senteval", "raw"]
+VARIANTS: tuple[str, ...] = get_args(Variant)
 
 #: Subsets of each STS year, as SentEval evaluates them (STS13 without the unlicensed SMT subset).
 STS_YEAR_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -77,7 +80,8 @@ def concat_pairs(name: str, parts: Iterable[StsPairs]) -> StsPairs:
 # --------------------------------------------------------------------------- low-level helpers
 
 
-def _check_variant(variant: str) -> None:
+def check_variant(variant: str) -> None:
+    """The one-line error for a data variant that is not one of :data:`VARIANTS`."""
     if variant not in VARIANTS:
         raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
 
@@ -132,7 +136,7 @@ def read_sts_subset(
     Returns:
         the scored pairs, named ``"STS15/belief"``; pairs whose gold line is blank are skipped.
     """
-    _check_variant(variant)
+    check_variant(variant)
     if year not in STS_YEAR_SUBSETS:
         raise ProtoembedError(f"unknown STS year {year!r}; choose one of: {', '.join(STS_YEAR_SUBSETS)}")
     if subset not in STS_YEAR_SUBSETS[year]:
@@ -166,7 +170,7 @@ def read_sts_subset(
 
 def read_sts_year(data_dir: str | os.PathLike[str] | None, year: str, variant: str = "senteval") -> StsPairs:
     """Read every subset of an STS year and pool them in SentEval's order (the "all" setting)."""
-    _check_variant(variant)
+    check_variant(variant)
     if year not in STS_YEAR_SUBSETS:
         raise ProtoembedError(f"unknown STS year {year!r}; choose one of: {', '.join(STS_YEAR_SUBSETS)}")
     root = _root(data_dir)
@@ -194,7 +198,7 @@ def read_stsb(
     Returns:
         the pairs, named ``"STSBenchmark/<split>"``.
     """
-    _check_variant(variant)
+    check_variant(variant)
     split = _split(split, "STSBenchmark")
     raw = variant == "raw"
     path = _root(data_dir) / stsb_file(split, variant)
@@ -215,7 +219,7 @@ def read_sick(
     Returns:
         the pairs, named ``"SICKRelatedness/<split>"``.
     """
-    _check_variant(variant)
+    check_variant(variant)
     split = _split(split, "SICKRelatedness")
     path = _root(data_dir) / sick_file(split)
     pairs = parse_sick_lines(path, read_lines(path), _cleaner(variant))
@@ -243,7 +247,7 @@ def read_pairs_file(path: Path, name: str, layout: str = "stsb", variant: str = 
     Returns:
         the pairs, named ``name``.
     """
-    _check_variant(variant)
+    check_variant(variant)
     lines = read_lines(path)
     if layout == "stsb":
         pairs = parse_stsb_lines(path, lines, (7,), _cleaner(variant))

@@ -11,18 +11,36 @@ encoder returns them.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from protoembed.data.clustering import ClusteringData
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.suite import (
+    OVER_SEEDS,
+    CommandLine,
+    Inputs,
+    ReportLayout,
+    Suite,
+    SuiteOptions,
+    check_options,
+    extra_protocol,
+)
 from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
+
+
+class ClusteringOptions(SuiteOptions):
+    """The ``clustering`` suite's options."""
+
+    runs: int = Field(10, ge=1, description="k-means runs (seeds 0..runs-1)")
+
+
+#: The options' defaults (the functions below default to them).
+DEFAULT = ClusteringOptions()
 
 
 def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
@@ -36,7 +54,9 @@ def hungarian_accuracy(labels: np.ndarray, clusters: np.ndarray) -> float:
     return float(contingency[rows, cols].sum()) / len(labels)
 
 
-def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int = 10) -> dict[str, Any]:
+def cluster_runs(
+    embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int = DEFAULT.runs
+) -> dict[str, Any]:
     """``runs`` k-means runs (seeds 0..runs-1): per-run and mean/std accuracy and NMI, x100."""
     from sklearn.cluster import KMeans
     from sklearn.metrics import normalized_mutual_info_score
@@ -58,7 +78,7 @@ def cluster_runs(embeddings: np.ndarray, labels: np.ndarray, k: int, runs: int =
 
 
 def evaluate_task(
-    encode: Encode, data: ClusteringData, runs: int = 10, n_clusters: int | None = None
+    encode: Encode, data: ClusteringData, runs: int = DEFAULT.runs, n_clusters: int | None = None
 ) -> dict[str, Any]:
     """One dataset: encode its distinct texts once, cluster into ``n_clusters`` (``None``: as many as
     classes; the task entry's ``n_clusters``), score."""
@@ -72,7 +92,7 @@ def evaluate_clustering(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
     tasks: Sequence[str | Task] | None = None,
-    runs: int = 10,
+    runs: int = DEFAULT.runs,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Evaluate an encoder on short-text clustering.
@@ -90,8 +110,7 @@ def evaluate_clustering(
         "n", "classes", "skipped_empty"}}, "avg"}`` (x100; ``avg`` = mean accuracy). The caller adds
         ``"model"``.
     """
-    if runs < 1:
-        raise ProtoembedError(f"runs must be at least 1, got {runs}")
+    check_options(ClusteringOptions, {"runs": runs})
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
     entries = {
         t.name: t for t in get_tasks(default_tasks("clustering") if tasks is None else tasks, "clustering")
@@ -125,11 +144,7 @@ def format_clustering_table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=10, help="k-means runs (seeds 0..runs-1)")
-
-
-def evaluate_suite(inputs: Inputs, tasks: Sequence[str] | None = None, runs: int = 10) -> dict[str, Any]:
+def evaluate_suite(inputs: Inputs, tasks: Sequence[str] | None, runs: int) -> dict[str, Any]:
     """The ``clustering`` suite: :func:`evaluate_clustering` on ``tasks`` (``None``: the suite's default
     run)."""
     return evaluate_clustering(
@@ -150,13 +165,12 @@ SUITE = Suite(
     name="clustering",
     scores=("acc", "nmi"),
     evaluate=evaluate_suite,
-    options={"runs": 10},
+    options=ClusteringOptions,
     format_table=format_clustering_table,
     command=CommandLine(
         help="short-text clustering: k-means, Hungarian-matched accuracy and NMI",
         description="Cluster each dataset with k-means (k = classes, several runs); report accuracy after "
         "the best one-to-one cluster-class matching and NMI, mean ± std over the runs.",
-        add_options=_add_options,
     ),
     report=ReportLayout(
         page_order=6,

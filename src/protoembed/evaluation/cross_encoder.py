@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.sts import VARIANTS
+from protoembed.data.sts import check_variant
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.tasks import get_tasks
@@ -124,8 +124,7 @@ def evaluate_cross_encoder_sts(
     Raises:
         ProtoembedError: unknown task, variant or split, missing data, or an unloadable model.
     """
-    if variant not in VARIANTS:
-        raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
+    check_variant(variant)
     check_batch_size(batch_size)
     entries = get_tasks(tasks, "sts", split)
     names = [entry.name for entry in entries]

@@ -25,14 +25,37 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from protoembed.data.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.suite import (
+    CommandLine,
+    Inputs,
+    ReportLayout,
+    Suite,
+    SuiteOptions,
+    check_options,
+    extra_protocol,
+)
 from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
 from protoembed.evaluation.transfer import features
 from protoembed.io import pyplot, save_figure
+
+
+class FewshotOptions(SuiteOptions):
+    """The ``fewshot`` suite's options."""
+
+    shots: int = Field(16, ge=1, description="labelled examples per class")
+    seeds: int = Field(10, ge=1, description="draws (seeds 0..seeds-1)")
+    c: float = Field(
+        1.0, gt=0, description="inverse L2 strength of the classifier", json_schema_extra={"flag": "--C"}
+    )
+
+
+#: The options' defaults (the functions below default to them).
+DEFAULT = FewshotOptions()
 
 
 def draw_shots(labels: np.ndarray, shots: int, seed: int) -> np.ndarray:
@@ -48,7 +71,11 @@ def draw_shots(labels: np.ndarray, shots: int, seed: int) -> np.ndarray:
 
 
 def evaluate_task(
-    encode: Encode, data: TransferData, shots: int = 16, seeds: int = 10, c: float = 1.0
+    encode: Encode,
+    data: TransferData,
+    shots: int = DEFAULT.shots,
+    seeds: int = DEFAULT.seeds,
+    c: float = DEFAULT.c,
 ) -> dict[str, Any]:
     """One task: every seed's accuracy x100 and their summary (see the module docstring)."""
     from sklearn.linear_model import LogisticRegression
@@ -88,9 +115,9 @@ def evaluate_fewshot(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
     tasks: Sequence[str | Task] | None = None,
-    shots: int = 16,
-    seeds: int = 10,
-    c: float = 1.0,
+    shots: int = DEFAULT.shots,
+    seeds: int = DEFAULT.seeds,
+    c: float = DEFAULT.c,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Few-shot evaluation of an encoder on SentEval transfer tasks.
@@ -99,8 +126,7 @@ def evaluate_fewshot(
     Out: ``{"protocol", "tasks": {task: {"acc", "acc_std", "min", "max", "seeds_acc", "classes"}},
     "avg"}`` (x100; ``avg`` = mean of the per-task means). The caller adds ``"model"``.
     """
-    if shots < 1 or seeds < 1 or not c > 0:
-        raise ProtoembedError(f"need shots >= 1, seeds >= 1 and C > 0; got {shots}, {seeds}, {c}")
+    check_options(FewshotOptions, dict(shots=shots, seeds=seeds, c=c))
     entries = {t.name: t for t in get_tasks(default_tasks("fewshot") if tasks is None else tasks, "fewshot")}
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
@@ -153,16 +179,8 @@ def plot_fewshot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     return save_figure(fig, path)
 
 
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shots", type=int, default=16, help="labelled examples per class (default 16)")
-    parser.add_argument("--seeds", type=int, default=10, help="draws (seeds 0..seeds-1, default 10)")
-    parser.add_argument(
-        "--C", dest="c", type=float, default=1.0, help="inverse L2 strength of the classifier"
-    )
-
-
 def evaluate_suite(
-    inputs: Inputs, tasks: Sequence[str] | None = None, shots: int = 16, seeds: int = 10, c: float = 1.0
+    inputs: Inputs, tasks: Sequence[str] | None, shots: int, seeds: int, c: float
 ) -> dict[str, Any]:
     """The ``fewshot`` suite: :func:`evaluate_fewshot` on ``tasks`` (``None``: the suite's default run)."""
     options = dict(shots=shots, seeds=seeds, c=c)
@@ -195,13 +213,12 @@ SUITE = Suite(
     name="fewshot",
     scores=("acc",),
     evaluate=evaluate_suite,
-    options={"shots": 16, "seeds": 10, "c": 1.0},
+    options=FewshotOptions,
     format_table=format_fewshot_table,
     command=CommandLine(
         help="few-shot transfer: K examples per class, several seeds, logistic regression",
         description="Train logistic regression on K labelled examples per class (drawn per seed) of each "
         "SentEval transfer task and report the accuracy over the seeds (test split, or the undrawn examples).",
-        add_options=_add_options,
         output_files=(("--figure", "FILE.png", "write the violin plot here"),),
         write_files=_write_files,
     ),

@@ -17,7 +17,7 @@ from typing import Any
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import Inputs, Suite
+from protoembed.evaluation.suite import Inputs, Suite, check_options
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
 
@@ -41,16 +41,19 @@ def model_record(spec: str, encoder: LazyEncoder) -> dict[str, Any]:
 
 
 def suite_options(suite: Suite, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``suite``'s options: its defaults updated with ``options``.
+    """``suite``'s options: its options model (:attr:`Suite.options`) made from ``options``, as a dict
+    (the defaults filled in).
 
     Raises:
-        ProtoembedError: an option the suite does not have (the suite's options named).
+        ProtoembedError: an option the suite does not have (the suite's options named), or an invalid
+            value (the option and what it must be).
     """
-    unknown = [k for k in options if k not in suite.options]
+    known = suite.options.model_fields
+    unknown = [k for k in options if k not in known]
     if unknown:
-        known = ", ".join(suite.options) or "none"
-        raise ProtoembedError(f"{suite.name}: unknown option {unknown[0]!r}; its options: {known}")
-    return {**suite.options, **options}
+        listed = ", ".join(known) or "none"
+        raise ProtoembedError(f"{suite.name}: unknown option {unknown[0]!r}; its options: {listed}")
+    return check_options(suite.options, options, f"{suite.name}: ").model_dump()
 
 
 def resolve_tasks(suite: Suite, tasks: Sequence[str] | None, options: Mapping[str, Any]) -> list[str]:
@@ -183,12 +186,12 @@ def evaluate(
     """
     planned = plan(tasks, suite)
     suites = [SUITES[s] for s in planned]
-    known = {k for s in suites for k in s.options}
+    known = {k for s in suites for k in s.options.model_fields}
     unknown = [k for k in options if k not in known]
     if unknown:
-        listed = "; ".join(f"{s.name}: {', '.join(s.options) or 'none'}" for s in suites)
+        listed = "; ".join(f"{s.name}: {', '.join(s.options.model_fields) or 'none'}" for s in suites)
         raise ProtoembedError(f"unknown option {unknown[0]!r} for the suites run ({listed})")
-    per_suite = {s.name: {k: v for k, v in options.items() if k in s.options} for s in suites}
+    per_suite = {s.name: {k: v for k, v in options.items() if k in s.options.model_fields} for s in suites}
     for s in suites:  # every suite's tasks, options and files, before the model is loaded
         chosen = suite_options(s, per_suite[s.name])
         check_files(s, resolve_tasks(s, planned[s.name], chosen), data_dir, chosen)

@@ -8,20 +8,20 @@ requested tasks is encoded in one call, so a model sees each sentence once.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from protoembed.data.sts import VARIANTS, StsPairs
+from protoembed.data.sts import StsPairs, Variant, check_variant
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite
-from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, main_score, table_names
+from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
+from protoembed.evaluation.tasks import Split, Task, default_tasks, get_tasks, main_score, table_names
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -74,8 +74,7 @@ def evaluate_sts(
         ``{"variant", "split", "tasks": {task: {"spearman", "pearson", "n"}}, "avg"}`` with
         correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
     """
-    if variant not in VARIANTS:
-        raise ProtoembedError(f"unknown STS data variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
+    check_variant(variant)
     entries = get_tasks(default_tasks("sts", split) if tasks is None else tasks, "sts", split)
     datasets = [entry.load(data_dir, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
@@ -126,28 +125,22 @@ def format_sts_table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="data variant")
-    parser.add_argument(
-        "--split",
-        choices=("test", "dev", "train"),
-        default="test",
-        help="split of STSBenchmark/SICKRelatedness (default: test)",
+class StsOptions(SuiteOptions):
+    """The ``sts`` suite's options."""
+
+    variant: Variant = Field(
+        "senteval", description="data variant: SentEval's tokenised copy or the raw (cased) originals"
     )
-    parser.add_argument(
-        "--cross-encoder",
-        action="store_true",
-        help="score each pair with the cross-encoder of MODEL (a cross_encoder run's best/ or its "
+    split: Split = Field("test", description="split of the tasks that have one (STS-B, SICK-R)")
+    cross_encoder: bool = Field(
+        False,
+        description="score each pair with the cross-encoder of MODEL (a cross_encoder run's best/ or its "
         "cross_encoder/ folder) instead of the cosine of two embeddings",
     )
 
 
 def evaluate_suite(
-    inputs: Inputs,
-    tasks: Sequence[str] | None = None,
-    variant: str = "senteval",
-    split: str = "test",
-    cross_encoder: bool = False,
+    inputs: Inputs, tasks: Sequence[str] | None, variant: str, split: str, cross_encoder: bool
 ) -> dict[str, Any]:
     """The ``sts`` suite: :func:`evaluate_sts` (the cosine of two embeddings) on ``tasks`` (``None``:
     the suite's default run for ``split``), or with ``cross_encoder`` the pair scored as one input by the cross-encoder at
@@ -188,14 +181,13 @@ SUITE = Suite(
     name="sts",
     scores=("spearman", "pearson"),
     evaluate=evaluate_suite,
-    options={"variant": "senteval", "split": "test", "cross_encoder": False},
+    options=StsOptions,
     format_table=format_sts_table,
     command=CommandLine(
         help="STS12-16, STS-B, SICK-R: cosine vs gold, Spearman/Pearson x100",
         description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
         tasks_help="tasks to run, also by their table names (STS-B, SICK-R); default: the suite's "
         "default run (with --split dev/train: those of its tasks that have the split)",
-        add_options=_add_options,
     ),
     report=ReportLayout(
         page_order=3,

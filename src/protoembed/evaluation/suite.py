@@ -18,9 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from protoembed.errors import ProtoembedError
+from protoembed.pydantic_util import first_error, problem
 
 if TYPE_CHECKING:
     from protoembed.evaluation.shared import Encode
@@ -45,12 +50,33 @@ class Inputs:
 
 
 #: ``evaluate(inputs, tasks, **options) -> result``: the tasks (canonical names, ``None``: the suite's
-#: default), the suite's options (:attr:`Suite.options`); the result without the model's description.
+#: default), the suite's options (every field of :attr:`Suite.options`, checked); the result without the
+#: model's description.
 Evaluate = Callable[..., dict[str, Any]]
 
 
-def no_options(parser: argparse.ArgumentParser) -> None:
-    """A suite without command-line options of its own beyond those every suite has."""
+class SuiteOptions(BaseModel):
+    """A suite's own options, one field each (a suite's options model subclasses this): the field's
+    default, type and ``description`` are the option's default, check and help, from which ``protoembed
+    eval <suite>``'s flags (``--inner-folds`` for ``inner_folds``; ``json_schema_extra={"flag": "--C"}``
+    names another), :func:`protoembed.evaluate`'s keyword check and the suite's own defaults all come.
+    Values are checked as Python gives them (``1`` is a valid float); unknown names are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Options = TypeVar("Options", bound=SuiteOptions)
+
+
+def check_options(model: type[Options], values: Mapping[str, Any], where: str = "") -> Options:
+    """``model`` made from ``values``; the first invalid value is a one-line error (``where`` then
+    ``folds must be at least 2, got 1``)."""
+    try:
+        return model(**values)
+    except ValidationError as err:
+        loc, error = first_error(err)
+        name = ".".join(str(part) for part in loc)
+        raise ProtoembedError(f"{where}{name} {problem(error)}") from None
 
 
 def no_files(args: argparse.Namespace, result: dict[str, Any]) -> list[Path]:
@@ -72,18 +98,14 @@ def extra_protocol(p: Mapping[str, Any], known: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class CommandLine:
     """``protoembed eval <name>``: ``help`` (one line in ``eval --help``), ``description``, ``tasks_help``
-    (``None``: "tasks to run (default: all of ...)"), ``add_options(parser)`` (the suite's own options;
-    each ``dest`` is the name of an entry of :attr:`Suite.options`, or ``options`` maps them),
-    ``options(args) -> {option: value}`` (``None``: every :attr:`Suite.options` entry read from ``args``
-    by name), ``output_files`` (``(flag, metavar, help)`` of each further file the suite can write,
-    checked writable when the command line is parsed, default ``None``) and ``write_files(args, result)
-    -> [paths]`` (anything written beside the JSON, such as few-shot's violin plot)."""
+    (``None``: "tasks to run (default: ...)"), ``output_files`` (``(flag, metavar, help)`` of each
+    further file the suite can write, checked writable when the command line is parsed, default
+    ``None``) and ``write_files(args, result) -> [paths]`` (anything written beside the JSON, such as
+    few-shot's violin plot). The suite's own flags come from its :attr:`Suite.options` model."""
 
     help: str
     description: str
     tasks_help: str | None = None
-    add_options: Callable[[argparse.ArgumentParser], None] = no_options
-    options: Callable[[argparse.Namespace], dict[str, Any]] | None = None
     output_files: tuple[tuple[str, str, str], ...] = ()
     write_files: Callable[[argparse.Namespace, dict[str, Any]], list[Path]] = no_files
 
@@ -115,9 +137,9 @@ class ReportLayout:
 @dataclass(frozen=True)
 class Suite:
     """One benchmark suite: ``name``, ``scores`` (the per-task keys it computes that a task's
-    ``main_score`` may name), ``evaluate`` (see :data:`Evaluate`), ``options`` (its keyword options and
-    their defaults), ``format_table(result) -> str`` (the printed table), and its adapters ``command`` and
-    ``report``. Its tasks are the entries of :data:`~protoembed.evaluation.tasks.TASKS` that list it; those
+    ``main_score`` may name), ``evaluate`` (see :data:`Evaluate`), ``options`` (its options model:
+    :class:`SuiteOptions`), ``format_table(result) -> str`` (the printed table), and its adapters
+    ``command`` and ``report``. Its tasks are the entries of :data:`~protoembed.evaluation.tasks.TASKS` that list it; those
     marked ``default`` (with the ``split`` option, those that have that split) run when none are named
     (:func:`~protoembed.evaluation.tasks.default_tasks`)."""
 
@@ -127,7 +149,7 @@ class Suite:
     format_table: Callable[[dict[str, Any]], str]
     command: CommandLine
     report: ReportLayout
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: type[SuiteOptions] = SuiteOptions
 
 
 #: Suite name -> its declaration, in ``protoembed eval --help``'s order (the report sorts by

@@ -30,19 +30,27 @@ Embeddings are used as the encoder returns them (no normalisation), as SentEval 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
+from pydantic import Field
 
 from protoembed.data.transfer import TransferData
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, extra_protocol
+from protoembed.evaluation.suite import (
+    OVER_SEEDS,
+    CommandLine,
+    Inputs,
+    ReportLayout,
+    Suite,
+    SuiteOptions,
+    check_options,
+    extra_protocol,
+)
 from protoembed.evaluation.tasks import (
     SENTEVAL_C_GRID,
     Task,
@@ -55,13 +63,33 @@ from protoembed.evaluation.tasks import (
 
 #: SentEval's grid of the inverse L2 regularisation strength (a task entry's ``c_grid`` by default).
 C_GRID = SENTEVAL_C_GRID
-#: MRPC's classifier inputs from the pair's embeddings u, v: SentEval's, or with u and v themselves.
-MRPC_FEATURES = ("senteval", "full")
-#: ``sklearn``: scikit-learn's objective solved to convergence (this module); ``pytorch``: SentEval's
-#: PyTorch logistic regression with the ConPVP / SimCSE ``evaluation.py`` settings
-#: (:mod:`protoembed.evaluation.senteval_torch`), the authors' transfer protocol.
-CLASSIFIERS = ("sklearn", "pytorch")
-SEED = 1111
+
+
+class TransferOptions(SuiteOptions):
+    """The ``transfer`` suite's options (the protocol of the module docstring)."""
+
+    folds: int = Field(10, ge=2, description="outer CV folds (MR, CR, SUBJ, MPQA)")
+    inner_folds: int = Field(10, ge=2, description="inner CV folds that choose C (or L2)")
+    seed: int = Field(1111, ge=0, description="seed of the fold splits (SentEval's)")
+    mrpc_features: Literal["senteval", "full"] = Field(
+        "senteval",
+        description="classifier inputs of a pair task (MRPC) from its embeddings u, v: SentEval's "
+        "[|u-v|, u*v], or [u, v, |u-v|, u*v]",
+    )
+    classifier: Literal["sklearn", "pytorch"] = Field(
+        "sklearn",
+        description="sklearn: scikit-learn's logistic regression solved to convergence, C from the task's "
+        "grid; pytorch: SentEval's PyTorch logistic regression as the ConPVP and SimCSE evaluation.py run it "
+        "(Adam, batch 64, early stopping with tenacity 5, epoch_size 4, L2 1e-5..1e-2)",
+    )
+
+
+#: The options' defaults (every function below defaults to them).
+DEFAULT = TransferOptions()
+SEED = DEFAULT.seed
+#: The values of ``mrpc_features`` and ``classifier``.
+MRPC_FEATURES: tuple[str, ...] = get_args(TransferOptions.model_fields["mrpc_features"].annotation)
+CLASSIFIERS: tuple[str, ...] = get_args(TransferOptions.model_fields["classifier"].annotation)
 
 
 def _accuracy(predicted: np.ndarray, y: np.ndarray) -> float:
@@ -72,7 +100,7 @@ def nested_selection(
     x: np.ndarray,
     y: np.ndarray,
     splits: Sequence[tuple[np.ndarray, np.ndarray]],
-    inner_folds: int = 10,
+    inner_folds: int = DEFAULT.inner_folds,
     seed: int = SEED,
     grid: Sequence[float] = C_GRID,
 ) -> list[dict[str, Any]]:
@@ -117,8 +145,8 @@ def nested_selection(
 def kfold_accuracy(
     x: np.ndarray,
     y: np.ndarray,
-    folds: int = 10,
-    inner_folds: int = 10,
+    folds: int = DEFAULT.folds,
+    inner_folds: int = DEFAULT.inner_folds,
     seed: int = SEED,
     grid: Sequence[float] = C_GRID,
 ) -> dict[str, Any]:
@@ -144,7 +172,7 @@ def train_test_accuracy(
     train: tuple[np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
     dev: tuple[np.ndarray, np.ndarray] | None = None,
-    inner_folds: int = 10,
+    inner_folds: int = DEFAULT.inner_folds,
     seed: int = SEED,
     grid: Sequence[float] = C_GRID,
     f1: bool = False,
@@ -183,14 +211,11 @@ def features(
     split: str,
     embeddings: np.ndarray,
     index: dict[str, int],
-    mrpc_features: str = "senteval",
+    mrpc_features: str = DEFAULT.mrpc_features,
 ) -> np.ndarray:
     """Classifier inputs of a split: the sentence embedding, or for a pair (u, v) SentEval's
     ``[|u-v|, u*v]`` (``mrpc_features="full"``: ``[u, v, |u-v|, u*v]``)."""
-    if mrpc_features not in MRPC_FEATURES:
-        raise ProtoembedError(
-            f"unknown MRPC features {mrpc_features!r}; choose from: {', '.join(MRPC_FEATURES)}"
-        )
+    check_options(TransferOptions, {"mrpc_features": mrpc_features})
     part = data.splits[split]
     if not part.pairs:
         return embeddings[[index[t] for t in part.texts]]
@@ -208,11 +233,11 @@ def task_sentences(data: TransferData) -> list[str]:
 def evaluate_task(
     encode: Encode | tuple[np.ndarray, dict[str, int]],
     data: TransferData,
-    folds: int = 10,
-    inner_folds: int = 10,
+    folds: int = DEFAULT.folds,
+    inner_folds: int = DEFAULT.inner_folds,
     seed: int = SEED,
-    mrpc_features: str = "senteval",
-    classifier: str = "sklearn",
+    mrpc_features: str = DEFAULT.mrpc_features,
+    classifier: str = DEFAULT.classifier,
     task: Task | None = None,
 ) -> dict[str, Any]:
     """One task: its protocol (module docstring; ``classifier="pytorch"``:
@@ -245,7 +270,12 @@ def evaluate_task(
 
 
 def torch_task(
-    xy: Any, data: TransferData, folds: int = 10, inner_folds: int = 10, seed: int = SEED, f1: bool = False
+    xy: Any,
+    data: TransferData,
+    folds: int = DEFAULT.folds,
+    inner_folds: int = DEFAULT.inner_folds,
+    seed: int = SEED,
+    f1: bool = False,
 ) -> dict[str, Any]:
     """One task with SentEval's PyTorch classifier: MR, CR, SUBJ, MPQA by ``folds``-fold stratified CV
     (shuffled with ``seed``) with L2 chosen by inner ``inner_folds``-fold CV in each training fold
@@ -318,12 +348,12 @@ def evaluate_transfer(
     encode: Encode,
     data_dir: str | os.PathLike[str] | None,
     tasks: Sequence[str | Task] | None = None,
-    folds: int = 10,
-    inner_folds: int = 10,
+    folds: int = DEFAULT.folds,
+    inner_folds: int = DEFAULT.inner_folds,
     seed: int = SEED,
     progress: bool = False,
-    mrpc_features: str = "senteval",
-    classifier: str = "sklearn",
+    mrpc_features: str = DEFAULT.mrpc_features,
+    classifier: str = DEFAULT.classifier,
 ) -> dict[str, Any]:
     """Evaluate an encoder on SentEval transfer tasks (``progress``: a line per finished task on stderr).
 
@@ -335,15 +365,8 @@ def evaluate_transfer(
     Out: ``{"protocol", "tasks": {task: {"acc", "dev_acc", "C", sizes..., ["f1"]}}, "avg"}``, accuracies
     x100 and ``avg`` their mean. The caller adds ``"model"``.
     """
-    for name, value in (("folds", folds), ("inner folds", inner_folds)):
-        if value < 2:
-            raise ProtoembedError(f"{name} must be at least 2, got {value}")
-    if mrpc_features not in MRPC_FEATURES:
-        raise ProtoembedError(
-            f"unknown MRPC features {mrpc_features!r}; choose from: {', '.join(MRPC_FEATURES)}"
-        )
-    if classifier not in CLASSIFIERS:
-        raise ProtoembedError(f"unknown classifier {classifier!r}; choose from: {', '.join(CLASSIFIERS)}")
+    values = dict(folds=folds, inner_folds=inner_folds, seed=seed, mrpc_features=mrpc_features)
+    check_options(TransferOptions, {**values, "classifier": classifier})
     entries = get_tasks(default_tasks("transfer") if tasks is None else tasks, "transfer")
     protocol = protocol_record(classifier, folds, inner_folds, seed, entries, mrpc_features)
     datasets = {task.name: task.load(data_dir) for task in entries}
@@ -383,34 +406,14 @@ def format_transfer_table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--folds", type=int, default=10, help="outer CV folds (MR, CR, SUBJ, MPQA)")
-    parser.add_argument("--inner-folds", type=int, default=10, help="inner CV folds that choose C")
-    parser.add_argument("--seed", type=int, default=SEED, help="seed of the fold splits (SentEval's)")
-    parser.add_argument(
-        "--mrpc-features",
-        choices=MRPC_FEATURES,
-        default="senteval",
-        help="MRPC classifier inputs: SentEval's [|u-v|, u*v] (default) or [u, v, |u-v|, u*v]",
-    )
-    parser.add_argument(
-        "--classifier",
-        choices=CLASSIFIERS,
-        default="sklearn",
-        help="sklearn (default): scikit-learn's logistic regression solved to convergence, C from "
-        "SentEval's grid; pytorch: SentEval's PyTorch logistic regression as the ConPVP and SimCSE "
-        "evaluation.py run it (Adam, batch 64, early stopping with tenacity 5, epoch_size 4, L2 1e-5..1e-2)",
-    )
-
-
 def evaluate_suite(
     inputs: Inputs,
-    tasks: Sequence[str] | None = None,
-    folds: int = 10,
-    inner_folds: int = 10,
-    seed: int = SEED,
-    mrpc_features: str = "senteval",
-    classifier: str = "sklearn",
+    tasks: Sequence[str] | None,
+    folds: int,
+    inner_folds: int,
+    seed: int,
+    mrpc_features: str,
+    classifier: str,
 ) -> dict[str, Any]:
     """The ``transfer`` suite: :func:`evaluate_transfer` on ``tasks`` (``None``: the suite's default
     run)."""
@@ -464,19 +467,12 @@ SUITE = Suite(
     name="transfer",
     scores=("acc", "dev_acc", "f1"),
     evaluate=evaluate_suite,
-    options={
-        "folds": 10,
-        "inner_folds": 10,
-        "seed": SEED,
-        "mrpc_features": "senteval",
-        "classifier": "sklearn",
-    },
+    options=TransferOptions,
     format_table=format_transfer_table,
     command=CommandLine(
         help="SentEval MR CR SUBJ MPQA SST2 TREC MRPC: logistic regression on frozen embeddings",
         description="Evaluate on the SentEval transfer tasks (SentEval's scikit-learn protocol: nested "
         "10-fold CV for MR/CR/SUBJ/MPQA, dev-selected C for SST2, inner CV on train for TREC/MRPC).",
-        add_options=_add_options,
     ),
     report=ReportLayout(
         page_order=5,
