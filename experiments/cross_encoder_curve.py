@@ -32,8 +32,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/cross_encoder_curve.py
     import script_path  # noqa: F401  (puts the repository root on sys.path)
 
-from experiments.records import guarded, load_average  # noqa: E402
-from protoembed.io import write_atomic, write_json_atomic  # noqa: E402
+from experiments.records import guarded, load_average, write_json, write_text  # noqa: E402
 
 CONFIG = "configs/cpu/cross-encoder-stsb.yaml"
 CURVE_JSON = Path("docs/results/supervised-cpu/cross-encoder-curve.json")
@@ -48,7 +47,7 @@ def _say(message: str) -> None:
 def write_markdown(curves: dict[str, Any]) -> None:
     """Write :func:`markdown` of ``curves`` to the curve page, atomically."""
     text = markdown(curves)
-    write_atomic(CURVE_MD, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(CURVE_MD, text)
 
 
 def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, Any]:
@@ -115,7 +114,7 @@ def save(entry: dict[str, Any]) -> None:
     """Put ``entry`` into the curve JSON under its loss (atomically) and rewrite the markdown."""
     curves = json.loads(CURVE_JSON.read_text(encoding="utf-8")) if CURVE_JSON.is_file() else {}
     curves[entry["loss"]] = entry
-    write_json_atomic(CURVE_JSON, curves)
+    write_json(CURVE_JSON, curves)
     write_markdown(curves)
 
 
