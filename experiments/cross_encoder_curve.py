@@ -54,8 +54,8 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
     ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
     "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
+    from protoembed import load_run
     from protoembed.training.components import build_objective_from_config, stsb_dev_evaluator
-    from protoembed.training.config import load_config
     from protoembed.training.trainer import train
 
     overrides = [
@@ -65,7 +65,7 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         f"objective.loss={loss}",
         f"output_dir={RUNS / loss}",
     ]
-    cfg = load_config(CONFIG, overrides)
+    ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
     cls_dev = stsb_dev_evaluator(cfg.data.data_dir, cfg.training.eval_variant, cfg.training.eval_batch_size)
     built: dict[str, Any] = {}
     steps_per_epoch = 5749 // cfg.training.batch_size

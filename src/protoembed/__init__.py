@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 from protoembed.version import __version__
 
-if TYPE_CHECKING:
-    from protoembed import run_layout
-    from protoembed.embedder import Embedder
-    from protoembed.errors import ProtoembedError
-    from protoembed.evaluation.run import evaluate
-    from protoembed.evaluation.tasks import table_name
-    from protoembed.export.graph import export_embedder
-    from protoembed.loading import load
-    from protoembed.report import build_report, load_results
-    from protoembed.training.stages import load_run
+if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
+    from protoembed import run_layout as run_layout
+    from protoembed.embedder import Embedder as Embedder
+    from protoembed.errors import ProtoembedError as ProtoembedError
+    from protoembed.evaluation.run import evaluate as evaluate
+    from protoembed.evaluation.tasks import table_name as table_name
+    from protoembed.export.graph import export_embedder as export_embedder
+    from protoembed.loading import load as load
+    from protoembed.report import build_report as build_report
+    from protoembed.report import load_results as load_results
+    from protoembed.training.stages import load_run as load_run
 
 #: public name -> the module that defines it (the name itself, or ``""`` for a public module).
 _HOMES = {

@@ -16,7 +16,7 @@ from experiments.unsup_cpu_report import ENVIRONMENT_FILE, LOG_FILE, TIME_FILE, 
 from protoembed.run_layout import DEV_SCORE, LEGACY_DEV_SCORE
 from training_helpers import write_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASKS = unsup_cpu.resolved_config(REPO / "configs" / "cpu" / "simcse.yaml")["training"]["test_tasks"]
 
 
@@ -549,7 +549,7 @@ def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
     for seed, (old, new) in enumerate([(70.0, 71.0), (72.0, 72.5), (74.0, None)], start=1):
         _write_run(records / f"simcse-seed{seed}", 60.0, log=False)
         sklearn = {**_suite_json("transfer", "m", old), "avg": old + 3}
-        sklearn["protocol"] = {k: v for k, v in sklearn["protocol"].items() if k != "classifier"}
+        sklearn["protocol"] = {**sklearn["protocol"], "classifier": "sklearn"}
         kept = records / "transfer-sklearn" / f"simcse-seed{seed}"
         kept.mkdir(parents=True)
         (kept / "transfer.json").write_text(json.dumps(sklearn))

@@ -9,7 +9,7 @@ from pathlib import Path
 from experiments import supervised_cpu
 from experiments.supervised_cpu_report import ROWS, write_report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _results(stsb: float, pearson: float, every_task: bool = False) -> dict:
