@@ -163,9 +163,9 @@ def _steps_text(cfg: dict[str, Any], records: list[Record]) -> str:
 
 
 def _corpus_sentences(records: list[Record]) -> list[int]:
-    """Sentences each run trained on (logs before the examples layout say ``corpus.sentences``)."""
+    """Sentences each run trained on (its log's ``start`` event: ``data.examples``)."""
     starts = [r.event("start") for r in records if r.event("start")]
-    return [s["data"]["examples"] if "data" in s else s["corpus"]["sentences"] for s in starts]
+    return [s["data"]["examples"] for s in starts]
 
 
 # ------------------------------------------------------------------ sections

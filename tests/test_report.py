@@ -28,15 +28,17 @@ RNG = np.random.default_rng(7)
 def sts_result(model: str, variant: str = "senteval") -> dict:
     tasks = {t: {"spearman": RNG.uniform(60, 85), "pearson": RNG.uniform(60, 85), "n": 10} for t in STS}
     avg = float(np.mean([r["spearman"] for r in tasks.values()]))
-    return {"variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
+    return {"suite": "sts", "variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
 
 
 def transfer_result(model: str, folds: int = 10, tasks=TRANSFER) -> dict:
     tasks = {t: {"acc": RNG.uniform(70, 90), "dev_acc": 80.0, "C": 1.0} for t in tasks}
     grids = {t: [0.5, 32.0] if t in ("TREC", "MRPC") else [0.25, 8.0] for t in tasks}
-    protocol = {"folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": grids, "mrpc_features": "senteval"}
+    protocol = {"classifier": "sklearn", "folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": grids}
+    protocol["mrpc_features"] = "senteval"
     return {
         "model": model,
+        "suite": "transfer",
         "protocol": protocol,
         "tasks": tasks,
         "avg": float(np.mean([r["acc"] for r in tasks.values()])),
@@ -57,6 +59,7 @@ def clustering_result(model: str) -> dict:
     }
     return {
         "model": model,
+        "suite": "clustering",
         "protocol": {"algorithm": "k-means", "runs": 10},
         "tasks": tasks,
         "avg": float(np.mean([r["acc"] for r in tasks.values()])),
@@ -70,6 +73,7 @@ def fewshot_result(model: str) -> dict:
         tasks[t] = {"acc": float(np.mean(seeds)), "acc_std": float(np.std(seeds, ddof=1)), "seeds_acc": seeds}
     return {
         "model": model,
+        "suite": "fewshot",
         "protocol": {"shots_per_class": 16, "seeds": 5, "C": 1.0},
         "tasks": tasks,
         "avg": 0.0,
