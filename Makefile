@@ -32,14 +32,15 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check src tests benchmarks experiments
 
-# The full suite (what CI runs); the 15 slowest tests are listed at the end.
+# The full suite (what CI runs): pyproject's testpaths, the library's tests and the experiments'
+# (experiments/tests: the studies and the pages they write); the 15 slowest tests are listed at the end.
 test: install lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q
 
 # The edit loop: no default backbone, no benchmark data, no spawned interpreters.
 .PHONY: test-fast
 test-fast: install
-	$(BIN)/python -m pytest -q tests -m "not backbone and not data and not subprocess"
+	$(BIN)/python -m pytest -q -m "not backbone and not data and not subprocess"
 
 # sentence-transformers' ONNX rows of the benchmark run sentence-transformers 5 + optimum-onnx from a side
 # install (optimum-onnx's only release needs transformers < 4.58; sentence-transformers 6 needs >= 5).

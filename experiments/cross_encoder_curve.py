@@ -32,8 +32,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/cross_encoder_curve.py
     import script_path  # noqa: F401  (puts the repository root on sys.path)
 
-from experiments.records import guarded, load_average  # noqa: E402
-from protoembed.io import write_atomic, write_json_atomic  # noqa: E402
+from experiments.records import guarded, load_average, write_json, write_text  # noqa: E402
 
 CONFIG = "configs/cpu/cross-encoder-stsb.yaml"
 CURVE_JSON = Path("docs/results/supervised-cpu/cross-encoder-curve.json")
@@ -48,15 +47,15 @@ def _say(message: str) -> None:
 def write_markdown(curves: dict[str, Any]) -> None:
     """Write :func:`markdown` of ``curves`` to the curve page, atomically."""
     text = markdown(curves)
-    write_atomic(CURVE_MD, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(CURVE_MD, text)
 
 
 def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, Any]:
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
     ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
     "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
+    from protoembed import load_run
     from protoembed.training.components import build_objective_from_config, stsb_dev_evaluator
-    from protoembed.training.config import load_config
     from protoembed.training.trainer import train
 
     overrides = [
@@ -66,7 +65,7 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         f"objective.loss={loss}",
         f"output_dir={RUNS / loss}",
     ]
-    cfg = load_config(CONFIG, overrides)
+    ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
     cls_dev = stsb_dev_evaluator(cfg.data.data_dir, cfg.training.eval_variant, cfg.training.eval_batch_size)
     built: dict[str, Any] = {}
     steps_per_epoch = 5749 // cfg.training.batch_size
@@ -115,7 +114,7 @@ def save(entry: dict[str, Any]) -> None:
     """Put ``entry`` into the curve JSON under its loss (atomically) and rewrite the markdown."""
     curves = json.loads(CURVE_JSON.read_text(encoding="utf-8")) if CURVE_JSON.is_file() else {}
     curves[entry["loss"]] = entry
-    write_json_atomic(CURVE_JSON, curves)
+    write_json(CURVE_JSON, curves)
     write_markdown(curves)
 
 

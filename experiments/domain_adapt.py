@@ -11,7 +11,7 @@ clusters, without their labels; this study asks the same of a general sentence m
 Run from the repository root: ``make experiment-adapt`` or ``python experiments/domain_adapt.py``
 (``--sets tweet --methods simcse`` for a subset, ``--report-only`` to rewrite the report). Like
 :mod:`experiments.unsup_cpu` it talks to the library through the ``protoembed`` command (subprocesses)
-and ``load_config``. Runs train into ``runs/domain-adaptation/<method>-<set>-seed<k>/`` (git-ignored: the
+and ``protoembed.load_run`` (to check the configs). Runs train into ``runs/domain-adaptation/<method>-<set>-seed<k>/`` (git-ignored: the
 models); a finished run's small files (``config.yaml``, ``training_log.jsonl``, ``results.json`` with
 STS-B test, ``clustering.json``, ``study_time.json`` with the wall time of training and of clustering,
 ``environment.json``) are recorded in ``docs/results/domain-adaptation/<run>/`` (committed). A recorded run
@@ -49,8 +49,8 @@ from experiments.records import (  # noqa: E402
     load_average,
     machine,
     timed_call,
+    write_json,
 )
-from protoembed.io import write_json_atomic  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
 SETS = {"tweet": "Tweet", "stackoverflow": "StackOverflow", "biomedical": "Biomedical"}
@@ -123,7 +123,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) 
         old = json.loads(reuse.read_text(encoding="utf-8")) if reuse and reuse.is_file() else None
         if old and old.get("model") == "default" and all(t in old["tasks"] for t in tasks):
             kept = {**old, "tasks": {t: old["tasks"][t] for t in tasks}, "copied_from": str(reuse)}
-            write_json_atomic(out / CLUSTERING_FILE, kept)
+            write_json(out / CLUSTERING_FILE, kept)
             _say(f"untrained clustering rows taken from {reuse}")
         else:
             cmd = [*py, "eval", "clustering", "--model", "default", "--tasks", *tasks]
@@ -133,7 +133,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) 
         cmd = [*py, "eval", "sts", "--model", "default", "--tasks", "STSBenchmark"]
         if not _timed([*cmd, "--output", str(out / RESULTS_FILE)], out, "sts_s", True):
             return False
-    write_json_atomic(out / ENVIRONMENT_FILE, machine(None, load_average()))
+    write_json(out / ENVIRONMENT_FILE, machine(None, load_average()))
     return True
 
 
@@ -172,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
-    from protoembed.training import load_config
+    from protoembed import load_run
 
     configs = {}
     for method in args.methods:
         for name in args.sets:
             path = args.configs / f"{method}-{name}.yaml"
-            load_config(path, args.set)  # every config checked before the first run
+            load_run(path, args.set)  # every config checked before the first run
             configs[method, name] = path
     failed = []
     if not args.report_only:

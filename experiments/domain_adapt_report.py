@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE
-from protoembed.io import write_atomic
+from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE, write_text
 
 CLUSTERING_FILE = "clustering.json"
 UNTRAINED = "untrained-default"
@@ -232,4 +231,4 @@ def write_report(
     ]
     body = "\n".join(text)
     report.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(report, lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
+    return write_text(report, body)

@@ -24,11 +24,11 @@ CONFIGS = ("configs/cpu/simcse.yaml", "configs/cpu/simcse-sup-nli.yaml", "config
 
 def report(config: str) -> str:
     """One line: the config's data, its duplicate counts and the batches of both samplers."""
+    from protoembed import load_run
     from protoembed.training.components import examples_for, read_training_examples
-    from protoembed.training.config import load_config
     from protoembed.training.samplers import NoDuplicatesSampler, duplicate_counts
 
-    cfg = load_config(config)
+    ((_, cfg),) = load_run(config)  # a single run: one entry
     columns = cfg.objective.plan.columns  # planned when the config was read
     examples = examples_for(read_training_examples(cfg), columns, cfg)
     counts = duplicate_counts(examples)

@@ -42,15 +42,15 @@ def losses(config: str, batch_size: int, dropout: bool) -> tuple[float, float]:
     without dropout."""
     import torch
 
+    from protoembed import load_run
     from protoembed.training.components import (
         build_objective_from_config,
         embedder_for,
         examples_for,
         read_training_examples,
     )
-    from protoembed.training.config import load_config
 
-    cfg = load_config(config)
+    ((_, cfg),) = load_run(config)  # a single run: one entry
     columns = cfg.objective.plan.columns  # planned when the config was read
     examples = examples_for(read_training_examples(cfg), columns, cfg)
     batch = examples.select(range(min(batch_size, len(examples))))

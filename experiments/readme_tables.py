@@ -7,8 +7,8 @@ A generated table sits between two HTML comments: the first holds the ``protoemb
     | Model | ... |
     <!-- end report -->
 
-The table is made in this process by the same code as the command (:func:`protoembed.report.summary_table`
-on :func:`protoembed.report.load_results`), with paths relative to the repository root.
+The table is what the command itself writes (``protoembed report ARGS -o FILE``, run from the repository
+root, so paths are relative to it).
 
 Usage: ``python experiments/readme_tables.py [--check] [README.md]``; with ``--check`` nothing is written and
 the exit code is 1 when a table differs from what its records give now.
@@ -20,29 +20,35 @@ import argparse
 import os
 import re
 import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from protoembed.cli import build_parser
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_atomic
-from protoembed.report import by_suite, load_results, summary_table
+if __package__ in (None, ""):  # run as a script: python experiments/readme_tables.py
+    import script_path  # noqa: F401  (puts the repository root on sys.path)
+
+from experiments.records import write_text  # noqa: E402
+from protoembed import ProtoembedError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(<!-- protoembed report (?P<args>.+?) -->\n)(?P<table>.*?)(<!-- end report -->)", re.S)
 
 
 def _table(arguments: str, origin: str) -> str:
-    """The summary table, between blank lines, for one block's ``protoembed report`` arguments."""
-    expected = f"{origin}: expected 'protoembed report INPUTS... --summary [--label ...]'"
-    try:  # the command's own parser, so a block takes exactly the command's options
-        args = build_parser().parse_args(["report", *shlex.split(arguments), "-o", os.devnull])
-    except SystemExit:
-        raise ProtoembedError(expected) from None
-    if not args.summary:
-        raise ProtoembedError(expected)
-    results = load_results([ROOT / item for item in args.inputs], args.label or ())
-    return "\n" + "\n".join(summary_table(by_suite(results))) + "\n\n"
+    """The summary table, between blank lines, that ``protoembed report`` writes for one block's
+    arguments; its error (the last line it says) is raised as a one-line error naming ``origin``."""
+    args = shlex.split(arguments)
+    if "--summary" not in args:
+        raise ProtoembedError(f"{origin}: expected 'protoembed report INPUTS... --summary [--label ...]'")
+    with tempfile.TemporaryDirectory() as folder:
+        table = Path(folder) / "table.md"
+        command = [sys.executable, "-m", "protoembed", "report", *args, "-o", str(table)]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+            raise ProtoembedError(f"{origin}: protoembed report: {said[-1]}")
+        return "\n" + table.read_text(encoding="utf-8") + "\n"
 
 
 def render(text: str, origin: str) -> str:
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print(f"readme_tables: {path.name} differs from its records; run python experiments/readme_tables.py")
         return 1
-    write_atomic(path, lambda tmp: Path(tmp).write_text(new, encoding="utf-8"))
+    write_text(path, new)
     print(f"readme_tables: rewrote {path}", file=sys.stderr)
     return 0
 

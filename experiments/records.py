@@ -4,8 +4,9 @@ A study trains and evaluates through ``protoembed`` subprocesses into git-ignore
 each finished run's small files into a committed record folder. These helpers are that plumbing:
 :func:`add_time` sums wall time over resumed attempts (:func:`timed_call` runs a command and adds its
 wall time), :func:`machine` describes the machine as measured now, :func:`copy_record` copies files
-atomically (the file that marks a complete record last), and :func:`guarded` turns a study's errors
-into its exit code.
+atomically (the file that marks a complete record last), :func:`write_text`, :func:`write_json` and
+:func:`save_figure` write pages, records and figures atomically, and :func:`guarded` turns a study's
+errors into its exit code.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
-from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE
+from protoembed import ProtoembedError, run_layout
 
 __all__ = [
     "BEST_DIR",
@@ -37,14 +36,62 @@ __all__ = [
     "guarded",
     "load_average",
     "machine",
+    "pyplot",
+    "save_figure",
     "timed_call",
+    "write_json",
+    "write_text",
 ]
 
-#: A run folder's names (``best/``, ``config.yaml``, ``training_log.jsonl``, ``results.json``) are
+#: A run folder's names (``best/``, ``config.yaml``, ``training_log.jsonl``, ``results.json``):
 #: :mod:`protoembed.run_layout`'s, re-exported for the studies.
+BEST_DIR, CONFIG_FILE = run_layout.BEST_DIR, run_layout.CONFIG_FILE
+LOG_FILE, RESULTS_FILE = run_layout.LOG_FILE, run_layout.RESULTS_FILE
 #: A record's machine description and its wall time (seconds per key, summed over resumed attempts).
 ENVIRONMENT_FILE = "environment.json"
 TIME_FILE = "study_time.json"
+
+
+def _replace(path: Path, write: Callable[[Path], object]) -> Path:
+    """Write ``path`` atomically: ``write(tmp)`` on a hidden sibling, then renamed over ``path`` (its
+    folder created as needed); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a page or table of a study."""
+    return _replace(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as indented strict JSON (the layout of protoembed's own results files) to ``path``
+    atomically."""
+    return write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (the figures are only written to files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Write a matplotlib figure as PNG to ``path`` atomically, then close it; returns the path."""
+    try:
+        return _replace(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    finally:
+        pyplot().close(fig)
 
 
 def load_average() -> float | None:
@@ -58,8 +105,7 @@ def add_time(folder: Path, seconds: float, key: str = "seconds", file: str = TIM
     path = folder / file
     times = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     times[key] = round(times.get(key, 0.0) + seconds, 1)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, times)
+    write_json(path, times)
 
 
 def timed_call(
@@ -90,13 +136,10 @@ def machine(load_start: float | None, load_end: float | None) -> dict[str, Any]:
 def copy_record(files: Iterable[tuple[Path, str]], record_dir: Path, env: dict[str, Any]) -> None:
     """Write ``env`` and copy each existing ``(source, name)`` into ``record_dir/name``, in order (put the
     file that marks a complete record last); every file is replaced atomically."""
-    record_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(record_dir / ENVIRONMENT_FILE, env)
+    write_json(record_dir / ENVIRONMENT_FILE, env)
     for source, name in files:
         if source.is_file():
-            tmp = record_dir / f".{name}.tmp"
-            tmp.write_bytes(source.read_bytes())
-            os.replace(tmp, record_dir / name)
+            _replace(record_dir / name, lambda tmp, source=source: tmp.write_bytes(source.read_bytes()))
 
 
 def finished(failed: list[str], say: Callable[[str], None]) -> int:

@@ -3,8 +3,8 @@
 Run from the repository root: ``make experiment-supervised`` or ``python experiments/supervised_cpu.py``
 (``--systems sbert cnn-sbert``, ``--regimes stsb``, ``--seeds 1 2 3`` select runs; ``--set KEY=VALUE`` adds a
 config override to every run, e.g. ``--set training.epochs=4``; ``--report-only`` only rewrites the report).
-It uses protoembed through ``protoembed train`` / ``protoembed eval sts`` (subprocesses) and, for Table II,
-:func:`protoembed.evaluation.cross_encoder.evaluate_cross_encoder_sts`.
+It uses protoembed through ``protoembed train`` / ``protoembed eval sts`` (subprocesses; Table II's with
+``--cross-encoder``) and ``protoembed.load_run`` (to read the configs).
 
 Runs: ``configs/cpu/<system>-<regime>.yaml`` for the systems of :data:`SYSTEMS` and the regimes of
 :data:`REGIMES` (STS-B, NLI, NLI then STS-B as one staged config; by default the NLI column is read from the NLI
@@ -43,10 +43,10 @@ from experiments.records import (  # noqa: E402
     finished,
     guarded,
     load_average,
+    write_json,
 )
 from experiments.unsup_cpu import environment  # noqa: E402
-from protoembed.errors import ProtoembedError  # noqa: E402
-from protoembed.io import write_json_atomic  # noqa: E402
+from protoembed import ProtoembedError  # noqa: E402
 
 #: System -> (row label, the heads its rows are evaluated with: first = the run's own head).
 SYSTEMS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -106,9 +106,11 @@ def _run(cmd: list[str], where: Path, quiet: bool = False) -> int:
     return subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
 
 
-def eval_sts(model: str, head: str, out: Path, tasks: list[str], batch_size: int) -> int:
-    """``protoembed eval sts --model MODEL --head HEAD`` on ``tasks`` into ``out``."""
-    cmd = [sys.executable, "-m", "protoembed", "eval", "sts", "--model", model, "--head", head]
+def eval_sts(model: str, head: str | None, out: Path, tasks: list[str], batch_size: int) -> int:
+    """``protoembed eval sts --model MODEL --head HEAD`` on ``tasks`` into ``out``; without a head,
+    ``--cross-encoder``: the pair scored as one input by the cross-encoder folder ``MODEL``."""
+    scorer = ["--head", head] if head else ["--cross-encoder"]
+    cmd = [sys.executable, "-m", "protoembed", "eval", "sts", "--model", model, *scorer]
     cmd += ["--batch-size", str(batch_size), "--tasks", *tasks, "--output", str(out)]
     return _run(cmd, out.parent, quiet=True)
 
@@ -138,12 +140,9 @@ def extra_evaluations(run_dir: Path, system: str, regime: str, tasks: list[str],
             and eval_sts(str(run_dir / stage / BEST_DIR), "mean", out, [STSB], batch_size) != 0
         ):
             return False
-    if regime.endswith("stsb") and not (run_dir / CROSS_ENCODER_RESULTS).is_file():
-        from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
-
-        write_json_atomic(
-            run_dir / CROSS_ENCODER_RESULTS, evaluate_cross_encoder_sts(best / "cross_encoder", None)
-        )
+    out = run_dir / CROSS_ENCODER_RESULTS
+    if regime.endswith("stsb") and not out.is_file():
+        return eval_sts(str(best / "cross_encoder"), None, out, [STSB], batch_size) == 0
     return True
 
 
@@ -199,7 +198,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> 
         code = eval_sts("default", head, out / RESULTS_FILE, [STSB], batch_size)
         add_time(out, time.monotonic() - started)
         if code == 0:
-            write_json_atomic(out / ENVIRONMENT_FILE, environment("default", load_start, load_average()))
+            write_json(out / ENVIRONMENT_FILE, environment("default", load_start, load_average()))
         ok = ok and code == 0
     return ok
 
@@ -239,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
     from experiments.supervised_cpu_report import write_report
-    from protoembed.training.stages import load_run
+    from protoembed import load_run
 
     configs = study_configs(args.configs, args.systems, args.regimes)
     _, first = load_run(next(iter(configs.values())), args.set)[-1]

@@ -20,11 +20,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import LOG_FILE, RESULTS_FILE
+from experiments.records import LOG_FILE, RESULTS_FILE, pyplot, save_figure, write_text
 from experiments.unsup_cpu_report import mean_std
-from protoembed.evaluation.tasks import table_name
-from protoembed.io import pyplot, save_figure, write_atomic
-from protoembed.run_layout import dev_score
+from protoembed import run_layout, table_name
 
 RUN = re.compile(r"^(?P<name>.+)-seed(?P<seed>\d+)$")
 #: Table I rows: label -> (system, results file, head of the untrained column).
@@ -82,7 +80,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def dev_scores(folders: list[Path]) -> list[float]:
     """The dev score that chose each run's kept model (a cross-encoder's: its own STS-B dev Spearman)."""
-    found = [dev_score(_json(f / RESULTS_FILE) or {}) for f in folders]
+    found = [run_layout.dev_score(_json(f / RESULTS_FILE) or {}) for f in folders]
     return [float(v) for v in found if v is not None]
 
 
@@ -292,5 +290,5 @@ def write_report(report: Path, records_dir: Path, config_dir: Path, command: str
     if discussion.is_file():
         parts += ["## Discussion\n", discussion.read_text(encoding="utf-8")]
     text = "\n".join(parts)
-    write_atomic(report, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(report, text)
     return report

@@ -4,7 +4,7 @@ Run from the repository root: ``make experiment-unsup``, ``python experiments/un
 ``python -m experiments.unsup_cpu`` (``--methods conpvp-official`` runs one method, ``--report-only``
 only rewrites the report). This is an experiment that uses protoembed, not part of the package: it
 talks to the library only through ``protoembed train`` / ``protoembed eval sts`` (subprocesses),
-``load_config`` (to read the configs) and ``protoembed.load`` (to count the backbone's parameters).
+``protoembed.load_run`` (to read the configs) and ``protoembed.load`` (to count the backbone's parameters).
 
 Each run trains into ``runs/unsup-cpu/<method>-seed<k>/`` (git-ignored: weights, checkpoints) with
 ``protoembed train --resume``. A finished run's small files are recorded in
@@ -46,11 +46,11 @@ from experiments.records import (  # noqa: E402
     guarded,
     load_average,
     machine,
+    write_json,
 )
 from experiments.unsup_cpu_report import UNTRAINED, write_report  # noqa: E402
 from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, SUITES, suites_and_figures  # noqa: E402
-from protoembed.errors import ProtoembedError  # noqa: E402
-from protoembed.io import write_json_atomic  # noqa: E402
+from protoembed import ProtoembedError  # noqa: E402
 
 #: Report order and row labels of the configs/cpu methods (other configs follow, labelled by file name).
 METHODS = {
@@ -78,14 +78,15 @@ MAKE_ARGS = "--suites transfer fewshot clustering"
 
 def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """``path`` with its ``base`` includes and ``--set`` overrides, as plain data (the YAML's structure)."""
-    from protoembed.training import load_config
+    from protoembed import load_run
 
-    return load_config(path, overrides).to_dict()
+    ((_, config),) = load_run(path, overrides)  # a single run: one entry
+    return config.to_dict()
 
 
 def unsupervised(path: Path) -> bool:
     """Whether ``path`` is a single run of an objective over unlabeled sentences (the ``text`` column)."""
-    from protoembed.training.stages import load_run
+    from protoembed import load_run
 
     stages = load_run(path)
     plan = stages[0][1].objective.plan  # planned when the config was read
@@ -178,7 +179,7 @@ def evaluate_untrained(records_dir: Path, cfg: dict[str, Any]) -> bool:
     code = subprocess.call(cmd, stdout=subprocess.DEVNULL)
     add_time(out, time.monotonic() - started)
     if code == 0:
-        write_json_atomic(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, load_average()))
+        write_json(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, load_average()))
     return code == 0
 
 

@@ -11,12 +11,13 @@ and ``protoembed eval sts``), and the untrained model's. Out: one PNG (written a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from protoembed.io import pyplot, save_figure
+from experiments.records import pyplot, save_figure
 
 
 def plot_study(
@@ -24,7 +25,7 @@ def plot_study(
     results: dict[str, list[dict[str, Any]]],
     tasks: list[str],
     untrained: dict[str, Any] | None = None,
-    short: dict[str, str] | None = None,
+    short: Callable[[str], str] = str,
 ) -> Path | None:
     """Draw the study figure to ``path``; returns it, or ``None`` when no method has a finished run.
 
@@ -34,14 +35,13 @@ def plot_study(
             ``tasks[task]["spearman"]``).
         tasks: the task names, in column order.
         untrained: the untrained model's results dict, if evaluated.
-        short: display names for tasks (e.g. ``STSBenchmark`` -> ``STS-B``).
+        short: a task's display name (e.g. ``STSBenchmark`` -> ``STS-B``; default: the name itself).
     """
     plt = pyplot()
 
     methods = [m for m, runs in results.items() if runs]
     if not methods:
         return None
-    short = short or {}
     averages = [np.array([r["avg"] for r in results[m]], dtype=float) for m in methods]
     y = np.arange(len(methods))[::-1]
     fig, (left, right) = plt.subplots(
@@ -91,7 +91,7 @@ def plot_study(
                 va="center",
                 fontsize=7,
             )
-    right.set_xticks(range(len(tasks)), [short.get(t, t) for t in tasks], fontsize=8)
+    right.set_xticks(range(len(tasks)), [short(t) for t in tasks], fontsize=8)
     right.set_yticks(range(len(methods)), [""] * len(methods))
     right.set_title(title, fontsize=9)
     fig.colorbar(image, ax=right, fraction=0.03)

@@ -35,13 +35,16 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE
+from experiments.records import (
+    CONFIG_FILE,
+    ENVIRONMENT_FILE,
+    LOG_FILE,
+    RESULTS_FILE,
+    TIME_FILE,
+    write_text,
+)
 from experiments.unsup_cpu_figure import plot_study
-from protoembed.evaluation.tasks import table_name
-from protoembed.evaluation.transfer import transfer_protocol
-from protoembed.io import write_atomic
-from protoembed.report import build_report, load_results
-from protoembed.run_layout import dev_score
+from protoembed import build_report, load_results, run_layout, table_name
 
 UNTRAINED = "untrained-default"
 #: The other suites run on the kept models (``<suite>.json`` beside ``results.json``), in report order.
@@ -105,8 +108,7 @@ def read_record(folder: Path) -> Record | None:
 
 # ------------------------------------------------------------------ small formatters
 #: Protocol entries a suite's recorded JSON must have to count as done (else it is run again, and the
-#: page leaves it out): transfer results of another classifier (a file without one was made with
-#: scikit-learn's) are redone.
+#: page leaves it out): transfer results of another classifier are redone.
 SUITE_PROTOCOL: dict[str, dict[str, Any]] = {"transfer": {"classifier": "pytorch"}}
 #: Transfer results of the scikit-learn classifier kept beside the records (``<this>/<record>/transfer.json``)
 #: for the comparison of the two classifiers.
@@ -114,8 +116,8 @@ SKLEARN_TRANSFER_DIR = "transfer-sklearn"
 
 
 def classifier(data: dict[str, Any]) -> str:
-    """The classifier a transfer result was made with (files without one: scikit-learn's)."""
-    return str(transfer_protocol(data)["classifier"])
+    """The classifier a transfer result was made with (its ``protocol`` record's)."""
+    return str(data["protocol"]["classifier"])
 
 
 def recorded(folder: Path, suite: str) -> bool:
@@ -123,7 +125,7 @@ def recorded(folder: Path, suite: str) -> bool:
     data = _json(folder / f"{suite}.json")
     if data is None:
         return False
-    protocol = transfer_protocol(data) if suite == "transfer" else data.get("protocol") or {}
+    protocol = data.get("protocol") or {}
     return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
 
 
@@ -161,9 +163,9 @@ def _steps_text(cfg: dict[str, Any], records: list[Record]) -> str:
 
 
 def _corpus_sentences(records: list[Record]) -> list[int]:
-    """Sentences each run trained on (logs before the examples layout say ``corpus.sentences``)."""
+    """Sentences each run trained on (its log's ``start`` event: ``data.examples``)."""
     starts = [r.event("start") for r in records if r.event("start")]
-    return [s["data"]["examples"] if "data" in s else s["corpus"]["sentences"] for s in starts]
+    return [s["data"]["examples"] for s in starts]
 
 
 # ------------------------------------------------------------------ sections
@@ -374,7 +376,7 @@ def write_report(
         dev_rows.append(
             [
                 label,
-                mean_std([dev_score(r.results) for r in runs]),
+                mean_std([run_layout.dev_score(r.results) for r in runs]),
                 ", ".join(str(r.results.get("best_step")) for r in runs),
                 ", ".join(f"{v:.3f}" for r in runs if (v := r.final_loss()) is not None) or "-",
                 f"{np.mean(minutes):.1f}" if minutes else "-",
@@ -387,9 +389,7 @@ def write_report(
     status = "complete" if complete else "INCOMPLETE (rerun the command to finish the missing runs)"
     path.parent.mkdir(parents=True, exist_ok=True)
     names = [table_name(t) for t in tasks]
-    figure = plot_study(
-        path.with_suffix(".png"), per_label, tasks, untrained, {t: table_name(t) for t in tasks}
-    )
+    figure = plot_study(path.with_suffix(".png"), per_label, tasks, untrained, table_name)
     picture = (
         f"\n![STS average per method and seed; per-task change from the untrained model]({figure.name})\n"
         if figure is not None
@@ -427,7 +427,7 @@ def write_report(
         + classifier_section(records_dir, suite_rows)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
-    write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(path, text)
     return text
 
 
@@ -544,8 +544,8 @@ def changes_section(
                 mean_std(new),
                 change,
                 moved,
-                mean_std([dev_score(r.results) for r in earlier]),
-                mean_std([dev_score(r.results) for r in runs]),
+                mean_std([run_layout.dev_score(r.results) for r in earlier]),
+                mean_std([run_layout.dev_score(r.results) for r in runs]),
             ]
         )
     if not rows:

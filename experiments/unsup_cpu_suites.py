@@ -33,7 +33,7 @@ from experiments.unsup_cpu_report import (
     UNTRAINED,
     recorded,
 )
-from protoembed.errors import ProtoembedError
+from protoembed import ProtoembedError
 
 #: Options each suite runs with beyond the model and output. Every suite encodes with ONNX Runtime on
 #: the model's cached fp32 export (``--runtime onnx``: vectors equal to torch's to ~1e-7; the transfer

@@ -151,6 +151,7 @@ def test_tsne_pairs_have_gold_0_3_5_and_are_the_same_for_every_model(models, dat
 def _fewshot_result(rng, tasks=("MR", "TREC"), seeds=4, model="m"):
     return {
         "model": model,
+        "suite": "fewshot",
         "protocol": {"shots_per_class": 16, "seeds": seeds, "C": 1.0},
         "tasks": {t: {"acc": 0.0, "seeds_acc": rng.uniform(50, 90, seeds).tolist()} for t in tasks},
     }

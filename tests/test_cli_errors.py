@@ -633,6 +633,7 @@ def test_a_full_disk_on_encode_export_and_report(
         results,
         {
             "model": "m",
+            "suite": "sts",
             "variant": "senteval",
             "split": "test",
             "avg": 1.0,

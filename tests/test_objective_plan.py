@@ -223,26 +223,6 @@ def test_an_objective_outside_the_registry_has_no_head_and_no_class():
     assert cfg.objective.plan == plan and head_for(cfg) is None
 
 
-def test_the_readme_table_of_supervised_objectives_shows_their_columns_and_heads():
-    """The README's table (objective | data columns | loss | head) names registered objectives with the
-    columns and the default head their plans give."""
-    from pathlib import Path
-
-    from protoembed.data.examples import describe_columns
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    table = readme.split("| objective | data columns | loss | head |\n|---|---|---|---|\n", 1)[1].split(
-        "\n\n"
-    )[0]
-    rows = [line.split(" | ") for line in table.splitlines()]
-    names = [row[0].removeprefix("| `").removesuffix("`") for row in rows]
-    assert names == ["cosine_regression", "nli_softmax", "cross_encoder", "simcse_sup"]
-    for name, row in zip(names, rows):
-        plan = plan_objective(name)
-        assert row[1].startswith(describe_columns(plan.columns)), name
-        assert row[-1] == f"{plan.head} |", name
-
-
 def test_a_new_objective_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, tiny_model_dirs):
     """An objective written as one module and registered by one REGISTRY entry is planned, validated in a
     config, listed by the schema (its own options) and among the GradCache objectives, documented and

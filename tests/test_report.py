@@ -28,15 +28,17 @@ RNG = np.random.default_rng(7)
 def sts_result(model: str, variant: str = "senteval") -> dict:
     tasks = {t: {"spearman": RNG.uniform(60, 85), "pearson": RNG.uniform(60, 85), "n": 10} for t in STS}
     avg = float(np.mean([r["spearman"] for r in tasks.values()]))
-    return {"variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
+    return {"suite": "sts", "variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
 
 
 def transfer_result(model: str, folds: int = 10, tasks=TRANSFER) -> dict:
     tasks = {t: {"acc": RNG.uniform(70, 90), "dev_acc": 80.0, "C": 1.0} for t in tasks}
     grids = {t: [0.5, 32.0] if t in ("TREC", "MRPC") else [0.25, 8.0] for t in tasks}
-    protocol = {"folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": grids, "mrpc_features": "senteval"}
+    protocol = {"classifier": "sklearn", "folds": folds, "inner_folds": 10, "seed": 1111, "C_grid": grids}
+    protocol["mrpc_features"] = "senteval"
     return {
         "model": model,
+        "suite": "transfer",
         "protocol": protocol,
         "tasks": tasks,
         "avg": float(np.mean([r["acc"] for r in tasks.values()])),
@@ -57,6 +59,7 @@ def clustering_result(model: str) -> dict:
     }
     return {
         "model": model,
+        "suite": "clustering",
         "protocol": {"algorithm": "k-means", "runs": 10},
         "tasks": tasks,
         "avg": float(np.mean([r["acc"] for r in tasks.values()])),
@@ -70,6 +73,7 @@ def fewshot_result(model: str) -> dict:
         tasks[t] = {"acc": float(np.mean(seeds)), "acc_std": float(np.std(seeds, ddof=1)), "seeds_acc": seeds}
     return {
         "model": model,
+        "suite": "fewshot",
         "protocol": {"shots_per_class": 16, "seeds": 5, "C": 1.0},
         "tasks": tasks,
         "avg": 0.0,
@@ -344,33 +348,3 @@ def test_summary_is_the_pages_average_cells(inputs, tmp_path):
     assert summary["conpvp"]["Transfer (Table 5)"] == cell(
         [np.mean([t["acc"] for t in r.values()]) for r in per_run]
     )
-
-
-def test_readme_tables_are_current():
-    """The README's generated tables equal what `protoembed report --summary` makes from the records now."""
-    from experiments import readme_tables
-
-    readme = Path(readme_tables.ROOT / "README.md").read_text(encoding="utf-8")
-    # two generated tables (the unsupervised study, and before its fixes), each opened and closed once
-    assert readme.count("<!-- protoembed report ") == readme.count("<!-- end report -->") == 2
-    assert readme_tables.render(readme, "README.md") == readme
-
-
-def test_readme_tables_rewrite_and_check(tmp_path, capsys):
-    from experiments import readme_tables
-
-    block = (
-        "<!-- protoembed report docs/results/unsup-cpu/untrained-default --summary --label "
-        "untrained-default=untrained -->\n| stale |\n<!-- end report -->\n"
-    )
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n\n{block}\nafter\n")
-    assert readme_tables.main([str(readme), "--check"]) == 1
-    assert readme_tables.main([str(readme)]) == 0
-    text = readme.read_text()
-    assert "| stale |" not in text and "| untrained | " in text and text.endswith("after\n")
-    assert readme_tables.main([str(readme), "--check"]) == 0
-    readme.write_text("<!-- protoembed report docs/nowhere --summary -->\n<!-- end report -->\n")
-    assert readme_tables.main([str(readme)]) == 2
-    err = capsys.readouterr().err
-    assert "docs/nowhere: no such results file or folder" in err

@@ -19,7 +19,7 @@ from protoembed.evaluation.senteval_torch import (
     fit_many,
     select_and_refit,
 )
-from protoembed.evaluation.transfer import transfer_protocol
+from protoembed.evaluation.transfer import protocol_record, transfer_protocol
 
 SEED = 1111
 #: SentEval's classifier with fewer epochs (at most 6 rounds), to keep the one-at-a-time reference short.
@@ -146,10 +146,12 @@ def test_the_global_generators_are_left_alone():
     np.testing.assert_array_equal(np.random.rand(3), expected_np)
 
 
-def test_a_result_without_a_classifier_was_made_with_sklearn():
-    assert transfer_protocol({"protocol": {"folds": 10}}) == {"classifier": "sklearn", "folds": 10}
-    record = {"classifier": "pytorch", "folds": 10}
-    assert transfer_protocol({"protocol": record}) == record
+def test_every_transfer_result_records_its_classifier():
+    """What the report compares is the file's protocol record, and the library always writes the
+    classifier into it."""
+    for classifier in ("sklearn", "pytorch"):
+        record = protocol_record(classifier, 10, 10, SEED, ["MR"], "senteval")
+        assert transfer_protocol({"protocol": record}) == record and record["classifier"] == classifier
 
 
 @pytest.mark.parametrize("regs", [[], [1e-3]])
@@ -170,7 +172,7 @@ def test_the_report_refuses_to_mix_the_two_classifiers(tmp_path):
         data = {"suite": "transfer", "protocol": protocol, "tasks": {"MR": {"acc": 80.0}}, "avg": 80.0}
         return Result(Path(name), "transfer", name, data)
 
-    old = result("old.json", {"folds": 10})  # written before the classifier was recorded: sklearn
+    old = result("old.json", {"classifier": "sklearn", "folds": 10})
     assert list(by_suite([old, result("new.json", {"classifier": "sklearn", "folds": 10})])["transfer"]) == [
         "old.json",
         "new.json",

@@ -64,23 +64,25 @@ def test_the_table_names_are_written_once_in_the_task_entries() -> None:
 
 
 @pytest.mark.parametrize(
-    ("entry", "legacy"),
+    "entry",
     [
-        ({"spearman": 70.0, "pearson": 71.0, "n": 3}, "sts"),
-        ({"acc": 60.0, "nmi": 50.0}, "clustering"),
-        ({"acc": 60.0, "seeds_acc": [59.0, 61.0]}, "fewshot"),
-        ({"acc": 60.0, "dev_acc": 61.0}, "transfer"),
+        {"spearman": 70.0, "pearson": 71.0, "n": 3},
+        {"acc": 60.0, "nmi": 50.0},
+        {"acc": 60.0, "seeds_acc": [59.0, 61.0]},
+        {"acc": 60.0, "dev_acc": 61.0},
     ],
 )
-def test_a_recorded_suite_is_read_and_an_old_file_falls_back_to_its_keys(
-    tmp_path: Path, entry: dict[str, Any], legacy: str
+def test_the_suite_is_the_recorded_one_and_a_file_without_one_is_an_error(
+    tmp_path: Path, entry: dict[str, Any]
 ) -> None:
-    old = {"model": "m", "tasks": {"T": entry}, "avg": 60.0}
-    assert suite_of(old, tmp_path / "old.json") == legacy
-    for recorded in SUITES:  # the record wins over the keys, for every pair
-        assert suite_of({**old, "suite": recorded}, tmp_path / "new.json") == recorded
+    """A file's ``suite`` decides, whatever its per-task keys; a file without one names none."""
+    unnamed = {"model": "m", "tasks": {"T": entry}, "avg": 60.0}
+    for recorded in SUITES:
+        assert suite_of({**unnamed, "suite": recorded}, tmp_path / "new.json") == recorded
     with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus'; expected one of: sts, "):
-        suite_of({**old, "suite": "bogus"}, tmp_path / "new.json")
+        suite_of({**unnamed, "suite": "bogus"}, tmp_path / "new.json")
+    with pytest.raises(ProtoembedError, match=r'old\.json: no "suite"; expected one of: sts, '):
+        suite_of(unnamed, tmp_path / "old.json")
 
 
 def test_a_folder_skips_json_without_tasks_even_with_a_suite_key(tmp_path: Path) -> None:

@@ -1,62 +1,75 @@
 """protoembed: train and evaluate sentence embeddings.
 
-Public API: :func:`load` (backbone + head -> :class:`Embedder`; an export folder -> an
-``ExportedEmbedder`` with the same ``encode``, run by ONNX Runtime or OpenVINO), :meth:`Embedder.encode`,
-:meth:`Embedder.save`, :func:`export_embedder` (ONNX / OpenVINO export), :func:`evaluate` (a model on
-named tasks -> per suite, the results JSON ``protoembed eval`` writes), and :func:`register_task` with
-:class:`Task` (a task of one's own, known to ``eval``, ``evaluate`` and training's ``test_tasks`` by name;
-:func:`get_task` looks one up). They are imported on first use
-(from :mod:`protoembed.loading`, :mod:`protoembed.embedder`, :mod:`protoembed.export.graph` and
-:mod:`protoembed.evaluation.run`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
+Public API (``__all__``; scripts such as the studies in ``experiments/`` use only these names):
+
+- :func:`load` (backbone + head -> :class:`Embedder`; an export folder -> an ``ExportedEmbedder`` with the
+  same ``encode``, run by ONNX Runtime or OpenVINO), :meth:`Embedder.encode`, :meth:`Embedder.save`,
+  :func:`export_embedder` (ONNX / OpenVINO export) and :func:`evaluate` (a model on named tasks -> per
+  suite, the results JSON ``protoembed eval`` writes);
+- :func:`load_run`: a training config file (``protoembed train --config``) read and validated, as
+  ``[(stage name, config)]`` (one entry, named ``""``, for a single run);
+- :func:`load_results` and :func:`build_report`: results JSON files or run folders read back, and the
+  markdown page ``protoembed report`` writes from them;
+- :class:`Task`, :func:`register_task` and :func:`get_task`: a task of one's own (known by name to
+  ``eval``, :func:`evaluate`, the report and training's ``test_tasks``), and looking one up;
+- :func:`table_name`: the name the papers' tables print for a task (``STSBenchmark`` -> ``STS-B``);
+- :mod:`run_layout`: the names inside a training run's folder (``results.json``, ``best/``...) and
+  :func:`run_layout.dev_score`, the dev score that chose a run's kept model;
+- :class:`ProtoembedError`: the error of a mistake the user can fix (a one-line message).
+
+Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
+:mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
+:mod:`protoembed.report`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.run_layout` and
+:mod:`protoembed.errors`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from protoembed.version import __version__
 
-if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
-    from protoembed.evaluation.run import evaluate
-    from protoembed.evaluation.tasks import Task, get_task, register_task
-    from protoembed.export.graph import export_embedder
-    from protoembed.loading import load
+if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
+    from protoembed import run_layout as run_layout
+    from protoembed.embedder import Embedder as Embedder
+    from protoembed.errors import ProtoembedError as ProtoembedError
+    from protoembed.evaluation.run import evaluate as evaluate
+    from protoembed.evaluation.tasks import Task as Task
+    from protoembed.evaluation.tasks import get_task as get_task
+    from protoembed.evaluation.tasks import register_task as register_task
+    from protoembed.evaluation.tasks import table_name as table_name
+    from protoembed.export.graph import export_embedder as export_embedder
+    from protoembed.loading import load as load
+    from protoembed.report import build_report as build_report
+    from protoembed.report import load_results as load_results
+    from protoembed.training.stages import load_run as load_run
+
+#: public name -> the module that defines it (the name itself, or ``""`` for a public module).
+_HOMES = {
+    "Embedder": "protoembed.embedder",
+    "ProtoembedError": "protoembed.errors",
+    "Task": "protoembed.evaluation.tasks",
+    "build_report": "protoembed.report",
+    "evaluate": "protoembed.evaluation.run",
+    "export_embedder": "protoembed.export.graph",
+    "get_task": "protoembed.evaluation.tasks",
+    "load": "protoembed.loading",
+    "load_results": "protoembed.report",
+    "load_run": "protoembed.training.stages",
+    "register_task": "protoembed.evaluation.tasks",
+    "run_layout": "",
+    "table_name": "protoembed.evaluation.tasks",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``Embedder``, ``load``, ``export_embedder``, ``evaluate`` and the task registry's ``Task``,
-    ``register_task`` and ``get_task``, imported (the first three with torch) when first asked for."""
-    if name == "Embedder":
-        from protoembed.embedder import Embedder
-
-        return Embedder
-    if name == "load":
-        from protoembed.loading import load
-
-        return load
-    if name == "export_embedder":
-        from protoembed.export.graph import export_embedder
-
-        return export_embedder
-    if name == "evaluate":
-        from protoembed.evaluation.run import evaluate
-
-        return evaluate
-    if name in ("Task", "register_task", "get_task"):
-        from protoembed.evaluation import tasks
-
-        return getattr(tasks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """A public name of :data:`_HOMES`, imported (``Embedder``, ``load`` and ``export_embedder`` with
+    torch) when first asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES[name]
+    return import_module(f"{__name__}.{name}") if not home else getattr(import_module(home), name)
 
 
-__all__ = [
-    "Embedder",
-    "Task",
-    "evaluate",
-    "export_embedder",
-    "get_task",
-    "load",
-    "register_task",
-    "__version__",
-]
+__all__ = [*_HOMES, "__version__"]

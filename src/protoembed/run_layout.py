@@ -28,14 +28,12 @@ RESULTS_FILE = "results.json"
 #: ``results.json``'s key of the dev score that selected ``best/`` (the run's evaluator's: STS-B dev
 #: Spearman x100 by default, another score when the run gives another evaluator)
 DEV_SCORE = "best_dev_score"
-#: the key results files held that score under before :data:`DEV_SCORE` (still read)
-LEGACY_DEV_SCORE = "stsb_dev_spearman"
 
 
 def dev_score(results: Mapping[str, Any]) -> Any:
-    """The dev score that selected a run's ``best/`` (``None`` when the results hold none), under
-    :data:`DEV_SCORE` or, in results written before it, :data:`LEGACY_DEV_SCORE`."""
-    return results[DEV_SCORE] if DEV_SCORE in results else results.get(LEGACY_DEV_SCORE)
+    """The dev score that selected a run's ``best/`` (:data:`DEV_SCORE`; ``None`` when the results hold
+    none)."""
+    return results.get(DEV_SCORE)
 
 
 __all__ = [
@@ -43,7 +41,6 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "DEV_SCORE",
-    "LEGACY_DEV_SCORE",
     "LOG_FILE",
     "RESULTS_FILE",
     "dev_score",

@@ -338,10 +338,9 @@ def protocol_record(
 
 
 def transfer_protocol(data: dict[str, Any]) -> dict[str, Any]:
-    """A transfer results file's protocol record; a file written before the classifier was recorded
-    was made with scikit-learn's (the only one then), so two classifiers never share a table."""
-    record = dict(data.get("protocol") or {})
-    return {"classifier": record.pop("classifier", "sklearn"), **record}
+    """A transfer results file's protocol record (:func:`protocol_record`: the classifier first, so two
+    classifiers never share a table)."""
+    return dict(data.get("protocol") or {})
 
 
 def evaluate_transfer(

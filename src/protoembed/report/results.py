@@ -3,9 +3,8 @@ checks that one table never mixes protocols.
 
 A results file is what ``protoembed eval <suite> --output`` or ``protoembed train`` (``results.json`` in
 the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
-links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suites.SUITES`);
-a file written before results recorded it is read by its per-task entries (:func:`legacy_suite`). A folder
-stands for every results JSON directly inside it (other JSON files, such as a study's
+links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suites.SUITES`).
+A folder stands for every results JSON directly inside it (other JSON files, such as a study's
 ``study_time.json``, are skipped).
 
 Labels: from the folder name when a folder was given, else from the file's ``model`` field (its last
@@ -30,8 +29,6 @@ from protoembed.run_layout import BEST_DIR, RESULTS_FILE
 
 logger = logging.getLogger(__name__)
 
-#: Results files without ``"suite"``: the per-task key that told each suite apart, checked in this order.
-_LEGACY_KEYS = (("spearman", "sts"), ("nmi", "clustering"), ("seeds_acc", "fewshot"), ("acc", "transfer"))
 _SEED_SUFFIX = re.compile(r"[-_]seed\d+$")
 
 
@@ -46,29 +43,18 @@ class Result:
 
 
 def suite_of(data: Any, path: Path) -> str:
-    """The suite a results file records (``"suite"``), or ``analysis`` for an analysis JSON; a file
-    without ``"suite"`` by :func:`legacy_suite`. A one-line error for anything else."""
+    """The suite a results file records (``"suite"``), or ``analysis`` for an analysis JSON. A one-line
+    error for anything else."""
     if isinstance(data, dict) and "analysis" in data and "figure" in data:
         return "analysis"
     tasks = data.get("tasks") if isinstance(data, dict) else None
     if not (isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values())):
         raise _not_results(path)
     recorded = data.get("suite")
-    if recorded is None:
-        return legacy_suite(data, path)
     if not isinstance(recorded, str) or recorded not in DECLARED:
-        raise ProtoembedError(f"{path}: unknown suite {recorded!r}; expected one of: {', '.join(DECLARED)}")
+        said = 'no "suite"' if recorded is None else f"unknown suite {recorded!r}"
+        raise ProtoembedError(f"{path}: {said}; expected one of: {', '.join(DECLARED)}")
     return recorded
-
-
-def legacy_suite(data: dict[str, Any], path: Path) -> str:
-    """The suite of a results file written before results recorded it, from its first task's entry:
-    ``spearman`` (STS), ``nmi`` (clustering), ``seeds_acc`` (few-shot), ``acc`` (transfer)."""
-    first = next(iter(data["tasks"].values()))
-    for key, suite in _LEGACY_KEYS:
-        if key in first:
-            return suite
-    raise _not_results(path)
 
 
 def _not_results(path: Path) -> ProtoembedError:

@@ -9,7 +9,7 @@ from pathlib import Path
 from experiments import supervised_cpu
 from experiments.supervised_cpu_report import ROWS, write_report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _results(stsb: float, pearson: float, every_task: bool = False) -> dict:
@@ -160,3 +160,37 @@ def test_the_page_names_the_command_that_rewrites_it_not_the_runs_chosen():
     argv = ["--report=p.md", "--report-only", "--regimes", "stsb"]
     assert supervised_cpu._command(argv) == "python experiments/supervised_cpu.py --report=p.md"
     assert supervised_cpu._command([]) == "python experiments/supervised_cpu.py"
+
+
+def test_a_cross_encoder_run_is_evaluated_by_the_command_line(tmp_path, monkeypatch):
+    """A cross-encoder run ending on STS-B: the mean head over its encoder (the Avg. row) and Table II's
+    scores, both by ``protoembed eval sts`` (the latter with ``--cross-encoder`` on ``best/cross_encoder``);
+    a file already written is not evaluated again, and another system needs neither."""
+    run = tmp_path / "cross-encoder-stsb-seed1"
+    run.mkdir()
+    (run / "config.yaml").write_text("model: default\n")
+    calls = []
+
+    def call(cmd, stdout=None):
+        calls.append(cmd[3:])
+        Path(cmd[cmd.index("--output") + 1]).write_text("{}")
+        return 0
+
+    monkeypatch.setattr(supervised_cpu.subprocess, "call", call)
+    assert supervised_cpu.extra_evaluations(run, "cross-encoder", "stsb", ["STS12"], 8)
+    best = str(run / "best")
+    tail = ["--batch-size", "8", "--tasks", supervised_cpu.STSB, "--output"]
+    assert calls == [
+        ["eval", "sts", "--model", best, "--head", "mean", *tail, str(run / supervised_cpu.MEAN_RESULTS)],
+        [
+            "eval",
+            "sts",
+            "--model",
+            str(run / "best" / "cross_encoder"),
+            "--cross-encoder",
+            *tail,
+            str(run / supervised_cpu.CROSS_ENCODER_RESULTS),
+        ],
+    ]
+    assert supervised_cpu.extra_evaluations(run, "cross-encoder", "stsb", ["STS12"], 8)
+    assert supervised_cpu.extra_evaluations(run, "sbert", "stsb", ["STS12"], 8) and len(calls) == 2

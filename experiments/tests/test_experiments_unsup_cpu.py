@@ -13,21 +13,22 @@ import pytest
 from experiments import unsup_cpu
 from experiments.unsup_cpu_report import ENVIRONMENT_FILE, LOG_FILE, TIME_FILE, UNTRAINED, write_report
 
-from protoembed.run_layout import DEV_SCORE, LEGACY_DEV_SCORE
+from protoembed.run_layout import DEV_SCORE
 from training_helpers import write_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASKS = unsup_cpu.resolved_config(REPO / "configs" / "cpu" / "simcse.yaml")["training"]["test_tasks"]
 
 
 def _fake_results(avg: float) -> dict:
     tasks = {t: {"spearman": avg + i, "pearson": avg, "n": 10} for i, t in enumerate(TASKS)}
     return {
+        "suite": "sts",
         "variant": "senteval",
         "split": "test",
         "tasks": tasks,
         "avg": avg + 3,
-        "stsb_dev_spearman": avg,
+        DEV_SCORE: avg,
         "best_step": 100,
     }
 
@@ -50,7 +51,7 @@ def _write_run(folder: Path, avg: float, log: bool) -> None:
     (folder / "results.json").write_text(json.dumps(_fake_results(avg)))
     (folder / TIME_FILE).write_text(json.dumps({"seconds": 60.0}))
     if log:
-        start = {"event": "start", "total_steps": 12, "corpus": {"sentences": 1234}}
+        start = {"event": "start", "total_steps": 12, "data": {"examples": 1234}}
         train = {"event": "train", "step": 12, "loss": 0.0631}
         (folder / LOG_FILE).write_text(json.dumps(start) + "\n" + json.dumps(train) + "\n")
         environment = {"cpu_count": 7, "load_average_start": 1.5, "load_average_end": 2.3}
@@ -83,25 +84,6 @@ def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
     figure = tmp_path / "r.png"  # the figure beside the report, linked from it
     assert "](r.png)" in text and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md", "r.png", "runs"]  # no temp files left
-
-
-def test_the_dev_score_reads_the_same_under_its_old_and_its_new_key(tmp_path: Path) -> None:
-    configs = _configs("simcse")
-    full = ("full.yaml", unsup_cpu.resolved_config(REPO / "configs" / "bert-base-uncased" / "simcse.yaml"))
-    pages = []
-    for key in (LEGACY_DEV_SCORE, DEV_SCORE):  # the committed records hold the old key
-        runs = tmp_path / key / "runs"
-        for seed, avg in ((1, 70.0), (2, 72.5)):
-            _write_run(runs / f"simcse-seed{seed}", avg, log=True)
-            path = runs / f"simcse-seed{seed}" / "results.json"
-            data = json.loads(path.read_text())
-            data[key] = data.pop(LEGACY_DEV_SCORE)
-            path.write_text(json.dumps(data))
-        out = tmp_path / key / "r.md"
-        text = write_report(out, runs, configs, unsup_cpu.METHODS, [1, 2], "`cmd`", "simcse", full, None)
-        pages.append(text.replace(str(tmp_path / key), "ROOT"))
-    assert pages[0] == pages[1]
-    assert "| SimCSE | 71.25 ± 1.77 | 100, 100 |" in pages[1]  # the dev scores 70 and 72.5, sample std
 
 
 def test_report_without_finished_runs_has_no_figure(tmp_path: Path) -> None:
@@ -220,7 +202,7 @@ def _suite_json(suite: str, model: str, base: float) -> dict:
         tasks = {t: {"acc": base + i, "nmi": base / 2 + i} for i, t in enumerate(CLUSTERING)}
     else:
         tasks = {t: {"acc": base, "seeds_acc": [base - 1, base, base + 1]} for t in TRANSFER}
-    return {"model": model, "protocol": PROTOCOLS[suite], "tasks": tasks}
+    return {"model": model, "suite": suite, "protocol": PROTOCOLS[suite], "tasks": tasks}
 
 
 class FakeCalls:
@@ -549,7 +531,7 @@ def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
     for seed, (old, new) in enumerate([(70.0, 71.0), (72.0, 72.5), (74.0, None)], start=1):
         _write_run(records / f"simcse-seed{seed}", 60.0, log=False)
         sklearn = {**_suite_json("transfer", "m", old), "avg": old + 3}
-        sklearn["protocol"] = {k: v for k, v in sklearn["protocol"].items() if k != "classifier"}
+        sklearn["protocol"] = {**sklearn["protocol"], "classifier": "sklearn"}
         kept = records / "transfer-sklearn" / f"simcse-seed{seed}"
         kept.mkdir(parents=True)
         (kept / "transfer.json").write_text(json.dumps(sklearn))
