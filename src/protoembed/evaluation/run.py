@@ -20,6 +20,7 @@ from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Inputs, Suite
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
+from protoembed.runtimes import AUTO
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def evaluate(
     precision: str | None = None,
     batch_size: int = 64,
     allow_empty: bool = False,
-    runtime: str = "auto",
+    runtime: str = AUTO,
     cache_embeddings: bool = False,
     progress: bool = False,
     **options: Any,
@@ -215,7 +216,7 @@ def evaluate(
         load,
         batch_size=batch_size,
         allow_empty=allow_empty,
-        runtime="auto" if isinstance(model, str) else runtime,
+        runtime=AUTO if isinstance(model, str) else runtime,
         cache_embeddings=cache_embeddings,
     )
     results = {}
