@@ -127,9 +127,10 @@ def test_the_cli_lists_it_and_runs_it(toy, onnx_folder, tmp_path, capsys):
 
 def test_the_registry_refuses_clashes_and_forgets_an_unregistered_runtime(onnx_folder):
     assert "toy" not in runtime_choices()  # the fixture took it out again
-    for spec in (RUNTIMES["onnx"], RuntimeSpec("auto", label="A", description="", library_name="x")):
-        with pytest.raises(ProtoembedError, match="already registered"):
-            register_runtime(spec)
+    with pytest.raises(ProtoembedError, match="runtime 'onnx' is already registered"):
+        register_runtime(RUNTIMES["onnx"])
+    with pytest.raises(ProtoembedError, match="runtime 'auto' is reserved"):
+        register_runtime(RuntimeSpec("auto", label="A", description="", library_name="x"))
     writer = RuntimeSpec("onnx2", label="B", description="", library_name="x", format="onnx", writer="m:f")
     with pytest.raises(ProtoembedError, match="export format 'onnx' already has a writer"):
         register_runtime(writer)

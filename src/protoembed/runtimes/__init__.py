@@ -68,8 +68,8 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             precisions=PRECISIONS,
             auto_priority=20,
             auto_when="protoembed.export.openvino:picked_by_auto",
-            auto_help="where it is installed and the CPU has native bf16 (AVX512-BF16 or AMX) for an fp32 "
-            "graph, and for its own format",
+            auto_help="for an fp32 graph where it is installed and the CPU has native bf16 (AVX512-BF16 or "
+            "AMX); for an OpenVINO export always (its only reader)",
             extra="openvino",
             requires=("openvino",),
         ),
@@ -84,7 +84,9 @@ def register_runtime(spec: RuntimeSpec) -> RuntimeSpec:
     Raises:
         ProtoembedError: its name is ``auto`` or already registered, or its format already has a writer.
     """
-    if spec.name == AUTO or spec.name in RUNTIMES:
+    if spec.name == AUTO:
+        raise ProtoembedError(f"runtime {AUTO!r} is reserved: it names the rule that picks a runtime")
+    if spec.name in RUNTIMES:
         raise ProtoembedError(f"runtime {spec.name!r} is already registered")
     if spec.format is not None and spec.format in export_formats():
         raise ProtoembedError(f"export format {spec.format!r} already has a writer")
@@ -122,9 +124,8 @@ def check_export_runtime(runtime: str, root: Any) -> str:
     """``runtime`` if it can open the export folder ``root`` (``auto`` or a runtime that opens exports),
     else a one-line :class:`ProtoembedError` naming those that can."""
     if check_runtime(runtime) != AUTO and not RUNTIMES[runtime].runs_exports:
-        raise ProtoembedError(
-            f"{root}: an export has no {runtime} weights; use --runtime {', '.join(export_runtimes())} or {AUTO}"
-        )
+        able = ", ".join(export_runtimes())
+        raise ProtoembedError(f"{root}: an export has no {runtime} weights; use --runtime {able} or {AUTO}")
     return runtime
 
 
