@@ -93,7 +93,7 @@ def load(
     normalize: bool | None = None,
     device: str | torch.device | None = None,
     precision: str | None = None,
-    runtime: str = "auto",
+    runtime: str = AUTO,
 ) -> SentenceEmbedder:
     """Load a backbone with a head.
 

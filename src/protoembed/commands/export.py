@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--calibration",
         default=None,
         metavar="FILE",
-        help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line (default: the "
-        "first 512 lines of the staged Wikipedia sample under --data-dir)",
+        help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line (default: "
+        "the first 512 lines of the staged Wikipedia sample under --data-dir)",
     )
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"

@@ -1,19 +1,20 @@
 """The OpenVINO runtime (registry entry ``openvino``): write the traced graph as OpenVINO IR (optionally
 NNCF int8) and run it, or an ONNX export's graph.
 
-Writing (:func:`write_openvino`, ``protoembed export --format openvino``): the graph traced from the model's own torch modules
-(the one the ONNX export starts from, before ONNX Runtime's fusions, which OpenVINO does not need: its
-CPU plugin fuses attention, LayerNorm and GELU itself) is converted by ``openvino.convert_model`` and
-saved in fp32 as ``openvino/openvino_model.xml`` + ``.bin``: sentence-transformers' OpenVINO file names.
-``int8`` applies NNCF post-training quantisation (``nncf.quantize``, transformer preset: int8 weights
-and activations of the matrix multiplications, scales calibrated on padded batches of real sentences:
-the caller's texts, else the first sentences of the staged Wikipedia sample).
+Writing (:func:`write_openvino`, ``protoembed export --format openvino``): the graph traced from the
+model's own torch modules (the one the ONNX export starts from, before ONNX Runtime's fusions, which
+OpenVINO does not need: its CPU plugin fuses attention, LayerNorm and GELU itself) is converted by
+``openvino.convert_model`` and saved in fp32 as ``openvino/openvino_model.xml`` + ``.bin``:
+sentence-transformers' OpenVINO file names. ``int8`` applies NNCF post-training quantisation
+(``nncf.quantize``, transformer preset: int8 weights and activations of the matrix multiplications,
+scales calibrated on padded batches of real sentences: the caller's texts, else the first sentences of
+the staged Wikipedia sample).
 
-Running (:func:`load_openvino` -> :class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or an ONNX export's graph,
-which its ONNX reader takes as it is) with one inference thread per usable core and the latency hint.
-Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and f32 elsewhere unless
-``precision`` asks for one; the precision it ran in is logged on load and reported by
-:attr:`OpenVinoEmbedder.precision`.
+Running (:func:`load_openvino` -> :class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or
+an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per usable core
+and the latency hint. Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and
+f32 elsewhere unless ``precision`` asks for one; the precision it ran in is logged on load and reported
+by :attr:`OpenVinoEmbedder.precision`. ``--runtime auto``'s rule for it: :func:`picked_by_auto`.
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def load_export(
     normalize: bool | None = None,
     device: str | torch.device | None = None,
     threads: int | None = None,
-    runtime: str = "auto",
+    runtime: str = AUTO,
     precision: str | None = None,
 ) -> ExportedEmbedder:
     """Open an exported folder (arguments as :func:`protoembed.load`; head, template and soft prompt
