@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from protoembed.runtimes import TORCH, runtime_choices
+
 
 def task_features(task: str, data_dir: str, cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
     """The task's classifier inputs and labels from the default model (read from / written to ``cache``)."""
@@ -69,16 +71,13 @@ def end_to_end_features(
     from protoembed.evaluation.shared import sentence_embeddings
     from protoembed.evaluation.tasks import TASKS
     from protoembed.evaluation.transfer import features, task_sentences
+    from protoembed.export.cache import with_runtime
 
     data = TASKS[task].load(data_dir)
     sentences = list(dict.fromkeys(task_sentences(data)))
     times = {}
     started = time.perf_counter()
-    model = load("default")
-    if runtime == "onnx":
-        from protoembed.export.cache import onnx_embedder
-
-        model = onnx_embedder(model)
+    model = with_runtime(load("default"), runtime)  # torch: as loaded; else its cached fp32 export
     embeddings, index = sentence_embeddings(lambda s: model.encode(s, batch_size=64), sentences)
     times["protoembed"] = time.perf_counter() - started
     started = time.perf_counter()
@@ -176,7 +175,7 @@ def main() -> None:
     parser.add_argument("--outer-folds", type=int, default=10, help="run the first N outer folds (of 10)")
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--end-to-end", action="store_true", help="time loading + encoding + probe")
-    parser.add_argument("--runtime", choices=("torch", "onnx"), default="torch", help="with --end-to-end")
+    parser.add_argument("--runtime", choices=runtime_choices(), default=TORCH, help="with --end-to-end")
     args = parser.parse_args()
     if args.end_to_end:
         end_to_end(args)

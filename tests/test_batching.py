@@ -10,7 +10,7 @@ import protoembed
 from protoembed.batching import BatchEncoder
 from protoembed.embedder import Embedder
 from protoembed.export import export_embedder
-from protoembed.export.runtime import OnnxEmbedder
+from protoembed.export.onnx import OnnxEmbedder
 
 SENTENCES = [
     "hello",

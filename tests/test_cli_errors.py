@@ -622,7 +622,7 @@ def test_a_full_disk_on_encode_export_and_report(
     killed.mkdir()
     (killed / "model.onnx").write_bytes(b"87 MB in real life")
     with monkeypatch.context() as patch:
-        patch.setattr(protoembed.export.graph, "_write_graph", lambda e, path, *a: half_then_enospc(path))
+        patch.setattr(protoembed.export.graph, "trace_graph", lambda e, path, *a: half_then_enospc(path))
         code_err = run_cli(["export", model, "-o", str(out / "onnx")], capsys)
     assert_failed_in_one_line(
         code_err, f"cannot write {out / 'onnx'}: No space left on device; no partial folder"

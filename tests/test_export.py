@@ -179,14 +179,14 @@ def test_broken_exports_are_named(exported_mean, tmp_path):
 
 
 def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch):
-    import protoembed.export.graph as graph_module
+    import protoembed.export.onnx as onnx_module
 
     model, _ = exported_mean
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(graph_module, "_quantize_int8", interrupted)
+    monkeypatch.setattr(onnx_module, "_quantize_int8", interrupted)
     with pytest.raises(KeyboardInterrupt):
         export_embedder(model, tmp_path / "out", quantize="int8")
     assert list(tmp_path.iterdir()) == []

@@ -15,8 +15,8 @@ from protoembed.cli import main
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
-from protoembed.export.openvino import IR_FILE, inference_precision_here
-from protoembed.export.runtime import OpenVinoEmbedder, auto_runtime
+from protoembed.export.openvino import IR_FILE, OpenVinoEmbedder, inference_precision_here
+from protoembed.runtimes import auto_runtime
 
 LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
 SENTENCES = [
@@ -73,6 +73,20 @@ def test_fp32_openvino_export_equals_torch(tiny_model_dirs, tmp_path, head):
     np.testing.assert_allclose(reloaded.encode(LONG), model.encode(LONG), atol=1e-5)
 
 
+def test_an_openvino_exports_card_says_openvino(openvino_mean, mean_model, tmp_path):
+    """The card of an export names the registry entry that wrote it: OpenVINO's label and library_name,
+    not ONNX's (an ONNX export of the same model says ONNX)."""
+    card = (openvino_mean / "README.md").read_text(encoding="utf-8")
+    header = card.split("---\n")[1].splitlines()
+    assert "library_name: openvino" in header
+    assert f"| OpenVINO export | fp32, dimension {mean_model.dimension} |" in card.splitlines()
+    assert "ONNX" not in card and "onnx" not in card
+    onnx_card = (export_embedder(mean_model, tmp_path / "onnx") / "README.md").read_text(encoding="utf-8")
+    assert "library_name: onnx" in onnx_card.split("---\n")[1].splitlines()
+    assert f"| ONNX export | fp32, dimension {mean_model.dimension} |" in onnx_card.splitlines()
+    assert "OpenVINO" not in onnx_card
+
+
 def test_openvino_default_precision_is_the_cpus_own(openvino_mean, mean_model):
     """Without a precision OpenVINO picks bf16 where the CPU has native bf16 (else fp32); bf16 vectors
     stay within bf16 rounding of fp32 (cosine above 0.999 on every sentence)."""
@@ -123,7 +137,7 @@ def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypa
         assert auto_runtime(configs["onnx"]) == fp32_onnx
         assert auto_runtime(configs["int8"]) == "onnx"
         assert auto_runtime(configs["ov"]) == "openvino"
-    monkeypatch.setattr("protoembed.export.openvino.openvino_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "openvino", None)  # not installed: its import fails
     assert auto_runtime(configs["onnx"]) == "onnx"
     monkeypatch.undo()
     monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2"}))
@@ -142,6 +156,7 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capsy
     assert ir.count('type="FakeQuantize"') + ir.count('element_type="i8"') > 0  # quantised layers in the IR
     model = protoembed.load(str(out))
     assert model.precision == "int8" and json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
+    assert f"| OpenVINO export | int8, dimension {mean_model.dimension} |" in (out / "README.md").read_text()
     vectors, expected = model.encode(SENTENCES), mean_model.encode(SENTENCES)
     cosines = (vectors * expected).sum(axis=1)  # both normalised
     assert cosines.min() > 0.9

@@ -23,6 +23,7 @@ from protoembed.encoder import PromptEncoder
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
 from protoembed.precision import check_precision, native_bf16, warn_emulated_bf16
+from protoembed.runtimes import TORCH
 from protoembed.st_layout import (
     TRANSFORMER,
     LayoutModule,
@@ -49,8 +50,8 @@ class Embedder(torch.nn.Module):
             :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
     """
 
-    #: where :meth:`encode` runs (an export's embedder says ``onnx`` or ``openvino``)
-    runtime = "torch"
+    #: where :meth:`encode` runs (an export's embedder names its runtime: ``onnx``, ``openvino``, ...)
+    runtime = TORCH
 
     def __init__(
         self,

@@ -2,10 +2,10 @@
 :func:`build` (a backbone + a head -> an :class:`~protoembed.embedder.Embedder`).
 
 :func:`load` reads three kinds of folder: an export (-> an
-:class:`~protoembed.export.runtime.ExportedEmbedder` on ONNX Runtime or OpenVINO, by
-:func:`~protoembed.export.runtime.load_export`), a protoembed / sentence-transformers folder
+:class:`~protoembed.export.runtime.ExportedEmbedder` on a registered runtime (:mod:`protoembed.runtimes`),
+by :func:`~protoembed.export.runtime.load_export`), a protoembed / sentence-transformers folder
 (``modules.json``: the saved input module, pooling module and ``Normalize``), or a bare Hugging Face
-backbone (with a new head). Both runtimes sit below this module; neither imports the other.
+backbone (with a new head). The torch model and the exports sit below this module; neither imports the other.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from protoembed.backbones import loading_errors, quiet_transformers, resolve_mod
 from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import check_runtime
 from protoembed.export.runtime import is_export_dir, load_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import check_max_seq_length, resolve_device
 from protoembed.precision import check_precision
 from protoembed.protocol import SentenceEmbedder
+from protoembed.runtimes import AUTO, check_export_runtime, check_runtime, get_runtime
 from protoembed.st_layout import MODULES_FILE, read_modules
 
 
@@ -93,7 +93,7 @@ def load(
     normalize: bool | None = None,
     device: str | torch.device | None = None,
     precision: str | None = None,
-    runtime: str = "auto",
+    runtime: str = AUTO,
 ) -> SentenceEmbedder:
     """Load a backbone with a head.
 
@@ -110,13 +110,13 @@ def load(
         device: torch device (default: CUDA if available, else CPU); see :func:`resolve_device`.
         precision: ``fp32`` (default for torch) or ``bf16`` for :meth:`Embedder.encode` (bf16 autocast
             forward, fp32 pooling, normalisation and vectors; see :mod:`protoembed.precision`). For an
-            export: OpenVINO's inference precision (default: bf16 on CPUs with native bf16, else fp32);
-            ONNX Runtime and int8 exports run the precision they were exported in, asking another is an
-            error.
-        runtime: ``auto`` (default: torch for a torch model; for an export, OpenVINO where it is
-            installed and the CPU has native bf16 or the folder is an OpenVINO export, else ONNX
-            Runtime), ``torch``, ``onnx`` or ``openvino`` (a torch model: its fp32 export, made once
-            and cached, on that runtime).
+            export: one of the runtime's entry's ``precisions`` (OpenVINO's inference precision, default
+            bf16 on CPUs with native bf16, else fp32; ONNX Runtime: fp32 only); an int8 export runs in
+            int8 only, asking another is an error.
+        runtime: ``auto`` (default: torch for a torch model; for an export the registry's rule,
+            :func:`protoembed.runtimes.auto_runtime`) or a key of :data:`protoembed.runtimes.RUNTIMES`
+            (``torch``, ``onnx``, ``openvino``, ...; a torch model on a runtime that opens exports: its
+            fp32 export, made once and cached, on that runtime).
     Returns:
         an :class:`Embedder` in eval mode, or an :class:`~protoembed.export.runtime.ExportedEmbedder`
         for an export folder or an export runtime (same ``encode``).
@@ -132,11 +132,8 @@ def load(
     device = resolve_device(device)
     path = resolve_model_dir(spec)
     check_runtime(runtime)
-    if is_export_dir(path):  # an export: encode runs on ONNX Runtime or OpenVINO
-        if runtime == "torch":
-            raise ProtoembedError(
-                f"{path}: an export has no torch weights; use runtime onnx, openvino or auto"
-            )
+    if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
+        check_export_runtime(runtime, path)
         options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
         options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
         return load_export(path, runtime=runtime, precision=precision, **options)
@@ -174,7 +171,7 @@ def load(
         )
     if normalize is not None:
         embedder.normalize = normalize
-    if runtime in ("onnx", "openvino"):  # the model's fp32 export, made once and cached
+    if runtime != AUTO and get_runtime(runtime).runs_exports:  # its fp32 export, made once and cached
         from protoembed.export.cache import onnx_embedder
 
         return onnx_embedder(embedder.to("cpu").eval(), runtime=runtime, precision=precision)

@@ -1,15 +1,18 @@
 """``README.md`` model cards: what a saved model folder says about itself.
 
 Written at every save: :meth:`protoembed.Embedder.save` (the model alone), a training run's ``best/``
-(rewritten at the end of the run with its training and results) and an ONNX export. Every fact comes from
-the files of the folder and, for a run, from the run's own records, never from memory of the process:
+(rewritten at the end of the run with its training and results) and an export (ONNX, OpenVINO, ...).
+Every fact comes from the files of the folder and, for a run, from the run's own records, never from
+memory of the process:
 
 - the folder: ``config.json`` (backbone architecture, layers, width), ``protoembed.json`` (head),
   ``protoembed_encoder.json`` (template, soft prompt), ``modules.json`` (which modules need
-  ``trust_remote_code``), ``protoembed_export.json`` (an export's precision);
+  ``trust_remote_code``), ``protoembed_export.json`` (an export's format and precision);
 - the run folder: ``config.yaml`` (the resolved config), ``training_log.jsonl``'s ``start`` entry (the
   objective's options, each training file and its example count, steps and processes) and
-  ``results.json`` (best step, STS-B dev Spearman, STS test results).
+  ``results.json`` (best step, STS-B dev Spearman, STS test results);
+- the runtime registry (:mod:`protoembed.runtimes`): the ``library_name`` and the format's name of the
+  entry that wrote the folder (the torch runtime's for a saved model, the format's writer for an export).
 
 :func:`card_text` renders, :func:`write_model_card` writes atomically. This module imports no torch.
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 from protoembed.io import write_atomic
 from protoembed.run_layout import CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score
+from protoembed.runtimes import RUNTIMES, TORCH, RuntimeSpec, folder_format, format_writer
 from protoembed.st_layout import MODULES_FILE
 
 CARD_FILE = "README.md"
@@ -77,9 +81,25 @@ def _run_config(run_dir: Path | None) -> dict[str, Any]:
     return data
 
 
+def _export_config(folder: Path) -> dict[str, Any] | None:
+    """The folder's ``protoembed_export.json`` (``None``: not an export)."""
+    return (
+        _read_json(folder / "protoembed_export.json")
+        if (folder / "protoembed_export.json").is_file()
+        else None
+    )
+
+
+def _writer(export: dict[str, Any] | None) -> RuntimeSpec:
+    """The registry entry that wrote the folder: the torch runtime for a saved model, else the writer of
+    the export's format."""
+    return RUNTIMES[TORCH] if export is None else format_writer(folder_format(export))
+
+
 def _model_rows(folder: Path, run_config: dict[str, Any]) -> list[tuple[str, str]]:
     config = _read_json(folder / "config.json") or {}
-    saved = _read_json(folder / "protoembed.json") or _read_json(folder / "protoembed_export.json") or {}
+    export = _export_config(folder)
+    saved = _read_json(folder / "protoembed.json") or export or {}
     encoder = _read_json(folder / "protoembed_encoder.json") or {}
     architecture = ", ".join(config.get("architectures") or [config.get("model_type", "?")])
     backbone = run_config.get("model") or config.get("_name_or_path") or config.get("model_type", "?")
@@ -90,8 +110,9 @@ def _model_rows(folder: Path, run_config: dict[str, Any]) -> list[tuple[str, str
     if encoder.get("n_soft_prompt"):
         head += f", {encoder['n_soft_prompt']} soft-prompt vectors ({encoder.get('soft_prompt_init')} init)"
     rows = [("backbone", f"{backbone} ({architecture}; {shape})"), ("head", head)]
-    if "quantize" in saved:
-        rows.append(("ONNX export", f"{saved.get('quantize') or 'fp32'}, dimension {saved.get('dimension')}"))
+    if export is not None:
+        label = f"{_writer(export).format_label} export"
+        rows.append((label, f"{export.get('quantize') or 'fp32'}, dimension {export.get('dimension')}"))
     rows.append(("max sequence length", str(encoder.get("max_seq_length") or "the backbone's limit")))
     rows.append(("protoembed version", str(saved.get("protoembed_version", "?"))))
     return rows
@@ -147,14 +168,16 @@ def card_text(
 ) -> str:
     """The card of the saved model in ``folder``; with ``run_dir``, also its training, results and config.
 
-    In: a saved model folder (sentence-transformers layout or an ONNX export), optionally the training
+    In: a saved model folder (sentence-transformers layout or an export), optionally the training
     run folder whose ``best/`` it is, and the folder's final name (``folder`` may be a temp folder about
-    to be renamed). Out: the markdown text (a YAML header for the Hugging Face hub).
+    to be renamed). Out: the markdown text (a YAML header for the Hugging Face hub whose
+    ``library_name`` is the registry entry's that wrote the folder).
     """
-    folder, export = Path(folder), (Path(folder) / "protoembed_export.json").is_file()
+    folder = Path(folder)
+    export = _export_config(folder)
     where = name or folder.name
     title = Path(run_dir).name if run_dir is not None else where
-    lines = ["---", "library_name: sentence-transformers" if not export else "library_name: onnx"]
+    lines = ["---", f"library_name: {_writer(export).library_name}"]
     lines += ["tags: [protoembed, sentence-embeddings, sentence-similarity]", "---", "", f"# {title}", ""]
     lines += ["A sentence-embedding model saved by protoembed.", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _model_rows(folder, _run_config(run_dir and Path(run_dir)))] + [""]
@@ -162,12 +185,12 @@ def card_text(
         lines += _training_section(Path(run_dir))
     lines += ["## Usage", "", "```python", "import protoembed", "", f'model = protoembed.load("{where}")']
     lines += ['vectors = model.encode(["A man is playing a guitar."])']
-    if not export:
+    if export is None:
         remote = ", trust_remote_code=True" if _needs_remote_code(folder) else ""
         lines += ["", "from sentence_transformers import SentenceTransformer", ""]
         lines += [f'model = SentenceTransformer("{where}"{remote})']
     lines += ["```", ""]
-    if not export and _needs_remote_code(folder):
+    if export is None and _needs_remote_code(folder):
         lines += ["The head is a protoembed module: sentence-transformers imports it from the installed"]
         lines += ["`protoembed` package, which `trust_remote_code=True` allows.", ""]
     return "\n".join(lines)

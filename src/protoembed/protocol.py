@@ -1,7 +1,7 @@
 """What every runtime's model offers: the :class:`SentenceEmbedder` protocol.
 
 :func:`protoembed.load` returns a torch :class:`~protoembed.embedder.Embedder` or an exported model
-(:class:`~protoembed.export.runtime.OnnxEmbedder`, :class:`~protoembed.export.runtime.OpenVinoEmbedder`);
+(an :class:`~protoembed.export.runtime.ExportedEmbedder` of a registered runtime: :mod:`protoembed.runtimes`);
 all of them satisfy this protocol, and callers that only encode (the evaluation suites, the analyses,
 the export cache, the commands) type against it instead of probing attributes. Only the torch model can
 be trained, saved or exported.
@@ -27,7 +27,8 @@ class SentenceEmbedder(Protocol):
         encoder: its tokenisation (template, soft-prompt slots, truncation, padding).
         head: the head's registry name (``mean``, ``mask``, ...).
         normalize: whether its vectors are L2-normalised.
-        runtime: ``torch``, ``onnx`` or ``openvino``.
+        runtime: the registry name of the runtime that runs it (a key of
+            :data:`protoembed.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
     """
 
     encoder: PromptEncoder

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import RUNTIMES
 from protoembed.heads import get_head, heads_help
 from protoembed.io import check_writable
 from protoembed.precision import PRECISIONS
+from protoembed.runtimes import AUTO, runtime_choices, runtimes_help
 
 
 def positive_int(text: str) -> int:
@@ -118,11 +118,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runtime",
-        choices=RUNTIMES,
-        default="auto",
-        help="auto (default: torch for a torch model; for an export folder OpenVINO where it is installed "
-        "and the CPU has native bf16, else ONNX Runtime; an OpenVINO export always OpenVINO), torch, onnx "
-        "or openvino (on a torch model: its fp32 export, made once and cached in $PROTOEMBED_CACHE/onnx)",
+        choices=runtime_choices(),  # read when the parser is built: registered runtimes included
+        default=AUTO,
+        help=runtimes_help(),
     )
     parser.add_argument(
         "--verbose",
@@ -152,5 +150,5 @@ def load_from_args(args: argparse.Namespace):
         max_seq_length=args.max_seq_length,
         device=args.device,
         precision=getattr(args, "precision", None),
-        runtime=getattr(args, "runtime", "auto"),
+        runtime=getattr(args, "runtime", AUTO),
     )

@@ -1,5 +1,5 @@
-"""``protoembed export MODEL -o OUT [--format onnx|openvino] [--quantize int8]``: one graph from token ids
-to the vector, for ONNX Runtime or OpenVINO."""
+"""``protoembed export MODEL -o OUT [--format FORMAT] [--quantize int8]``: one graph from token ids to the
+vector, in an export format of the runtime registry (:mod:`protoembed.runtimes`: onnx, openvino)."""
 
 from __future__ import annotations
 
@@ -7,36 +7,42 @@ import argparse
 from pathlib import Path
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import FORMATS, QUANTIZE
+from protoembed.export.layout import QUANTIZE
+from protoembed.runtimes import (
+    DEFAULT_FORMAT,
+    calibrated_formats,
+    export_formats,
+    format_writer,
+    formats_help,
+    quantize_help,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``export`` sub-command."""
     parser = subparsers.add_parser(
         "export",
-        help="export a model to ONNX or OpenVINO (template, soft prompt, pooling and normalisation inside "
-        "the graph)",
+        help=f"export a model to {' or '.join(s.format_label for s in export_formats().values())} (template, "
+        "soft prompt, pooling and normalisation inside the graph)",
     )
     parser.add_argument("model", help="default | model dir | hub id")
     parser.add_argument("-o", "--output", required=True, help="output folder (loadable by protoembed.load)")
     parser.add_argument(
         "--format",
-        default="onnx",
-        help="onnx (default: onnx/model.onnx, run by ONNX Runtime or OpenVINO) or openvino "
-        "(openvino/openvino_model.xml + .bin, OpenVINO's IR; needs protoembed[openvino])",
+        default=DEFAULT_FORMAT,
+        help=formats_help(),
     )
     parser.add_argument(
         "--quantize",
         default=None,
-        help=f"{', '.join(QUANTIZE)}: onnx: dynamic quantisation; openvino: NNCF post-training quantisation "
-        "calibrated on --calibration (default: fp32)",
+        help=f"{', '.join(QUANTIZE)}: {quantize_help()} (default: fp32)",
     )
     parser.add_argument(
         "--calibration",
         default=None,
         metavar="FILE",
-        help="openvino int8: sentences to calibrate on, one per line (default: the first 512 lines of the "
-        "staged Wikipedia sample under --data-dir)",
+        help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line (default: "
+        "the first 512 lines of the staged Wikipedia sample under --data-dir)",
     )
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
@@ -51,13 +57,13 @@ def run(args: argparse.Namespace) -> int:
     from protoembed import load
     from protoembed.export import export_embedder, is_export_dir
 
-    if args.format not in FORMATS:
-        raise ProtoembedError(f"--format {args.format!r}: expected one of {', '.join(FORMATS)}")
+    writer = format_writer(args.format, "--format")
     if args.quantize is not None and args.quantize not in QUANTIZE:
         raise ProtoembedError(f"--quantize {args.quantize!r}: expected one of {', '.join(QUANTIZE)}")
-    if args.calibration is not None and (args.format != "openvino" or args.quantize is None):
+    if args.calibration is not None and (writer.calibration is None or args.quantize is None):
+        formats = " or ".join(calibrated_formats())
         raise ProtoembedError(
-            "--calibration: only an OpenVINO int8 export (--format openvino --quantize int8) reads it"
+            f"--calibration: only an int8 export (--format {formats} --quantize int8) reads it"
         )
     calibration = None
     if args.calibration is not None:

@@ -1,8 +1,9 @@
 """The ``encode(sentences) -> array`` callable every evaluation suite takes, built around a model loader.
 
 :class:`LazyEncoder` decides three things once, on its first call: it loads the model (so that a suite
-reads and validates its data before the slow load), runs it on torch, ONNX Runtime or OpenVINO (an
-fp32 export made once and cached: :func:`protoembed.export.cache.onnx_embedder`), and with
+reads and validates its data before the slow load), runs it on a registered runtime (torch, ONNX Runtime,
+OpenVINO, ...: :mod:`protoembed.runtimes`; on a torch model an fp32 export made once and cached:
+:func:`protoembed.export.cache.onnx_embedder`), and with
 ``cache_embeddings`` keeps its vectors in an :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`
 keyed by the model's digest, the runtime and the precision. ``protoembed eval`` builds one from its options; from Python::
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.runtimes import AUTO, check_runtime
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,9 +38,9 @@ class LazyEncoder:
             encode).
         batch_size: sentences per forward pass.
         allow_empty: encode sentences without tokens as the bare template instead of raising an error.
-        runtime: ``auto`` (the model as ``load`` returns it), ``torch``, or ``onnx`` / ``openvino`` for
-            that runtime on the export (a torch model: its cached fp32 export; see
-            :func:`protoembed.export.cache.with_runtime`).
+        runtime: ``auto`` (the model as ``load`` returns it), ``torch``, or a registered runtime that
+            opens exports (``onnx``, ``openvino``, ...) for that runtime on the export (a torch model: its
+            cached fp32 export; see :func:`protoembed.export.cache.with_runtime`).
         cache_embeddings: look vectors up in, and add them to, the model's on-disk embedding store.
         show_progress_bar: passed to the model's ``encode`` (``None``: the model's default).
 
@@ -57,12 +59,10 @@ class LazyEncoder:
         *,
         batch_size: int = 64,
         allow_empty: bool = False,
-        runtime: str = "auto",
+        runtime: str = AUTO,
         cache_embeddings: bool = False,
         show_progress_bar: bool | None = None,
     ) -> None:
-        from protoembed.export.layout import check_runtime
-
         check_runtime(runtime)
         self.load = load
         self.batch_size = batch_size

@@ -20,6 +20,7 @@ from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import Inputs, Suite, check_options
 from protoembed.evaluation.suites import SUITES
 from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
+from protoembed.runtimes import AUTO
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ def evaluate(
     precision: str | None = None,
     batch_size: int = 64,
     allow_empty: bool = False,
-    runtime: str = "auto",
+    runtime: str = AUTO,
     cache_embeddings: bool = False,
     progress: bool = False,
     **options: Any,
@@ -220,7 +221,7 @@ def evaluate(
         load,
         batch_size=batch_size,
         allow_empty=allow_empty,
-        runtime="auto" if isinstance(model, str) else runtime,
+        runtime=AUTO if isinstance(model, str) else runtime,
         cache_embeddings=cache_embeddings,
     )
     results = {}

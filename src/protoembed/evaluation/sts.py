@@ -22,6 +22,7 @@ from protoembed.evaluation.correlation import correlations  # re-exported: impor
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
 from protoembed.evaluation.tasks import Split, Task, default_tasks, get_tasks, main_score, table_names
+from protoembed.runtimes import TORCH
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -163,7 +164,7 @@ def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "variant": data.get("variant"),
         "split": data.get("split", "test"),
-        "runtime": data.get("runtime", "torch"),
+        "runtime": data.get("runtime", TORCH),
         "precision": data.get("precision", "fp32"),
     }
 
@@ -172,7 +173,7 @@ def sts_protocol_line(p: dict[str, Any]) -> str:
     """The report's line under the STS tables (ConPVP Tables 3 and 4)."""
     return (
         f"Protocol: Spearman x100 of the cosine against gold, {p.get('variant')} data, {p.get('split')} "
-        f"split (STS12-16: all subsets of a year pooled); encoded by {p.get('runtime', 'torch')} in "
+        f"split (STS12-16: all subsets of a year pooled); encoded by {p.get('runtime', TORCH)} in "
         f"{p.get('precision', 'fp32')}; {OVER_SEEDS}."
     )
 

@@ -1,10 +1,12 @@
-"""ONNX export and fast inference: one graph from token ids to the final sentence vector.
+"""Export and fast inference: one graph from token ids to the final sentence vector.
 
-:func:`export_embedder` writes a folder (see :mod:`protoembed.export.graph`) that
-:func:`load_export` turns back into an :class:`~protoembed.export.runtime.OnnxEmbedder`, whose
-``encode`` is the loop of :meth:`protoembed.Embedder.encode` (:class:`~protoembed.batching.BatchEncoder`:
-same tokenisation, length batching and input order) with the forward pass run by ONNX Runtime. Nothing
-here imports :mod:`protoembed.embedder`; :mod:`protoembed.loading` sits above both.
+:func:`export_embedder` writes a folder in a registered export format (see
+:mod:`protoembed.export.graph` and :mod:`protoembed.runtimes`) that :func:`load_export` turns back into
+an :class:`~protoembed.export.runtime.ExportedEmbedder` on a registered runtime (ONNX Runtime:
+:class:`~protoembed.export.onnx.OnnxEmbedder`; OpenVINO), whose ``encode`` is the loop of
+:meth:`protoembed.Embedder.encode` (:class:`~protoembed.batching.BatchEncoder`: same tokenisation, length
+batching and input order) with the forward pass run by the runtime. Nothing here imports
+:mod:`protoembed.embedder`; :mod:`protoembed.loading` sits above both.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, GRAPH_FILE, 
 
 _LAZY = {
     "export_embedder": "protoembed.export.graph",
-    "OnnxEmbedder": "protoembed.export.runtime",
+    "ExportedEmbedder": "protoembed.export.runtime",
+    "OnnxEmbedder": "protoembed.export.onnx",
     "is_export_dir": "protoembed.export.runtime",
     "load_export": "protoembed.export.runtime",
 }
@@ -25,6 +28,7 @@ __all__ = [
     "FORMAT_VERSION",
     "GRAPH_FILE",
     "QUANTIZE",
+    "ExportedEmbedder",
     "OnnxEmbedder",
     "export_embedder",
     "is_export_dir",
@@ -33,7 +37,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import the torch / ONNX Runtime parts on first use, so that the CLI starts fast."""
+    """Import the torch / runtime parts on first use, so that the CLI starts fast."""
     if name in _LAZY:
         import importlib
 

@@ -1,9 +1,11 @@
-"""A cached fp32 ONNX export of a loaded model, for commands that encode many sentences.
+"""A cached fp32 export of a loaded model, for commands that encode many sentences.
 
-:func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once (fp32, no quantisation: under
-ONNX Runtime the vectors equal the torch model's to float rounding, about 1e-7) into a cache folder
-keyed by a digest of its weights and settings, and opens it with ONNX Runtime or OpenVINO
-(:func:`with_runtime` is the ``--runtime`` switch). A later call for the same model reuses the folder. The cache lives in ``$PROTOEMBED_CACHE/onnx`` (default ``~/.cache/protoembed/onnx``).
+:func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once in
+:data:`~protoembed.runtimes.DEFAULT_FORMAT` (ONNX; fp32, no quantisation: under ONNX Runtime the vectors
+equal the torch model's to float rounding, about 1e-7) into a cache folder keyed by a digest of its
+weights and settings, and opens it on a registered runtime that reads that format (ONNX Runtime,
+OpenVINO; :func:`with_runtime` is the ``--runtime`` switch). A later call for the same model reuses the
+folder. The cache lives in ``$PROTOEMBED_CACHE/onnx`` (default ``~/.cache/protoembed/onnx``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, check_runtime
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
 from protoembed.io import cache_dir
+from protoembed.runtimes import AUTO, DEFAULT_FORMAT, check_export_runtime, check_runtime, get_runtime
 from protoembed.version import __version__
 
 if TYPE_CHECKING:
@@ -75,15 +78,21 @@ def onnx_embedder(
     embedder: SentenceEmbedder,
     root: str | os.PathLike | None = None,
     digest: str | None = None,
-    runtime: str = "onnx",
+    runtime: str = DEFAULT_FORMAT,
     precision: str | None = None,
 ) -> ExportedEmbedder:
-    """``embedder`` run by ``runtime`` (``onnx`` or ``openvino``) on its fp32 ONNX export, exported into
+    """``embedder`` run by ``runtime`` (a registered runtime that reads
+    :data:`~protoembed.runtimes.DEFAULT_FORMAT`: ``onnx``, ``openvino``) on its fp32 export, exported into
     ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and
     reused afterwards. ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already;
     ``precision``: as :func:`~protoembed.export.runtime.load_export` (``None``: the runtime's choice).
     An ``embedder`` that is already an opened export is returned as it is when it runs on ``runtime``,
-    else reopened from its folder on ``runtime``."""
+    else reopened from its folder on ``runtime``.
+
+    Raises:
+        ProtoembedError: ``runtime`` is unknown or does not read that format (a torch model cannot be
+            run there through the cache), or as :func:`~protoembed.export.runtime.load_export`.
+    """
     from protoembed.export.graph import export_embedder
     from protoembed.export.runtime import ExportedEmbedder, load_export
 
@@ -95,9 +104,15 @@ def onnx_embedder(
         return load_export(
             embedder.root, max_seq_length=embedder.max_seq_length, runtime=runtime, precision=precision
         )
-    folder = Path(root or cache_dir("onnx")) / (digest or model_digest(embedder))
+    spec = get_runtime(runtime)
+    if DEFAULT_FORMAT not in spec.reads:
+        raise ProtoembedError(
+            f"runtime {runtime!r} does not read {DEFAULT_FORMAT} exports, so it cannot run a torch model; "
+            f"export the model in its format first (protoembed export --format ...)"
+        )
+    folder = Path(root or cache_dir(DEFAULT_FORMAT)) / (digest or model_digest(embedder))
     if not (folder / EXPORT_CONFIG).is_file():
-        logger.info("exporting the model to ONNX (fp32) in %s", folder)
+        logger.info("exporting the model to %s (fp32) in %s", DEFAULT_FORMAT, folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         export_embedder(embedder, folder)
     return load_export(
@@ -106,21 +121,19 @@ def onnx_embedder(
 
 
 def with_runtime(model: SentenceEmbedder, runtime: str, precision: str | None = None) -> SentenceEmbedder:
-    """``model`` on ``runtime`` (one of :data:`~protoembed.export.layout.RUNTIMES`):
+    """``model`` on ``runtime`` (``auto`` or a key of :data:`~protoembed.runtimes.RUNTIMES`):
 
     - ``auto``: as it is (a torch model stays on torch; an export was opened by ``auto``'s rule);
     - ``torch``: a torch model as it is; an export is refused (it has no torch weights);
-    - ``onnx`` / ``openvino``: an export on that runtime; a torch model's cached fp32 export
-      (:func:`onnx_embedder`) on it.
+    - a runtime that opens exports (``onnx``, ``openvino``): an export on that runtime; a torch model's
+      cached fp32 export (:func:`onnx_embedder`) on it.
     """
     from protoembed.export.runtime import ExportedEmbedder
 
     check_runtime(runtime)
     exported = isinstance(model, ExportedEmbedder)
-    if runtime == "auto" or (runtime == "torch" and not exported):
+    if exported:
+        check_export_runtime(runtime, model.root)
+    if runtime == AUTO or not get_runtime(runtime).runs_exports:  # torch: the model as it is
         return model
-    if runtime == "torch":
-        raise ProtoembedError(
-            f"{model.root}: an export has no torch weights; use --runtime onnx, openvino or auto"
-        )
     return onnx_embedder(model, runtime=runtime, precision=precision)

@@ -1,18 +1,20 @@
-"""OpenVINO for an export: write the traced graph as OpenVINO IR (optionally NNCF int8) and run it.
+"""The OpenVINO runtime (registry entry ``openvino``): write the traced graph as OpenVINO IR (optionally
+NNCF int8) and run it, or an ONNX export's graph.
 
-Writing (``protoembed export --format openvino``): the graph traced from the model's own torch modules
-(the one the ONNX export starts from, before ONNX Runtime's fusions, which OpenVINO does not need: its
-CPU plugin fuses attention, LayerNorm and GELU itself) is converted by ``openvino.convert_model`` and
-saved in fp32 as ``openvino/openvino_model.xml`` + ``.bin``: sentence-transformers' OpenVINO file names.
-``int8`` applies NNCF post-training quantisation (``nncf.quantize``, transformer preset: int8 weights
-and activations of the matrix multiplications, scales calibrated on padded batches of real sentences:
-the caller's texts, else the first sentences of the staged Wikipedia sample).
+Writing (:func:`write_openvino`, ``protoembed export --format openvino``): the graph traced from the
+model's own torch modules (the one the ONNX export starts from, before ONNX Runtime's fusions, which
+OpenVINO does not need: its CPU plugin fuses attention, LayerNorm and GELU itself) is converted by
+``openvino.convert_model`` and saved in fp32 as ``openvino/openvino_model.xml`` + ``.bin``:
+sentence-transformers' OpenVINO file names. ``int8`` applies NNCF post-training quantisation
+(``nncf.quantize``, transformer preset: int8 weights and activations of the matrix multiplications,
+scales calibrated on padded batches of real sentences: the caller's texts, else the first sentences of
+the staged Wikipedia sample).
 
-Running (:class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or an ONNX export's graph,
-which its ONNX reader takes as it is) with one inference thread per usable core and the latency hint.
-Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and f32 elsewhere unless
-``precision`` asks for one; the precision it ran in is logged on load and reported by
-:attr:`OpenVinoEmbedder.precision`.
+Running (:func:`load_openvino` -> :class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or
+an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per usable core
+and the latency hint. Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and
+f32 elsewhere unless ``precision`` asks for one; the precision it ran in is logged on load and reported
+by :attr:`OpenVinoEmbedder.precision`. ``--runtime auto``'s rule for it: :func:`picked_by_auto`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from protoembed.errors import ProtoembedError
+from protoembed.export import graph as tracing
+from protoembed.export.layout import GRAPH_FILE
+from protoembed.export.runtime import ExportedEmbedder
+
+if TYPE_CHECKING:
+    from protoembed.embedder import Embedder
+    from protoembed.encoder import PromptEncoder
+    from protoembed.runtimes.base import RuntimeSpec
 
 logger = logging.getLogger(__name__)
 
@@ -53,24 +63,13 @@ def core() -> Any:
     return ov.Core()
 
 
-def require_openvino() -> None:
-    """Raise a one-line error when the optional ``openvino`` package is missing."""
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        raise ProtoembedError(
-            "the OpenVINO runtime needs the optional package (openvino is missing): "
-            "pip install 'protoembed[openvino]'"
-        ) from None
+def picked_by_auto(spec: RuntimeSpec, config: dict[str, Any]) -> bool:
+    """``--runtime auto``'s rule for OpenVINO on an export with ``config``: an fp32 graph on a CPU with
+    native bf16 (AVX512-BF16 or AMX; OpenVINO runs it in bf16 there) with ``spec``'s package installed.
+    (An OpenVINO folder has no other reader, so ``auto`` picks OpenVINO for it whatever this says.)"""
+    from protoembed.precision import native_bf16
 
-
-def openvino_available() -> bool:
-    """True if ``openvino`` can be imported."""
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return not config.get("quantize") and native_bf16("cpu") and spec.available()
 
 
 def compile_config(threads: int | None, precision: str | None) -> dict[str, Any]:
@@ -206,3 +205,90 @@ def run_compiled(request: Any, feeds: dict[str, np.ndarray]) -> torch.Tensor:
     """Run one batch on an infer request; the ``sentence_embedding`` output as an fp32 tensor (copied)."""
     request.infer(feeds)
     return torch.from_numpy(np.array(request.get_tensor("sentence_embedding").data, dtype=np.float32))
+
+
+class OpenVinoEmbedder(ExportedEmbedder):
+    """An export run by OpenVINO's CPU plugin; ``compiled`` is its ``CompiledModel`` (one infer request,
+    reused batch after batch)."""
+
+    def __init__(
+        self, encoder: PromptEncoder, compiled: Any, config: dict[str, Any], normalize: bool
+    ) -> None:
+        super().__init__(encoder, config, normalize)
+        self.compiled = compiled
+        self._request = compiled.create_infer_request()
+        self._compiled_precision = compiled_precision(compiled)  # fixed once compiled
+
+    @property
+    def precision(self) -> str:
+        """``int8`` for a quantised export, else what OpenVINO computes in here (``bf16`` / ``fp32``)."""
+        return self.config.get("quantize") or self._compiled_precision
+
+    def run(self, feeds: dict[str, np.ndarray]) -> torch.Tensor:
+        """One batch through the compiled model."""
+        return run_compiled(self._request, feeds)
+
+
+def load_openvino(
+    root: Path,
+    config: dict[str, Any],
+    encoder: PromptEncoder,
+    normalize: bool,
+    threads: int | None,
+    precision: str | None,
+) -> OpenVinoEmbedder:
+    """The export folder ``root`` (its ``config``: the IR of an OpenVINO export, or an ONNX export's
+    graph) compiled by OpenVINO with ``threads`` inference threads in ``precision`` (``None``: the
+    plugin's choice for this CPU): an :class:`OpenVinoEmbedder` over ``encoder``'s tokenisation.
+
+    Raises:
+        ProtoembedError: a graph file missing, or whose size differs from the one the export recorded
+            (refused before OpenVINO reads it), or that OpenVINO cannot read (named).
+    """
+    graph = root / config.get("graph", GRAPH_FILE)
+    weights = graph.with_suffix(".bin") if graph.suffix == ".xml" else None
+    for name, size in config.get("files", {}).items():
+        file = root / name
+        if not file.is_file():
+            raise ProtoembedError(f"{file}: graph file missing; export the model again")
+        if file.stat().st_size != size:
+            raise ProtoembedError(
+                f"{file}: {file.stat().st_size} bytes, the export wrote {size} (truncated?); export the model again"
+            )
+    compiled = compile_graph(graph, threads, precision, weights)
+    return OpenVinoEmbedder(encoder, compiled, config, normalize)
+
+
+def write_openvino(
+    model: Embedder,
+    folder: Path,
+    with_states: bool,
+    *,
+    quantize: str | None = None,
+    optimize: bool = True,
+    calibration: list[str] | None = None,
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Trace ``model`` (no ONNX Runtime fusions: ``optimize`` is not read; the CPU plugin fuses itself),
+    convert it to OpenVINO IR in ``folder`` (NNCF int8 on the ``calibration`` sentences when
+    ``quantize="int8"``); returns (inputs, outputs, config entries: the IR, its files' sizes, and the
+    precision OpenVINO runs it in on this CPU)."""
+    traced = folder / "traced" / "model.onnx"
+    traced.parent.mkdir()
+    inputs, outputs, _ = tracing.trace_graph(model, traced, with_states)
+    feeds = None
+    if quantize is not None:
+        feeds = calibration_feeds(model.encoder, calibration or [], inputs)
+    ir = folder / IR_FILE
+    convert_to_ir(traced, ir, feeds)
+    for file in traced.parent.iterdir():
+        file.unlink()
+    traced.parent.rmdir()
+    files = {name: (folder / name).stat().st_size for name in (IR_FILE, IR_FILE[:-4] + ".bin")}
+    extra = {
+        "graph": IR_FILE,
+        "files": files,
+        # what the CPU plugin picked where the export was written (each load logs its own)
+        "inference_precision": inference_precision_here(),
+        "exported_on": cpu_name(),
+    }
+    return inputs, outputs, extra

@@ -1,16 +1,13 @@
-"""Run an exported folder behind the ``encode`` of :class:`~protoembed.Embedder`: ONNX Runtime or OpenVINO.
+"""Run an exported folder behind the ``encode`` of :class:`~protoembed.Embedder`, on a registered runtime.
 
 :class:`ExportedEmbedder` composes the :class:`~protoembed.batching.BatchEncoder` loop that
 ``Embedder.encode`` runs with the exported graph as its forward pass; tokenisation is the
 :class:`~protoembed.encoder.PromptEncoder`'s own (template, soft-prompt slots, sentence-only
 truncation), built from the saved tokenizer and the backbone's module tree on the ``meta`` device (no
-weights). :class:`OnnxEmbedder` runs the graph with ONNX Runtime, :class:`OpenVinoEmbedder` with
-OpenVINO (see :mod:`protoembed.export.openvino`); :func:`auto_runtime` is the rule ``runtime="auto"``
-follows.
-
-ONNX Runtime's session options for speed on CPU: one intra-op thread per core, every graph
-optimisation, sequential execution (the graph is one chain of layers: parallel execution only adds
-scheduling).
+weights). :func:`load_export` reads the folder, picks the runtime (``auto``:
+:func:`protoembed.runtimes.auto_runtime`), checks the precision against its registry entry and lets the
+entry's loader build the runtime's subclass (:class:`~protoembed.export.onnx.OnnxEmbedder`: ONNX
+Runtime; :class:`~protoembed.export.openvino.OpenVinoEmbedder`: OpenVINO).
 """
 
 from __future__ import annotations
@@ -28,9 +25,18 @@ import torch
 from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.graph import require_onnx
-from protoembed.export.layout import EXPORT_CONFIG, EXPORT_RUNTIMES, FORMAT_VERSION, check_runtime
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
 from protoembed.precision import check_precision
+from protoembed.runtimes import (
+    AUTO,
+    RuntimeSpec,
+    auto_runtime,
+    check_export_runtime,
+    folder_format,
+    format_writer,
+    get_runtime,
+    readers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,18 +44,6 @@ logger = logging.getLogger(__name__)
 def is_export_dir(path: str | os.PathLike) -> bool:
     """True if ``path`` is a folder written by :func:`~protoembed.export.export_embedder`."""
     return (Path(path) / EXPORT_CONFIG).is_file()
-
-
-def session_options(threads: int | None = None):
-    """ONNX Runtime options: ``threads`` intra-op threads (default: the usable cores), all optimisations."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return options
 
 
 def _weightless_backbone(config: Any) -> torch.nn.Module:
@@ -64,10 +58,10 @@ def _weightless_backbone(config: Any) -> torch.nn.Module:
 class ExportedEmbedder:
     """An exported model: ``encode`` by the :class:`~protoembed.batching.BatchEncoder` loop that
     :meth:`protoembed.Embedder.encode` runs, with the forward pass run by an inference runtime
-    (:class:`OnnxEmbedder`: ONNX Runtime; :class:`~protoembed.export.runtime.OpenVinoEmbedder`: OpenVINO).
+    (each registered runtime's loader returns its subclass, which runs one batch of feeds: :meth:`run`).
 
     Not a torch module: the weights and the pooling are inside the graph, so it can encode but not be
-    trained, saved or exported again. Subclasses run one batch of feeds (:meth:`run`).
+    trained, saved or exported again.
 
     Args:
         encoder: tokenisation-only :class:`PromptEncoder` (same settings as the exported model's).
@@ -75,7 +69,7 @@ class ExportedEmbedder:
         normalize: L2-normalise (the graph may already do it; it cannot be undone).
     """
 
-    #: the runtime's name, as ``--runtime`` spells it
+    #: the runtime's registry name, as ``--runtime`` spells it (set by :func:`load_export`)
     runtime = ""
 
     def __init__(self, encoder: PromptEncoder, config: dict[str, Any], normalize: bool) -> None:
@@ -158,66 +152,6 @@ class ExportedEmbedder:
         raise ProtoembedError("an export cannot be saved again; export the torch model instead")
 
 
-class OnnxEmbedder(ExportedEmbedder):
-    """An export run by ONNX Runtime (CPU provider); ``session`` is its ``InferenceSession``."""
-
-    runtime = "onnx"
-
-    def __init__(self, encoder: PromptEncoder, session: Any, config: dict[str, Any], normalize: bool) -> None:
-        super().__init__(encoder, config, normalize)
-        self.session = session
-
-    def run(self, feeds: dict[str, np.ndarray]) -> torch.Tensor:
-        """One batch through the session."""
-        return torch.from_numpy(self.session.run(["sentence_embedding"], feeds)[0])
-
-
-class OpenVinoEmbedder(ExportedEmbedder):
-    """An export run by OpenVINO's CPU plugin; ``compiled`` is its ``CompiledModel`` (one infer request,
-    reused batch after batch)."""
-
-    runtime = "openvino"
-
-    def __init__(
-        self, encoder: PromptEncoder, compiled: Any, config: dict[str, Any], normalize: bool
-    ) -> None:
-        from protoembed.export.openvino import compiled_precision
-
-        super().__init__(encoder, config, normalize)
-        self.compiled = compiled
-        self._request = compiled.create_infer_request()
-        self._compiled_precision = compiled_precision(compiled)  # fixed once compiled
-
-    @property
-    def precision(self) -> str:
-        """``int8`` for a quantised export, else what OpenVINO computes in here (``bf16`` / ``fp32``)."""
-        return self.config.get("quantize") or self._compiled_precision
-
-    def run(self, feeds: dict[str, np.ndarray]) -> torch.Tensor:
-        """One batch through the compiled model."""
-        from protoembed.export.openvino import run_compiled
-
-        return run_compiled(self._request, feeds)
-
-
-def auto_runtime(config: dict[str, Any]) -> str:
-    """The runtime ``auto`` picks for an export with this config, from the CPU's features:
-
-    - an OpenVINO folder (``--format openvino``): ``openvino``;
-    - an int8 ONNX folder: ``onnx`` (its dynamic-quantisation operators are ONNX Runtime's);
-    - an fp32 ONNX folder: ``openvino`` where the CPU has native bf16 (AVX512-BF16 or AMX) and the
-      ``openvino`` package is installed (it runs the graph in bf16 there), else ``onnx``.
-    """
-    from protoembed.export.openvino import openvino_available
-    from protoembed.precision import native_bf16
-
-    if config.get("format") == "openvino":
-        return "openvino"
-    if config.get("quantize"):
-        return "onnx"
-    return "openvino" if native_bf16("cpu") and openvino_available() else "onnx"
-
-
 def read_export_config(path: Path) -> dict[str, Any]:
     """The folder's ``protoembed_export.json``, checked for its format version."""
     file = path / EXPORT_CONFIG
@@ -245,26 +179,28 @@ def load_export(
     normalize: bool | None = None,
     device: str | torch.device | None = None,
     threads: int | None = None,
-    runtime: str = "auto",
+    runtime: str = AUTO,
     precision: str | None = None,
 ) -> ExportedEmbedder:
     """Open an exported folder (arguments as :func:`protoembed.load`; head, template and soft prompt
     are fixed in the graph, ``max_seq_length`` only changes tokenisation).
 
     Args:
-        runtime: ``onnx`` (ONNX Runtime), ``openvino``, or ``auto`` (:func:`auto_runtime`).
-        precision: ``None`` (the graph's own; under OpenVINO, bf16 on CPUs with native bf16, else fp32),
-            ``fp32`` or ``bf16`` (OpenVINO's inference precision; ONNX Runtime runs fp32 only). An int8
-            export runs in int8 only.
+        runtime: ``auto`` (:func:`~protoembed.runtimes.auto_runtime`) or a registered runtime that reads
+            the folder's format (``onnx``: ONNX Runtime; ``openvino``).
+        precision: ``None`` (the runtime's choice: the graph's own; under OpenVINO, bf16 on CPUs with
+            native bf16, else fp32), or one of the runtime's entry's ``precisions`` (OpenVINO: ``fp32``,
+            ``bf16``; ONNX Runtime: ``fp32`` only). An int8 export runs in int8 only.
     Raises:
-        ProtoembedError: an unknown runtime, a precision the export or runtime cannot run, a missing
-            optional package (with the pip command), or a missing / unreadable file (named).
+        ProtoembedError: an unknown runtime or one that cannot read the folder, a precision the export
+            or runtime cannot run, a missing optional package (with the pip command), or a missing /
+            unreadable file (named).
     """
     from transformers import AutoConfig, AutoTokenizer
 
     root = Path(path)
     config = read_export_config(root)
-    check_runtime(runtime, EXPORT_RUNTIMES, " for an export")
+    check_export_runtime(runtime, root)
     if head is not None and head != config["head"]:
         raise ProtoembedError(f"{root}: exported with head {config['head']!r}; cannot switch to {head!r}")
     if template is not None or n_soft_prompt is not None or soft_prompt_init is not None:
@@ -273,10 +209,9 @@ def load_export(
         raise ProtoembedError(f"{root}: this export normalises its vectors inside the graph")
     if device is not None and torch.device(device).type != "cpu":
         logger.warning("exports run on the CPU; ignoring device %s", device)
-    chosen = auto_runtime(config) if runtime == "auto" else runtime
-    if config.get("format") == "openvino" and chosen == "onnx":
-        raise ProtoembedError(f"{root}: an OpenVINO export runs on OpenVINO only (--runtime openvino)")
-    _check_precision(root, config, chosen, precision)
+    spec = get_runtime(auto_runtime(config) if runtime == AUTO else runtime)
+    _check_reads(root, config, spec)
+    _check_precision(root, config, spec, precision)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(root))
         backbone_config = AutoConfig.from_pretrained(str(root))
@@ -290,76 +225,47 @@ def load_export(
         settings["max_seq_length"] = max_seq_length
     encoder = PromptEncoder(tokenizer=tokenizer, model=_weightless_backbone(backbone_config), **settings)
     normalize = bool(normalize) or bool(config["normalize"])
-    if chosen == "onnx":
-        embedder: ExportedEmbedder = OnnxEmbedder(
-            encoder, _onnx_session(root, config, threads), config, normalize
-        )
-    else:
-        embedder = OpenVinoEmbedder(
-            encoder, _openvino_model(root, config, threads, precision), config, normalize
-        )
+    embedder = spec.load(root, config, encoder, normalize, threads, precision)
+    embedder.runtime = spec.name
     embedder.root = root
-    if precision == "bf16" and embedder.precision != "bf16":
-        logger.warning("%s: OpenVINO runs in %s on this CPU (no native bf16)", root, embedder.precision)
+    if precision is not None and embedder.precision != precision:
+        logger.warning(
+            "%s: %s runs in %s on this CPU (no native %s)", root, spec.label, embedder.precision, precision
+        )
     logger.info(
         "%s: %s runs the %s export in %s%s",
         root,
-        "ONNX Runtime" if chosen == "onnx" else "OpenVINO",
-        config.get("format", "onnx"),
+        spec.label,
+        folder_format(config),
         embedder.precision,
-        " (picked by auto)" if runtime == "auto" else "",
+        " (picked by auto)" if runtime == AUTO else "",
     )
     return embedder.eval()
 
 
-def _check_precision(root: Path, config: dict[str, Any], runtime: str, precision: str | None) -> None:
-    """Refuse a precision the export (int8) or the runtime (ONNX Runtime: fp32) cannot run."""
+def _check_reads(root: Path, config: dict[str, Any], spec: RuntimeSpec) -> None:
+    """Refuse a runtime that does not read the folder's format (an OpenVINO export on ONNX Runtime)."""
+    format = folder_format(config)
+    if format not in spec.reads:
+        able = readers(format)
+        raise ProtoembedError(
+            f"{root}: an {format_writer(format).format_label} export runs on "
+            f"{' or '.join(s.label for s in able)} only (--runtime {' or '.join(s.name for s in able)})"
+        )
+
+
+def _check_precision(root: Path, config: dict[str, Any], spec: RuntimeSpec, precision: str | None) -> None:
+    """Refuse a precision the export (int8) or the runtime (its entry's ``precisions``) cannot run."""
     if precision is None:
         return
     check_precision(precision)
     exported = config.get("quantize") or "fp32"
     if exported != "fp32":
         raise ProtoembedError(f"{root}: exported in {exported}; it cannot run in {precision}")
-    if runtime == "onnx" and precision != "fp32":
+    if precision not in spec.precisions:
+        able = [s.name for s in readers(folder_format(config)) if precision in s.precisions]
+        instead = f"use --runtime {' or '.join(able)} (or load" if able else "(load"
         raise ProtoembedError(
-            f"{root}: ONNX Runtime runs this export in fp32; for {precision} use --runtime openvino "
-            "(or load the torch model it was exported from)"
+            f"{root}: {spec.label} runs this export in {' or '.join(spec.precisions)}; for {precision} "
+            f"{instead} the torch model it was exported from)"
         )
-
-
-def _onnx_session(root: Path, config: dict[str, Any], threads: int | None) -> Any:
-    """ONNX Runtime's session of the folder's ONNX graph."""
-    require_onnx()
-    import onnxruntime as ort
-
-    graph = root / config.get("graph", "onnx/model.onnx")
-    if not graph.is_file():
-        raise ProtoembedError(f"{graph}: graph file missing; export the model again")
-    try:
-        return ort.InferenceSession(
-            str(graph), sess_options=session_options(threads), providers=["CPUExecutionProvider"]
-        )
-    except Exception as err:  # truncated or corrupt protobuf
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ProtoembedError(
-            f"{graph}: cannot load the ONNX graph (truncated or corrupt?): {first}"
-        ) from None
-
-
-def _openvino_model(root: Path, config: dict[str, Any], threads: int | None, precision: str | None) -> Any:
-    """OpenVINO's compiled model of the folder's IR (an OpenVINO export) or ONNX graph; a file whose size
-    differs from the one the export recorded is refused before OpenVINO reads it."""
-    from protoembed.export.openvino import compile_graph, require_openvino
-
-    require_openvino()
-    graph = root / config.get("graph", "onnx/model.onnx")
-    weights = graph.with_suffix(".bin") if graph.suffix == ".xml" else None
-    for name, size in config.get("files", {}).items():
-        file = root / name
-        if not file.is_file():
-            raise ProtoembedError(f"{file}: graph file missing; export the model again")
-        if file.stat().st_size != size:
-            raise ProtoembedError(
-                f"{file}: {file.stat().st_size} bytes, the export wrote {size} (truncated?); export the model again"
-            )
-    return compile_graph(graph, threads, precision, weights)
