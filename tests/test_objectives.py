@@ -229,8 +229,10 @@ def _template_alone_state(encoder, template_text: str, sentence: str) -> torch.T
     alone, mask = tpl.build([])
     kept = positions[:head] + positions[head + s :]
     with torch.no_grad():
+        ids = torch.tensor([alone])  # with its attention mask: without one, transformers reads a jump in
+        # position_ids as the start of another packed sequence and masks across it
         out = encoder.auto_model(
-            input_ids=torch.tensor([alone]), position_ids=torch.tensor([kept])
+            input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.tensor([kept])
         ).last_hidden_state
     return out[0, mask]
 

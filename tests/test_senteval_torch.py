@@ -150,7 +150,7 @@ def test_every_transfer_result_records_its_classifier():
     """What the report compares is the file's protocol record, and the library always writes the
     classifier into it."""
     for classifier in ("sklearn", "pytorch"):
-        record = protocol_record(classifier, 10, 10, SEED, ["MR"], "senteval")
+        record = protocol_record(classifier, 10, 10, SEED, [TASKS["MR"]], "senteval")
         assert transfer_protocol({"protocol": record}) == record and record["classifier"] == classifier
 
 
