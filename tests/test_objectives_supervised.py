@@ -458,7 +458,6 @@ def _ddp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
         dist.destroy_process_group()
 
 
-@pytest.mark.subprocess
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_model_dirs, tmp_path: Path) -> None:
     """simcse_sup gathers anchors, positives and hard negatives over processes: each process reports the
     global batch's loss and DDP's averaged gradients equal the 1-process gradients. The siamese

@@ -278,7 +278,6 @@ def test_cli_report(inputs, tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().err
 
 
-@pytest.mark.subprocess
 def test_report_and_analyze_commands_load_no_torch():
     """``--help`` stays fast: the report and analyze commands import torch and scikit-learn only to draw."""
     code = (
