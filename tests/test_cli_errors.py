@@ -29,6 +29,7 @@ from protoembed.export import export_embedder
 from protoembed.io import replace_dir, write_json_atomic
 from protoembed.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
+from tiny_models import specials_only_mean
 
 BLOCK = "/sys/protoembed-cannot-write-here"  # sysfs refuses new files, even to root
 
@@ -199,7 +200,11 @@ def test_encode_empty_lines_name_the_line_and_the_flag(tiny_model_dirs, tmp_path
     assert_one_line_error(code, err, "line 2, 4", "--allow-empty")
     assert "allow_empty" not in err and "index" not in err
     assert run_cli([*argv, "--allow-empty"], capsys)[0] == 0
-    assert np.load(tmp_path / "v.npy").shape[0] == 4
+    vectors = np.load(tmp_path / "v.npy")
+    # lines 2 and 4 are the bare [CLS] [SEP] (as documented), lines 1 and 3 as the model encodes them
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    np.testing.assert_allclose(vectors[[0, 2]], model.encode(["fine", "also fine"]), atol=1e-5)
+    np.testing.assert_allclose(vectors[[1, 3]], [specials_only_mean(tiny_model_dirs["bert"])] * 2, atol=1e-5)
 
 
 def test_no_progress_bar_into_a_log_and_no_shard_bar_on_save(tiny_model_dirs, tmp_path, capfd):

@@ -98,3 +98,20 @@ def _wrap(tokenizer_class, raw, specials: dict[str, str]):
     return tokenizer_class(
         tokenizer_object=raw._tokenizer, **{f"{role}_token": t for role, t in specials.items()}
     )
+
+
+def specials_only_mean(path: Path):
+    """What an empty sentence encodes to with ``allow_empty`` and head ``mean`` (documented: the bare
+    ``[CLS] [SEP]``), computed with ``transformers`` alone: the backbone on those two tokens, their states
+    averaged. A float32 numpy vector."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from protoembed.backbones import quiet_transformers
+
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path)).eval()
+    with torch.no_grad():
+        states = model(input_ids=torch.tensor([[tokenizer.cls_token_id, tokenizer.sep_token_id]]))
+    return states.last_hidden_state[0].mean(0).numpy()
