@@ -41,6 +41,7 @@ SUBPROCESS_TESTS = (
     "test_cli_errors.py::test_a_second_run_on_a_held_folder_is_refused",
     "test_cli_errors.py::test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes",
     "test_cli_errors.py::test_a_full_disk_keeps_the_last_checkpoint_and_resumes",
+    "test_cli_errors.py::test_a_real_full_disk_keeps_the_last_checkpoint_and_resumes",
     "test_cli_errors.py::test_ctrl_c_prints_the_resume_command",
     "test_cli_errors.py::test_config_errors_come_before_torch_is_imported",
     "test_experiments_unsup_cpu.py::test_runs_as_a_script",

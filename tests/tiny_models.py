@@ -115,3 +115,18 @@ def specials_only_mean(path: Path):
     with torch.no_grad():
         states = model(input_ids=torch.tensor([[tokenizer.cls_token_id, tokenizer.sep_token_id]]))
     return states.last_hidden_state[0].mean(0).numpy()
+
+
+def without_dropout(path: Path, copy: Path) -> Path:
+    """A copy of the tiny model in ``path`` with dropout probabilities 0, so that a training step's loss is
+    the evaluation-mode loss of its batch (computable in a test from the initial weights)."""
+    import json
+    import shutil
+
+    shutil.copytree(path, copy)
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+        if key in config:
+            config[key] = 0.0
+    (copy / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return copy
