@@ -7,7 +7,8 @@ Markers show what a test costs; ``make test`` runs them all, ``make test-fast`` 
 - ``data``: reads the staged benchmark data (every test using the ``data_dir`` fixture).
 - ``subprocess``: spawns Python interpreters (CLI runs, launchers, distributed workers).
 
-They are applied here, by fixture use and by the lists below, not in each test file.
+They are applied here, by fixture use and by the lists below, and only here: a test file that sets one
+with a decorator is refused at collection.
 """
 
 from __future__ import annotations
@@ -24,23 +25,35 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 #: Tests (``file::name`` prefixes; a bare file name takes the whole file) that load the default backbone.
 BACKBONE_TESTS = (
+    "test_cross_encoder.py::test_default_backbone_keeps_its_pooler_and_round_trips",
     "test_embedder.py::test_default_model_equals_sentence_transformers",
+    "test_export.py::test_default_model_export_equals_torch",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
     "test_training_cli.py::test_train_command_one_process",
-    "test_training_cli.py::test_train_command_two_processes",
+    "test_training_cli.py::test_train_command_two_processes",  # also ..._two_processes_cached
+    "test_training_cli.py::test_sigterm_stops_cleanly_and_says_how_to_resume",
     "test_distributed.py",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_cli_errors.py::test_cli_modules_import_no_torch",
     "test_cli_errors.py::test_a_second_run_on_a_held_folder_is_refused",
     "test_cli_errors.py::test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes",
     "test_cli_errors.py::test_a_full_disk_keeps_the_last_checkpoint_and_resumes",
+    "test_cli_errors.py::test_a_real_full_disk_keeps_the_last_checkpoint_and_resumes",
     "test_cli_errors.py::test_ctrl_c_prints_the_resume_command",
     "test_cli_errors.py::test_config_errors_come_before_torch_is_imported",
     "test_experiments_unsup_cpu.py::test_runs_as_a_script",
+    "test_experiments_unsup_cpu.py::test_study_runs_each_seed_once_and_resumes",
+    "test_objective_plan.py::test_planning_and_config_validation_import_no_torch",
+    "test_objectives_supervised.py::test_two_processes_equal_one_process_on_the_concatenated_batch",
+    "test_report.py::test_report_and_analyze_commands_load_no_torch",
 )
+#: Fixtures that spawn Python interpreters: every test using one is a ``subprocess`` test too.
+SUBPROCESS_FIXTURES = ("run_alone",)
+#: The markers this file applies; a test file that sets one itself is refused (one place for them).
+APPLIED = ("backbone", "data", "subprocess")
 
 
 def _listed(item: pytest.Item, names: tuple[str, ...]) -> bool:
@@ -49,13 +62,26 @@ def _listed(item: pytest.Item, names: tuple[str, ...]) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Add the ``backbone``, ``data`` and ``subprocess`` markers (see the module docstring)."""
+    """Add the ``backbone``, ``data`` and ``subprocess`` markers (see the module docstring); refuse a test
+    that sets one of them itself."""
+    own = [
+        f"{item.nodeid} (@pytest.mark.{name})"
+        for item in items
+        for name in APPLIED
+        if item.get_closest_marker(name) is not None
+    ]
+    if own:
+        raise pytest.UsageError(
+            "markers backbone, data and subprocess are set in tests/conftest.py only (its lists and fixture "
+            "rules), not by decorators: " + ", ".join(own)
+        )
     for item in items:
-        if _listed(item, BACKBONE_TESTS) or item.get_closest_marker("slow"):
+        fixtures = getattr(item, "fixturenames", ())
+        if _listed(item, BACKBONE_TESTS):
             item.add_marker(pytest.mark.backbone)
-        if "data_dir" in getattr(item, "fixturenames", ()):
+        if "data_dir" in fixtures:
             item.add_marker(pytest.mark.data)
-        if _listed(item, SUBPROCESS_TESTS):
+        if _listed(item, SUBPROCESS_TESTS) or any(name in fixtures for name in SUBPROCESS_FIXTURES):
             item.add_marker(pytest.mark.subprocess)
 
 

@@ -29,6 +29,7 @@ from protoembed.export import export_embedder
 from protoembed.io import replace_dir, write_json_atomic
 from protoembed.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
+from tiny_models import specials_only_mean
 
 BLOCK = "/sys/protoembed-cannot-write-here"  # sysfs refuses new files, even to root
 
@@ -199,7 +200,11 @@ def test_encode_empty_lines_name_the_line_and_the_flag(tiny_model_dirs, tmp_path
     assert_one_line_error(code, err, "line 2, 4", "--allow-empty")
     assert "allow_empty" not in err and "index" not in err
     assert run_cli([*argv, "--allow-empty"], capsys)[0] == 0
-    assert np.load(tmp_path / "v.npy").shape[0] == 4
+    vectors = np.load(tmp_path / "v.npy")
+    # lines 2 and 4 are the bare [CLS] [SEP] (as documented), lines 1 and 3 as the model encodes them
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    np.testing.assert_allclose(vectors[[0, 2]], model.encode(["fine", "also fine"]), atol=1e-5)
+    np.testing.assert_allclose(vectors[[1, 3]], [specials_only_mean(tiny_model_dirs["bert"])] * 2, atol=1e-5)
 
 
 def test_no_progress_bar_into_a_log_and_no_shard_bar_on_save(tiny_model_dirs, tmp_path, capfd):
@@ -231,9 +236,8 @@ def test_outputs_respect_the_umask(umask, tiny_model_dirs, tmp_path):
 
 
 def _dead_pid() -> int:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
+    """The id of a process that has exited (a shell, not a Python interpreter: milliseconds)."""
+    proc = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
     return int(proc.stdout)
 
 
@@ -477,52 +481,63 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _no_tmpfs_reason() -> str:
+    return "cannot mount a tmpfs here (needs root and a mount-capable sandbox); the simulated variant ran"
+
+
+def _assert_kept_the_step_8_checkpoint(failed, out: Path) -> None:
+    """The failed run's one line names the path and what was kept; no partial file or folder is left."""
+    line = assert_failed_in_one_line(
+        failed, "No space left on device", f"the checkpoint of step 8 is kept in {out / 'checkpoint'}"
+    )
+    assert f"cannot write {out}" in line and "resume with: " in line
+    assert not (out / "results.json").exists()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".") and "lock" not in p.name) == []
+    assert json.loads((out / "checkpoint" / "trainer_state.json").read_text())["step"] == 8
+
+
 def test_a_full_disk_keeps_the_last_checkpoint_and_resumes(run_alone, data_dir, tmp_path):
-    """Training into a 60 MB tmpfs that fills up after the checkpoint of step 8 (real: the disk is filled
-    while the run is stopped by SIGSTOP; else an injected ENOSPC in the second checkpoint): one line names
-    the path and what was kept, no partial folder is left, and --resume once there is room equals a run
-    alone."""
+    """Simulated (runs everywhere): an injected ENOSPC in the second checkpoint's save, after part of its
+    file is written. One line names the path and what was kept, no partial folder is left, and --resume
+    equals a run alone. (On a real full tmpfs: the next test.)"""
+    config, alone, _ = run_alone
+    out = tmp_path / "run"
+    cmd = ["train", "--config", str(config), "--output-dir", str(out)]
+    failed = subprocess.run(
+        [sys.executable, "-c", _INJECT_ENOSPC, *cmd], env=_env(data_dir), capture_output=True, text=True
+    )
+    _assert_kept_the_step_8_checkpoint(failed, out)
+    resumed = _protoembed(*cmd, "--resume", env=_env(data_dir))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _run_outputs(out) == alone
+
+
+def test_a_real_full_disk_keeps_the_last_checkpoint_and_resumes(run_alone, data_dir, tmp_path):
+    """Real: training into a 60 MB tmpfs that is filled while the run is stopped (SIGSTOP) after the
+    checkpoint of step 8. The same one line and kept checkpoint as the simulated test, and --resume once
+    there is room equals a run alone. Skipped, saying so, where no tmpfs can be mounted."""
     config, alone, _ = run_alone
     disk = tmp_path / "disk"
-    real = _mount_tmpfs(disk)
+    if not _mount_tmpfs(disk):
+        pytest.skip(_no_tmpfs_reason())
     out = disk / "run"
     cmd = ["train", "--config", str(config), "--output-dir", str(out)]
     try:
-        if real:
-            first = subprocess.Popen(
-                [sys.executable, "-m", "protoembed", *cmd],
-                env=_env(data_dir),
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            _wait_for((out / "checkpoint" / "trainer_state.json").is_file, first, "the checkpoint of step 8")
-            first.send_signal(signal.SIGSTOP)
-            filler = _fill(disk)
-            first.send_signal(signal.SIGCONT)
-            _, stderr = first.communicate(timeout=300)
-            failed: tuple[int, str] | subprocess.CompletedProcess[str] = (first.returncode, stderr)
-        else:
-            failed = subprocess.run(
-                [sys.executable, "-c", _INJECT_ENOSPC, *cmd],
-                env=_env(data_dir),
-                capture_output=True,
-                text=True,
-            )
-        line = assert_failed_in_one_line(
-            failed, "No space left on device", f"the checkpoint of step 8 is kept in {out / 'checkpoint'}"
+        first = subprocess.Popen(
+            [sys.executable, "-m", "protoembed", *cmd], env=_env(data_dir), stderr=subprocess.PIPE, text=True
         )
-        assert f"cannot write {out}" in line and "resume with: " in line
-        assert not (out / "results.json").exists()
-        assert sorted(p.name for p in out.iterdir() if p.name.startswith(".") and "lock" not in p.name) == []
-        assert json.loads((out / "checkpoint" / "trainer_state.json").read_text())["step"] == 8
-        if real:
-            filler.unlink()
+        _wait_for((out / "checkpoint" / "trainer_state.json").is_file, first, "the checkpoint of step 8")
+        first.send_signal(signal.SIGSTOP)
+        filler = _fill(disk)
+        first.send_signal(signal.SIGCONT)
+        _, stderr = first.communicate(timeout=300)
+        _assert_kept_the_step_8_checkpoint((first.returncode, stderr), out)
+        filler.unlink()
         resumed = _protoembed(*cmd, "--resume", env=_env(data_dir))
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert _run_outputs(out) == alone
     finally:
-        if real:
-            subprocess.run(["umount", str(disk)], check=True)
+        subprocess.run(["umount", str(disk)], check=True)
 
 
 def _enospc(*args, **kwargs):
@@ -890,8 +905,23 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
 
 def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, monkeypatch):
     """torch's zip writer and safetensors raise no OSError on a full disk: :func:`write_failure` still
-    reads them as one (on a real full tmpfs where it can be mounted, else their messages with statvfs
-    saying 0 bytes are free)."""
+    reads them as one. Simulated (runs everywhere): their messages, with statvfs saying 0 bytes are free.
+    (On a real full tmpfs: the next test.)"""
+    from protoembed.io import write_failure
+
+    monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((4096, 4096, 1, 0, 0, 1, 0, 0, 0, 255)))
+    torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+    safetensors_error = RuntimeError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    )
+    reasons = [write_failure(err, tmp_path) for err in (torch_error, safetensors_error)]
+    assert reasons == ["No space left on device"] * 2
+    assert write_failure(RuntimeError("shapes do not match"), tmp_path) is None
+
+
+def test_torch_and_safetensors_write_errors_on_a_real_full_disk(tmp_path):
+    """Real: what torch.save and safetensors raise on a full 1 MB tmpfs is read as a full disk. Skipped,
+    saying so, where no tmpfs can be mounted."""
     import gc
 
     from safetensors.torch import save_file
@@ -899,34 +929,19 @@ def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, mo
     from protoembed.io import write_failure
 
     disk = tmp_path / "disk"
-    real = _mount_tmpfs(disk, "1m")
+    if not _mount_tmpfs(disk, "1m"):
+        pytest.skip(_no_tmpfs_reason())
     weights = {"w": torch.zeros(1000)}
     try:
+        _fill(disk)
         reasons = []
-        if real:
-            _fill(disk)
-            for save in (
-                lambda: torch.save(weights, disk / "a.pt"),
-                lambda: save_file(weights, disk / "a.st"),
-            ):
-                with pytest.raises(Exception) as raised:  # whatever the library raises
-                    save()
-                reasons.append(write_failure(raised.value, disk))
-                del raised
-        else:
-            monkeypatch.setattr(
-                os, "statvfs", lambda path: os.statvfs_result((4096, 4096, 1, 0, 0, 1, 0, 0, 0, 255))
-            )
-            torch_error = RuntimeError(
-                "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"
-            )
-            safetensors_error = RuntimeError(
-                "Error while serializing: I/O error: No space left on device (os error 28)"
-            )
-            reasons = [write_failure(err, disk) for err in (torch_error, safetensors_error)]
+        for save in (lambda: torch.save(weights, disk / "a.pt"), lambda: save_file(weights, disk / "a.st")):
+            with pytest.raises(Exception) as raised:  # whatever the library raises
+                save()
+            reasons.append(write_failure(raised.value, disk))
+            del raised
         assert reasons == ["No space left on device"] * 2
         assert write_failure(RuntimeError("shapes do not match"), disk) is None
     finally:
-        if real:
-            gc.collect()  # the failed writers' open files
-            subprocess.run(["umount", str(disk)], check=True)
+        gc.collect()  # the failed writers' open files
+        subprocess.run(["umount", str(disk)], check=True)

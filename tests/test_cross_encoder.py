@@ -360,7 +360,6 @@ def test_registered():
     assert plan_objective("cross_encoder").head == "cls"
 
 
-@pytest.mark.backbone
 def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
     """all-MiniLM-L6-v2 (BERT): the HF head uses the checkpoint's pooler; the saved model predicts our scores."""
     from safetensors.torch import load_file

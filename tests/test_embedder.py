@@ -203,7 +203,6 @@ def test_bad_model_specs(tmp_path, monkeypatch):
         protoembed.load("./missing/dir/../x")
 
 
-@pytest.mark.backbone
 def test_default_model_equals_sentence_transformers():
     from protoembed.backbones import default_model_path
 

@@ -192,7 +192,6 @@ def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.backbone
 def test_default_model_export_equals_torch(tmp_path):
     model = protoembed.load("default", device="cpu")
     long = " ".join(["the quick brown fox jumps over the lazy dog ."] * 40)  # > 256 tokens: cut

@@ -9,6 +9,7 @@ import pytest
 import protoembed
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
+from tiny_models import specials_only_mean
 
 SENTENCES = ["a man is playing a guitar .", "a woman is slicing an onion ."]
 
@@ -58,4 +59,7 @@ def test_unknown_runtime_and_empty_sentences_are_errors(tiny_model_dirs):
     with pytest.raises(ProtoembedError, match="--allow-empty"):
         encode(["fine", "  "])
     tolerant = LazyEncoder(encode.load, allow_empty=True)
-    assert tolerant(["fine", "  "]).shape[0] == 2
+    vectors = tolerant(["fine", "  ", ""])
+    # the blank sentences are the bare [CLS] [SEP] (as documented), the others as the model encodes them
+    np.testing.assert_allclose(vectors[0], tolerant.model.encode("fine"), atol=1e-6)
+    np.testing.assert_allclose(vectors[1:], [specials_only_mean(tiny_model_dirs["bert"])] * 2, atol=1e-5)

@@ -21,6 +21,7 @@ import protoembed
 from protoembed.data.examples import NLI_LABELS
 from protoembed.errors import ProtoembedError
 from protoembed.objectives import REGISTRY, build_objective, plan_objective
+from tiny_models import without_dropout
 from training_helpers import tiny_config, write_corpus
 
 S1 = [
@@ -349,15 +350,26 @@ def test_training_runs_on_sts_pairs_and_checks_columns_before_step_one(
     corpus = tmp_path / "sts-train.csv"  # the stsb format, inferred from the name
     corpus.write_text("\n".join(STS_LINES) + "\n", encoding="utf-8")
     out = tmp_path / "run"
+    model_dir = without_dropout(tiny_model_dirs["bert"], tmp_path / "bert")
     cfg = tiny_config(
-        tiny_model_dirs["bert"], corpus, out, objective="cosine_regression", max_steps=2, eval_steps=2
+        model_dir,
+        corpus,
+        out,
+        objective="cosine_regression",
+        max_steps=2,
+        eval_steps=2,
+        batch_size=len(STS_LINES),  # step 1's batch is every pair: its loss does not depend on the order
     )
-    results = train(cfg)
+    factory, built = _recording_factory()
+    results = train(cfg, objective_factory=factory)
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["data"]["columns"] == ["sentence1", "sentence2", "score"]
     assert log[0]["data"]["examples"] == len(STS_LINES)
     losses = [e["loss"] for e in log if e["event"] == "train"]
-    assert len(losses) == 2 and all(math.isfinite(x) and x > 0 for x in losses)
+    batch = {"sentence1": (S1 + S2) * 3, "sentence2": (S2 + S3) * 3, "score": SCORES * 6}  # STS_LINES
+    assert len(losses) == 2
+    assert losses[0] == pytest.approx(expected_loss("cosine_regression", built[0], batch), rel=1e-4)
+    assert losses[1] != pytest.approx(losses[0], rel=1e-6)  # step 1 changed the model
     assert results["best_step"] == 2 and (out / "best" / "modules.json").is_file()
 
     text = write_corpus(tmp_path / "corpus.txt")
@@ -368,6 +380,23 @@ def test_training_runs_on_sts_pairs_and_checks_columns_before_step_one(
         json.loads(x)["event"] != "train"
         for x in (tmp_path / "text" / "training_log.jsonl").read_text().splitlines()
     )
+
+
+def _recording_factory():
+    """``(objective_factory, built)``: the library's factory, keeping a copy of each objective as built
+    (its initial weights, randomly initialised parts included) in ``built``, in evaluation mode."""
+    import copy
+
+    from protoembed.training.components import build_objective_from_config
+
+    built = []
+
+    def factory(cfg, embedder):
+        objective = build_objective_from_config(cfg, embedder)
+        built.append(copy.deepcopy(objective).eval())
+        return objective
+
+    return factory, built
 
 
 def _nli_jsonl(path: Path) -> Path:
@@ -385,7 +414,9 @@ def _nli_jsonl(path: Path) -> Path:
     ("objective", "head", "columns", "examples"),
     [
         ("nli_softmax", "mean", ["sentence1", "sentence2", "label"], 24),
-        ("simcse_sup", "cls", ["anchor", "positive", "negative"], 8),  # NLI pairs -> triplets
+        # NLI pairs -> triplets; head mean, not simcse_sup's default cls: a random tiny BERT's [CLS] states
+        # are all alike (cos 0.99999), which would leave the loss at log(2 x batch) whatever the formula
+        ("simcse_sup", "mean", ["anchor", "positive", "negative"], 8),
     ],
 )
 def test_training_runs_on_nli_pairs(
@@ -403,14 +434,37 @@ def test_training_runs_on_nli_pairs(
 
     corpus = _nli_jsonl(tmp_path / "snli_train.jsonl")  # the snli_jsonl format, inferred from the name
     out = tmp_path / "run"
+    model_dir = without_dropout(tiny_model_dirs["bert"], tmp_path / "bert")
     cfg = tiny_config(
-        tiny_model_dirs["bert"], corpus, out, objective=objective, head=head, max_steps=2, eval_steps=2
+        model_dir,
+        corpus,
+        out,
+        objective=objective,
+        head=head,
+        max_steps=2,
+        eval_steps=2,
+        batch_size=examples,  # step 1's batch is every example: its loss does not depend on the order
     )
-    train(cfg)
+    factory, built = _recording_factory()
+    train(cfg, objective_factory=factory)
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert (log[0]["data"]["columns"], log[0]["data"]["examples"]) == (columns, examples)
     losses = [e["loss"] for e in log if e["event"] == "train"]
-    assert len(losses) == 2 and all(math.isfinite(x) and x > 0 for x in losses)
+    # the examples as _nli_jsonl wrote them: every pair with its label, or each premise with its
+    # entailment as positive and its contradiction as hard negative
+    premises = [f"{premise} {i}" for i, premise in enumerate(S1 + S2)]
+    if objective == "nli_softmax":
+        batch = {
+            "sentence1": [p for p in premises for _ in range(3)],
+            "sentence2": S3[:3] * len(premises),
+            "label": [NLI_LABELS.index(x) for x in ("entailment", "contradiction", "neutral")]
+            * len(premises),
+        }
+    else:
+        batch = {"anchor": premises, "positive": [S3[0]] * len(premises), "negative": [S3[1]] * len(premises)}
+    assert len(losses) == 2
+    assert losses[0] == pytest.approx(expected_loss(objective, built[0], batch), rel=1e-4)
+    assert losses[1] != pytest.approx(losses[0], rel=1e-6)  # step 1 changed the model
     model = protoembed.load(str(out / "best"))
     assert model.head == head and model.encode(S1).shape == (4, 32)
 
@@ -458,7 +512,6 @@ def _ddp_worker(rank: int, world: int, port: int, model_dir: str, out: str) -> N
         dist.destroy_process_group()
 
 
-@pytest.mark.subprocess
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_model_dirs, tmp_path: Path) -> None:
     """simcse_sup gathers anchors, positives and hard negatives over processes: each process reports the
     global batch's loss and DDP's averaged gradients equal the 1-process gradients. The siamese

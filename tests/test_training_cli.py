@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import signal
@@ -15,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import protoembed
 from protoembed.cli import main
+from tiny_models import without_dropout
 from training_helpers import write_corpus
 
 
@@ -49,6 +50,12 @@ def _env(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ, PROTOEMBED_DATA=str(data_dir), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     env["TOKENIZERS_PARALLELISM"] = "false"
     return env
+
+
+def _gloo_env(data_dir: Path) -> dict[str, str]:
+    """:func:`_env` with every GPU hidden: the 2-process tests are the CPU (gloo) path, on any machine
+    (on a GPU machine too, where the launchers would otherwise pick CUDA)."""
+    return {**_env(data_dir), "CUDA_VISIBLE_DEVICES": ""}
 
 
 def test_train_command_one_process(tiny_model_dirs, data_dir, tmp_path):
@@ -90,13 +97,11 @@ LAUNCHERS = {
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_train_command_two_processes(tiny_model_dirs, data_dir, tmp_path, launcher):
     """2 gloo processes (ConPVP: gathered anchors and prototypes); the batch of 8 is split 4 + 4."""
-    if torch.cuda.is_available():
-        pytest.skip("the 2-process test is a CPU (gloo) test")
     config = _config(tmp_path, tiny_model_dirs["bert"], "conpvp", "soft_prompt")
     out = tmp_path / "ddp"
     cmd = [sys.executable, *LAUNCHERS[launcher]]
     cmd += ["-m", "protoembed", "train", "--config", str(config), "--output-dir", str(out)]
-    done = subprocess.run(cmd, env=_env(data_dir), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, env=_gloo_env(data_dir), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["world_size"] == 2 and log[-1]["event"] == "end"
@@ -105,29 +110,46 @@ def test_train_command_two_processes(tiny_model_dirs, data_dir, tmp_path, launch
 
 
 def test_train_command_two_processes_cached(tiny_model_dirs, data_dir, tmp_path):
-    """GradCache across 2 gloo processes through the trainer (each process averages its gradients);
-    a mini_batch_size that divides the global batch but not the per-process one is refused first."""
-    if torch.cuda.is_available():
-        pytest.skip("the 2-process test is a CPU (gloo) test")
-    config = _config(tmp_path, tiny_model_dirs["bert"], "conpvp", "soft_prompt", mini_batch_size=2)
+    """GradCache across 2 gloo processes through the trainer: step 1's logged loss is SimCSE's InfoNCE
+    over the global batch (both processes' rows gathered), computed here from the initial model; a
+    mini_batch_size that divides the global batch but not the per-process one is refused first."""
+    model_dir = without_dropout(tiny_model_dirs["bert"], tmp_path / "bert")  # the two views coincide
+    sentences = [line for line in write_corpus(tmp_path / "sentences.txt").read_text().splitlines() if line]
+    # step 1's batch is the whole corpus (16 rows per process, chunks of 2): its loss does not depend on
+    # the order the sampler draws
+    config = _config(tmp_path, model_dir, "simcse", "mean", batch_size=len(sentences), mini_batch_size=2)
     cmd = [sys.executable, *LAUNCHERS["torchrun"], "-m", "protoembed", "train", "--config", str(config)]
+    # no randomly initialised part; head mean: a random tiny BERT's [CLS] states are all alike (cos 0.99999),
+    # which would leave the loss at log(batch size) whatever the formula
+    cmd += ["--set", "objective.mlp=none"]
     done = subprocess.run(
-        [*cmd, "--output-dir", str(tmp_path / "bad"), "--set", "training.mini_batch_size=8"],
-        env=_env(data_dir),
+        [*cmd, "--output-dir", str(tmp_path / "bad"), "--set", f"training.mini_batch_size={len(sentences)}"],
+        env=_gloo_env(data_dir),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode != 0
-    assert "training.mini_batch_size 8 does not divide the per-process batch 4" in done.stderr
+    half = len(sentences) // 2
+    assert (
+        f"training.mini_batch_size {len(sentences)} does not divide the per-process batch {half}"
+        in done.stderr
+    )
     out = tmp_path / "cached"
     done = subprocess.run(
-        [*cmd, "--output-dir", str(out)], env=_env(data_dir), capture_output=True, text=True, timeout=300
+        [*cmd, "--output-dir", str(out)], env=_gloo_env(data_dir), capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert log[0]["world_size"] == 2 and log[-1]["event"] == "end"
-    assert all(math.isfinite(e["loss"]) for e in log if e["event"] == "train")
+    losses = [e["loss"] for e in log if e["event"] == "train"]
+    model = protoembed.load(str(model_dir), head="mean", max_seq_length=16, device="cpu")
+    z = model.encode(sentences, convert_to_tensor=True, batch_size=1).double()
+    z = torch.nn.functional.normalize(z, dim=-1)
+    logits = z @ z.T / 0.05  # SimCSE's default temperature
+    expected = torch.nn.functional.cross_entropy(logits, torch.arange(len(sentences))).item()
+    assert len(losses) == 2 and losses[0] == pytest.approx(expected, rel=1e-4)
+    assert losses[1] != pytest.approx(losses[0], rel=1e-6)  # step 1 changed the model
 
 
 def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):

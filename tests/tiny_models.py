@@ -98,3 +98,35 @@ def _wrap(tokenizer_class, raw, specials: dict[str, str]):
     return tokenizer_class(
         tokenizer_object=raw._tokenizer, **{f"{role}_token": t for role, t in specials.items()}
     )
+
+
+def specials_only_mean(path: Path):
+    """What an empty sentence encodes to with ``allow_empty`` and head ``mean`` (documented: the bare
+    ``[CLS] [SEP]``), computed with ``transformers`` alone: the backbone on those two tokens, their states
+    averaged. A float32 numpy vector."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from protoembed.backbones import quiet_transformers
+
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path)).eval()
+    with torch.no_grad():
+        states = model(input_ids=torch.tensor([[tokenizer.cls_token_id, tokenizer.sep_token_id]]))
+    return states.last_hidden_state[0].mean(0).numpy()
+
+
+def without_dropout(path: Path, copy: Path) -> Path:
+    """A copy of the tiny model in ``path`` with dropout probabilities 0, so that a training step's loss is
+    the evaluation-mode loss of its batch (computable in a test from the initial weights)."""
+    import json
+    import shutil
+
+    shutil.copytree(path, copy)
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+        if key in config:
+            config[key] = 0.0
+    (copy / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return copy

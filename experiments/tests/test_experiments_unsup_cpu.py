@@ -96,7 +96,6 @@ def test_report_without_finished_runs_has_no_figure(tmp_path: Path) -> None:
     assert "backbone `default` (22 parameters, embedding dimension 4)" in text
 
 
-@pytest.mark.subprocess  # protoembed train runs in child interpreters
 def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_path, monkeypatch) -> None:
     corpus = write_corpus(tmp_path / "corpus.txt")
     configs = tmp_path / "configs"

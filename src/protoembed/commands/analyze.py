@@ -19,11 +19,9 @@ from typing import Any
 
 from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
 from protoembed.report.results import by_suite, load_results
-
-#: Fig. 5's default k values (as :data:`protoembed.evaluation.analysis.TOP_K`; torch loads only in ``run``).
-TOP_K = (0, 1, 2, 5, 10, 20, 50, 100)
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")
 #: File names of ``compare``'s figures in ``--out-dir`` (the JSON beside each, same stem).

@@ -30,14 +30,13 @@ import torch
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.sts import StsPairs
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings
 from protoembed.evaluation.sts import pair_cosines, score_sts
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, get_tasks
 from protoembed.io import pyplot, save_figure
 
-#: Default numbers of removed tokens for Fig. 5.
-TOP_K = (0, 1, 2, 5, 10, 20, 50, 100)
 #: Fig. 6: gold score -> colour of its pairs (the paper's orange / blue / green).
 TSNE_COLOURS = {0.0: "tab:orange", 3.0: "tab:blue", 5.0: "tab:green"}
 #: One colour per model (lines of Fig. 5, violins of Fig. 7), in the order the models are given.
