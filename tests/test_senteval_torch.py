@@ -19,6 +19,7 @@ from protoembed.evaluation.senteval_torch import (
     fit_many,
     select_and_refit,
 )
+from protoembed.evaluation.tasks import TASKS
 from protoembed.evaluation.transfer import protocol_record, transfer_protocol
 
 SEED = 1111
