@@ -208,7 +208,7 @@ def cpu_memory(name: str, args: argparse.Namespace) -> str:
 
 def sts_pairs(data_dir: Path, count: int) -> list[tuple[str, str, float]]:
     """The first ``count`` (sentence1, sentence2, score) pairs of STS-B train (read by protoembed's reader)."""
-    from protoembed.data.formats import read_examples
+    from protoembed.data.training.formats import read_examples
 
     examples = read_examples(data_dir / "senteval/STS/STSBenchmark/sts-train.csv", "stsb")
     columns = examples.columns

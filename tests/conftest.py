@@ -49,6 +49,7 @@ SUBPROCESS_TESTS = (
     "test_objective_plan.py::test_planning_and_config_validation_import_no_torch",
     "test_objectives_supervised.py::test_two_processes_equal_one_process_on_the_concatenated_batch",
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
+    "test_readme_tables.py",
 )
 #: Fixtures that spawn Python interpreters: every test using one is a ``subprocess`` test too.
 SUBPROCESS_FIXTURES = ("run_alone",)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grad_cache_cases import SENTENCES, TRIPLETS, build
-from protoembed.data.examples import Examples
+from protoembed.data.training.examples import Examples
 from protoembed.objectives.views import ViewBatch
 from protoembed.training.components import EpochShuffleSampler, example_loader
 from protoembed.training.step import Collator, draw_key

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protoembed.data.examples import NLI_LABELS, Examples
-from protoembed.data.formats import FORMATS, convert, infer_format, nli_triplets, read_examples
-from protoembed.data.sts import read_sick, read_stsb
+from protoembed.data.benchmarks.sts import read_sick, read_stsb
+from protoembed.data.training.examples import NLI_LABELS, Examples
+from protoembed.data.training.formats import FORMATS, convert, infer_format, nli_triplets, read_examples
 from protoembed.errors import ProtoembedError
 
 C, E, N = (NLI_LABELS.index(name) for name in ("contradiction", "entailment", "neutral"))
@@ -83,7 +83,7 @@ def test_every_format_is_registered_and_its_reader_yields_the_declared_columns(t
 def test_a_new_format_is_its_reader_plus_one_registry_line(tmp_path: Path, monkeypatch) -> None:
     """A reader written here and registered by one :data:`FORMATS` entry is inferred from its file-name
     pattern, read (options passed through) and named among the known formats, with nothing else edited."""
-    from protoembed.data.formats import Format
+    from protoembed.data.training.formats import Format
 
     def read_pipes(path: Path, **options: Any) -> Examples:
         rows = [line.split("|") for line in path.read_text(encoding="utf-8").splitlines()]
@@ -465,7 +465,7 @@ def test_concat_keeps_common_columns_and_logs_dropped(
     snli = read_examples(_write(tmp_path / "snli_1.0_dev.jsonl", _jsonl(SNLI_ROWS)))
     sick_path = _write(tmp_path / "SICK_train.txt", f"{SICK_HEADER}\n1\tA.\tB.\t4\tENTAILMENT\n")
     sick = read_examples(sick_path)
-    with caplog.at_level(logging.WARNING, logger="protoembed.data.examples"):
+    with caplog.at_level(logging.WARNING, logger="protoembed.data.training.examples"):
         both = Examples.concat([snli, sick])
     assert both.columns == {
         "sentence1": ["A man sleeps."] * 3 + ["A."],

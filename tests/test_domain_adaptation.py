@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from protoembed.data.formats import FORMATS, infer_format, read_examples
+from protoembed.data.training.formats import FORMATS, infer_format, read_examples
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS
 from protoembed.training.components import read_training_examples

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from protoembed.cli import main
-from protoembed.data.fetch import fetch
-from protoembed.data.registry import DATASETS
+from protoembed.data.download.fetch import fetch
+from protoembed.data.download.registry import DATASETS
 from protoembed.errors import ProtoembedError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -355,7 +355,7 @@ def test_interrupted_download_leaves_no_dataset_and_a_rerun_continues(
     url_path = "nlp.stanford.edu/projects/snli/snli_1.0.zip"
     size = (state.root / url_path).stat().st_size
     state.cut[url_path] = size // 2
-    import protoembed.data.fetch as fetch_module
+    import protoembed.data.download.fetch as fetch_module
 
     def interrupt(_: float) -> None:
         raise KeyboardInterrupt

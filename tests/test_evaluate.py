@@ -14,7 +14,7 @@ from scipy.stats import pearsonr, spearmanr
 
 import protoembed
 from protoembed.cli import main
-from protoembed.data.registry import DATASETS, Dataset, Source
+from protoembed.data.download.registry import DATASETS, Dataset, Source
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS, get_task, markdown, pairs_file_task
 from protoembed.report import build_report, load_results
@@ -139,7 +139,7 @@ def test_a_new_sts_task_is_one_entry(
 
 
 def test_every_task_reads_only_files_of_its_dataset() -> None:
-    from protoembed.data.registry import get_dataset
+    from protoembed.data.download.registry import get_dataset
 
     for task in TASKS.values():
         for variant in ("senteval", "raw") if "sts" in task.suites else ("senteval",):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from protoembed.data.corpus import read_corpus
 from protoembed.data.lines import iter_lines, read_lines
+from protoembed.data.training.corpus import read_corpus
 from protoembed.errors import ProtoembedError
 
 

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 import protoembed
-from protoembed.data.examples import NLI_LABELS
+from protoembed.data.training.examples import NLI_LABELS
 from protoembed.errors import ProtoembedError
 from protoembed.objectives import REGISTRY, build_objective, plan_objective
 from tiny_models import without_dropout

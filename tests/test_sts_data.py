@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protoembed.data.paths import resolve_data_dir
-from protoembed.data.sts import (
+from protoembed.data.benchmarks.sts import (
     STS_YEAR_SUBSETS,
     VARIANTS,
     read_sick,
@@ -16,6 +15,7 @@ from protoembed.data.sts import (
     read_sts_year,
     read_stsb,
 )
+from protoembed.data.paths import resolve_data_dir
 from protoembed.errors import ProtoembedError
 
 EXPECTED_TEST_PAIRS = {

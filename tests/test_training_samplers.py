@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from protoembed.data.examples import Examples
+from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.components import EpochShuffleSampler

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 #: every table is made by `protoembed report` in a child interpreter
-pytestmark = pytest.mark.subprocess
 
 
 def test_readme_tables_are_current():

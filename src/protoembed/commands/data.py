@@ -1,7 +1,7 @@
 """``protoembed data list | download | verify``: the benchmark data directory and its datasets.
 
 ``download NAME... | --all | --for CONFIG|TASK|SUITE...`` fetches registry datasets
-(:mod:`protoembed.data.registry`) into the data directory (``--data-dir`` / ``--dest``, else
+(:mod:`protoembed.data.download.registry`) into the data directory (``--data-dir`` / ``--dest``, else
 ``$PROTOEMBED_DATA``); ``--for`` takes exactly what a training config reads (its stages and ``base:`` files
 included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
 entry names (:data:`protoembed.evaluation.tasks.TASKS`; a suite name: its default tasks); ``--dry-run``
@@ -45,8 +45,8 @@ def _size(n: int | None) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     """``protoembed data list``: every dataset with installed / missing / corrupt, size and license."""
-    from protoembed.data.installed import read_manifest, status
-    from protoembed.data.registry import DATASETS
+    from protoembed.data.download.installed import read_manifest, status
+    from protoembed.data.download.registry import DATASETS
 
     root = _data_dir(args, must_exist=False)
     manifest = read_manifest(root) if root.is_dir() else {}
@@ -62,8 +62,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """``protoembed data verify``: re-hash what is installed against the manifest and the pins."""
-    from protoembed.data.installed import read_manifest, verify
-    from protoembed.data.registry import DATASETS, get_dataset
+    from protoembed.data.download.installed import read_manifest, verify
+    from protoembed.data.download.registry import DATASETS, get_dataset
 
     root = _data_dir(args, must_exist=True)
     manifest = read_manifest(root)
@@ -133,9 +133,9 @@ def _for(values: list[str]) -> tuple[list, list]:
 
 def run_download(args: argparse.Namespace) -> int:
     """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
-    from protoembed.data.fetch import check_mirror
-    from protoembed.data.install import install, plan
-    from protoembed.data.registry import DATASETS, get_dataset
+    from protoembed.data.download.fetch import check_mirror
+    from protoembed.data.download.install import install, plan
+    from protoembed.data.download.registry import DATASETS, get_dataset
 
     mirror = check_mirror(args.mirror)
     chosen = {n: get_dataset(n) for n in args.names}

@@ -3,7 +3,7 @@
 Benchmark data lives outside the repository in a *data directory* (``--data-dir`` or
 ``$PROTOEMBED_DATA``) laid out as ``senteval/`` (SentEval's ``data/downstream``), ``sts_raw/`` (the
 original STS releases), ``nli/``, ``unsup/`` and ``clustering/``: the targets of
-:data:`protoembed.data.registry.DATASETS`, which ``protoembed data download`` installs.
+:data:`protoembed.data.download.registry.DATASETS`, which ``protoembed data download`` installs.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protoembed.data.registry import Dataset, dataset_for_path
+from protoembed.data.download.registry import Dataset, dataset_for_path
 from protoembed.errors import ProtoembedError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def task_needs(
     with the ``protoembed data`` entry the task names as its provider (none: the user's own files);
     ``variant`` / ``split`` as the STS suite's options (a task without ``split`` reads its test files, or
     its one set); ``what`` starts each need's description."""
-    from protoembed.data.registry import DATASETS
+    from protoembed.data.download.registry import DATASETS
 
     needs = []
     for task in tasks:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from protoembed.data.clustering import ClusteringData
+from protoembed.data.benchmarks.clustering import ClusteringData
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import (
     OVER_SEEDS,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.sts import check_variant
+from protoembed.data.benchmarks.sts import check_variant
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.tasks import get_tasks

@@ -1,7 +1,7 @@
 """Few-shot transfer: logistic regression on K labelled examples per class, over several seeds.
 
 Protocol (16 examples per class, 10 seeds, the distribution over seeds reported), on the
-SentEval transfer tasks (:mod:`protoembed.data.transfer`):
+SentEval transfer tasks (:mod:`protoembed.data.benchmarks.transfer`):
 
 - for seed s in 0..seeds-1, draw ``shots`` examples of every class without replacement
   (``numpy.random.default_rng(s)``) from the training pool: the ``train`` split (SST-2, TREC, MRPC) or,
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from protoembed.data.transfer import TransferData
+from protoembed.data.benchmarks.transfer import TransferData
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import (

@@ -2,7 +2,7 @@
 
 A task is data, as an MTEB task is its ``TaskMetadata``: its name and the name the papers' tables print,
 the suites that evaluate it (``protoembed eval <suite>``, :func:`protoembed.evaluate`), the
-``protoembed data`` entry that provides its files (:mod:`protoembed.data.registry`), its splits, its main
+``protoembed data`` entry that provides its files (:mod:`protoembed.data.download.registry`), its splits, its main
 score, whether it joins its suites' default run, its languages and its citation, what its suite needs to
 know of it (a transfer task's C grid and F1, a clustering task's k), and two functions: the files it
 reads (relative to the data directory) and the reader that turns them into the suite's input.
@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from protoembed.errors import ProtoembedError
 
-#: ``(data directory, variant, split) -> the suite's input`` (:class:`~protoembed.data.sts.StsPairs`,
-#: :class:`~protoembed.data.transfer.TransferData`, :class:`~protoembed.data.clustering.ClusteringData`).
+#: ``(data directory, variant, split) -> the suite's input`` (:class:`~protoembed.data.benchmarks.sts.StsPairs`,
+#: :class:`~protoembed.data.benchmarks.transfer.TransferData`, :class:`~protoembed.data.benchmarks.clustering.ClusteringData`).
 Reader = Callable[[Path, str, str], Any]
 #: ``(variant, split) -> the files the reader reads``, relative to the data directory, ``/``-separated.
 Files = Callable[[str, str], list[str]]
@@ -100,7 +100,7 @@ class Task(BaseModel):
 
     @model_validator(mode="after")
     def _known(self) -> Task:
-        from protoembed.data.registry import DATASETS
+        from protoembed.data.download.registry import DATASETS
         from protoembed.evaluation.suite import SUITES
 
         for suite in self.suites:
@@ -268,7 +268,7 @@ def pairs_file_task(
     ``protoembed data`` entry that installs the files (``None``: the user's own). ``fields``: further
     :class:`Task` fields (``display``, ``citation``, ``default``, ...).
     """
-    from protoembed.data.sts import read_pairs_file
+    from protoembed.data.benchmarks.sts import read_pairs_file
 
     if not paths:
         raise ProtoembedError(f"task {name!r}: give the file of at least one split")
@@ -296,7 +296,7 @@ def classification_file_task(
     relative to the data directory or absolute. ``fields``: further :class:`Task` fields (``c_grid``,
     ``f1``, ``display``, ``suites`` (default transfer and few-shot), ...).
     """
-    from protoembed.data.transfer import read_labelled_files
+    from protoembed.data.benchmarks.transfer import read_labelled_files
 
     splits = tuple(s for s in paths if s != "all")
     if (
@@ -323,7 +323,7 @@ def classification_file_task(
 def clustering_file_task(name: str, dataset: str | None, path: str, **fields: Any) -> Task:
     """A clustering task read from one ``label<TAB>text`` file (integer labels), relative to the data
     directory or absolute. ``fields``: further :class:`Task` fields (``n_clusters``, ``citation``, ...)."""
-    from protoembed.data.clustering import read_clustering_file
+    from protoembed.data.benchmarks.clustering import read_clustering_file
 
     return make_task(
         name=name,
@@ -340,7 +340,7 @@ def clustering_file_task(name: str, dataset: str | None, path: str, **fields: An
 
 
 def _sts_year(year: str, citation: str) -> Task:
-    from protoembed.data.sts import STS_YEAR_SUBSETS, read_sts_year, sts_subset_files
+    from protoembed.data.benchmarks.sts import STS_YEAR_SUBSETS, read_sts_year, sts_subset_files
 
     def files(variant: str, split: str) -> list[str]:
         pairs = [sts_subset_files(Path(), year, subset, variant) for subset in STS_YEAR_SUBSETS[year]]
@@ -359,7 +359,7 @@ def _sts_year(year: str, citation: str) -> Task:
 
 
 def _stsb(citation: str) -> Task:
-    from protoembed.data.sts import read_stsb, stsb_file
+    from protoembed.data.benchmarks.sts import read_stsb, stsb_file
 
     return make_task(
         name="STSBenchmark",
@@ -376,7 +376,7 @@ def _stsb(citation: str) -> Task:
 
 
 def _sick(citation: str) -> Task:
-    from protoembed.data.sts import read_sick, sick_file
+    from protoembed.data.benchmarks.sts import read_sick, sick_file
 
     return make_task(
         name="SICKRelatedness",
@@ -393,7 +393,7 @@ def _sick(citation: str) -> Task:
 
 def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str]], citation: str) -> Task:
     """MR, CR, SUBJ, MPQA: one file per class (``(file, class name)``, the label-1 class first), one set."""
-    from protoembed.data.transfer import read_binary
+    from protoembed.data.benchmarks.transfer import read_binary
 
     return make_task(
         name=name,
@@ -427,7 +427,7 @@ _XU = "Xu et al., 2017. Self-taught convolutional neural networks for short text
 
 
 def _builtin() -> list[Task]:
-    from protoembed.data.transfer import read_mrpc, read_sst2, read_trec
+    from protoembed.data.benchmarks.transfer import read_mrpc, read_sst2, read_trec
 
     return [
         _sts_year(

@@ -39,7 +39,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import Field
 
-from protoembed.data.transfer import TransferData
+from protoembed.data.benchmarks.transfer import TransferData
 from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
 from protoembed.evaluation.suite import (
     OVER_SEEDS,

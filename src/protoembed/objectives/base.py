@@ -4,7 +4,7 @@ An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.e
 trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the head and
 every training-only part) and returns a scalar loss from :meth:`Objective.forward` for one batch of
 examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
-"score": [...]}``, ...; see :mod:`protoembed.data.examples`). Each objective's options model
+"score": [...]}``, ...; see :mod:`protoembed.data.training.examples`). Each objective's options model
 (:mod:`protoembed.objectives.registry`) declares the columns it needs (:attr:`Objective.columns`, checked
 against the data before step 1) and its natural head; a run plans both from its options before the
 objective exists (:mod:`protoembed.objectives.plan`), and the objective is built from the parsed options. What is
@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
-from protoembed.data.examples import ColumnSpec, describe_columns
+from protoembed.data.training.examples import ColumnSpec, describe_columns
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.heads.mlp import MLP, MLPPooling

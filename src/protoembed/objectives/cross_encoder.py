@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from protoembed.backbones import quiet_transformers
-from protoembed.data.examples import NLI_LABELS
+from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
@@ -97,7 +97,7 @@ class CrossEncoderObjective(Objective):
       [0, 5] (``num_labels = 1``, no rescaling); with ``loss: bce`` (sentence-transformers' STS-B
       cross-encoder recipe, ``training_stsbenchmark.py``) the output is a logit and the loss
       ``mean BCE(sigmoid(s), y / 5)``, computed with logits;
-    - classification (GLUE MNLI): 3 logits over :data:`~protoembed.data.examples.NLI_LABELS`, loss the
+    - classification (GLUE MNLI): 3 logits over :data:`~protoembed.data.training.examples.NLI_LABELS`, loss the
       mean cross-entropy with the gold label.
 
     Truncation: ``max_seq_length`` counts every token of the pair, special tokens included (the pair

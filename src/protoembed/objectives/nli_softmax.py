@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from protoembed.data.examples import NLI_LABELS
+from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import check_batch
@@ -24,7 +24,7 @@ class NLISoftmax(SiameseObjective):
         o = softmax( W_t [u; v; |u - v|] + b ),   W_t in R^{3 x 3n}
 
     trained with cross-entropy against the NLI label (``contradiction``, ``entailment``, ``neutral``,
-    :data:`~protoembed.data.examples.NLI_LABELS`, sentence-transformers' ``SoftmaxLoss`` order). The
+    :data:`~protoembed.data.training.examples.NLI_LABELS`, sentence-transformers' ``SoftmaxLoss`` order). The
     classifier ``W_t, b`` (``self.classifier``, a ``Linear(3n, 3)``) is a submodule of the objective, so
     the optimizer trains it (at ``training.head_lr`` if set) and checkpoints keep it, but it is not part
     of the model: :meth:`save` writes the embedder only. When the embedder L2-normalises its output (the

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protoembed.data.examples import ColumnSpec
+from protoembed.data.training.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.registry import ObjectiveOptions, objective_class, options_class
 

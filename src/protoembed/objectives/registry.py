@@ -31,7 +31,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from protoembed.data.examples import ColumnSpec
+from protoembed.data.training.examples import ColumnSpec
 from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template
 from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem

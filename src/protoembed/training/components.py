@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from protoembed.data.examples import Examples
+from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
 from protoembed.training.config_models import TrainConfig
 
@@ -189,7 +189,7 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
     Raises:
         ProtoembedError: a missing file, an unknown format or a malformed line (named as ``file:line``).
     """
-    from protoembed.data.formats import read_examples
+    from protoembed.data.training.formats import read_examples
 
     data = cfg.data
     parts = [
@@ -210,12 +210,12 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
 
 def examples_for(examples: Examples, columns: Sequence[str | tuple[str, ...]], cfg: TrainConfig) -> Examples:
     """``examples`` with the ``columns`` the objective needs (converted if a registered conversion
-    applies, see :func:`protoembed.data.formats.convert`), checked to fill one batch.
+    applies, see :func:`protoembed.data.training.formats.convert`), checked to fill one batch.
 
     Raises:
         ProtoembedError: the columns cannot be had, or the batch is larger than the examples.
     """
-    from protoembed.data.formats import convert
+    from protoembed.data.training.formats import convert
 
     examples = convert(examples, columns, who=f"objective {cfg.objective.name!r}")
     batch = cfg.training.batch_size

@@ -103,7 +103,7 @@ class ObjectiveConfig(BaseModel):
 
 
 def _known_format(value: str | None) -> str | None:
-    from protoembed.data.formats import FORMATS
+    from protoembed.data.training.formats import FORMATS
 
     if value is not None and value not in FORMATS:
         raise ValueError(f"expected one of {', '.join(FORMATS)}, got {value!r}")

@@ -1,6 +1,6 @@
 """The order of the training examples: ``training.batch_sampler: shuffle | no_duplicates``.
 
-In: the training :class:`~protoembed.data.examples.Examples`, the global batch size, the seed. Out: a
+In: the training :class:`~protoembed.data.training.examples.Examples`, the global batch size, the seed. Out: a
 ``torch.utils.data.Sampler`` of example indices whose consecutive runs of ``batch_size`` are the batches
 of an epoch (the loader cuts them, Accelerate splits each one over the processes), and the number of
 batches of every epoch, from which the trainer places a step (:class:`EpochPlan`).
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from protoembed.data.examples import SENTENCE_COLUMNS, Examples
+from protoembed.data.training.examples import SENTENCE_COLUMNS, Examples
 from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from protoembed.data.examples import Examples
+from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
 
 

@@ -60,7 +60,7 @@ from typing import Any
 
 import torch
 
-from protoembed.data.examples import Examples
+from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.model_card import write_model_card

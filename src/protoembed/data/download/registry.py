@@ -6,7 +6,7 @@ readers and configs use). sha256 are pinned where known: the whole download (``s
 fetched from a pinned Git commit), or files inside an archive (``file_sha256``: SentEval's STS files,
 the official STS releases). A download with no pinned sha256 has it recorded, with its size and URL, in
 the data directory's manifest at first download, and later runs check against that record
-(:mod:`protoembed.data.installed`).
+(:mod:`protoembed.data.download.installed`).
 
 Adding a dataset is one entry in :data:`DATASETS`. Nothing here touches the network or the disk.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
-from protoembed.data.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
+from protoembed.data.download.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
 from protoembed.errors import ProtoembedError
 
 #: The Hugging Face dataset repository of SimCSE's training and evaluation files.

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.data.examples import Examples
-from protoembed.data.sts import read_lines
+from protoembed.data.benchmarks.sts import read_lines
+from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
 
 
@@ -72,7 +72,7 @@ def read_clustering_texts(path: str | os.PathLike[str], **_: Any) -> Examples:
     Args:
         path: one clustering file (e.g. ``clustering/stackoverflow/stackoverflow_true_text``).
     Returns:
-        :class:`~protoembed.data.examples.Examples` with the single column ``text`` (every non-empty
+        :class:`~protoembed.data.training.examples.Examples` with the single column ``text`` (every non-empty
         text in file order, white space normalised as :func:`read_clustering` does); the label field is
         checked to be an integer, then dropped: it is never part of the examples.
     Raises:

@@ -1,6 +1,6 @@
 """The data directory's manifest, ``.protoembed-data.json``: what was installed from where, and its hashes.
 
-One record per installed target (a file or folder of a :class:`~protoembed.data.registry.Source`)::
+One record per installed target (a file or folder of a :class:`~protoembed.data.download.registry.Source`)::
 
     {"version": 1, "targets": {"nli/snli_1.0": {"dataset": "snli", "url": "...", "sha256": "<download>",
       "size": <download bytes>, "installed_at": "...", "files": {"snli_1.0_train.jsonl": ["<sha256>", <bytes>]}}}}
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.fetch import sha256_file
-from protoembed.data.registry import Dataset
+from protoembed.data.download.fetch import sha256_file
+from protoembed.data.download.registry import Dataset
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 

@@ -1,15 +1,15 @@
 """Download, check and install registry datasets into a data directory, never leaving half a dataset.
 
-For each :class:`~protoembed.data.registry.Source` of a dataset (a target already there is skipped unless
+For each :class:`~protoembed.data.download.registry.Source` of a dataset (a target already there is skipped unless
 ``force``):
 
-1. :func:`~protoembed.data.fetch.fetch` streams it into ``<data>/.protoembed-partial/<file>.part`` (the
+1. :func:`~protoembed.data.download.fetch.fetch` streams it into ``<data>/.protoembed-partial/<file>.part`` (the
    only place a partial download lives; a rerun resumes from it).
 2. Its sha256 is checked against the pin, else against the manifest's record of an earlier download; a
    mismatch deletes the ``.part`` and installs nothing.
 3. A file target is renamed into place; an archive is unpacked in a hidden temp folder beside its target
    (:func:`protoembed.io.replace_dir`), its pinned files checked, and the folder renamed into place.
-4. The manifest (:mod:`protoembed.data.installed`) records URL, sha256, size and the installed files'
+4. The manifest (:mod:`protoembed.data.download.installed`) records URL, sha256, size and the installed files'
    hashes, written atomically.
 
 Any failure or Ctrl-C leaves each target either absent or complete.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
-from protoembed.data.installed import MANIFEST, hash_tree, read_manifest, write_manifest
-from protoembed.data.registry import Dataset, Source
-from protoembed.data.unpack import extract, pick_folder
+from protoembed.data.download.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
+from protoembed.data.download.installed import MANIFEST, hash_tree, read_manifest, write_manifest
+from protoembed.data.download.registry import Dataset, Source
+from protoembed.data.download.unpack import extract, pick_folder
 from protoembed.errors import ProtoembedError
 from protoembed.io import check_writable, replace_dir
 

@@ -34,8 +34,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.examples import NLI_LABELS, Examples
 from protoembed.data.lines import read_lines
+from protoembed.data.training.examples import NLI_LABELS, Examples
 from protoembed.errors import ProtoembedError
 
 #: The gold label of a pair the annotators did not agree on (SNLI, MultiNLI); such pairs are skipped.

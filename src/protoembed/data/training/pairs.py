@@ -1,6 +1,6 @@
 """Scored sentence pairs: the one STS Benchmark and SICK line parser, and their training readers.
 
-The evaluation readers (:func:`protoembed.data.sts.read_stsb`, :func:`protoembed.data.sts.read_sick`)
+The evaluation readers (:func:`protoembed.data.benchmarks.sts.read_stsb`, :func:`protoembed.data.benchmarks.sts.read_sick`)
 and the training formats ``stsb`` and ``sick`` parse lines with the same functions
 (:func:`parse_stsb_lines`, :func:`parse_sick_lines`), so a split read for training is the split the
 benchmark scores.
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.examples import Examples
 from protoembed.data.lines import read_lines
-from protoembed.data.nli import nli_label
+from protoembed.data.training.examples import Examples
+from protoembed.data.training.nli import nli_label
 from protoembed.errors import ProtoembedError
 
 #: The gold similarity scale of STS (0 = unrelated .. 5 = equivalent).

@@ -13,7 +13,7 @@ gold lines in STS15/16 (unscored pairs, skipped as SentEval does), CRLF line end
 SICK header, STS16 raw inputs with 4 columns, and raw STS-B lines with 7 or 9 columns and unbalanced
 quotes (split on tabs only, never CSV quoting). Lines are split on ``\\n`` only, never on the other
 characters ``str.splitlines`` treats as line breaks. STS Benchmark and SICK lines are parsed by
-:mod:`protoembed.data.pairs`, the parser of the ``stsb`` and ``sick`` training formats: gold scores must
+:mod:`protoembed.data.training.pairs`, the parser of the ``stsb`` and ``sick`` training formats: gold scores must
 lie in [0, 5], sentences must not be empty, SICK's entailment judgments must be NLI labels.
 """
 
@@ -28,10 +28,10 @@ from typing import Literal, get_args
 import numpy as np
 
 from protoembed.data.lines import read_lines as _read_lines
-from protoembed.data.pairs import parse_score as _score
-from protoembed.data.pairs import parse_sick_lines, parse_stsb_lines
-from protoembed.data.pairs import split_columns as _columns
 from protoembed.data.paths import resolve_data_dir
+from protoembed.data.training.pairs import parse_score as _score
+from protoembed.data.training.pairs import parse_sick_lines, parse_stsb_lines
+from protoembed.data.training.pairs import split_columns as _columns
 from protoembed.errors import ProtoembedError
 
 #: The data variants of the STS tasks (``--variant``).

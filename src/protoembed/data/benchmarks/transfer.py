@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from protoembed.data.sts import MISSING_HINT, read_lines
+from protoembed.data.benchmarks.sts import MISSING_HINT, read_lines
 from protoembed.errors import ProtoembedError
 
 

@@ -1,17 +1,17 @@
 """The registry of training-data formats and the conversions between column layouts.
 
 A reader is registered in :data:`FORMATS` under a format name (one line per reader) and turns one file
-into :class:`~protoembed.data.examples.Examples`; :func:`read_examples` picks the reader from the format
+into :class:`~protoembed.data.training.examples.Examples`; :func:`read_examples` picks the reader from the format
 name or, when none is given, from the file name (:func:`infer_format`). An objective declares the
 columns it needs; when the data has other columns, :func:`convert` applies a registered
 :data:`CONVERSIONS` entry (e.g. NLI pairs to SimCSE triplets) or fails with a one-line error naming the
 files and the columns.
 
-Registered formats: ``text`` (:mod:`protoembed.data.corpus`); ``stsb`` and ``sick``
-(:mod:`protoembed.data.pairs`, the parser the STS evaluation uses too); ``snli_jsonl``, ``nli_txt``,
-``senteval_nli``, ``simcse_nli`` and ``allnli`` (:mod:`protoembed.data.nli`); ``clustering``
-(:mod:`protoembed.data.clustering`). The readers import the container
-(:mod:`protoembed.data.examples`), never this module.
+Registered formats: ``text`` (:mod:`protoembed.data.training.corpus`); ``stsb`` and ``sick``
+(:mod:`protoembed.data.training.pairs`, the parser the STS evaluation uses too); ``snli_jsonl``, ``nli_txt``,
+``senteval_nli``, ``simcse_nli`` and ``allnli`` (:mod:`protoembed.data.training.nli`); ``clustering``
+(:mod:`protoembed.data.benchmarks.clustering`). The readers import the container
+(:mod:`protoembed.data.training.examples`), never this module.
 """
 
 from __future__ import annotations
@@ -24,11 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.clustering import read_clustering_texts
-from protoembed.data.corpus import read_corpus, resolve_corpus_path
-from protoembed.data.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
-from protoembed.data.nli import read_allnli, read_nli_txt, read_senteval_nli, read_simcse_nli, read_snli_jsonl
-from protoembed.data.pairs import read_sick_examples, read_stsb_examples
+from protoembed.data.benchmarks.clustering import read_clustering_texts
+from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
+from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
+from protoembed.data.training.nli import (
+    read_allnli,
+    read_nli_txt,
+    read_senteval_nli,
+    read_simcse_nli,
+    read_snli_jsonl,
+)
+from protoembed.data.training.pairs import read_sick_examples, read_stsb_examples
 from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)

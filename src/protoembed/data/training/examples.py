@@ -17,7 +17,7 @@ negative``                contradiction hypothesis)
 
 An objective declares the columns it needs as a :data:`ColumnSpec`. The readers that yield
 :class:`Examples` (one module per family of files) and the registry of formats and conversions between
-column layouts are in :mod:`protoembed.data.formats`, above the readers; this module imports none of them.
+column layouts are in :mod:`protoembed.data.training.formats`, above the readers; this module imports none of them.
 """
 
 from __future__ import annotations
