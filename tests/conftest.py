@@ -64,7 +64,11 @@ def _listed(item: pytest.Item, names: tuple[str, ...]) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add the ``backbone``, ``data`` and ``subprocess`` markers (see the module docstring); refuse a test
-    that sets one of them itself."""
+    that sets one of them itself. Runs once per session (experiments/tests/conftest.py imports this hook
+    too)."""
+    if getattr(config, "_protoembed_markers_applied", False):
+        return
+    config._protoembed_markers_applied = True  # type: ignore[attr-defined]
     own = [
         f"{item.nodeid} (@pytest.mark.{name})"
         for item in items
