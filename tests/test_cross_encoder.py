@@ -342,7 +342,7 @@ def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
     # classification has no similarity score of its own: None, so the encoder's embeddings are scored
     objective = _objective(tiny_model_dirs["bert"], "classification")
     objective(_batch("classification"))
-    assert objective.dev_score(stsb_data) is None
+    assert objective.dev_pair_scores(["a man walks"], ["a man is walking"]) is None
 
 
 def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data, tmp_path):

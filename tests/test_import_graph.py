@@ -11,7 +11,11 @@ Imports under ``if TYPE_CHECKING:`` are never edges. ``from protoembed.x import 
 ``protoembed.x.y`` when that is a module, else to ``protoembed.x``. Cycles are reported as the strongly
 connected components of a graph (Tarjan).
 
-Run ``python tests/test_import_graph.py`` to print every component with one shortest cycle through it.
+The layers (:data:`LAYERS`, lowest first) and the imports allowed between them (:data:`ALLOWED`) are
+checked on the every-import graph: an arrow from a layer to one it may not import fails, deferred or not.
+
+Run ``python tests/test_import_graph.py`` to print every component with one shortest cycle through it,
+and every arrow between layers that the table does not allow.
 """
 
 from __future__ import annotations
@@ -28,6 +32,36 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: component). A new cycle, or a known one that takes in another module, fails the test; remove an entry
 #: when its cycle is gone.
 KNOWN_CYCLES: list[frozenset[str]] = []
+
+#: Layer -> the package modules and subpackages it holds (a subpackage with everything in it), lowest
+#: first. ``core``: errors, file writing, options checking, the run folder's names; ``data``: the data
+#: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
+#: embedder, its saved layout, loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
+#: model; ``report`` on results files; ``training`` on all of those; ``interface``: the command line and
+#: the package's lazy public names.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "core": ("errors", "version", "io", "pydantic_util", "inputs", "precision", "prompts", "templates")
+    + ("run_layout",),
+    "data": ("data",),
+    "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
+    + ("loading", "export", "runtimes", "protocol"),
+    "objectives": ("objectives",),
+    "evaluation": ("evaluation",),
+    "report": ("report",),
+    "training": ("training",),
+    "interface": ("cli", "__main__", "commands", ""),
+}
+#: Layer -> the layers its modules may import (besides its own), deferred imports included.
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "data": {"core"},
+    "model": {"core", "data"},
+    "objectives": {"core", "data", "model"},
+    "evaluation": {"core", "data", "model"},
+    "report": {"core", "evaluation"},
+    "training": {"core", "data", "model", "objectives", "evaluation"},
+    "interface": set(LAYERS),
+}
 
 
 def module_names(root: Path = SRC) -> dict[str, Path]:
@@ -196,6 +230,39 @@ def test_no_new_cycle_with_deferred_imports():
     assert not new, "import cycles (counting imports inside functions):\n" + "\n".join(describe(graph, new))
 
 
+def layer_of(module: str) -> str:
+    """The layer of a package module (``protoembed.data.download.fetch`` -> ``data``)."""
+    top = module.split(".")[1] if "." in module else ""
+    for layer, members in LAYERS.items():
+        if top in members:
+            return layer
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a layer to one :data:`ALLOWED` does not give it, as ``a (layer) -> b (layer)``."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = layer_of(module), layer_of(target)
+            if a != b and b not in ALLOWED[a]:
+                found.append(f"{module} ({a}) -> {target} ({b})")
+    return found
+
+
+def test_every_module_is_in_a_layer_and_imports_only_what_its_layer_may():
+    graph = import_graph(deferred=True)
+    assert not upward(graph), "imports the layer table does not allow:\n" + "\n".join(upward(graph))
+
+
+def test_the_layer_check_sees_an_arrow_back_up():
+    graph = {"protoembed.data.sts": {"protoembed.evaluation.tasks"}, "protoembed.evaluation.tasks": set()}
+    assert upward(graph) == ["protoembed.data.sts (data) -> protoembed.evaluation.tasks (evaluation)"]
+    assert (
+        upward({"protoembed.evaluation.tasks": {"protoembed.data.sts"}, "protoembed.data.sts": set()}) == []
+    )
+
+
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     """Every module ``start`` imports, directly or through others."""
     seen, todo = set(), [start]
@@ -237,7 +304,11 @@ def report() -> int:
             allowed = deferred and component in KNOWN_CYCLES
             failed |= not allowed
             print(("  known: " if allowed else "  NEW: ") + line)
-    return int(failed)
+    arrows = upward(import_graph(deferred=True))
+    print(f"imports the layer table does not allow: {len(arrows)}")
+    for arrow in arrows:
+        print(f"  {arrow}")
+    return int(failed or bool(arrows))
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from protoembed.backbones import quiet_transformers
 from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.correlation import correlations
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
 from protoembed.objectives.precision import fp32_loss
@@ -272,41 +272,29 @@ class CrossEncoderObjective(Objective):
         return sequence_classification_loss(labels, logits, model.config)
 
     # ---------------------------------------------------------- evaluation
-    def dev_score(
-        self, data_dir: str | os.PathLike[str] | None, variant: str = "senteval", batch_size: int = 64
-    ) -> float | None:
-        """STS-B dev Spearman x100 of the cross-encoder itself: each dev pair scored as one input
-        (:meth:`scores` in eval mode, no gradients), correlated with the gold scores as Table II
-        correlates the test pairs. This selects ``best/`` of a regression run, so the kept model is the
+    def dev_pair_scores(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], batch_size: int = 64
+    ) -> np.ndarray | None:
+        """The cross-encoder's own score of each pair (``sentences1[i]``, ``sentences2[i]``), each pair
+        one input (:meth:`scores` in eval mode, no gradients), ``batch_size`` pairs per forward; ``None``
+        for a classification run (an NLI classifier scores no similarity). The trainer correlates them
+        with STS-B dev's gold scores to select ``best/`` of a regression run, so the kept model is the
         best cross-encoder (GLUE judges an STS-B fine-tune by its own dev score), not the checkpoint
-        whose encoder reads single sentences best.
-
-        Args:
-            data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
-            variant: ``senteval`` or ``raw`` (as :meth:`protoembed.evaluation.tasks.Task.load`).
-            batch_size: pairs per forward.
-        Returns:
-            the Spearman x100 (NaN for constant scores), or ``None`` for a classification run (an NLI
-            classifier scores no similarity): the trainer then scores the encoder's sentence embeddings.
-        """
+        whose encoder reads single sentences best; the trainer then scores the encoder's sentence
+        embeddings only for a classification run."""
         if self.task != "regression":
             return None
-        from protoembed.evaluation.tasks import TASKS
-
-        pairs = TASKS["STSBenchmark"].load(data_dir, variant, "dev")
         was_training = self.training
         self.eval()
         try:
             with torch.no_grad():
                 scores = [
-                    self.scores(
-                        pairs.sentences1[i : i + batch_size], pairs.sentences2[i : i + batch_size]
-                    ).cpu()
-                    for i in range(0, len(pairs), batch_size)
+                    self.scores(sentences1[i : i + batch_size], sentences2[i : i + batch_size]).cpu()
+                    for i in range(0, len(sentences1), batch_size)
                 ]
         finally:
             self.train(was_training)
-        return correlations(torch.cat(scores).double().numpy(), pairs.scores)[0]
+        return torch.cat(scores).double().numpy()
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save ``path`` = :meth:`eval_embedder` (sentence-transformers layout) and

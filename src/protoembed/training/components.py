@@ -27,9 +27,9 @@ class TrainableObjective(Protocol):
 
     It must also be a ``torch.nn.Module`` (Accelerate wraps it, the optimizer reads its parameters, its
     ``state_dict`` goes into checkpoints); training-input truncation is the objective's own business.
-    Optionally it has ``dev_score(data_dir, variant, batch_size) -> float | None``: a dev score of its own
-    (higher is better) that selects ``best/`` instead of the evaluation embedder's STS-B dev Spearman
-    whenever it is not ``None`` (the regression cross-encoder's pair scores on STS-B dev).
+    Optionally it has ``dev_pair_scores(sentences1, sentences2, batch_size) -> array | None``: its own
+    score of each pair, whose STS-B dev Spearman selects ``best/`` instead of the evaluation embedder's
+    whenever it is not ``None`` (the regression cross-encoder).
     """
 
     columns: Sequence[str | tuple[str, ...]]
@@ -89,9 +89,9 @@ def head_for(cfg: TrainConfig) -> str | None:
 def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
     """The embedder a run trains: ``cfg.model`` with the run's head (:func:`head_for`), template and soft
     prompt, on ``device``."""
-    import protoembed
+    from protoembed.loading import load
 
-    return protoembed.load(
+    return load(
         cfg.model,
         head=head_for(cfg),
         template=cfg.template,

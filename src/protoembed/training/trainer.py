@@ -3,8 +3,8 @@
 In: a :class:`~protoembed.training.config.TrainConfig`; optionally an objective factory (anything meeting
 :class:`~protoembed.training.components.TrainableObjective`) and a dev ``evaluator`` (an
 ``embedder -> score`` callable, as sentence-transformers' ``evaluator=``). By default the dev score is the
-objective's own when it has one (``objective.dev_score(data_dir, variant, batch_size)`` not ``None``: the
-regression cross-encoder's STS-B dev Spearman of its pair scores), else the STS-B dev Spearman of the
+objective's own when it scores pairs itself (``objective.dev_pair_scores(sentences1, sentences2,
+batch_size)`` not ``None``: the regression cross-encoder's STS-B dev Spearman of its pair scores), else the STS-B dev Spearman of the
 evaluation embedder's sentence embeddings.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
@@ -63,7 +63,6 @@ import torch
 from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
-from protoembed.model_card import write_model_card
 from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.checkpoint import (
     TrainerState,
@@ -88,6 +87,7 @@ from protoembed.training.components import (
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.lock import hold_output_dir
+from protoembed.training.model_card import write_run_card
 from protoembed.training.precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.runlog import RunLog
 from protoembed.training.samplers import build_sampler
@@ -228,14 +228,20 @@ class Trainer:
         self.accelerator.wait_for_everyone()
 
     def _dev_score(self, objective: TrainableObjective) -> tuple[float, str]:
-        """``(dev score, who scored)``: the objective's own (``"objective"``) when no evaluator was passed
-        and its ``dev_score`` gives one, else the evaluator's on the evaluation embedder (``"embedder"``)."""
-        own = getattr(objective, "dev_score", None) if self.custom_evaluator is None else None
+        """``(dev score, who scored)``: when no evaluator was passed and the objective scores pairs itself
+        (``dev_pair_scores`` not ``None``: the regression cross-encoder), the Spearman x100 of its scores of
+        the STS-B dev pairs against gold (``"objective"``), else the evaluator's on the evaluation embedder
+        (``"embedder"``)."""
+        own = getattr(objective, "dev_pair_scores", None) if self.custom_evaluator is None else None
         if own is not None:
+            from protoembed.evaluation.correlation import correlations
+            from protoembed.evaluation.tasks import TASKS
+
             tcfg = self.cfg.training
-            score = own(self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size)
-            if score is not None:
-                return float(score), "objective"
+            pairs = TASKS["STSBenchmark"].load(self.data_dir, tcfg.eval_variant, "dev")
+            scores = own(pairs.sentences1, pairs.sentences2, tcfg.eval_batch_size)
+            if scores is not None:
+                return float(correlations(scores, pairs.scores)[0]), "objective"
         return float(self.evaluator(objective.eval_embedder())), "embedder"
 
     def _checkpoint(self, step: int) -> None:
@@ -245,11 +251,11 @@ class Trainer:
         self.last_checkpoint_step = step
 
     def _final_results(self) -> dict[str, Any]:
-        import protoembed
         from protoembed.evaluation.sts import SUITE, evaluate_sts
+        from protoembed.loading import load
 
         tcfg = self.cfg.training
-        best = protoembed.load(str(self.output_dir / BEST_DIR), device=self.accelerator.device)
+        best = load(str(self.output_dir / BEST_DIR), device=self.accelerator.device)
         results = evaluate_sts(
             lambda s: best.encode(s, batch_size=tcfg.eval_batch_size, show_progress_bar=False),
             self.data_dir,
@@ -373,7 +379,7 @@ class Trainer:
         if acc.is_main_process:
             results = self._final_results()
             write_json_atomic(self.output_dir / RESULTS_FILE, results)
-            write_model_card(self.output_dir / BEST_DIR, self.output_dir)  # its numbers: the run's records
+            write_run_card(self.output_dir)  # its numbers: the run's records
             self.log.write(
                 {
                     "event": "end",
