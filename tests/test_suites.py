@@ -1,5 +1,5 @@
 """Suites describe themselves: the eval command's sub-commands, the results files' ``"suite"`` and the
-report's sections all come from :data:`protoembed.evaluation.suites.SUITES`; a results file written
+report's sections all come from :data:`protoembed.evaluation.suite.SUITES`; a results file written
 before files recorded their suite is still read (by its per-task keys); a suite added by one declaration,
 its tasks' entries and one registry line gets its sub-command, its results file and its report section."""
 
@@ -18,8 +18,7 @@ from pydantic import Field
 import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.suite import CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
-from protoembed.evaluation.suites import SUITES
+from protoembed.evaluation.suite import SUITES, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
 from protoembed.evaluation.tables import papers_row
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name
 from protoembed.report import build_report, load_results, summary_table

@@ -18,7 +18,7 @@ from protoembed.objectives.base import contrastive_loss
 from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from protoembed.training.components import build_objective_from_config
-from protoembed.training.precision import enable_gradient_checkpointing
+from protoembed.training.mixed_precision import enable_gradient_checkpointing
 from training_helpers import SENTENCES, Interrupt, stop_after, tiny_config, write_corpus
 
 S = SENTENCES[:6]

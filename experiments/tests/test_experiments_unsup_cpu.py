@@ -306,7 +306,7 @@ def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, mon
         ["similarity", "frequent-tokens", "tsne", "fewshot"]
     )
     from protoembed.cli import build_parser
-    from protoembed.evaluation.suites import SUITES
+    from protoembed.evaluation.suite import SUITES
 
     for cmd in fake.commands:  # each one is a valid protoembed command line, read as the study means it
         parsed = build_parser().parse_args(cmd)

@@ -96,7 +96,7 @@ def _for_tasks(value: str) -> list:
     """The needs of a suite's default tasks (``value`` a suite name) or of one task (its name or table
     name), in the default data variant."""
     from protoembed.data.needs import task_needs
-    from protoembed.evaluation.suites import SUITES
+    from protoembed.evaluation.suite import SUITES
     from protoembed.evaluation.tasks import default_tasks, get_task
 
     if value in SUITES:
@@ -134,7 +134,7 @@ def _for(values: list[str]) -> tuple[list, list]:
 def run_download(args: argparse.Namespace) -> int:
     """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
     from protoembed.data.download.fetch import check_mirror
-    from protoembed.data.download.install import install, plan
+    from protoembed.data.download.install import install, install_steps
     from protoembed.data.download.registry import DATASETS, get_dataset
 
     mirror = check_mirror(args.mirror)
@@ -154,7 +154,7 @@ def run_download(args: argparse.Namespace) -> int:
     for line in own:
         print(f"not fetched (your own file): {line}")
     if args.dry_run:
-        for step in plan(datasets, root, mirror):
+        for step in install_steps(datasets, root, mirror):
             state = "installed" if step.installed else "to fetch"
             print(
                 f"{step.dataset.name:<15} {_size(step.source.size):>9}  {step.url} -> {step.target} ({state})"

@@ -1,7 +1,7 @@
 """``protoembed eval <suite>``: evaluate a model on a benchmark suite and write a results JSON.
 
 Suites are sub-commands of ``eval``, one per :class:`~protoembed.evaluation.suite.Suite` of
-:data:`protoembed.evaluation.suites.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
+:data:`protoembed.evaluation.suite.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
 :class:`~protoembed.evaluation.suite.CommandLine` gives the sub-command's help and options, ``--tasks``
 takes the entries of :data:`protoembed.evaluation.tasks.TASKS` that list the suite. This module is an
 adapter: the options parsed, it calls :func:`protoembed.evaluation.run.run_suite`, as
@@ -24,8 +24,7 @@ from protoembed.commands.common import (
     output_file,
 )
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import Suite, SuiteOptions
-from protoembed.evaluation.suites import SUITES
+from protoembed.evaluation.suite import SUITES, Suite, SuiteOptions
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
@@ -77,7 +76,7 @@ def add_option_flags(parser: argparse.ArgumentParser, model: type[SuiteOptions])
         parser.add_argument(flag, help=help_text, **options)
 
 
-def run_suite(suite: Suite, args: argparse.Namespace) -> int:
+def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
     suite's other files, such as few-shot's ``--figure``); the results are
     :func:`protoembed.evaluation.run.run_suite`'s, as :func:`protoembed.evaluate` returns them."""
@@ -152,7 +151,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     add_option_flags(parser, suite.options)
     for flag, metavar, help in command.output_files:
         parser.add_argument(flag, default=None, type=output_file(), metavar=metavar, help=help)
-    parser.set_defaults(func=functools.partial(run_suite, suite))
+    parser.set_defaults(func=functools.partial(run_eval, suite))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -16,9 +16,17 @@
   the suites run from Python, returning the JSON ``protoembed eval`` writes.
 
 Each suite module declares its :class:`~protoembed.evaluation.suite.Suite` (typed evaluation, command
-line, report section); :mod:`~protoembed.evaluation.suites` registers them, and the package imports it
-first, so that every task entry (:mod:`~protoembed.evaluation.tasks`) is checked against every suite. A
-suite module imports scipy, scikit-learn or torch only inside the functions that compute.
+line, report section); the package registers the built-in ones below, in ``protoembed eval --help``'s
+order, before anything else of it is used, so that every task entry (:mod:`~protoembed.evaluation.tasks`)
+is checked against every suite. A new suite is its data reader (``protoembed.data.benchmarks``), its
+module here with its :class:`~protoembed.evaluation.suite.Suite`, its line below, and its tasks' entries;
+a new task of an existing suite is one task entry alone. A suite module imports scipy, scikit-learn or
+torch only inside the functions that compute.
 """
 
-from protoembed.evaluation import suites as _suites  # noqa: F401 (fills protoembed.evaluation.suite.SUITES)
+from protoembed.evaluation import clustering, fewshot, sts, transfer
+from protoembed.evaluation.suite import SUITES, register_suite
+
+for _suite in (sts.SUITE, transfer.SUITE, fewshot.SUITE, clustering.SUITE):
+    if _suite.name not in SUITES:
+        register_suite(_suite)

@@ -19,7 +19,14 @@ import numpy as np
 from pydantic import Field
 
 from protoembed.data.benchmarks.clustering import ClusteringData
-from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.shared import (
+    Encode,
+    evaluate_tasks,
+    fmt,
+    papers_row,
+    sentence_embeddings,
+    table_head,
+)
 from protoembed.evaluation.suite import (
     OVER_SEEDS,
     CommandLine,
@@ -117,7 +124,7 @@ def evaluate_clustering(
     }
     return {
         "protocol": protocol,
-        **run_suite(
+        **evaluate_tasks(
             "clustering",
             list(entries),
             lambda task: entries[task].load(data_dir),

@@ -29,7 +29,14 @@ from pydantic import Field
 
 from protoembed.data.benchmarks.transfer import TransferData
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.shared import (
+    Encode,
+    evaluate_tasks,
+    fmt,
+    papers_row,
+    sentence_embeddings,
+    table_head,
+)
 from protoembed.evaluation.suite import (
     CommandLine,
     Inputs,
@@ -130,7 +137,7 @@ def evaluate_fewshot(
     entries = {t.name: t for t in get_tasks(default_tasks("fewshot") if tasks is None else tasks, "fewshot")}
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
-        **run_suite(
+        **evaluate_tasks(
             "fewshot",
             list(entries),
             lambda task: entries[task].load(data_dir),

@@ -17,8 +17,7 @@ from typing import Any
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import Inputs, Suite, check_options
-from protoembed.evaluation.suites import SUITES
+from protoembed.evaluation.suite import SUITES, Inputs, Suite, check_options
 from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
 from protoembed.runtimes import AUTO
 
@@ -111,9 +110,9 @@ def run_suite(
     return {**model_record(spec, encoder), "suite": suite.name, **result}
 
 
-def plan(tasks: Sequence[str] | None, suite: str | None = None) -> dict[str, list[str] | None]:
+def group_by_suite(tasks: Sequence[str] | None, suite: str | None = None) -> dict[str, list[str] | None]:
     """Suite -> its tasks (canonical names, in the order given; ``None``: the suite's default tasks), in
-    :data:`~protoembed.evaluation.suites.SUITES`' order.
+    :data:`~protoembed.evaluation.suite.SUITES`' order.
 
     Raises:
         ProtoembedError: an unknown suite or task (the known names listed), a task ``suite`` does not
@@ -185,7 +184,7 @@ def evaluate(
         ProtoembedError: one line for an unknown task, suite or option, or a missing data file (before
             the model is loaded).
     """
-    planned = plan(tasks, suite)
+    planned = group_by_suite(tasks, suite)
     suites = [SUITES[s] for s in planned]
     known = {k for s in suites for k in s.options.model_fields}
     unknown = [k for k in options if k not in known]
@@ -242,4 +241,4 @@ def evaluate(
     return results
 
 
-__all__ = ["TASKS", "evaluate", "model_record", "plan", "run_suite"]
+__all__ = ["TASKS", "evaluate", "model_record", "group_by_suite", "run_suite"]

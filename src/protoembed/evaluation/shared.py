@@ -36,7 +36,7 @@ def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.nd
     return embeddings, {s: i for i, s in enumerate(unique)}
 
 
-def run_suite(
+def evaluate_tasks(
     suite: str,
     tasks: Sequence[str],
     load: Callable[[str], Data],

@@ -3,7 +3,7 @@ the report page).
 
 Each suite module (:mod:`~protoembed.evaluation.sts`, :mod:`~protoembed.evaluation.transfer`,
 :mod:`~protoembed.evaluation.fewshot`, :mod:`~protoembed.evaluation.clustering`) declares one
-:class:`Suite`; :mod:`protoembed.evaluation.suites` lists them. The tasks themselves are entries of
+:class:`Suite`; :data:`SUITES` holds them (the package registers them). The tasks themselves are entries of
 :data:`protoembed.evaluation.tasks.TASKS`. A suite's evaluation is a typed function over an ``encode``
 callable (:attr:`Suite.evaluate`, run by :func:`protoembed.evaluate` and by ``protoembed eval``);
 ``protoembed eval <name>`` is built from :attr:`Suite.command` and the report's section from
@@ -153,8 +153,8 @@ class Suite:
 
 
 #: Suite name -> its declaration, in ``protoembed eval --help``'s order (the report sorts by
-#: ``page_order``): filled by :mod:`protoembed.evaluation.suites` (the built-in suites), which the
-#: ``protoembed.evaluation`` package imports first, so a task entry is checked against every suite.
+#: ``page_order``): the built-in suites are registered by the ``protoembed.evaluation`` package before
+#: anything of it is used, so a task entry is checked against every suite.
 SUITES: dict[str, Suite] = {}
 
 

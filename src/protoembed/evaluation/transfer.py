@@ -40,7 +40,14 @@ import numpy as np
 from pydantic import Field
 
 from protoembed.data.benchmarks.transfer import TransferData
-from protoembed.evaluation.shared import Encode, fmt, papers_row, run_suite, sentence_embeddings, table_head
+from protoembed.evaluation.shared import (
+    Encode,
+    evaluate_tasks,
+    fmt,
+    papers_row,
+    sentence_embeddings,
+    table_head,
+)
 from protoembed.evaluation.suite import (
     OVER_SEEDS,
     CommandLine,
@@ -378,7 +385,7 @@ def evaluate_transfer(
         print(f"transfer: encoded {count} ({seconds:.0f} s)", file=sys.stderr, flush=True)
     return {
         "protocol": protocol,
-        **run_suite(
+        **evaluate_tasks(
             "transfer",
             list(datasets),
             datasets.__getitem__,

@@ -31,7 +31,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
-from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import REGISTRY, ContrastiveOptions, ObjectiveOptions, options_doc
 from protoembed.objectives.views import Rows, ViewBatch, ViewBuilder
 
@@ -47,7 +47,7 @@ def contrastive_loss(
 
     ``logits = [cos(a, P) | cos(a, Q)] / temperature`` ((N, N) or (N, 2N)), target ``i`` for row ``i``,
     mean cross-entropy, in fp32 whatever the training precision (inputs cast, autocast off:
-    :func:`~protoembed.objectives.precision.fp32_loss`). Inputs are gathered over processes first (global
+    :func:`~protoembed.objectives.fp32_losses.fp32_loss`). Inputs are gathered over processes first (global
     batch ``N·W``); the gradient is scaled so that DDP's averaging reproduces the one-process gradient on
     the concatenated batch.
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import CosineRegressionOptions
 from protoembed.objectives.siamese import SiameseObjective
 

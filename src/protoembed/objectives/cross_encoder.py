@@ -26,7 +26,7 @@ from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
-from protoembed.objectives.precision import fp32_loss
+from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import GOLD_COLUMNS, CrossEncoderOptions
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 #: Sub-folder of a saved run (``best/``) holding the cross-encoder.
 CROSS_ENCODER_DIR = "cross_encoder"
 #: The tasks: GLUE STS-B (one output, MSE on the raw 0-5 score) and MNLI (3 labels, cross-entropy).
-TASKS = ("regression", "classification")
+#: What a cross-encoder is trained for (its ``task`` option, besides ``auto``).
+PROBLEMS = ("regression", "classification")
 #: Hugging Face ``problem_type`` of each task (selects the loss of ``*ForSequenceClassification``).
 PROBLEM_TYPES = {"regression": "regression", "classification": "single_label_classification"}
 #: ``CrossEncoder.predict`` applies no activation: a regression model returns the raw 0-5 score.
@@ -155,7 +156,7 @@ class CrossEncoderObjective(Objective):
     ) -> None:
         super().__init__(embedder, options, max_seq_length=max_seq_length)
         task = self.options.task
-        tasks = TASKS if task == "auto" else (task,)
+        tasks = PROBLEMS if task == "auto" else (task,)
         backbone = embedder.encoder.auto_model
         self.classifiers = torch.nn.ModuleDict(
             {
@@ -165,15 +166,15 @@ class CrossEncoderObjective(Objective):
                 for t in tasks
             }
         ).to(embedder.device)
-        #: 0 = not yet known (``auto`` before the first batch), else 1 + index in :data:`TASKS`.
-        self.register_buffer("task_code", torch.tensor(0 if task == "auto" else 1 + TASKS.index(task)))
+        #: 0 = not yet known (``auto`` before the first batch), else 1 + index in :data:`PROBLEMS`.
+        self.register_buffer("task_code", torch.tensor(0 if task == "auto" else 1 + PROBLEMS.index(task)))
 
     # ------------------------------------------------------------ the task
     @property
     def task(self) -> str | None:
         """``regression`` or ``classification``; ``None`` while ``auto`` has seen no batch."""
         code = int(self.task_code)
-        return TASKS[code - 1] if code else None
+        return PROBLEMS[code - 1] if code else None
 
     def task_of(self, batch: Mapping[str, Sequence[Any]]) -> str:
         """The task of ``batch`` (fixing it on the first batch under ``auto``).
@@ -194,7 +195,7 @@ class CrossEncoderObjective(Objective):
                     f"objective 'cross_encoder': a batch needs a 'score' or a 'label' column (got: {names})"
                 )
             task = "regression" if "score" in batch else "classification"
-            self.task_code.fill_(1 + TASKS.index(task))
+            self.task_code.fill_(1 + PROBLEMS.index(task))
             logger.info("cross_encoder: task %s (from the batch's columns %s)", task, names)
         gold = GOLD_COLUMNS[task]
         if gold not in batch:

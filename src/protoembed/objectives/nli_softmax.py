@@ -12,7 +12,7 @@ from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import check_batch
-from protoembed.objectives.precision import autocast_off, fp32
+from protoembed.objectives.fp32_losses import autocast_off, fp32
 from protoembed.objectives.registry import NLISoftmaxOptions
 from protoembed.objectives.siamese import SiameseObjective
 

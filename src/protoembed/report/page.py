@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.evaluation.suite import Suite
-from protoembed.evaluation.suites import SUITES as DECLARED
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
 from protoembed.evaluation.tasks import table_names
 from protoembed.io import check_writable, write_atomic, write_json_atomic

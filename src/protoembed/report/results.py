@@ -3,7 +3,7 @@ checks that one table never mixes protocols.
 
 A results file is what ``protoembed eval <suite> --output`` or ``protoembed train`` (``results.json`` in
 the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
-links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suites.SUITES`).
+links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suite.SUITES`).
 A folder stands for every results JSON directly inside it (other JSON files, such as a study's
 ``study_time.json``, are skipped).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.suites import SUITES as DECLARED
+from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.run_layout import BEST_DIR, RESULTS_FILE
 
 logger = logging.getLogger(__name__)

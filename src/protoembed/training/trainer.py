@@ -19,7 +19,7 @@ permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is
 sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
 no_duplicates`` no two examples of a batch share a text and an epoch may have fewer batches
 (:mod:`protoembed.training.samplers`). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
-``gradient_checkpointing`` (:mod:`protoembed.training.precision`) change how a step computes, not what;
+``gradient_checkpointing`` (:mod:`protoembed.training.mixed_precision`) change how a step computes, not what;
 ``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
 Each step is one :func:`protoembed.training.step.forward_backward`: plain, or with ``mini_batch_size``
 the GradCache step of the contrastive objectives (:mod:`protoembed.objectives.cache`); the DataLoader's
@@ -87,8 +87,8 @@ from protoembed.training.components import (
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.lock import hold_output_dir
+from protoembed.training.mixed_precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.model_card import write_run_card
-from protoembed.training.precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.runlog import RunLog
 from protoembed.training.samplers import build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward

@@ -61,7 +61,7 @@ class Installed:
     checked: str
 
 
-def plan(datasets: list[Dataset], data_dir: Path, mirror: str | None = None) -> list[Step]:
+def install_steps(datasets: list[Dataset], data_dir: Path, mirror: str | None = None) -> list[Step]:
     """Every source of ``datasets`` with the URL it is fetched from and its target in ``data_dir``."""
     return [
         Step(d, s, source_url(s.url, mirror), data_dir / s.target, (data_dir / s.target).exists())
@@ -210,7 +210,7 @@ def install(
     check_writable(data_dir / MANIFEST)
     manifest = read_manifest(data_dir)
     done: list[Installed] = []
-    for step in plan(datasets, data_dir, mirror):
+    for step in install_steps(datasets, data_dir, mirror):
         if step.installed and not force:
             if on_step:
                 on_step(step, None)

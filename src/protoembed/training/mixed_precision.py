@@ -4,7 +4,7 @@ Mixed precision (Micikevicius et al., 2018, "Mixed Precision Training") is Accel
 ``mixed_precision``: the objective's ``forward`` runs under ``torch.autocast`` (fp16 on CUDA with a
 dynamic loss scale, Sec. 3.2; bf16 on CUDA or CPU, no scaling needed), the weights, the optimizer and the
 saved model stay fp32, and the objectives compute similarities and losses in fp32
-(:mod:`protoembed.objectives.precision`). The grad scaler's state is part of Accelerate's checkpoint, so
+(:mod:`protoembed.objectives.fp32_losses`). The grad scaler's state is part of Accelerate's checkpoint, so
 an exact resume keeps working. Gradient checkpointing (Chen et al., 2016, "Training Deep Nets with
 Sublinear Memory Cost") is the backbone's own Hugging Face implementation, with PyTorch's non-reentrant
 checkpoint, which restores the RNG state for the recomputation: the dropout masks of the second forward
