@@ -58,7 +58,10 @@ def _vectors(model: str, sentences: list[str]) -> np.ndarray:
         (dict(splits=("test", "test")), "task 'T': splits: 'test' is listed twice"),
         (dict(name="STS-B"), "task 'STS-B': its name or table name is taken by 'STSBenchmark'"),
         (dict(display="sick-r"), "task 'T': its name or table name is taken by 'SICKRelatedness'"),
-        (dict(name="STS12"), "task 'STS12' is already registered (pass replace=True to replace it)"),
+        (
+            dict(name="STS12"),
+            "task 'STS12' is already registered; give another name (or, from Python, replace=True)",
+        ),
     ],
 )
 def test_an_invalid_entry_fails_when_it_is_made(fields: dict[str, Any], message: str) -> None:
@@ -259,3 +262,36 @@ def test_installed_packages_add_tasks_by_entry_point(tmp_path: Path, monkeypatch
     points[0] = importlib.metadata.EntryPoint("broken", "no_such_module:tasks", "protoembed.tasks")
     with pytest.raises(ProtoembedError, match=r"entry point 'broken' \(no_such_module:tasks\): cannot load"):
         len(TaskRegistry())
+
+
+# --------------------------------------------------------------------------- a config's tasks
+
+
+def test_a_training_config_declares_its_own_tasks(tmp_path: Path) -> None:
+    from protoembed.evaluation.tasks import TASKS, unregister_task
+    from protoembed.training.config import config_from_dict
+
+    mine = _write_sts(tmp_path / "mine.tsv")
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"corpus": "c.txt"},
+        "objective": {"name": "simcse"},
+        "tasks": [{"name": "DeclaredSTS", "kind": "pairs", "files": {"test": str(mine)}, "display": "D-STS"}],
+        "training": {"test_tasks": ["d-sts", "STS-B"]},
+    }
+    try:
+        assert config_from_dict(config).training.test_tasks == ["DeclaredSTS", "STSBenchmark"]
+        assert config_from_dict(config).training.test_tasks[0] == "DeclaredSTS"  # read twice: the same entry
+        pairs = TASKS["DeclaredSTS"].load(None)
+        assert pairs.sentences1 == [a for a, _, _ in STS_ROWS] and list(pairs.scores) == [
+            s for *_, s in STS_ROWS
+        ]
+        assert TASKS["DeclaredSTS"].table_name == "D-STS" and "DeclaredSTS" in default_tasks("sts")
+        taken = {**config, "tasks": [{"name": "STS12", "kind": "pairs", "files": {"test": str(mine)}}]}
+        with pytest.raises(ProtoembedError, match=r"tasks.*task 'STS12' is already registered"):
+            config_from_dict(taken)
+        bad = {**config, "tasks": [{"name": "X", "kind": "graph", "files": {"test": str(mine)}}]}
+        with pytest.raises(ProtoembedError, match=r"tasks"):
+            config_from_dict(bad)
+    finally:
+        unregister_task("DeclaredSTS")

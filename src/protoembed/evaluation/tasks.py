@@ -10,9 +10,10 @@ reads (relative to the data directory) and the reader that turns them into the s
 its table name, ``protoembed data download --for TASK`` fetches its dataset, and ``docs/tasks.md`` lists
 the entries (``python -m protoembed.evaluation.tasks``). Nothing else lists tasks.
 
-A new task is one :class:`Task` given to :func:`register_task` (``protoembed.register_task``), or one
-entry point of the group ``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of
-them, or a function returning either); :func:`pairs_file_task` (STS-like),
+A new task is one :class:`Task` given to :func:`register_task` (``protoembed.register_task``), one
+entry of a training config's ``tasks:`` list (:class:`TaskDeclaration`), or one entry point of the group
+``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of them, or a function
+returning either); :func:`pairs_file_task` (STS-like),
 :func:`classification_file_task` (transfer / few-shot) and :func:`clustering_file_task` build one for
 files in the usual layouts. An entry is validated when it is made: an unknown suite, a ``protoembed
 data`` entry that does not exist, a split other than train / dev / test, or a main score its suites do
@@ -194,7 +195,7 @@ class TaskRegistry(Mapping[str, Task]):
                 )
         if task.name in entries and not replace:
             raise ProtoembedError(
-                f"task {task.name!r} is already registered (pass replace=True to replace it)"
+                f"task {task.name!r} is already registered; give another name (or, from Python, replace=True)"
             )
         entries[task.name] = task
 
@@ -228,7 +229,9 @@ def register_task(task: Task | None = None, /, *, replace: bool = False, **field
 
 def unregister_task(name: str) -> None:
     """Remove a registered task (tests and notebooks that register a task for a while)."""
-    TASKS._all().pop(get_task(name).name)
+    name = get_task(name).name
+    TASKS._all().pop(name)
+    _DECLARED.pop(name, None)
 
 
 def _entry_point_tasks() -> list[Task]:
@@ -334,6 +337,76 @@ def clustering_file_task(name: str, dataset: str | None, path: str, **fields: An
         splits=(),
         **fields,
     )
+
+
+# --------------------------------------------------------------------------- entries from a config
+
+
+class TaskDeclaration(BaseModel):
+    """A task declared in a config (a training config's ``tasks:`` list): one of the file layouts above
+    (``kind``: ``pairs`` -> :func:`pairs_file_task`, ``classification`` -> :func:`classification_file_task`,
+    ``clustering`` -> :func:`clustering_file_task`), its ``files`` (split -> path, relative to the data
+    directory or absolute; clustering: ``{all: path}``), and the :class:`Task` fields a config may set.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="the task's name (results files key their tasks by it)")
+    kind: Literal["pairs", "classification", "clustering"] = Field(
+        description="pairs (STS-like, gold 0-5) | classification (transfer, few-shot) | clustering"
+    )
+    files: dict[str, str] = Field(
+        min_length=1, description="split -> file (classification: all, or train/[dev]/test; clustering: all)"
+    )
+    layout: Literal["stsb", "sick"] = Field("stsb", description="pairs: STS Benchmark's or SICK's columns")
+    pairs: bool = Field(False, description="classification: text1<TAB>text2<TAB>label lines")
+    dataset: str | None = Field(None, description="the `protoembed data` entry that installs the files")
+    display: str | None = Field(None, description="the name the tables print")
+    default: bool = Field(True, description="part of its suites' default run")
+    c_grid: tuple[float, ...] | None = Field(None, description="classification: the C values searched")
+    f1: bool = Field(False, description="classification: report F1 of class 1 too")
+    n_clusters: int | None = Field(None, ge=2, description="clustering: k (default: the classes)")
+    citation: str = ""
+
+    def build(self) -> Task:
+        """The entry (checked as every entry is)."""
+        fields: dict[str, Any] = {"display": self.display, "default": self.default, "citation": self.citation}
+        if self.kind == "pairs":
+            return pairs_file_task(self.name, self.dataset, self.files, self.layout, **fields)
+        if self.kind == "classification":
+            extra = {"c_grid": self.c_grid} if self.c_grid else {}
+            return classification_file_task(
+                self.name, self.dataset, self.files, pairs=self.pairs, f1=self.f1, **extra, **fields
+            )
+        if set(self.files) != {"all"}:
+            raise ProtoembedError(
+                f"task {self.name!r}: a clustering task reads one file: files: {{all: FILE}}"
+            )
+        return clustering_file_task(
+            self.name, self.dataset, self.files["all"], n_clusters=self.n_clusters, **fields
+        )
+
+
+#: Names registered from declarations, and the declaration each came from (a config read twice in one
+#: process declares its tasks again: the same declaration is no conflict).
+_DECLARED: dict[str, TaskDeclaration] = {}
+
+
+def register_declared(declarations: Iterable[TaskDeclaration]) -> list[Task]:
+    """Register each declared task (:func:`register_task`); one already registered from the same
+    declaration is kept as it is. Returns the entries.
+
+    Raises:
+        ProtoembedError: an invalid declaration, or a name taken by another task.
+    """
+    entries = []
+    for declaration in declarations:
+        if _DECLARED.get(declaration.name) == declaration and declaration.name in TASKS:
+            entries.append(TASKS[declaration.name])
+            continue
+        entries.append(register_task(declaration.build()))
+        _DECLARED[declaration.name] = declaration
+    return entries
 
 
 # --------------------------------------------------------------------------- the built-in entries

@@ -22,12 +22,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tasks import TaskDeclaration
 from protoembed.heads import HEADS
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
 from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
@@ -322,6 +324,28 @@ class TrainConfig(BaseModel):
     output_dir: OptionalText = Field(
         None, description="run folder (required here or as --output-dir)", examples=["runs/NAME"]
     )
+    tasks: list[TaskDeclaration] = Field(
+        default_factory=list,
+        description="evaluation tasks of your own, registered before training.test_tasks is read: name, "
+        "kind (pairs | classification | clustering), files (split -> path) and the task's fields",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _register_tasks(cls, data: Any) -> Any:
+        """Register the config's own tasks first, so that ``training.test_tasks`` may name them."""
+        if isinstance(data, dict) and isinstance(data.get("tasks"), list):
+            from protoembed.evaluation.tasks import register_declared
+
+            try:
+                declared = [TaskDeclaration.model_validate(t) for t in data["tasks"]]
+            except ValidationError:
+                return data  # the field's own validation names the key and the problem
+            try:
+                register_declared(declared)
+            except ProtoembedError as err:
+                raise ConfigKeyError("tasks", str(err)) from None
+        return data
 
     @field_validator("head")
     @classmethod
