@@ -18,6 +18,7 @@ from protoembed.data.download.registry import DATASETS, Dataset, Source
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS, get_task, markdown, pairs_file_task
 from protoembed.report import build_report, load_results
+from sts_toy import ROWS, write_pairs
 
 
 def _cli(argv: list[str], out: Path) -> dict[str, Any]:
@@ -54,22 +55,6 @@ def test_a_loaded_model_is_evaluated_as_its_folder_is(tiny: str, data_dir: Path)
     assert by_model == by_spec
 
 
-def _write_pairs(path: Path, rows: list[tuple[str, str, float]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"g\tf\t2024\t{i}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows)]
-    path.write_text("".join(lines), encoding="utf-8")
-
-
-ROWS = [
-    ("a man plays a guitar", "a man plays the guitar", 4.8),
-    ("a dog runs in a park", "a cat sleeps on a sofa", 0.6),
-    ("the sky is blue", "the sky is very blue", 4.2),
-    ("children play football", "kids are playing soccer", 3.9),
-    ("a woman cuts an onion", "a man rides a horse", 0.2),
-    ("stocks fell sharply today", "markets dropped a lot today", 3.5),
-]
-
-
 def test_a_new_sts_task_is_one_entry(
     tiny: str,
     tmp_path: Path,
@@ -84,7 +69,7 @@ def test_a_new_sts_task_is_one_entry(
     )
     register_tasks(task)
     root = tmp_path / "data"
-    _write_pairs(root / "my_sts" / "test.tsv", ROWS)
+    write_pairs(root / "my_sts" / "test.tsv", ROWS)
 
     # evaluated, from Python and by the command, against an independent computation
     got = protoembed.evaluate(tiny, ["my-sts"], data_dir=str(root))["sts"]

@@ -30,6 +30,8 @@ from protoembed.evaluation.tasks import (
     pairs_file_task,
     register_task,
 )
+from sts_toy import ROWS as STS_ROWS
+from sts_toy import write_pairs
 from training_helpers import write_corpus
 
 
@@ -82,26 +84,10 @@ def test_an_invalid_entry_fails_when_it_is_made(fields: dict[str, Any], message:
 # --------------------------------------------------------------------------- STS
 
 
-STS_ROWS = [
-    ("a man plays a guitar", "a man plays the guitar", 4.8),
-    ("a dog runs in a park", "a cat sleeps on a sofa", 0.6),
-    ("the sky is blue", "the sky is very blue", 4.2),
-    ("children play football", "kids are playing soccer", 3.9),
-    ("a woman cuts an onion", "a man rides a horse", 0.2),
-    ("stocks fell sharply today", "markets dropped a lot today", 3.5),
-]
-
-
-def _write_sts(path: Path) -> Path:
-    rows = [f"g\tf\t2024\t{i}\t{score}\t{a}\t{b}" for i, (a, b, score) in enumerate(STS_ROWS)]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return path
-
-
 def test_an_sts_task_as_one_entry_trains_as_a_test_task(
     tiny: str, data_dir: Path, tmp_path: Path, register_tasks: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    mine = _write_sts(tmp_path / "my-sts.tsv")
+    mine = write_pairs(tmp_path / "my-sts.tsv")
     register_tasks(pairs_file_task("MySTS", None, {"test": str(mine)}, display="My-STS"))
     assert "MySTS" in default_tasks("sts")  # joins the suite's default run (and training's default tests)
     corpus = write_corpus(tmp_path / "corpus.txt")
@@ -271,7 +257,7 @@ def test_a_training_config_declares_its_own_tasks(tmp_path: Path) -> None:
     from protoembed.evaluation.tasks import TASKS, unregister_task
     from protoembed.training.config import config_from_dict
 
-    mine = _write_sts(tmp_path / "mine.tsv")
+    mine = write_pairs(tmp_path / "mine.tsv")
     config = {
         "output_dir": str(tmp_path / "run"),
         "data": {"corpus": "c.txt"},
