@@ -281,3 +281,21 @@ def test_a_training_config_declares_its_own_tasks(tmp_path: Path) -> None:
             config_from_dict(bad)
     finally:
         unregister_task("DeclaredSTS")
+
+
+def test_an_unregistered_entry_is_evaluated_as_a_registered_one(tmp_path: Path, register_tasks: Any) -> None:
+    from protoembed.evaluation.sts import evaluate_sts
+
+    def encode(sentences: list[str]) -> np.ndarray:  # two letter counts: a deterministic toy encoder
+        return np.array([[s.count("a") + 1.0, s.count("e") + 1.0] for s in sentences])
+
+    task = pairs_file_task("Loose", None, {"test": str(write_pairs(tmp_path / "loose.tsv"))})
+    loose = evaluate_sts(encode, None, tasks=[task])
+    register_tasks(task)
+    assert evaluate_sts(encode, None, tasks=["Loose"]) == loose
+    u, v = encode([a for a, _, _ in STS_ROWS]), encode([b for _, b, _ in STS_ROWS])
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    expected = spearmanr(cosine, [s for *_, s in STS_ROWS]).statistic * 100
+    assert loose["tasks"]["Loose"]["spearman"] == pytest.approx(expected, abs=1e-9)
+    with pytest.raises(ProtoembedError, match="task 'Loose' is not a task of suite transfer"):
+        protoembed.evaluation.tasks.get_task(task, "transfer")

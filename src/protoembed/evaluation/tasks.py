@@ -607,17 +607,19 @@ def _builtin() -> list[Task]:
 
 
 def get_task(name: str | Task, suite: str | None = None) -> Task:
-    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored (an entry is
-    returned as it is); with ``suite``, only that suite's tasks.
+    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored (an entry, even
+    one never registered, is returned as it is); with ``suite``, only that suite's tasks.
 
     Raises:
         ProtoembedError: one line naming ``name`` and the known names (``STSBenchmark (STS-B)``).
     """
+    if isinstance(name, Task):  # an entry, registered or not, is itself
+        if suite is not None and suite not in name.suites:
+            raise ProtoembedError(
+                f"task {name.name!r} is not a task of suite {suite} (its suites: {', '.join(name.suites)})"
+            )
+        return name
     known = [t for t in TASKS.values() if suite is None or suite in t.suites]
-    if isinstance(name, Task):
-        if name in known:
-            return name
-        name = name.name
     wanted = str(name).lower()
     for task in known:
         if wanted in (task.name.lower(), task.table_name.lower()):
