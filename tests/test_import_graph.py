@@ -44,7 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     + ("run_layout",),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("loading", "export", "runtimes", "protocol"),
+    + ("model_spec", "loading", "export", "runtimes", "protocol"),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),
