@@ -119,13 +119,18 @@ def field_value(model: type[BaseModel], name: str) -> Callable[[str], Any]:
 
 
 def add_option_flags(
-    parser: argparse.ArgumentParser, model: type[BaseModel], names: Sequence[str] | None = None
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    names: Sequence[str] | None = None,
+    check: bool = False,
 ) -> None:
     """One flag per field of ``model`` (``names``: of those fields only, in that order): ``--inner-folds``
     for ``inner_folds`` (or its :class:`~protoembed.pydantic_util.Flag`'s ``name``), its default, its
     description (then the flag's ``help`` and ``(default: X)`` for a default other than ``None``) as the
     help; a bool is a switch, a ``Literal`` or the flag's ``choices`` give the choices, any other value is
-    checked by the model when parsed (:func:`field_value`)."""
+    read as the field's type, and with ``check`` also checked by the model when parsed
+    (:func:`field_value`; without, the caller checks the values, as a suite's options are checked with
+    the suite's name in front)."""
     for name in names or tuple(model.model_fields):
         field = model.model_fields[name]
         flag = _flag_of(field)
@@ -144,7 +149,7 @@ def add_option_flags(
         elif flag.choices is not None:
             options["choices"] = tuple(flag.choices())  # read when the parser is built: registered ones too
         else:
-            options["type"] = field_value(model, name)
+            options["type"] = field_value(model, name) if check else _parse_as(field.annotation)
         parser.add_argument(option, help=help_text, **options)
 
 
@@ -152,7 +157,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model's flags, made from :class:`~protoembed.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
     ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``,
     ``--runtime``), then ``--batch-size`` and ``--verbose``."""
-    add_option_flags(parser, ModelSpec, MODEL_FLAGS)
+    add_option_flags(parser, ModelSpec, MODEL_FLAGS, check=True)
     parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="default 64")
     parser.add_argument(
         "--verbose",

@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
-    add_option_flags(parser, ModelSpec, ("head", "max_seq_length"))  # saved with the export
+    add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
     parser.set_defaults(func=run)
 
 
