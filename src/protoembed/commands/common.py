@@ -183,7 +183,9 @@ def spec_from_args(args: argparse.Namespace) -> ModelSpec:
 
 
 def load_from_args(args: argparse.Namespace):
-    """Load the model that the model flags in ``args`` describe (:func:`protoembed.loading.load_model`)."""
-    from protoembed.loading import load_model
+    """Load the model that the model flags in ``args`` describe: ``protoembed.load`` of
+    :func:`spec_from_args`."""
+    import protoembed
 
-    return load_model(spec_from_args(args))
+    spec = spec_from_args(args)
+    return protoembed.load(spec.model, **spec.settings())
