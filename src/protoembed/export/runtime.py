@@ -26,7 +26,7 @@ from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
-from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.runtimes import (
     AUTO,
     RuntimeSpec,
@@ -220,7 +220,7 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
         first = str(err).strip().splitlines()[0]
         raise ProtoembedError(f"{root}: cannot read the export's tokenizer or settings: {first}") from None
     settings = {k: v for k, v in settings.items() if k in PromptEncoder.config_keys}
-    settings["soft_prompt_init"] = "uniform"  # the trained vectors are in the graph
+    settings["soft_prompt_init"] = SOFT_PROMPT_INITS[0]  # the trained vectors are in the graph
     if spec.max_seq_length is not None:
         settings["max_seq_length"] = spec.max_seq_length
     encoder = PromptEncoder(tokenizer=tokenizer, model=_weightless_backbone(backbone_config), **settings)
