@@ -163,7 +163,7 @@ def test_devices_are_checked_before_loading(tiny_model_dirs, sentences_file, tmp
 def test_max_seq_length_must_be_positive(value, sentences_file, tmp_path, capsys):
     argv = ["encode", str(sentences_file), "-o", str(tmp_path / "v.npy"), "--max-seq-length", value]
     code, err = run_cli(argv, capsys)
-    assert_one_line_error(code, err, "--max-seq-length", "expected a positive integer")
+    assert_one_line_error(code, err, "--max-seq-length", "max_seq_length must be a positive number of tokens")
 
 
 @pytest.mark.parametrize("value", [0, -1, True, 2.5])

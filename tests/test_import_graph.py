@@ -36,7 +36,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: Layer -> the package modules and subpackages it holds (a subpackage with everything in it), lowest
 #: first. ``core``: errors, file writing, options checking, the run folder's names; ``data``: the data
 #: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
-#: embedder, its saved layout, loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
+#: embedder, its saved layout, the model settings (model_spec), loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
 #: model; ``report`` on results files; ``training`` on all of those; ``interface``: the command line and
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -44,7 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     + ("run_layout",),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("loading", "export", "runtimes", "protocol"),
+    + ("model_spec", "loading", "export", "runtimes", "protocol"),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),

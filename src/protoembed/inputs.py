@@ -38,14 +38,6 @@ def check_sentences(sentences: Any) -> list[str]:
     return texts
 
 
-def check_max_seq_length(max_seq_length: Any) -> None:
-    """Refuse a token budget that is not a positive integer (``None``: the backbone's own limit)."""
-    if max_seq_length is None:
-        return
-    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
-        raise ProtoembedError(f"max_seq_length must be a positive number of tokens, got {max_seq_length!r}")
-
-
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """The torch device for ``device``, checked before any weight is loaded.
 

@@ -3,14 +3,15 @@
 
 :func:`load` reads three kinds of folder: an export (-> an
 :class:`~protoembed.export.runtime.ExportedEmbedder` on a registered runtime (:mod:`protoembed.runtimes`),
-by :func:`~protoembed.export.runtime.load_export`), a protoembed / sentence-transformers folder
+by :func:`~protoembed.export.runtime.open_export`), a protoembed / sentence-transformers folder
 (``modules.json``: the saved input module, pooling module and ``Normalize``), or a bare Hugging Face
-backbone (with a new head). The torch model and the exports sit below this module; neither imports the other.
+backbone (with a new head). Its settings are a :class:`~protoembed.model_spec.ModelSpec`. The torch model and the exports sit below this module; neither imports the other.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,12 @@ from protoembed.backbones import loading_errors, quiet_transformers, resolve_mod
 from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.runtime import is_export_dir, load_export
+from protoembed.export.runtime import is_export_dir, open_export
 from protoembed.heads import HEADS, get_head
-from protoembed.inputs import check_max_seq_length, resolve_device
-from protoembed.precision import check_precision
+from protoembed.inputs import resolve_device
+from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.protocol import SentenceEmbedder
-from protoembed.runtimes import AUTO, check_export_runtime, check_runtime, get_runtime
+from protoembed.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.st_layout import MODULES_FILE, read_modules
 
 
@@ -83,60 +84,41 @@ def _saved_head_name(path: Path, encoder: PromptEncoder, pooler: Module) -> str:
 
 
 def load(
-    spec: str = "default",
-    head: str | None = None,
-    *,
-    template: str | None = None,
-    max_seq_length: int | None = None,
-    n_soft_prompt: int | None = None,
-    soft_prompt_init: str | None = None,
-    normalize: bool | None = None,
-    device: str | torch.device | None = None,
-    precision: str | None = None,
-    runtime: str = AUTO,
+    spec: str | os.PathLike[str] = "default", head: str | None = None, **settings: Any
 ) -> SentenceEmbedder:
-    """Load a backbone with a head.
+    """Load a backbone with a head: :func:`load_model` of the :class:`~protoembed.model_spec.ModelSpec`
+    made of the arguments.
 
     Args:
         spec: ``default`` (packaged all-MiniLM-L6-v2), a Hugging Face model dir, a protoembed /
-            sentence-transformers model dir, or a hub id.
+            sentence-transformers model dir, an export folder, or a hub id.
         head: a registered head (a key of :data:`protoembed.heads.HEADS`);
             default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
-        template: template for prompt heads (``<S>`` and ``[MASK]`` placeholders).
-        max_seq_length: token budget (sentence tokens only for prompt heads).
-        n_soft_prompt: number of soft-prompt vectors (``soft_prompt`` head; default 4).
-        soft_prompt_init: ``uniform`` or ``template``.
-        normalize: L2-normalise outputs (default: as saved; False for a bare backbone).
-        device: torch device (default: CUDA if available, else CPU); see :func:`resolve_device`.
-        precision: ``fp32`` (default for torch) or ``bf16`` for :meth:`Embedder.encode` (bf16 autocast
-            forward, fp32 pooling, normalisation and vectors; see :mod:`protoembed.precision`). For an
-            export: one of the runtime's entry's ``precisions`` (OpenVINO's inference precision, default
-            bf16 on CPUs with native bf16, else fp32; ONNX Runtime: fp32 only); an int8 export runs in
-            int8 only, asking another is an error.
-        runtime: ``auto`` (default: torch for a torch model; for an export the registry's rule,
-            :func:`protoembed.runtimes.auto_runtime`) or a key of :data:`protoembed.runtimes.RUNTIMES`
-            (``torch``, ``onnx``, ``openvino``, ...; a torch model on a runtime that opens exports: its
-            fp32 export, made once and cached, on that runtime).
+        **settings: the other fields of :class:`~protoembed.model_spec.ModelSpec`, each described there:
+            ``template``, ``max_seq_length``, ``n_soft_prompt``, ``soft_prompt_init``, ``normalize``,
+            ``device``, ``precision`` and ``runtime``.
     Returns:
         an :class:`Embedder` in eval mode, or an :class:`~protoembed.export.runtime.ExportedEmbedder`
         for an export folder or an export runtime (same ``encode``).
     Raises:
-        ProtoembedError: an unknown head, a bad ``max_seq_length`` or device, or a model folder that
-            cannot be loaded (named in the message).
+        ProtoembedError: an unknown setting, head or runtime, a bad ``max_seq_length`` or device, or a
+            model folder that cannot be loaded (named in the message).
     """
-    if head is not None:
-        get_head(head)  # fail before loading weights
-    if precision is not None:
-        check_precision(precision)
-    check_max_seq_length(max_seq_length)
-    device = resolve_device(device)
-    path = resolve_model_dir(spec)
-    check_runtime(runtime)
+    return load_model(model_spec(model=spec, head=head, **settings))
+
+
+def load_model(spec: ModelSpec) -> SentenceEmbedder:
+    """The model ``spec`` describes (see :func:`load`): an export folder opened on its runtime, a saved
+    protoembed / sentence-transformers folder (re-headed when ``spec`` changes its head, template or
+    soft prompt), or a bare backbone with a new head; on ``spec.runtime`` when that runs exports (the
+    fp32 export of the torch model, made once and cached)."""
+    device = resolve_device(spec.device)  # fail before loading weights
+    path = resolve_model_dir(spec.model)
+    head, template, max_seq_length = spec.head, spec.template, spec.max_seq_length
+    n_soft_prompt, soft_prompt_init = spec.n_soft_prompt, spec.soft_prompt_init
     if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
-        check_export_runtime(runtime, path)
-        options = dict(template=template, n_soft_prompt=n_soft_prompt, soft_prompt_init=soft_prompt_init)
-        options.update(head=head, max_seq_length=max_seq_length, normalize=normalize, device=device)
-        return load_export(path, runtime=runtime, precision=precision, **options)
+        check_export_runtime(spec.runtime, path)
+        return open_export(path, spec)
     if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
@@ -169,14 +151,14 @@ def load(
             n_soft_prompt=n_soft_prompt,
             soft_prompt_init=soft_prompt_init,
         )
-    if normalize is not None:
-        embedder.normalize = normalize
-    if runtime != AUTO and get_runtime(runtime).runs_exports:  # its fp32 export, made once and cached
+    if spec.normalize is not None:
+        embedder.normalize = spec.normalize
+    if spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports:  # its fp32 export, made once, cached
         from protoembed.export.cache import onnx_embedder
 
-        return onnx_embedder(embedder.to("cpu").eval(), runtime=runtime, precision=precision)
-    if precision is not None:
-        embedder.precision = precision
+        return onnx_embedder(embedder.to("cpu").eval(), runtime=spec.runtime, precision=spec.precision)
+    if spec.precision is not None:
+        embedder.precision = spec.precision
     return embedder.to(device).eval()
 
 
@@ -191,9 +173,11 @@ def build(
     soft_prompt_init: str | None = None,
     normalize: bool = False,
 ) -> Embedder:
-    """Put a head on an already-loaded backbone (see :func:`load` for the arguments); eval mode."""
+    """Put a head on an already-loaded backbone (the arguments: fields of
+    :class:`~protoembed.model_spec.ModelSpec`, checked there); eval mode."""
+    settings = dict(template=template, max_seq_length=max_seq_length, n_soft_prompt=n_soft_prompt)
+    model_spec(head=head, soft_prompt_init=soft_prompt_init, normalize=normalize, **settings)
     spec = get_head(head)
-    check_max_seq_length(max_seq_length)
     if not spec.uses_template and (template is not None or n_soft_prompt):
         raise ProtoembedError(
             f"head {head!r} takes no template; use one of "
@@ -205,7 +189,7 @@ def build(
         max_seq_length=max_seq_length,
         template=template or spec.default_template,
         n_soft_prompt=spec.n_soft_prompt if n_soft_prompt is None else n_soft_prompt,
-        soft_prompt_init=soft_prompt_init or "uniform",
+        soft_prompt_init=soft_prompt_init or SOFT_PROMPT_INITS[0],
         tokenizer=tokenizer,
         model=model,
     )

@@ -21,6 +21,7 @@ from protoembed.commands.common import add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
+from protoembed.model_spec import ModelSpec
 from protoembed.report.results import by_suite, load_results
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")
@@ -178,7 +179,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         action="append",
         default=None,
-        help="default | model dir | hub id; repeat to compare models (default: default)",
+        help=f"{ModelSpec.model_fields['model'].description}; repeat to compare models "
+        f"(default: {ModelSpec.model_fields['model'].default})",
     )
     parser.add_argument(
         "--label",

@@ -2,20 +2,26 @@
 
 Every value is checked when the command line is parsed, before any data is read or model loaded:
 numbers must be positive, output files writable (:func:`output_file`), task names known (``protoembed eval``'s
-``--tasks``: :func:`protoembed.commands.eval.task_name`). This module imports no torch.
+``--tasks``: :func:`protoembed.commands.eval.task_name`), a model setting as
+:class:`~protoembed.model_spec.ModelSpec` checks it: the model flags, like a suite's options, are made from
+the fields of a pydantic model (:func:`add_option_flags`). This module imports no torch.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from protoembed.errors import ProtoembedError
-from protoembed.heads import get_head, heads_help
 from protoembed.io import check_writable
-from protoembed.precision import PRECISIONS
-from protoembed.runtimes import AUTO, runtime_choices, runtimes_help
+from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.pydantic_util import Flag, check_options
 
 
 def positive_int(text: str) -> int:
@@ -27,14 +33,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
-
-
-def head_name(text: str) -> str:
-    """``argparse`` type: a registered head."""
-    try:
-        return get_head(text).name
-    except ProtoembedError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def output_file(suffix: str | None = None, create_parents: bool = True) -> Callable[[str], str]:
@@ -83,45 +81,84 @@ def check_output_folder(folder: str | Path) -> Path:
 output_folder.__name__ = "output folder"
 
 
+#: The fields of :class:`~protoembed.model_spec.ModelSpec` that are command-line flags, in ``--help``'s order.
+MODEL_FLAGS = ("model", "head", "template", "max_seq_length", "device", "precision", "runtime")
+
+
+def _flag_of(field: FieldInfo) -> Flag:
+    """The field's :class:`~protoembed.pydantic_util.Flag` (in its ``Annotated``), or the plain one."""
+    return next((item for item in field.metadata if isinstance(item, Flag)), Flag())
+
+
+def _parse_as(annotation: Any) -> Callable[[str], Any]:
+    """The converter of a flag's text for a field of type ``annotation`` (``int | None``: ``int``)."""
+    if get_origin(annotation) in (Union, UnionType):
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    return annotation if annotation in (int, float) else str
+
+
+def field_value(model: type[BaseModel], name: str) -> Callable[[str], Any]:
+    """``argparse`` type for field ``name`` of ``model``: the text read as the field's type (a number
+    that is not one stays text) and checked by the model, so that the flag refuses what the model
+    refuses, with its one-line message (``max_seq_length must be a positive number of tokens, got 0``)."""
+    parse = _parse_as(model.model_fields[name].annotation)
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            value = text
+        try:
+            check_options(model, {name: value})
+        except ProtoembedError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return value
+
+    convert.__name__ = name
+    return convert
+
+
+def add_option_flags(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    names: Sequence[str] | None = None,
+    check: bool = False,
+) -> None:
+    """One flag per field of ``model`` (``names``: of those fields only, in that order): ``--inner-folds``
+    for ``inner_folds`` (or its :class:`~protoembed.pydantic_util.Flag`'s ``name``), its default, its
+    description (then the flag's ``help`` and ``(default: X)`` for a default other than ``None``) as the
+    help; a bool is a switch, a ``Literal`` or the flag's ``choices`` give the choices, any other value is
+    read as the field's type, and with ``check`` also checked by the model when parsed
+    (:func:`field_value`; without, the caller checks the values, as a suite's options are checked with
+    the suite's name in front)."""
+    for name in names or tuple(model.model_fields):
+        field = model.model_fields[name]
+        flag = _flag_of(field)
+        option = flag.name or "--" + name.replace("_", "-")
+        help_text = field.description or ""
+        if flag.help is not None:
+            help_text = f"{help_text}. {flag.help()}"
+        if field.annotation is bool:
+            parser.add_argument(option, dest=name, action="store_true", help=help_text)
+            continue
+        if field.default is not None and flag.show_default:
+            help_text = f"{help_text} (default: {field.default})"
+        options: dict[str, Any] = {"dest": name, "default": field.default, "metavar": flag.metavar}
+        if get_origin(field.annotation) is Literal:
+            options["choices"] = get_args(field.annotation)
+        elif flag.choices is not None:
+            options["choices"] = tuple(flag.choices())  # read when the parser is built: registered ones too
+        else:
+            options["type"] = field_value(model, name) if check else _parse_as(field.annotation)
+        parser.add_argument(option, help=help_text, **options)
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--batch-size``, ``--device``,
-    ``--precision``, ``--runtime``, ``--verbose``."""
-    parser.add_argument("--model", default="default", help="default | model dir | hub id (default: default)")
-    parser.add_argument(
-        "--head",
-        default=None,
-        type=head_name,
-        metavar="HEAD",
-        help=f"default: the saved model's own, mean for a bare backbone. {heads_help()}",
-    )
-    parser.add_argument(
-        "--template", default=None, help="prompt template with <S> and [MASK], e.g. '\"<S>\" means [MASK] .'"
-    )
-    parser.add_argument(
-        "--max-seq-length",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="token budget (sentence tokens for prompts; default: the backbone's limit)",
-    )
+    """The model's flags, made from :class:`~protoembed.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
+    ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``,
+    ``--runtime``), then ``--batch-size`` and ``--verbose``."""
+    add_option_flags(parser, ModelSpec, MODEL_FLAGS, check=True)
     parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="default 64")
-    parser.add_argument(
-        "--device", default=None, help="cpu, cuda, cuda:1, mps (default: cuda if available, else cpu)"
-    )
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=None,
-        help="fp32 (default for torch) or bf16: the torch forward under bf16 autocast (fast on CUDA and on "
-        "CPUs with AVX512-BF16 or AMX), pooling, normalisation and vectors in fp32; under OpenVINO its "
-        "inference precision (default there: bf16 where the CPU has it)",
-    )
-    parser.add_argument(
-        "--runtime",
-        choices=runtime_choices(),  # read when the parser is built: registered runtimes included
-        default=AUTO,
-        help=runtimes_help(),
-    )
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -139,16 +176,16 @@ def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_from_args(args: argparse.Namespace):
-    """Load the :class:`~protoembed.Embedder` that the model options describe."""
-    from protoembed import load
+def spec_from_args(args: argparse.Namespace) -> ModelSpec:
+    """The :class:`~protoembed.model_spec.ModelSpec` of the model flags in ``args`` (one it lacks keeps
+    its default)."""
+    return model_spec(**{name: getattr(args, name) for name in MODEL_FLAGS if hasattr(args, name)})
 
-    return load(
-        args.model,
-        head=args.head,
-        template=args.template,
-        max_seq_length=args.max_seq_length,
-        device=args.device,
-        precision=getattr(args, "precision", None),
-        runtime=getattr(args, "runtime", AUTO),
-    )
+
+def load_from_args(args: argparse.Namespace):
+    """Load the model that the model flags in ``args`` describe: ``protoembed.load`` of
+    :func:`spec_from_args`."""
+    import protoembed
+
+    spec = spec_from_args(args)
+    return protoembed.load(spec.model, **spec.settings())

@@ -15,16 +15,17 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 from protoembed.commands.common import (
     add_allow_empty_option,
     add_model_options,
+    add_option_flags,
     load_from_args,
     output_file,
 )
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import SUITES, Suite, SuiteOptions
+from protoembed.evaluation.suite import SUITES, Suite
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
@@ -54,26 +55,6 @@ def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
     """The suite's options from the command line: each field of :attr:`Suite.options` read from
     ``args`` by name."""
     return {name: getattr(args, name) for name in suite.options.model_fields}
-
-
-def add_option_flags(parser: argparse.ArgumentParser, model: type[SuiteOptions]) -> None:
-    """One flag per field of a suite's options model: ``--inner-folds`` for ``inner_folds`` (or the
-    field's ``json_schema_extra["flag"]``), its type (a ``Literal``: its values as choices; a bool: a
-    switch), its default and its description as the help."""
-    for name, field in model.model_fields.items():
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        flag = str(extra.get("flag", "--" + name.replace("_", "-")))
-        kind = field.annotation
-        if kind is bool:
-            parser.add_argument(flag, dest=name, action="store_true", help=field.description)
-            continue
-        options: dict[str, Any] = {"dest": name, "default": field.default}
-        if get_origin(kind) is Literal:
-            options["choices"] = get_args(kind)
-        else:
-            options["type"] = kind
-        help_text = f"{field.description} (default: {field.default})"
-        parser.add_argument(flag, help=help_text, **options)
 
 
 def run_eval(suite: Suite, args: argparse.Namespace) -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from protoembed.commands.common import add_option_flags
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import QUANTIZE
+from protoembed.model_spec import ModelSpec
 from protoembed.runtimes import (
     DEFAULT_FORMAT,
     calibrated_formats,
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"export a model to {' or '.join(s.format_label for s in export_formats().values())} (template, "
         "soft prompt, pooling and normalisation inside the graph)",
     )
-    parser.add_argument("model", help="default | model dir | hub id")
+    parser.add_argument("model", help=ModelSpec.model_fields["model"].description)
     parser.add_argument("-o", "--output", required=True, help="output folder (loadable by protoembed.load)")
     parser.add_argument(
         "--format",
@@ -47,8 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
     )
-    parser.add_argument("--head", default=None, help="head to put on a bare backbone (default: the model's)")
-    parser.add_argument("--max-seq-length", type=int, default=None, help="token budget saved with the export")
+    add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
     parser.set_defaults(func=run)
 
 

@@ -34,10 +34,10 @@ from protoembed.evaluation.suite import (
     ReportLayout,
     Suite,
     SuiteOptions,
-    check_options,
     extra_protocol,
 )
 from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
+from protoembed.pydantic_util import check_options
 
 
 class ClusteringOptions(SuiteOptions):

@@ -22,7 +22,7 @@ import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
@@ -43,12 +43,12 @@ from protoembed.evaluation.suite import (
     ReportLayout,
     Suite,
     SuiteOptions,
-    check_options,
     extra_protocol,
 )
 from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
 from protoembed.evaluation.transfer import features
 from protoembed.io import pyplot, save_figure
+from protoembed.pydantic_util import Flag, check_options
 
 
 class FewshotOptions(SuiteOptions):
@@ -56,9 +56,7 @@ class FewshotOptions(SuiteOptions):
 
     shots: int = Field(16, ge=1, description="labelled examples per class")
     seeds: int = Field(10, ge=1, description="draws (seeds 0..seeds-1)")
-    c: float = Field(
-        1.0, gt=0, description="inverse L2 strength of the classifier", json_schema_extra={"flag": "--C"}
-    )
+    c: Annotated[float, Flag("--C")] = Field(1.0, gt=0, description="inverse L2 strength of the classifier")
 
 
 #: The options' defaults (the functions below default to them).

@@ -17,8 +17,10 @@ from typing import Any
 
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.evaluation.suite import SUITES, Inputs, Suite, check_options
+from protoembed.evaluation.suite import SUITES, Inputs, Suite
 from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
+from protoembed.model_spec import model_settings, model_spec
+from protoembed.pydantic_util import check_options
 from protoembed.runtimes import AUTO
 
 logger = logging.getLogger(__name__)
@@ -144,14 +146,8 @@ def evaluate(
     suite: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     name: str | None = None,
-    head: str | None = None,
-    template: str | None = None,
-    max_seq_length: int | None = None,
-    device: str | None = None,
-    precision: str | None = None,
     batch_size: int = 64,
     allow_empty: bool = False,
-    runtime: str = AUTO,
     cache_embeddings: bool = False,
     progress: bool = False,
     **options: Any,
@@ -160,30 +156,35 @@ def evaluate(
 
     Args:
         model: a model spec as ``protoembed.load`` takes it (``default``, a model folder, a hub id, an
-            export folder; loaded with ``head``, ``template``, ``max_seq_length``, ``device``,
-            ``precision``, ``runtime``), or a loaded model (a :class:`~protoembed.protocol.SentenceEmbedder`:
-            what ``protoembed.load`` returns; ``runtime`` other than ``auto`` moves it there).
+            export folder), or a loaded model (a :class:`~protoembed.protocol.SentenceEmbedder`: what
+            ``protoembed.load`` returns).
         tasks: task names or the papers' table names (``["STS-B", "MR"]``; see
             :data:`protoembed.evaluation.tasks.TASKS`); each goes to its first suite (MR: ``transfer``)
             unless ``suite`` is given. ``None``: the default tasks of ``suite``.
         suite: run every task in this suite (``fewshot`` for MR, CR, ...).
         data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``).
         name: the results' ``model`` field (default: ``model`` when it is a spec, else its class name).
-        batch_size, allow_empty, runtime, cache_embeddings: as ``protoembed eval``'s ``--batch-size``,
-            ``--allow-empty``, ``--runtime``, ``--cache-embeddings``.
+        batch_size, allow_empty, cache_embeddings: as ``protoembed eval``'s ``--batch-size``,
+            ``--allow-empty``, ``--cache-embeddings``.
         progress: a stderr line per finished task (what the command prints).
-        **options: the suites' own options, as ``protoembed eval <suite> --help`` lists them with ``_``
-            for ``-`` (STS: ``variant``, ``split``, ``cross_encoder``; transfer: ``folds``,
-            ``inner_folds``, ``seed``, ``mrpc_features``, ``classifier``; few-shot: ``shots``, ``seeds``,
-            ``c``; clustering: ``runs``). Each goes to the suites that have it; one no suite in play has
-            is an error.
+        **options: the model's settings (the keyword arguments of ``protoembed.load``: the fields of
+            :class:`~protoembed.model_spec.ModelSpec`, ``head``, ``template``, ``max_seq_length``,
+            ``device``, ``precision``, ``runtime``, ...; a loaded model reads only ``runtime``, other than
+            ``auto`` moving it there, and ``device``, a cross-encoder's), and the suites' own options, as
+            ``protoembed eval <suite> --help`` lists them with ``_`` for ``-`` (STS: ``variant``,
+            ``split``, ``cross_encoder``; transfer: ``folds``, ``inner_folds``, ``seed``,
+            ``mrpc_features``, ``classifier``; few-shot: ``shots``, ``seeds``, ``c``; clustering:
+            ``runs``). Each suite option goes to the suites that have it; one no suite in play has is an
+            error.
     Returns:
         ``{suite: results}``, each exactly the JSON ``protoembed eval <suite> --output`` writes for the
         same model, tasks and options.
     Raises:
-        ProtoembedError: one line for an unknown task, suite or option, or a missing data file (before
-            the model is loaded).
+        ProtoembedError: one line for a bad model setting, an unknown task, suite or option, or a missing
+            data file (before the model is loaded).
     """
+    settings = {k: options.pop(k) for k in model_settings() if k in options}
+    spec = model_spec(model=model if isinstance(model, str) else "default", **settings)
     planned = group_by_suite(tasks, suite)
     suites = [SUITES[s] for s in planned]
     known = {k for s in suites for k in s.options.model_fields}
@@ -196,22 +197,14 @@ def evaluate(
         chosen = suite_options(s, per_suite[s.name])
         check_files(s, resolve_tasks(s, planned[s.name], chosen), data_dir, chosen)
     if isinstance(model, str):
-        spec = name or model
+        label = name or model
 
         def load() -> Any:
-            from protoembed.loading import load as load_model
+            from protoembed.loading import load_model
 
-            return load_model(
-                model,
-                head=head,
-                template=template,
-                max_seq_length=max_seq_length,
-                device=device,
-                precision=precision,
-                runtime=runtime,
-            )
+            return load_model(spec)
     else:
-        spec = name or type(model).__name__
+        label = name or type(model).__name__
 
         def load() -> Any:
             return model
@@ -220,7 +213,7 @@ def evaluate(
         load,
         batch_size=batch_size,
         allow_empty=allow_empty,
-        runtime=AUTO if isinstance(model, str) else runtime,
+        runtime=AUTO if isinstance(model, str) else spec.runtime,
         cache_embeddings=cache_embeddings,
     )
     results = {}
@@ -228,16 +221,16 @@ def evaluate(
         results[s.name] = run_suite(
             s,
             encoder,
-            spec,
+            label,
             planned[s.name],
             per_suite[s.name],
             model_path=model if isinstance(model, str) else None,
             data_dir=data_dir,
             progress=progress,
             batch_size=batch_size,
-            device=device,
+            device=spec.device,
         )
-    logger.debug("evaluated %s on %s", spec, ", ".join(f"{k}: {v}" for k, v in planned.items()))
+    logger.debug("evaluated %s on %s", label, ", ".join(f"{k}: {v}" for k, v in planned.items()))
     return results
 
 

@@ -20,12 +20,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from protoembed.errors import ProtoembedError
-from protoembed.pydantic_util import first_error, problem
+from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from protoembed.evaluation.shared import Encode
@@ -58,25 +55,11 @@ Evaluate = Callable[..., dict[str, Any]]
 class SuiteOptions(BaseModel):
     """A suite's own options, one field each (a suite's options model subclasses this): the field's
     default, type and ``description`` are the option's default, check and help, from which ``protoembed
-    eval <suite>``'s flags (``--inner-folds`` for ``inner_folds``; ``json_schema_extra={"flag": "--C"}``
-    names another), :func:`protoembed.evaluate`'s keyword check and the suite's own defaults all come.
+    eval <suite>``'s flags (``--inner-folds`` for ``inner_folds``; a :class:`~protoembed.pydantic_util.Flag`
+    in the field's ``Annotated`` names another), :func:`protoembed.evaluate`'s keyword check and the suite's own defaults all come.
     Values are checked as Python gives them (``1`` is a valid float); unknown names are refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-Options = TypeVar("Options", bound=SuiteOptions)
-
-
-def check_options(model: type[Options], values: Mapping[str, Any], where: str = "") -> Options:
-    """``model`` made from ``values``; the first invalid value is a one-line error (``where`` then
-    ``folds must be at least 2, got 1``)."""
-    try:
-        return model(**values)
-    except ValidationError as err:
-        loc, error = first_error(err)
-        name = ".".join(str(part) for part in loc)
-        raise ProtoembedError(f"{where}{name} {problem(error)}") from None
 
 
 def no_files(args: argparse.Namespace, result: dict[str, Any]) -> list[Path]:

@@ -55,7 +55,6 @@ from protoembed.evaluation.suite import (
     ReportLayout,
     Suite,
     SuiteOptions,
-    check_options,
     extra_protocol,
 )
 from protoembed.evaluation.tasks import (
@@ -67,6 +66,7 @@ from protoembed.evaluation.tasks import (
     table_name,
     table_names,
 )
+from protoembed.pydantic_util import check_options
 
 #: SentEval's grid of the inverse L2 regularisation strength (a task entry's ``c_grid`` by default).
 C_GRID = SENTEVAL_C_GRID

@@ -4,7 +4,7 @@
 ``Embedder.encode`` runs with the exported graph as its forward pass; tokenisation is the
 :class:`~protoembed.encoder.PromptEncoder`'s own (template, soft-prompt slots, sentence-only
 truncation), built from the saved tokenizer and the backbone's module tree on the ``meta`` device (no
-weights). :func:`load_export` reads the folder, picks the runtime (``auto``:
+weights). :func:`open_export` (:func:`load_export`: from keyword settings) reads the folder, picks the runtime (``auto``:
 :func:`protoembed.runtimes.auto_runtime`), checks the precision against its registry entry and lets the
 entry's loader build the runtime's subclass (:class:`~protoembed.export.onnx.OnnxEmbedder`: ONNX
 Runtime; :class:`~protoembed.export.openvino.OpenVinoEmbedder`: OpenVINO).
@@ -26,7 +26,7 @@ from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
-from protoembed.precision import check_precision
+from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.runtimes import (
     AUTO,
     RuntimeSpec,
@@ -168,50 +168,50 @@ def read_export_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def load_export(
-    path: str | os.PathLike,
-    *,
-    head: str | None = None,
-    template: str | None = None,
-    max_seq_length: int | None = None,
-    n_soft_prompt: int | None = None,
-    soft_prompt_init: str | None = None,
-    normalize: bool | None = None,
-    device: str | torch.device | None = None,
-    threads: int | None = None,
-    runtime: str = AUTO,
-    precision: str | None = None,
-) -> ExportedEmbedder:
-    """Open an exported folder (arguments as :func:`protoembed.load`; head, template and soft prompt
-    are fixed in the graph, ``max_seq_length`` only changes tokenisation).
+def load_export(path: str | os.PathLike, *, threads: int | None = None, **settings: Any) -> ExportedEmbedder:
+    """Open an exported folder: :func:`open_export` with the
+    :class:`~protoembed.model_spec.ModelSpec` made of ``settings`` (the keyword arguments of
+    :func:`protoembed.load`); ``threads``: the runtime's CPU threads (default: its own choice).
 
-    Args:
-        runtime: ``auto`` (:func:`~protoembed.runtimes.auto_runtime`) or a registered runtime that reads
-            the folder's format (``onnx``: ONNX Runtime; ``openvino``).
-        precision: ``None`` (the runtime's choice: the graph's own; under OpenVINO, bf16 on CPUs with
-            native bf16, else fp32), or one of the runtime's entry's ``precisions`` (OpenVINO: ``fp32``,
-            ``bf16``; ONNX Runtime: ``fp32`` only). An int8 export runs in int8 only.
     Raises:
-        ProtoembedError: an unknown runtime or one that cannot read the folder, a precision the export
-            or runtime cannot run, a missing optional package (with the pip command), or a missing /
-            unreadable file (named).
+        ProtoembedError: an unknown setting or a bad value (one line), or as :func:`open_export`.
+    """
+    return open_export(Path(path), model_spec(model=os.fspath(path), **settings), threads)
+
+
+def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> ExportedEmbedder:
+    """The export folder ``root`` on ``spec.runtime`` (head, template and soft prompt are fixed in the
+    graph, ``spec.max_seq_length`` only changes tokenisation; ``spec.model`` is not read).
+
+    ``spec.runtime``: ``auto`` (:func:`~protoembed.runtimes.auto_runtime`) or a registered runtime that
+    reads the folder's format (``onnx``: ONNX Runtime; ``openvino``). ``spec.precision``: ``None`` (the
+    runtime's choice: the graph's own; under OpenVINO, bf16 on CPUs with native bf16, else fp32), or one
+    of the runtime's entry's ``precisions`` (OpenVINO: ``fp32``, ``bf16``; ONNX Runtime: ``fp32``
+    only). An int8 export runs in int8 only.
+
+    Raises:
+        ProtoembedError: a runtime that cannot read the folder, a head, template or soft prompt other
+            than the graph's, a precision the export or runtime cannot run, a missing optional package
+            (with the pip command), or a missing / unreadable file (named).
     """
     from transformers import AutoConfig, AutoTokenizer
 
-    root = Path(path)
     config = read_export_config(root)
+    runtime, precision = spec.runtime, spec.precision
     check_export_runtime(runtime, root)
-    if head is not None and head != config["head"]:
-        raise ProtoembedError(f"{root}: exported with head {config['head']!r}; cannot switch to {head!r}")
-    if template is not None or n_soft_prompt is not None or soft_prompt_init is not None:
+    if spec.head is not None and spec.head != config["head"]:
+        raise ProtoembedError(
+            f"{root}: exported with head {config['head']!r}; cannot switch to {spec.head!r}"
+        )
+    if spec.template is not None or spec.n_soft_prompt is not None or spec.soft_prompt_init is not None:
         raise ProtoembedError(f"{root}: the template and soft prompt of an export are fixed in its graph")
-    if normalize is False and config["normalize"]:
+    if spec.normalize is False and config["normalize"]:
         raise ProtoembedError(f"{root}: this export normalises its vectors inside the graph")
-    if device is not None and torch.device(device).type != "cpu":
-        logger.warning("exports run on the CPU; ignoring device %s", device)
-    spec = get_runtime(auto_runtime(config) if runtime == AUTO else runtime)
-    _check_reads(root, config, spec)
-    _check_precision(root, config, spec, precision)
+    if spec.device is not None and torch.device(spec.device).type != "cpu":
+        logger.warning("exports run on the CPU; ignoring device %s", spec.device)
+    entry = get_runtime(auto_runtime(config) if runtime == AUTO else runtime)
+    _check_reads(root, config, entry)
+    _check_precision(root, config, entry, precision)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(root))
         backbone_config = AutoConfig.from_pretrained(str(root))
@@ -220,22 +220,22 @@ def load_export(
         first = str(err).strip().splitlines()[0]
         raise ProtoembedError(f"{root}: cannot read the export's tokenizer or settings: {first}") from None
     settings = {k: v for k, v in settings.items() if k in PromptEncoder.config_keys}
-    settings["soft_prompt_init"] = "uniform"  # the trained vectors are in the graph
-    if max_seq_length is not None:
-        settings["max_seq_length"] = max_seq_length
+    settings["soft_prompt_init"] = SOFT_PROMPT_INITS[0]  # the trained vectors are in the graph
+    if spec.max_seq_length is not None:
+        settings["max_seq_length"] = spec.max_seq_length
     encoder = PromptEncoder(tokenizer=tokenizer, model=_weightless_backbone(backbone_config), **settings)
-    normalize = bool(normalize) or bool(config["normalize"])
-    embedder = spec.load(root, config, encoder, normalize, threads, precision)
-    embedder.runtime = spec.name
+    normalize = bool(spec.normalize) or bool(config["normalize"])
+    embedder = entry.load(root, config, encoder, normalize, threads, precision)
+    embedder.runtime = entry.name
     embedder.root = root
     if precision is not None and embedder.precision != precision:
         logger.warning(
-            "%s: %s runs in %s on this CPU (no native %s)", root, spec.label, embedder.precision, precision
+            "%s: %s runs in %s on this CPU (no native %s)", root, entry.label, embedder.precision, precision
         )
     logger.info(
         "%s: %s runs the %s export in %s%s",
         root,
-        spec.label,
+        entry.label,
         folder_format(config),
         embedder.precision,
         " (picked by auto)" if runtime == AUTO else "",
@@ -258,7 +258,6 @@ def _check_precision(root: Path, config: dict[str, Any], spec: RuntimeSpec, prec
     """Refuse a precision the export (int8) or the runtime (its entry's ``precisions``) cannot run."""
     if precision is None:
         return
-    check_precision(precision)
     exported = config.get("quantize") or "fp32"
     if exported != "fp32":
         raise ProtoembedError(f"{root}: exported in {exported}; it cannot run in {precision}")

@@ -87,18 +87,12 @@ def head_for(cfg: TrainConfig) -> str | None:
 
 
 def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
-    """The embedder a run trains: ``cfg.model`` with the run's head (:func:`head_for`), template and soft
-    prompt, on ``device``."""
-    from protoembed.loading import load
+    """The embedder a run trains: the model of the config's model settings
+    (:meth:`~protoembed.training.config_models.TrainConfig.model_spec`) with the run's head
+    (:func:`head_for`), on ``device``."""
+    from protoembed.loading import load_model
 
-    return load(
-        cfg.model,
-        head=head_for(cfg),
-        template=cfg.template,
-        n_soft_prompt=cfg.n_soft_prompt,
-        soft_prompt_init=cfg.soft_prompt_init,
-        device=device,
-    )
+    return load_model(cfg.model_spec(head=head_for(cfg), device=device))
 
 
 def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> TrainableObjective:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.registry import ObjectiveOptions
-from protoembed.pydantic_util import first_error, problem
+from protoembed.pydantic_util import WholeMessage, first_error, problem
 from protoembed.training.config_models import (
     TRACKERS,
     ConfigKeyError,
@@ -198,6 +198,8 @@ def _explain(err: ValidationError) -> tuple[str, str]:
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigKeyError):
         return cause.key, str(cause) if cause.full else f"config key {cause.key!r}: {cause}"
+    if isinstance(cause, WholeMessage):  # names the value itself (``unknown head 'x': ...``)
+        return key, str(cause)
     if error["type"] == "extra_forbidden":
         model = _section_model(loc[:-1])
         known = f"; known keys here: {', '.join(model.model_fields)}" if model is not None else ""

@@ -31,14 +31,10 @@ from pydantic import (
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TaskDeclaration
 from protoembed.heads import HEADS
+from protoembed.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
 from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
-from protoembed.pydantic_util import STRICT, Number
-
-
-def _text(value: Any) -> Any:
-    """A number given where a name is expected (``model: 123``) is read as text."""
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+from protoembed.pydantic_util import STRICT, Name, Number, OptionalText
 
 
 class ConfigKeyError(ValueError):
@@ -47,10 +43,6 @@ class ConfigKeyError(ValueError):
     def __init__(self, key: str, message: str, full: bool = False) -> None:
         super().__init__(message)
         self.key, self.full = key, full
-
-
-Name = Annotated[str, BeforeValidator(_text), Field(min_length=1)]
-OptionalText = Annotated[str, Field(min_length=1)] | None
 
 
 class ObjectiveConfig(BaseModel):
@@ -290,31 +282,24 @@ class TrainingConfig(BaseModel):
             raise ValueError(str(err)) from None
 
 
-class TrainConfig(BaseModel):
-    """A whole training run."""
+class TrainConfig(ModelSettings):
+    """A whole training run: the model's settings (:class:`~protoembed.model_spec.ModelSettings`, the
+    fields of :class:`~protoembed.model_spec.ModelSpec` a config sets; ``head`` defaults to the
+    objective's own and ``max_seq_length`` is the training inputs' budget), the objective, the data and
+    the training."""
 
     model_config = STRICT
 
-    model: Name = Field("default", description="protoembed.load spec: default | HF id | local dir")
-    head: OptionalText = Field(
+    head: HeadName = Field(
         None,
         description=f"{' | '.join(HEADS)} (default: the objective's own: "
         + ", ".join(f"{name} {entry.options.default_head}" for name, entry in REGISTRY.items())
         + ")",
     )
-    template: OptionalText = Field(
-        None, description="prompt heads: template with <S> and [MASK] (default: the head's)"
-    )
-    max_seq_length: Annotated[int, Field(ge=1)] | None = Field(
+    max_seq_length: MaxSeqLength = Field(
         32,
         description="training inputs only: sentence tokens (prompt heads; template tokens come on top) / all "
         "tokens (plain heads); evaluation and the saved model read whole sentences",
-    )
-    n_soft_prompt: Annotated[int, Field(ge=1)] | None = Field(
-        None, description="soft_prompt head: number of vectors (default 4)"
-    )
-    soft_prompt_init: Literal["uniform", "template"] | None = Field(
-        None, description="uniform (authors' code) | template (default uniform)"
     )
     objective: ObjectiveConfig = Field(description=f"name ({', '.join(REGISTRY)}), and its options (below)")
     data: DataConfig = Field(description="the training examples")
@@ -347,17 +332,14 @@ class TrainConfig(BaseModel):
                 raise ConfigKeyError("tasks", str(err)) from None
         return data
 
-    @field_validator("head")
-    @classmethod
-    def _head(cls, head: str | None) -> str | None:
-        if head is not None:
-            from protoembed.heads import get_head
-
-            try:
-                get_head(head)
-            except ProtoembedError as err:  # one line listing the known heads
-                raise ConfigKeyError("head", str(err), full=True) from None
-        return head
+    def model_spec(self, **settings: Any) -> ModelSpec:
+        """The :class:`~protoembed.model_spec.ModelSpec` of the model a run loads: the config's model
+        settings but ``max_seq_length`` (the training inputs' budget, not the model's), with
+        ``settings`` (e.g. ``head``, ``device``) on top."""
+        shared = {
+            name: getattr(self, name) for name in ModelSettings.model_fields if name != "max_seq_length"
+        }
+        return model_spec(**{**shared, **settings})
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data, objective options flattened as in the YAML."""
