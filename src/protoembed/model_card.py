@@ -29,7 +29,8 @@ from protoembed.st_layout import MODULES_FILE
 CARD_FILE = "README.md"
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; ``None`` when it is missing or not JSON (a card states what is there)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -44,7 +45,7 @@ def fmt_cell(value: Any) -> str:
 def _export_config(folder: Path) -> dict[str, Any] | None:
     """The folder's ``protoembed_export.json`` (``None``: not an export)."""
     return (
-        _read_json(folder / "protoembed_export.json")
+        read_json(folder / "protoembed_export.json")
         if (folder / "protoembed_export.json").is_file()
         else None
     )
@@ -57,10 +58,10 @@ def _writer(export: dict[str, Any] | None) -> RuntimeSpec:
 
 
 def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
-    config = _read_json(folder / "config.json") or {}
+    config = read_json(folder / "config.json") or {}
     export = _export_config(folder)
-    saved = _read_json(folder / "protoembed.json") or export or {}
-    encoder = _read_json(folder / "protoembed_encoder.json") or {}
+    saved = read_json(folder / "protoembed.json") or export or {}
+    encoder = read_json(folder / "protoembed_encoder.json") or {}
     architecture = ", ".join(config.get("architectures") or [config.get("model_type", "?")])
     backbone = backbone or config.get("_name_or_path") or config.get("model_type", "?")
     shape = f"{config.get('num_hidden_layers', '?')} layers, hidden size {config.get('hidden_size', '?')}"
@@ -79,7 +80,7 @@ def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
 
 
 def _needs_remote_code(folder: Path) -> bool:
-    modules = _read_json(folder / MODULES_FILE) or []
+    modules = read_json(folder / MODULES_FILE) or []
     return any(not str(m.get("type", "")).startswith("sentence_transformers.") for m in modules)
 
 

@@ -34,7 +34,7 @@ from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings
 from protoembed.evaluation.sts import pair_cosines, score_sts
-from protoembed.evaluation.tasks import TASKS, Task, default_tasks, get_tasks
+from protoembed.evaluation.tasks import TASKS, Task, get_tasks
 from protoembed.io import pyplot, save_figure
 
 #: Fig. 6: gold score -> colour of its pairs (the paper's orange / blue / green).
@@ -177,7 +177,7 @@ def frequent_token_removal(
     Out: ``{"figure", "tasks", "top_k", "models": [{"label", "head", "rows": [{"k", "removed", "avg"}]}]}``.
     """
     root = resolve_data_dir(data_dir)
-    entries = get_tasks(default_tasks("sts", "test") if tasks is None else tasks, "sts", "test")
+    entries = get_tasks(tasks, "sts", "test")
     datasets = {t.name: t.load(root, variant) for t in entries}
     entries = []
     for label, embedder in models:

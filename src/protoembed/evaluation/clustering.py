@@ -36,7 +36,7 @@ from protoembed.evaluation.suite import (
     SuiteOptions,
     extra_protocol,
 )
-from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
+from protoembed.evaluation.tasks import Task, get_tasks, table_names
 from protoembed.pydantic_util import check_options
 
 
@@ -119,9 +119,7 @@ def evaluate_clustering(
     """
     check_options(ClusteringOptions, {"runs": runs})
     protocol = {"algorithm": "k-means (k = classes, k-means++ init, n_init=1)", "runs": runs}
-    entries = {
-        t.name: t for t in get_tasks(default_tasks("clustering") if tasks is None else tasks, "clustering")
-    }
+    entries = {t.name: t for t in get_tasks(tasks, "clustering")}
     return {
         "protocol": protocol,
         **evaluate_tasks(

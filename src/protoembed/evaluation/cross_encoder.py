@@ -101,7 +101,7 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None):
 def evaluate_cross_encoder_sts(
     path: str | os.PathLike[str],
     data_dir: str | os.PathLike[str] | None,
-    tasks: Sequence[str] = ("STSBenchmark",),
+    tasks: Sequence[str] | None = ("STSBenchmark",),
     split: str = "test",
     batch_size: int = 64,
     variant: str = "senteval",
@@ -112,7 +112,8 @@ def evaluate_cross_encoder_sts(
     Args:
         path: a ``CrossEncoder`` folder, or a saved run's model folder holding one in ``cross_encoder/``.
         data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
-        tasks: STS task names (``STSBenchmark`` / ``STS-B``, ``SICK-R``, ``STS12``...).
+        tasks: STS task names (``STSBenchmark`` / ``STS-B``, ``SICK-R``, ``STS12``...; ``None``: the sts
+            suite's default run for ``split``).
         split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``).
         batch_size: pairs per forward.
         variant: ``senteval`` or ``raw`` (as the tasks' readers take it).

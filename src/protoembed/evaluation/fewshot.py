@@ -45,7 +45,7 @@ from protoembed.evaluation.suite import (
     SuiteOptions,
     extra_protocol,
 )
-from protoembed.evaluation.tasks import Task, default_tasks, get_tasks, table_names
+from protoembed.evaluation.tasks import Task, get_tasks, table_names
 from protoembed.evaluation.transfer import features
 from protoembed.io import pyplot, save_figure
 from protoembed.pydantic_util import Flag, check_options
@@ -132,7 +132,7 @@ def evaluate_fewshot(
     "avg"}`` (x100; ``avg`` = mean of the per-task means). The caller adds ``"model"``.
     """
     check_options(FewshotOptions, dict(shots=shots, seeds=seeds, c=c))
-    entries = {t.name: t for t in get_tasks(default_tasks("fewshot") if tasks is None else tasks, "fewshot")}
+    entries = {t.name: t for t in get_tasks(tasks, "fewshot")}
     return {
         "protocol": {"shots_per_class": shots, "seeds": seeds, "C": c},
         **evaluate_tasks(

@@ -18,7 +18,7 @@ from typing import Any
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
-from protoembed.evaluation.tasks import TASKS, default_tasks, get_task, get_tasks
+from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
 from protoembed.model_spec import model_settings, model_spec
 from protoembed.pydantic_util import check_options
 from protoembed.runtimes import AUTO
@@ -65,10 +65,7 @@ def resolve_tasks(suite: Suite, tasks: Sequence[str] | None, options: Mapping[st
     Raises:
         ProtoembedError: a task the suite does not evaluate (the known names listed), or a split it lacks.
     """
-    split = options.get("split")
-    if tasks is None:
-        tasks = default_tasks(suite.name, split)
-    return [task.name for task in get_tasks(tasks, suite.name, split)]
+    return [task.name for task in get_tasks(tasks, suite.name, options.get("split"))]
 
 
 def check_files(

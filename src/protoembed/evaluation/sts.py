@@ -21,7 +21,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
-from protoembed.evaluation.tasks import Split, Task, default_tasks, get_tasks, main_score, table_names
+from protoembed.evaluation.tasks import Split, Task, get_tasks, main_score, table_names
 from protoembed.runtimes import TORCH
 
 
@@ -76,7 +76,7 @@ def evaluate_sts(
         correlations x100 and ``avg`` the mean Spearman over the tasks. The caller adds ``"model"``.
     """
     check_variant(variant)
-    entries = get_tasks(default_tasks("sts", split) if tasks is None else tasks, "sts", split)
+    entries = get_tasks(tasks, "sts", split)
     datasets = [entry.load(data_dir, variant, split) for entry in entries]
     embeddings, index = sentence_embeddings(
         encode, [s for pairs in datasets for s in (*pairs.sentences1, *pairs.sentences2)]
@@ -146,7 +146,6 @@ def evaluate_suite(
     """The ``sts`` suite: :func:`evaluate_sts` (the cosine of two embeddings) on ``tasks`` (``None``:
     the suite's default run for ``split``), or with ``cross_encoder`` the pair scored as one input by the cross-encoder at
     ``inputs.model`` (the BERT/ALBERT paper's Table II; ``inputs.encode`` is then unused)."""
-    tasks = list(tasks) if tasks is not None else default_tasks("sts", split)
     if cross_encoder:
         from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 

@@ -186,7 +186,7 @@ class TaskRegistry(Mapping[str, Task]):
         return self._entries
 
     def _add(self, task: Task, replace: bool) -> None:
-        entries = self._entries if self._entries is not None else self._all()
+        entries = self._all()
         for other in entries.values():
             names = {other.name.lower(), other.table_name.lower()}
             if other.name != task.name and names & {task.name.lower(), task.table_name.lower()}:
@@ -629,13 +629,16 @@ def get_task(name: str | Task, suite: str | None = None) -> Task:
     raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
 
 
-def get_tasks(names: Iterable[str | Task], suite: str, split: str | None = None) -> list[Task]:
-    """The entries of ``names`` (each once, in order) among ``suite``'s tasks, each checked to have
-    ``split`` (``None``: not checked).
+def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None = None) -> list[Task]:
+    """The entries of ``names`` (each once, in order; ``None``: the suite's default run for ``split``,
+    :func:`default_tasks`) among ``suite``'s tasks, each checked to have ``split`` (``None``: not
+    checked).
 
     Raises:
         ProtoembedError: no name, an unknown one (the known names listed), or a split a task lacks.
     """
+    if names is None:
+        names = default_tasks(suite, split)
     entries = list({e.name: e for e in (get_task(name, suite) for name in names)}.values())
     if not entries:
         raise ProtoembedError(f"no {suite} task to evaluate")

@@ -60,7 +60,6 @@ from protoembed.evaluation.suite import (
 from protoembed.evaluation.tasks import (
     SENTEVAL_C_GRID,
     Task,
-    default_tasks,
     get_task,
     get_tasks,
     table_name,
@@ -373,7 +372,7 @@ def evaluate_transfer(
     """
     values = dict(folds=folds, inner_folds=inner_folds, seed=seed, mrpc_features=mrpc_features)
     check_options(TransferOptions, {**values, "classifier": classifier})
-    entries = get_tasks(default_tasks("transfer") if tasks is None else tasks, "transfer")
+    entries = get_tasks(tasks, "transfer")
     protocol = protocol_record(classifier, folds, inner_folds, seed, entries, mrpc_features)
     datasets = {task.name: task.load(data_dir) for task in entries}
     by_name = {task.name: task for task in entries}

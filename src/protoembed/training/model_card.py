@@ -16,15 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protoembed.model_card import fmt_cell, write_model_card
+from protoembed.model_card import fmt_cell, read_json, write_model_card
 from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _start_entry(run_dir: Path) -> dict[str, Any]:
@@ -67,7 +60,7 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
 
 def _training_section(run_dir: Path) -> list[str]:
     start = _start_entry(run_dir)
-    results = _read_json(run_dir / RESULTS_FILE)
+    results = read_json(run_dir / RESULTS_FILE)
     lines = ["## Training", ""]
     objective = dict(start.get("objective") or {})
     name = objective.pop("name", "?")
