@@ -41,10 +41,10 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("errors", "version", "io", "pydantic_util", "inputs", "precision", "prompts", "templates")
-    + ("run_layout",),
+    + ("run_layout", "input_prompts"),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("model_spec", "loading", "export", "runtimes", "protocol"),
+    + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search"),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),
