@@ -118,3 +118,7 @@ experiment-supervised: install
 .PHONY: experiment-adapt
 experiment-adapt: install
 	$(BIN)/python experiments/domain_adapt.py
+
+.PHONY: experiment-own-pairs
+experiment-own-pairs: install
+	$(BIN)/python experiments/own_pairs.py
