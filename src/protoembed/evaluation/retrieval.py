@@ -166,6 +166,7 @@ def evaluate_retrieval(
         evaluate,
         lambda r: f"nDCG@10 {r[MAIN_SCORE]:.2f}, Recall@100 {r[metric_key('recall', 100)]:.2f}",
         progress,
+        score=MAIN_SCORE,
     )
     prompts = used.get("prompts", {})
     protocol = {

@@ -43,6 +43,7 @@ def evaluate_tasks(
     evaluate: Callable[[Data], dict[str, Any]],
     describe: Callable[[dict[str, Any]], str],
     progress: bool = False,
+    score: str = "acc",
 ) -> dict[str, Any]:
     """Read every task's data (so bad data fails before any encoding), then ``evaluate`` each in order.
 
@@ -51,7 +52,8 @@ def evaluate_tasks(
 
     Returns:
         ``{"tasks": {name: evaluate(data)}, "avg": mean of their main scores}`` (each task entry's
-        ``main_score``: ``acc`` for every transfer, few-shot and clustering task).
+        ``main_score``: ``acc`` for every transfer, few-shot and clustering task; ``score`` for a task
+        given as an entry that was never registered).
     """
     tasks = list(dict.fromkeys(tasks))
     if not tasks:
@@ -67,5 +69,5 @@ def evaluate_tasks(
             print(
                 f"{suite}: {name}: {describe(results[name])} ({seconds:.0f} s)", file=sys.stderr, flush=True
             )
-    avg = float(np.mean([r[main_score(name, "acc")] for name, r in results.items()]))
+    avg = float(np.mean([r[main_score(name, score)] for name, r in results.items()]))
     return {"tasks": results, "avg": avg}
