@@ -16,6 +16,7 @@ from beir_toy import write_beir
 from protoembed.cli import main
 from protoembed.data.benchmarks.beir import read_beir
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.embedding_cache import EmbeddingStore
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.retrieval import evaluate_retrieval, format_retrieval_table, search
 from protoembed.evaluation.retrieval_metrics import K_VALUES, metric_keys
@@ -175,8 +176,13 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     assert main([*argv, "--score-function", "dot"]) == 0
     printed = capsys.readouterr()
     assert "| toyset | " in printed.out and "retrieval: toyset: nDCG@10 " in printed.err
+    assert "Retrieval (test split, dot, a query's own id excluded; x100, model " in printed.out
     saved = json.loads(out.read_text(encoding="utf-8"))
     assert "toyset" not in protoembed.evaluation.tasks.TASKS  # registered for that run only
+    assert main([*argv, "--corpus-chunk-size", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "protoembed: error: retrieval: corpus_chunk_size must be at least 1, got 0"
+    )
     register_tasks(beir_task("toyset", None, str(folder)))
     got = protoembed.evaluate(tiny, tasks=["toyset"], score_function="dot")
     assert got == {"retrieval": saved}
@@ -191,3 +197,22 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     assert "nDCG@10:" in section and "Recall@100:" in section
     ndcg = f"{saved['tasks']['toyset']['ndcg_at_10']:.2f}"
     assert f"| other-model | {ndcg} | {ndcg} |" in section
+
+
+def test_cache_embeddings_keeps_the_corpus_for_the_next_run(
+    tiny: str, tmp_path: Path, monkeypatch, register_tasks
+):
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    folder = write_beir(tmp_path / "toyset")
+    register_tasks(beir_task("Cached", None, str(folder)))
+    model = protoembed.load(tiny, device="cpu")
+    first = protoembed.evaluate(model, ["Cached"], cache_embeddings=True, name="tiny")
+    (store,) = (tmp_path / "cache" / "embeddings").iterdir()
+    kept = EmbeddingStore(lambda texts: np.zeros((len(texts), 1)), store).texts
+    assert set(read_beir(folder, "test", "Cached").corpus_texts) <= set(kept)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a stored text was encoded again")
+
+    monkeypatch.setattr(model, "encode", refuse)
+    assert protoembed.evaluate(model, ["Cached"], cache_embeddings=True, name="tiny") == first

@@ -197,7 +197,8 @@ def format_retrieval_table(result: dict[str, Any]) -> str:
     documents), then the papers' one-row layout of nDCG@10."""
     tasks: dict[str, dict[str, Any]] = result["tasks"]
     p = result.get("protocol", {})
-    title = f"Retrieval ({p.get('split', '?')} split, {p.get('score_function', '?')}; x100"
+    own = ", a query's own id excluded" if p.get("exclude_identical_ids") else ""
+    title = f"Retrieval ({p.get('split', '?')} split, {p.get('score_function', '?')}{own}; x100"
     headings = ["Task", *(h for h, _ in TABLE_COLUMNS), "queries", "corpus"]
     lines = table_head(title, result, headings, "l" + "r" * (len(headings) - 1))
     for task, r in tasks.items():
