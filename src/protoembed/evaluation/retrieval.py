@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import AfterValidator, Field
 
 from protoembed.data.benchmarks.beir import TITLE_SEPARATOR, RetrievalData
@@ -61,7 +62,7 @@ class RetrievalOptions(SuiteOptions):
         str, AfterValidator(checked(check_score_function)), Flag(choices=lambda: SCORE_FUNCTIONS)
     ] = Field("cosine", description="query-document score: cosine, or dot (the raw inner product)")
     corpus_chunk_size: int = Field(
-        CORPUS_CHUNK_SIZE, ge=1, description="documents scored per block (memory only; results are the same)"
+        CORPUS_CHUNK_SIZE, ge=1, description="documents scored per block (bounds the memory of the search)"
     )
 
 
@@ -86,7 +87,7 @@ def search(
     """
     queries = apply_prompt(data.query_texts, prompts, QUERY)
     documents = apply_prompt(data.corpus_texts, prompts, DOCUMENT)
-    vectors, index = sentence_embeddings(encode, [*queries, *documents])
+    vectors, index = sentence_embeddings(encode, [*queries, *documents], np.float32)  # as top_k scores
     row = {doc_id: i for i, doc_id in enumerate(data.corpus_ids)}
     exclude = [[row[q]] if q in row else [] for q in data.query_ids]
     rankings = top_k(

@@ -18,16 +18,18 @@ Data = TypeVar("Data")
 Encode = Callable[[list[str]], np.ndarray]
 
 
-def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.ndarray, dict[str, int]]:
+def sentence_embeddings(
+    encode: Encode, sentences: Sequence[str], dtype: type[np.floating] = np.float64
+) -> tuple[np.ndarray, dict[str, int]]:
     """Encode each distinct sentence once (one ``encode`` call, in order of first appearance).
 
     Returns:
-        (float64 embeddings, sentence -> row).
+        (embeddings as ``dtype``: float64 by default, float32 for a retrieval corpus, sentence -> row).
     Raises:
         ProtoembedError: ``encode`` returned an array of the wrong shape.
     """
     unique = list(dict.fromkeys(sentences))
-    embeddings = np.asarray(encode(unique), dtype=np.float64)
+    embeddings = np.asarray(encode(unique), dtype=dtype)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(unique):
         raise ProtoembedError(
             f"the encoder returned an array of shape {embeddings.shape} for {len(unique)} sentences; "
