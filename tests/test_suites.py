@@ -36,7 +36,7 @@ def _eval_choices() -> dict[str, argparse.ArgumentParser]:
 
 def test_eval_has_one_sub_command_per_declared_suite_with_its_tasks_and_names() -> None:
     choices = _eval_choices()
-    assert list(choices) == ["sts", "transfer", "fewshot", "clustering"] == list(SUITES)
+    assert list(choices) == ["sts", "transfer", "fewshot", "clustering", "retrieval"] == list(SUITES)
     for name, suite in SUITES.items():
         args = choices[name].parse_args(["--model", "m"])
         assert args.func.args == (suite,)

@@ -51,8 +51,8 @@ def _vectors(model: str, sentences: list[str]) -> np.ndarray:
     ("fields", "message"),
     [
         (
-            dict(suites=("retrieval",)),
-            "task 'T': unknown suite 'retrieval'; choose from: sts, transfer, fewshot",
+            dict(suites=("ranking",)),
+            "task 'T': unknown suite 'ranking'; choose from: sts, transfer, fewshot",
         ),
         (dict(dataset="my-data"), "task 'T': unknown `protoembed data` entry 'my-data'"),
         (dict(splits=("validation",)), "task 'T': splits.0: Input should be 'train', 'dev' or 'test'"),

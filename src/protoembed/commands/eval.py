@@ -12,10 +12,11 @@ suite's name ``"suite"`` and the suite's result).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from protoembed.commands.common import (
     add_allow_empty_option,
@@ -26,6 +27,9 @@ from protoembed.commands.common import (
 )
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Suite
+
+if TYPE_CHECKING:
+    from protoembed.evaluation.tasks import Task
 
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
@@ -57,6 +61,21 @@ def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in suite.options.model_fields}
 
 
+@contextlib.contextmanager
+def registered(entry: Task | None) -> Iterator[None]:
+    """``entry`` (``--task-dir``'s task) in :data:`protoembed.evaluation.tasks.TASKS` for the block only."""
+    from protoembed.evaluation.tasks import register_task, unregister_task
+
+    if entry is None:
+        yield
+        return
+    register_task(entry)
+    try:
+        yield
+    finally:
+        unregister_task(entry.name)
+
+
 def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
     suite's other files, such as few-shot's ``--figure``); the results are
@@ -67,18 +86,22 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
         from protoembed.evaluation.cross_encoder import cross_encoder_dir
 
         cross_encoder_dir(args.model)
-    result = run.run_suite(
-        suite,
-        lazy_encoder(args),
-        args.model,
-        args.tasks,
-        suite_options(suite, args),
-        model_path=args.model,
-        data_dir=args.data_dir,
-        progress=True,
-        batch_size=args.batch_size,
-        device=args.device,
-    )
+    folder = getattr(args, "task_dir", None)
+    entry = suite.command.folder_task(folder) if folder else None
+    tasks = [*(args.tasks or []), entry.name] if entry else args.tasks
+    with registered(entry):
+        result = run.run_suite(
+            suite,
+            lazy_encoder(args),
+            args.model,
+            tasks,
+            suite_options(suite, args),
+            model_path=args.model,
+            data_dir=args.data_dir,
+            progress=True,
+            batch_size=args.batch_size,
+            device=args.device,
+        )
     for path in suite.command.write_files(args, result):
         print(f"wrote {path}", file=sys.stderr)
     return _finish(args, result, suite.format_table(result))
@@ -129,6 +152,13 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
         "~/.cache/protoembed/embeddings) and look them up in later runs of the same model: few-shot after "
         "transfer encodes almost nothing",
     )
+    if command.folder_task is not None:
+        parser.add_argument(
+            "--task-dir",
+            default=None,
+            metavar="DIR",
+            help="evaluate the folder DIR as one more task, named after the folder (for this run only)",
+        )
     add_option_flags(parser, suite.options)
     for flag, metavar, help in command.output_files:
         parser.add_argument(flag, default=None, type=output_file(), metavar=metavar, help=help)

@@ -4,6 +4,8 @@
 - :mod:`~protoembed.evaluation.transfer`: the SentEval transfer tasks (logistic regression);
 - :mod:`~protoembed.evaluation.fewshot`: few-shot transfer (K examples per class, several seeds);
 - :mod:`~protoembed.evaluation.clustering`: short-text clustering (k-means, matched accuracy, NMI);
+- :mod:`~protoembed.evaluation.retrieval`: retrieval on BEIR-layout folders (exact search; nDCG, MRR,
+  Recall, MAP, Precision at k: :mod:`~protoembed.evaluation.retrieval_metrics`);
 - :mod:`~protoembed.evaluation.analysis`: the embedding-space figures;
 - :mod:`~protoembed.evaluation.shared`: what the suites share (deduplicated encoding, table cells).
 - :mod:`~protoembed.evaluation.encoders`: :class:`~protoembed.evaluation.encoders.LazyEncoder`, the
@@ -24,9 +26,9 @@ a new task of an existing suite is one task entry alone. A suite module imports 
 torch only inside the functions that compute.
 """
 
-from protoembed.evaluation import clustering, fewshot, sts, transfer
+from protoembed.evaluation import clustering, fewshot, retrieval, sts, transfer
 from protoembed.evaluation.suite import SUITES, register_suite
 
-for _suite in (sts.SUITE, transfer.SUITE, fewshot.SUITE, clustering.SUITE):
+for _suite in (sts.SUITE, transfer.SUITE, fewshot.SUITE, clustering.SUITE, retrieval.SUITE):
     if _suite.name not in SUITES:
         register_suite(_suite)

@@ -44,6 +44,7 @@ class LazyEncoder:
         cache_embeddings: look vectors up in, and add them to, the model's on-disk embedding store.
         show_progress_bar: passed to the model's ``encode`` (``None``: the model's default).
 
+    :attr:`prompts` are the model's input prompts (the retrieval suite's query and document prompts).
     After the first call, :attr:`model` is the loaded model (or its ONNX export) and, with
     ``cache_embeddings``, :attr:`store` its
     :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`; both are ``None`` before.
@@ -85,6 +86,16 @@ class LazyEncoder:
 
             key = f"{model.runtime}-{model.precision}" + ("-allow-empty" if self.allow_empty else "")
             self.store = EmbeddingStore(self._encode, store_folder(model_digest(model), key))
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The model's input prompts (name -> text, :func:`protoembed.input_prompts.prompts_of`), the
+        model loaded first if not done yet (``{}`` for a model without any)."""
+        from protoembed.input_prompts import prompts_of
+
+        if self.model is None:
+            self._load()
+        return prompts_of(self.model)
 
     def _encode(self, sentences: Sequence[str]) -> np.ndarray:
         """The loaded model's vectors of ``sentences`` (no store)."""

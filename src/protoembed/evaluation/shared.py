@@ -18,16 +18,18 @@ Data = TypeVar("Data")
 Encode = Callable[[list[str]], np.ndarray]
 
 
-def sentence_embeddings(encode: Encode, sentences: Sequence[str]) -> tuple[np.ndarray, dict[str, int]]:
+def sentence_embeddings(
+    encode: Encode, sentences: Sequence[str], dtype: type[np.floating] = np.float64
+) -> tuple[np.ndarray, dict[str, int]]:
     """Encode each distinct sentence once (one ``encode`` call, in order of first appearance).
 
     Returns:
-        (float64 embeddings, sentence -> row).
+        (embeddings as ``dtype``: float64 by default, float32 for a retrieval corpus, sentence -> row).
     Raises:
         ProtoembedError: ``encode`` returned an array of the wrong shape.
     """
     unique = list(dict.fromkeys(sentences))
-    embeddings = np.asarray(encode(unique), dtype=np.float64)
+    embeddings = np.asarray(encode(unique), dtype=dtype)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(unique):
         raise ProtoembedError(
             f"the encoder returned an array of shape {embeddings.shape} for {len(unique)} sentences; "
@@ -43,6 +45,7 @@ def evaluate_tasks(
     evaluate: Callable[[Data], dict[str, Any]],
     describe: Callable[[dict[str, Any]], str],
     progress: bool = False,
+    score: str = "acc",
 ) -> dict[str, Any]:
     """Read every task's data (so bad data fails before any encoding), then ``evaluate`` each in order.
 
@@ -51,7 +54,8 @@ def evaluate_tasks(
 
     Returns:
         ``{"tasks": {name: evaluate(data)}, "avg": mean of their main scores}`` (each task entry's
-        ``main_score``: ``acc`` for every transfer, few-shot and clustering task).
+        ``main_score``: ``acc`` for every transfer, few-shot and clustering task; ``score`` for a task
+        given as an entry that was never registered).
     """
     tasks = list(dict.fromkeys(tasks))
     if not tasks:
@@ -67,5 +71,5 @@ def evaluate_tasks(
             print(
                 f"{suite}: {name}: {describe(results[name])} ({seconds:.0f} s)", file=sys.stderr, flush=True
             )
-    avg = float(np.mean([r[main_score(name, "acc")] for name, r in results.items()]))
+    avg = float(np.mean([r[main_score(name, score)] for name, r in results.items()]))
     return {"tasks": results, "avg": avg}

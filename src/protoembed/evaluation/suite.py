@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from protoembed.evaluation.shared import Encode
+    from protoembed.evaluation.tasks import Task
 
 #: How a report cell spreads over a model's runs (the end of most protocol lines).
 OVER_SEEDS = "mean ± std over a model's runs (seeds)"
@@ -83,14 +84,17 @@ class CommandLine:
     """``protoembed eval <name>``: ``help`` (one line in ``eval --help``), ``description``, ``tasks_help``
     (``None``: "tasks to run (default: ...)"), ``output_files`` (``(flag, metavar, help)`` of each
     further file the suite can write, checked writable when the command line is parsed, default
-    ``None``) and ``write_files(args, result) -> [paths]`` (anything written beside the JSON, such as
-    few-shot's violin plot). The suite's own flags come from its :attr:`Suite.options` model."""
+    ``None``), ``write_files(args, result) -> [paths]`` (anything written beside the JSON, such as
+    few-shot's violin plot) and ``folder_task(folder) -> Task`` (with one, ``--task-dir DIR`` evaluates
+    the folder DIR as a task entry registered for that run only, after the ``--tasks``: retrieval's BEIR
+    folders). The suite's own flags come from its :attr:`Suite.options` model."""
 
     help: str
     description: str
     tasks_help: str | None = None
     output_files: tuple[tuple[str, str, str], ...] = ()
     write_files: Callable[[argparse.Namespace, dict[str, Any]], list[Path]] = no_files
+    folder_task: Callable[[str], Task] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ A new task is one :class:`Task` given to :func:`register_task` (``protoembed.reg
 entry of a training config's ``tasks:`` list (:class:`TaskDeclaration`), or one entry point of the group
 ``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of them, or a function
 returning either); :func:`pairs_file_task` (STS-like),
-:func:`classification_file_task` (transfer / few-shot) and :func:`clustering_file_task` build one for
+:func:`classification_file_task` (transfer / few-shot), :func:`clustering_file_task` and :func:`beir_task` (retrieval) build one for
 files in the usual layouts. An entry is validated when it is made: an unknown suite, a ``protoembed
 data`` entry that does not exist, a split other than train / dev / test, or a main score its suites do
 not compute is a one-line :class:`~protoembed.errors.ProtoembedError`.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -339,24 +339,71 @@ def clustering_file_task(name: str, dataset: str | None, path: str, **fields: An
     )
 
 
+def beir_task(
+    name: str, dataset: str | None, path: str, splits: Sequence[str] = ("test",), **fields: Any
+) -> Task:
+    """A retrieval task read from a folder in the BEIR layout (``corpus.jsonl``, ``queries.jsonl``,
+    ``qrels/<split>.tsv``: :mod:`protoembed.data.benchmarks.beir`), relative to the data directory or
+    absolute; main score nDCG@10. ``splits``: the qrels files it has (default test). ``fields``: further
+    :class:`Task` fields (``display``, ``citation``, ``default``, ...)."""
+    from protoembed.data.benchmarks.beir import beir_files, read_beir
+    from protoembed.evaluation.retrieval_metrics import MAIN_SCORE
+
+    return make_task(
+        name=name,
+        suites=("retrieval",),
+        dataset=dataset,
+        files=lambda variant, split: beir_files(path, split),
+        read=lambda root, variant, split: read_beir(root / path, split, name),
+        splits=tuple(splits),
+        main_score=MAIN_SCORE,
+        **fields,
+    )
+
+
+def beir_folder_task(folder: str | os.PathLike[str]) -> Task:
+    """A user's BEIR folder as a one-off retrieval task (``protoembed eval retrieval --task-dir``): named
+    after the folder, read from its absolute path, with the splits whose qrels file it has.
+
+    Raises:
+        ProtoembedError: not a folder, or a folder without any ``qrels/<split>.tsv``.
+    """
+    from protoembed.data.benchmarks.beir import beir_splits
+
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise ProtoembedError(
+            f"{folder}: not a folder; give a folder in the BEIR layout (corpus.jsonl, queries.jsonl, "
+            "qrels/<split>.tsv)"
+        )
+    return beir_task(path.name, None, path.as_posix(), beir_splits(path, get_args(Split)))
+
+
 # --------------------------------------------------------------------------- entries from a config
 
 
 class TaskDeclaration(BaseModel):
     """A task declared in a config (a training config's ``tasks:`` list): one of the file layouts above
     (``kind``: ``pairs`` -> :func:`pairs_file_task`, ``classification`` -> :func:`classification_file_task`,
-    ``clustering`` -> :func:`clustering_file_task`), its ``files`` (split -> path, relative to the data
-    directory or absolute; clustering: ``{all: path}``), and the :class:`Task` fields a config may set.
+    ``clustering`` -> :func:`clustering_file_task`, ``retrieval`` -> :func:`beir_task`), its ``files``
+    (split -> path, relative to the data directory or absolute; clustering: ``{all: path}``; retrieval:
+    ``{all: folder}`` with its qrels ``splits``), and the :class:`Task` fields a config may set.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, description="the task's name (results files key their tasks by it)")
-    kind: Literal["pairs", "classification", "clustering"] = Field(
-        description="pairs (STS-like, gold 0-5) | classification (transfer, few-shot) | clustering"
+    kind: Literal["pairs", "classification", "clustering", "retrieval"] = Field(
+        description="pairs (STS-like, gold 0-5) | classification (transfer, few-shot) | clustering | "
+        "retrieval (a folder in the BEIR layout)"
     )
     files: dict[str, str] = Field(
-        min_length=1, description="split -> file (classification: all, or train/[dev]/test; clustering: all)"
+        min_length=1,
+        description="split -> file (classification: all, or train/[dev]/test; clustering: all; retrieval: "
+        "all -> the BEIR folder)",
+    )
+    splits: tuple[Split, ...] | None = Field(
+        None, min_length=1, description="retrieval: the qrels files the folder has (default: test)"
     )
     layout: Literal["stsb", "sick"] = Field("stsb", description="pairs: STS Benchmark's or SICK's columns")
     pairs: bool = Field(False, description="classification: text1<TAB>text2<TAB>label lines")
@@ -371,6 +418,11 @@ class TaskDeclaration(BaseModel):
     def build(self) -> Task:
         """The entry (checked as every entry is)."""
         fields: dict[str, Any] = {"display": self.display, "default": self.default, "citation": self.citation}
+        if self.splits is not None and self.kind != "retrieval":
+            raise ProtoembedError(
+                f"task {self.name!r}: splits is for retrieval tasks (a {self.kind} task's splits are the "
+                "keys of files)"
+            )
         if self.kind == "pairs":
             return pairs_file_task(self.name, self.dataset, self.files, self.layout, **fields)
         if self.kind == "classification":
@@ -379,9 +431,14 @@ class TaskDeclaration(BaseModel):
                 self.name, self.dataset, self.files, pairs=self.pairs, f1=self.f1, **extra, **fields
             )
         if set(self.files) != {"all"}:
-            raise ProtoembedError(
-                f"task {self.name!r}: a clustering task reads one file: files: {{all: FILE}}"
+            reads = (
+                "one folder: files: {all: FOLDER}"
+                if self.kind == "retrieval"
+                else "one file: files: {all: FILE}"
             )
+            raise ProtoembedError(f"task {self.name!r}: a {self.kind} task reads {reads}")
+        if self.kind == "retrieval":
+            return beir_task(self.name, self.dataset, self.files["all"], self.splits or ("test",), **fields)
         return clustering_file_task(
             self.name, self.dataset, self.files["all"], n_clusters=self.n_clusters, **fields
         )

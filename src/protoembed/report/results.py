@@ -59,8 +59,8 @@ def suite_of(data: Any, path: Path) -> str:
 
 def _not_results(path: Path) -> ProtoembedError:
     return ProtoembedError(
-        f"{path}: not a protoembed results JSON (expected per-task STS, transfer, few-shot or clustering "
-        "results, or an analysis JSON)"
+        f"{path}: not a protoembed results JSON (expected per-task results of a suite: "
+        f"{', '.join(DECLARED)}; or an analysis JSON)"
     )
 
 

@@ -1,0 +1,190 @@
+"""The reader of a retrieval task's folder in the BEIR layout (the layout of BEIR and of MTEB's retrieval
+tasks):
+
+- ``corpus.jsonl``: one JSON object a line, ``{"_id", "title", "text"}`` (``title`` may be absent);
+- ``queries.jsonl``: one JSON object a line, ``{"_id", "text"}``;
+- ``qrels/<split>.tsv``: a header line ``query-id<TAB>corpus-id<TAB>score``, then one judgment a line
+  (an integer score; 1 and above is relevant, higher is more relevant).
+
+As BEIR reads it: a document's text is its title joined to its text by one space, stripped
+(:func:`join_title`); only the queries judged in the split are evaluated, in the order of their first
+judgment; other fields of a line (``metadata``) are ignored; an integer ``_id`` is read as its text. Every
+problem is a one-line :class:`~protoembed.errors.ProtoembedError` naming the file and the line: a line
+that is not a JSON object or lacks ``_id`` / ``text``, an id given twice, an empty corpus, a qrels file
+without its header, a judgment of a query or document the folder does not have, or one judged twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protoembed.data.lines import iter_lines
+from protoembed.errors import ProtoembedError
+
+CORPUS_FILE = "corpus.jsonl"
+QUERIES_FILE = "queries.jsonl"
+QRELS_FOLDER = "qrels"
+#: The qrels files' header.
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+#: What joins a document's title to its text (BEIR's and MTEB's separator).
+TITLE_SEPARATOR = " "
+
+
+@dataclass
+class RetrievalData:
+    """A retrieval task's split: the corpus (ids and texts, title joined), the judged queries (ids and
+    texts) and the judgments (query id -> document id -> score)."""
+
+    name: str
+    corpus_ids: list[str]
+    corpus_texts: list[str]
+    query_ids: list[str]
+    query_texts: list[str]
+    qrels: dict[str, dict[str, int]]
+
+
+def beir_files(folder: str, split: str) -> list[str]:
+    """The files of ``split`` in a BEIR folder (``/``-separated, under ``folder`` as given)."""
+    return [f"{folder}/{CORPUS_FILE}", f"{folder}/{QUERIES_FILE}", f"{folder}/{QRELS_FOLDER}/{split}.tsv"]
+
+
+def beir_splits(folder: Path, splits: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``splits`` whose ``qrels/<split>.tsv`` the folder has.
+
+    Raises:
+        ProtoembedError: none of them (the folder named, and what it must hold).
+    """
+    present = tuple(s for s in splits if (folder / QRELS_FOLDER / f"{s}.tsv").is_file())
+    if not present:
+        wanted = ", ".join(f"{s}.tsv" for s in splits)
+        raise ProtoembedError(
+            f"{folder / QRELS_FOLDER}: no qrels file ({wanted}); a BEIR folder holds {CORPUS_FILE}, "
+            f"{QUERIES_FILE} and {QRELS_FOLDER}/<split>.tsv"
+        )
+    return present
+
+
+def join_title(title: str, text: str) -> str:
+    """A document's text as BEIR and MTEB encode it: ``title + " " + text``, stripped (no title: the text
+    stripped)."""
+    return (title + TITLE_SEPARATOR + text).strip()
+
+
+def _field(path: Path, lineno: int, record: dict[str, Any], key: str, optional: bool = False) -> str:
+    value = record.get(key)
+    if value is None and optional:
+        return ""
+    if key == "_id" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or (key == "_id" and not value):
+        got = "none" if key not in record else repr(value)
+        raise ProtoembedError(
+            f'{path}:{lineno}: "{key}" must be a {"non-empty " * (key == "_id")}string, got {got}'
+        )
+    return value
+
+
+def _read_jsonl(path: Path, titled: bool) -> dict[str, str]:
+    """``_id -> text`` (with ``titled``, the title joined) of a corpus or queries file, in file order."""
+    texts: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(iter_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ProtoembedError(f"{path}:{lineno}: not JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise ProtoembedError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        doc_id = _field(path, lineno, record, "_id")
+        text = _field(path, lineno, record, "text")
+        if doc_id in texts:
+            raise ProtoembedError(
+                f"{path}:{lineno}: duplicate _id {doc_id!r} (first on line {first_line[doc_id]})"
+            )
+        texts[doc_id] = (
+            join_title(_field(path, lineno, record, "title", optional=True), text) if titled else text
+        )
+        first_line[doc_id] = lineno
+    return texts
+
+
+def _rows(rows: Any, path: Path) -> Iterator[list[str]]:
+    """The rows of a ``csv.reader``, a malformed one (a NUL byte) the one-line error naming its line."""
+    try:
+        yield from rows
+    except csv.Error as err:
+        raise ProtoembedError(f"{path}:{rows.line_num}: {err}") from None
+
+
+def read_qrels(
+    path: Path, queries: dict[str, str], corpus: dict[str, str], where: Path
+) -> dict[str, dict[str, int]]:
+    """The judgments of a qrels file (query id -> document id -> score, in file order), each id checked
+    against ``queries`` and ``corpus`` (``where``: the folder whose files are named in errors)."""
+    header = "\t".join(QRELS_HEADER)
+    qrels: dict[str, dict[str, int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    has_header = False
+    rows = csv.reader(iter_lines(path), delimiter="\t", quoting=csv.QUOTE_MINIMAL)  # as BEIR reads them
+    for row in _rows(rows, path):
+        lineno = rows.line_num
+        if not has_header:
+            has_header = True
+            if tuple(cell.strip().lower() for cell in row) != QRELS_HEADER:
+                raise ProtoembedError(f"{path}:1: expected the header {header!r}, got {chr(9).join(row)!r}")
+            continue
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != len(QRELS_HEADER):
+            raise ProtoembedError(
+                f"{path}:{lineno}: expected 3 tab-separated columns ({', '.join(QRELS_HEADER)}), got {len(row)}"
+            )
+        query, doc, score = row
+        try:
+            value = int(score)
+        except ValueError:
+            raise ProtoembedError(f"{path}:{lineno}: score must be an integer, got {score!r}") from None
+        if query not in queries:
+            raise ProtoembedError(f"{path}:{lineno}: query-id {query!r} is not in {where / QUERIES_FILE}")
+        if doc not in corpus:
+            raise ProtoembedError(f"{path}:{lineno}: corpus-id {doc!r} is not in {where / CORPUS_FILE}")
+        if (query, doc) in first_line:
+            raise ProtoembedError(
+                f"{path}:{lineno}: query-id {query!r} and corpus-id {doc!r} are judged twice "
+                f"(first on line {first_line[query, doc]})"
+            )
+        first_line[query, doc] = lineno
+        qrels.setdefault(query, {})[doc] = value
+    if not has_header:
+        raise ProtoembedError(f"{path}: empty; expected the header {header!r}, then judgments")
+    if not qrels:
+        raise ProtoembedError(f"{path}: no judgments after the header")
+    return qrels
+
+
+def read_beir(folder: Path, split: str, name: str) -> RetrievalData:
+    """``split`` of the BEIR folder ``folder`` as the task ``name`` (see the module docstring).
+
+    Raises:
+        ProtoembedError: a missing or malformed file (the file and line named).
+    """
+    corpus = _read_jsonl(folder / CORPUS_FILE, titled=True)
+    if not corpus:
+        raise ProtoembedError(f"{folder / CORPUS_FILE}: no documents")
+    queries = _read_jsonl(folder / QUERIES_FILE, titled=False)
+    qrels = read_qrels(folder / QRELS_FOLDER / f"{split}.tsv", queries, corpus, folder)
+    return RetrievalData(
+        name=name,
+        corpus_ids=list(corpus),
+        corpus_texts=list(corpus.values()),
+        query_ids=list(qrels),
+        query_texts=[queries[q] for q in qrels],
+        qrels=qrels,
+    )

@@ -1,0 +1,268 @@
+"""Retrieval: rank a corpus for each query by embedding similarity; nDCG@k, MRR@k, Recall@k, MAP@k and
+Precision@k at k in 1, 3, 5, 10, 100 against the judgments, nDCG@10 the main score.
+
+Protocol (BEIR's exact search, as MTEB runs its retrieval tasks): the tasks are folders in the BEIR layout
+(:mod:`protoembed.data.benchmarks.beir`); a document is its title joined to its text by a space
+(:func:`~protoembed.data.benchmarks.beir.join_title`); the queries are those judged in the split. Queries
+get the model's ``query`` prompt and documents its ``document`` prompt (:mod:`protoembed.input_prompts`;
+none: the text as it is), each distinct text is encoded once, and every query's 100 best documents are
+found by exact search (:func:`protoembed.semantic_search.top_k`: the corpus scored block by block, never
+a whole queries x corpus matrix in memory) under ``cosine`` or ``dot``. A query whose id is also a
+document's id never retrieves that document (BEIR's ``ignore_identical_ids``, on by default there). The
+metrics are trec_eval's, averaged over the queries as BEIR averages ``pytrec_eval``'s
+(:mod:`protoembed.evaluation.retrieval_metrics`), reported x100.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import AfterValidator, Field
+
+from protoembed.data.benchmarks.beir import TITLE_SEPARATOR, RetrievalData
+from protoembed.evaluation.retrieval_metrics import (
+    K_VALUES,
+    MAIN_SCORE,
+    metric_key,
+    metric_keys,
+    retrieval_scores,
+)
+from protoembed.evaluation.shared import (
+    Encode,
+    evaluate_tasks,
+    fmt,
+    papers_row,
+    sentence_embeddings,
+    table_head,
+)
+from protoembed.evaluation.suite import (
+    OVER_SEEDS,
+    CommandLine,
+    Inputs,
+    ReportLayout,
+    Suite,
+    SuiteOptions,
+    extra_protocol,
+    result_protocol,
+)
+from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
+from protoembed.input_prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
+from protoembed.pydantic_util import Flag, check_options, checked
+from protoembed.semantic_search import CORPUS_CHUNK_SIZE, SCORE_FUNCTIONS, check_score_function, top_k
+
+
+class RetrievalOptions(SuiteOptions):
+    """The ``retrieval`` suite's options."""
+
+    split: Split = Field("test", description="the qrels split evaluated (qrels/<split>.tsv)")
+    score_function: Annotated[
+        str, AfterValidator(checked(check_score_function)), Flag(choices=lambda: SCORE_FUNCTIONS)
+    ] = Field("cosine", description="query-document score: cosine, or dot (the raw inner product)")
+    corpus_chunk_size: int = Field(
+        CORPUS_CHUNK_SIZE, ge=1, description="documents scored per block (bounds the memory of the search)"
+    )
+
+
+#: The options' defaults (the functions below default to them).
+DEFAULT = RetrievalOptions()
+#: The rule by which a document's text is made, as the protocol records it.
+TITLE_JOIN = f"title + {TITLE_SEPARATOR!r} + text, stripped"
+
+
+def search(
+    encode: Encode,
+    data: RetrievalData,
+    prompts: dict[str, str],
+    score_function: str = DEFAULT.score_function,
+    corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
+) -> tuple[dict[str, dict[str, float]], int]:
+    """Every judged query's ``max(K_VALUES)`` best documents: ``(run, identical)``, run = query id ->
+    document id -> score, identical = the number of queries whose own id was kept out of their ranking.
+
+    Queries get ``prompts[QUERY]``, documents ``prompts[DOCUMENT]``; each distinct text is encoded once, in
+    one ``encode`` call.
+    """
+    queries = apply_prompt(data.query_texts, prompts, QUERY)
+    documents = apply_prompt(data.corpus_texts, prompts, DOCUMENT)
+    vectors, index = sentence_embeddings(encode, [*queries, *documents], np.float32)  # as top_k scores
+    row = {doc_id: i for i, doc_id in enumerate(data.corpus_ids)}
+    exclude = [[row[q]] if q in row else [] for q in data.query_ids]
+    rankings = top_k(
+        vectors[[index[t] for t in queries]],
+        vectors[[index[t] for t in documents]],
+        k=max(K_VALUES),
+        score_function=score_function,
+        exclude=exclude,
+        corpus_chunk_size=corpus_chunk_size,
+    )
+    run = {q: {data.corpus_ids[i]: s for i, s in ranking} for q, ranking in zip(data.query_ids, rankings)}
+    return run, sum(1 for e in exclude if e)
+
+
+def evaluate_task(
+    encode: Encode,
+    data: RetrievalData,
+    prompts: dict[str, str],
+    score_function: str = DEFAULT.score_function,
+    corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
+) -> dict[str, Any]:
+    """One task: :func:`search`, then the metrics x100 (keys :func:`~protoembed.evaluation.retrieval_metrics.metric_keys`),
+    the numbers of queries and documents, and of queries kept from retrieving themselves."""
+    run, identical = search(encode, data, prompts, score_function, corpus_chunk_size)
+    scores = {key: value * 100 for key, value in retrieval_scores(data.qrels, run, K_VALUES).items()}
+    return {
+        **scores,
+        "queries": len(data.query_ids),
+        "corpus": len(data.corpus_ids),
+        "identical_ids": identical,
+    }
+
+
+def evaluate_retrieval(
+    encode: Encode,
+    data_dir: str | os.PathLike[str] | None,
+    tasks: Sequence[str | Task] | None = None,
+    split: str = DEFAULT.split,
+    score_function: str = DEFAULT.score_function,
+    corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Evaluate an encoder on retrieval tasks (module docstring).
+
+    Every task's split is read (and checked) before the first encoding; the model's prompts are read
+    from ``encode`` (its ``prompts``, :func:`protoembed.input_prompts.prompts_of`) after that.
+
+    Args:
+        encode: ``encode(texts) -> array (len(texts), dim)``, called once per task on its distinct
+            prompted queries and documents; its ``prompts`` attribute (if any) gives the query and
+            document prompts.
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``; a task of absolute paths needs none).
+        tasks: the tasks (``None``: the suite's default run for ``split``).
+        split: the qrels split.
+        score_function: ``cosine`` or ``dot``.
+        corpus_chunk_size: documents scored per block.
+        progress: one stderr line per finished task.
+    Returns:
+        ``{"protocol", "tasks": {task: {"ndcg_at_1", ..., "precision_at_100", "queries", "corpus",
+        "identical_ids"}}, "avg"}`` (metrics x100; ``avg``: the mean of the tasks' main scores, nDCG@10).
+        The caller adds ``"model"``.
+    """
+    options = {"split": split, "score_function": score_function, "corpus_chunk_size": corpus_chunk_size}
+    check_options(RetrievalOptions, options)
+    entries = {t.name: t for t in get_tasks(tasks, "retrieval", split)}
+    used: dict[str, dict[str, str]] = {}
+
+    def evaluate(data: RetrievalData) -> dict[str, Any]:
+        if "prompts" not in used:  # read once, after every task's data (a lazy encoder loads its model)
+            used["prompts"] = prompts_of(encode)
+        return evaluate_task(encode, data, used["prompts"], score_function, corpus_chunk_size)
+
+    results = evaluate_tasks(
+        "retrieval",
+        list(entries),
+        lambda task: entries[task].load(data_dir, split=split),
+        evaluate,
+        lambda r: f"nDCG@10 {r[MAIN_SCORE]:.2f}, Recall@100 {r[metric_key('recall', 100)]:.2f}",
+        progress,
+        score=MAIN_SCORE,
+    )
+    prompts = used.get("prompts", {})
+    protocol = {
+        "split": split,
+        "score_function": score_function,
+        "k_values": list(K_VALUES),
+        "exclude_identical_ids": True,
+        "title_join": TITLE_JOIN,
+        "prompts": {role: prompt_text(prompts, role) for role in ROLES},
+    }
+    return {"protocol": protocol, **results}
+
+
+#: The columns of the printed table: (heading, result key).
+TABLE_COLUMNS = (
+    ("nDCG@1", metric_key("ndcg", 1)),
+    ("nDCG@10", MAIN_SCORE),
+    ("MRR@10", metric_key("mrr", 10)),
+    ("MAP@10", metric_key("map", 10)),
+    ("R@10", metric_key("recall", 10)),
+    ("R@100", metric_key("recall", 100)),
+    ("P@10", metric_key("precision", 10)),
+)
+
+
+def format_retrieval_table(result: dict[str, Any]) -> str:
+    """Render an :func:`evaluate_retrieval` result: one row per task (:data:`TABLE_COLUMNS`, queries,
+    documents), then the papers' one-row layout of nDCG@10."""
+    tasks: dict[str, dict[str, Any]] = result["tasks"]
+    p = result.get("protocol", {})
+    own = ", a query's own id excluded" if p.get("exclude_identical_ids") else ""
+    title = f"Retrieval ({p.get('split', '?')} split, {p.get('score_function', '?')}{own}; x100"
+    headings = ["Task", *(h for h, _ in TABLE_COLUMNS), "queries", "corpus"]
+    lines = table_head(title, result, headings, "l" + "r" * (len(headings) - 1))
+    for task, r in tasks.items():
+        cells = [fmt(r[key]) for _, key in TABLE_COLUMNS] + [str(r["queries"]), str(r["corpus"])]
+        lines.append(f"| {task} | {' | '.join(cells)} |")
+    values = [r[MAIN_SCORE] for r in tasks.values()]
+    lines += papers_row("nDCG@10 x100 (papers' layout):", table_names(tasks), values, result["avg"])
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_suite(
+    inputs: Inputs, tasks: Sequence[str] | None, split: str, score_function: str, corpus_chunk_size: int
+) -> dict[str, Any]:
+    """The ``retrieval`` suite: :func:`evaluate_retrieval` on ``tasks`` (``None``: the suite's default run)."""
+    return evaluate_retrieval(
+        inputs.encode,
+        inputs.data_dir,
+        tasks=tasks,
+        split=split,
+        score_function=score_function,
+        corpus_chunk_size=corpus_chunk_size,
+        progress=inputs.progress,
+    )
+
+
+def retrieval_protocol(data: dict[str, Any]) -> dict[str, Any]:
+    """What two retrieval results must share to share a table: the protocol record less the prompts (a
+    model's own setting, like its head)."""
+    return {k: v for k, v in result_protocol(data).items() if k != "prompts"}
+
+
+def retrieval_protocol_line(p: dict[str, Any]) -> str:
+    """The report's line under the retrieval tables."""
+    ks = ", ".join(map(str, p.get("k_values", K_VALUES)))
+    return (
+        f"Protocol: exact search by {p.get('score_function', '?')} on the {p.get('split', '?')} split "
+        f"(documents: {p.get('title_join', TITLE_JOIN)}; a query never retrieves a document of its own id), "
+        f"trec_eval's metrics at k = {ks}, mean over the judged queries, x100"
+        f"{extra_protocol(p, ('split', 'score_function', 'k_values', 'exclude_identical_ids', 'title_join'))}; "
+        f"{OVER_SEEDS}."
+    )
+
+
+SUITE = Suite(
+    name="retrieval",
+    scores=metric_keys(K_VALUES),
+    evaluate=evaluate_suite,
+    options=RetrievalOptions,
+    format_table=format_retrieval_table,
+    command=CommandLine(
+        help="retrieval on BEIR-layout folders: nDCG@10, MRR, Recall, MAP, P at k",
+        description="Rank each task's corpus for its judged queries by exact embedding search (the "
+        "model's query / document prompts applied) and report nDCG, MRR, Recall, MAP and Precision at "
+        "1, 3, 5, 10, 100 (x100) as trec_eval computes them; nDCG@10 is the main score.",
+        tasks_help="registered retrieval tasks to run (a folder of your own: --task-dir)",
+        folder_task=beir_folder_task,
+    ),
+    report=ReportLayout(
+        page_order=8,
+        title="Retrieval (BEIR layout)",
+        tables=(("nDCG@10:", MAIN_SCORE), ("Recall@100:", metric_key("recall", 100))),
+        summary=((MAIN_SCORE, "Retrieval nDCG@10"),),
+        protocol=retrieval_protocol,
+        protocol_line=retrieval_protocol_line,
+    ),
+)

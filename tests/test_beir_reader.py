@@ -1,0 +1,159 @@
+"""The BEIR-layout reader: what it reads (title joined to text as BEIR does, only the judged queries) and
+each bad input's exact one-line message, naming the file and the line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from beir_toy import CORPUS, QUERIES, write_beir
+from protoembed.cli import main
+from protoembed.data.benchmarks.beir import join_title, read_beir
+from protoembed.errors import ProtoembedError
+from protoembed.evaluation.tasks import TaskDeclaration, beir_folder_task, register_declared, unregister_task
+
+
+def test_reads_the_corpus_the_judged_queries_and_the_graded_judgments(tmp_path: Path):
+    data = read_beir(write_beir(tmp_path), "test", "toy")
+    assert data.corpus_ids == list(CORPUS)
+    # BEIR: (title + " " + text).strip(); no title: the text stripped
+    assert data.corpus_texts[0] == "Cats cats purr and sleep"
+    assert data.corpus_texts[2] == "birds sing in the morning"
+    assert data.query_ids == ["q1", "q2", "q3"] and data.query_texts == [
+        QUERIES[q] for q in ("q1", "q2", "q3")
+    ]
+    assert data.qrels == {"q1": {"d1": 2, "d5": 1}, "q2": {"q2": 1, "d3": 0}, "q3": {"d2": 0}}
+    assert join_title("", " x ") == "x" and join_title("T", "x") == "T x"
+
+
+def test_integer_ids_are_read_as_text_and_blank_lines_skipped(tmp_path: Path):
+    write_beir(tmp_path, corpus={"1": ("", "one")}, queries={"7": "seven"}, qrels=[("7", "1", 1)])
+    (tmp_path / "corpus.jsonl").write_text('{"_id": 1, "text": "one"}\n\n', encoding="utf-8")
+    assert read_beir(tmp_path, "test", "toy").corpus_ids == ["1"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _jsonl(*records: dict) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+BAD = {
+    "qrels query missing": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nqX\td1\t1\n"),
+        "{d}/qrels/test.tsv:3: query-id 'qX' is not in {d}/queries.jsonl",
+    ),
+    "qrels document missing": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\tdX\t1\n"),
+        "{d}/qrels/test.tsv:2: corpus-id 'dX' is not in {d}/corpus.jsonl",
+    ),
+    "duplicate document": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "text": "a"}, {"_id": "d1", "text": "b"})),
+        "{d}/corpus.jsonl:2: duplicate _id 'd1' (first on line 1)",
+    ),
+    "duplicate query": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "q1", "text": "a"}, {"_id": "q1", "text": "b"})),
+        "{d}/queries.jsonl:2: duplicate _id 'q1' (first on line 1)",
+    ),
+    "duplicate judgment": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\n"),
+        "{d}/qrels/test.tsv:3: query-id 'q1' and corpus-id 'd1' are judged twice (first on line 2)",
+    ),
+    "qrels without a header": (
+        lambda d: _write(d / "qrels" / "test.tsv", "q1\td1\t1\n"),
+        "{d}/qrels/test.tsv:1: expected the header 'query-id\\tcorpus-id\\tscore', got 'q1\\td1\\t1'",
+    ),
+    "empty qrels": (
+        lambda d: _write(d / "qrels" / "test.tsv", ""),
+        "{d}/qrels/test.tsv: empty; expected the header 'query-id\\tcorpus-id\\tscore', then judgments",
+    ),
+    "header only": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n"),
+        "{d}/qrels/test.tsv: no judgments after the header",
+    ),
+    "empty corpus": (lambda d: _write(d / "corpus.jsonl", "\n"), "{d}/corpus.jsonl: no documents"),
+    "two columns": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\n"),
+        "{d}/qrels/test.tsv:2: expected 3 tab-separated columns (query-id, corpus-id, score), got 2",
+    ),
+    "score not an integer": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t0.5\n"),
+        "{d}/qrels/test.tsv:2: score must be an integer, got '0.5'",
+    ),
+    "not JSON": (
+        lambda d: _write(d / "queries.jsonl", '{"_id": "q1", "text": "a"}\n{"_id": \n'),
+        "{d}/queries.jsonl:2: not JSON (Expecting value at column 9)",
+    ),
+    "not an object": (
+        lambda d: _write(d / "corpus.jsonl", "[1, 2]\n"),
+        "{d}/corpus.jsonl:1: expected a JSON object, got list",
+    ),
+    "no text": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t"})),
+        '{d}/corpus.jsonl:1: "text" must be a string, got none',
+    ),
+    "empty id": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "", "text": "a"})),
+        "{d}/queries.jsonl:1: \"_id\" must be a non-empty string, got ''",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_naming_file_and_line(case: str, tmp_path: Path, capsys):
+    folder = write_beir(tmp_path / "toy")
+    spoil, message = BAD[case]
+    spoil(folder)
+    expected = message.format(d=folder)
+    with pytest.raises(ProtoembedError) as caught:
+        read_beir(folder, "test", "toy")
+    assert str(caught.value) == expected
+    # the command: exit 2, the same one line, nothing written
+    out = tmp_path / "r.json"
+    assert main(["eval", "retrieval", "--task-dir", str(folder), "--output", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"protoembed: error: {expected}"]
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_a_folder_without_qrels_and_a_split_it_lacks(tmp_path: Path, capsys):
+    folder = write_beir(tmp_path / "toy")
+    (folder / "qrels" / "test.tsv").rename(folder / "qrels" / "other.tsv")
+    with pytest.raises(ProtoembedError) as caught:
+        beir_folder_task(folder)
+    assert str(caught.value) == (
+        f"{folder}/qrels: no qrels file (train.tsv, dev.tsv, test.tsv); a BEIR folder holds corpus.jsonl, "
+        "queries.jsonl and qrels/<split>.tsv"
+    )
+    write_beir(folder)
+    assert beir_folder_task(folder).splits == ("test",)
+    assert main(["eval", "retrieval", "--task-dir", str(folder), "--split", "dev"]) == 2
+    assert capsys.readouterr().err.strip() == "protoembed: error: toy has only a test split (asked for 'dev')"
+    with pytest.raises(ProtoembedError, match="not a folder"):
+        beir_folder_task(tmp_path / "missing")
+
+
+def test_a_retrieval_task_declared_in_a_config(tmp_path: Path):
+    write_beir(tmp_path / "toy", split="dev")
+    declared = TaskDeclaration(
+        name="MyRetrieval", kind="retrieval", files={"all": str(tmp_path / "toy")}, splits=("dev",)
+    )
+    (entry,) = register_declared([declared])
+    try:
+        assert (
+            entry.suites == ("retrieval",) and entry.splits == ("dev",) and entry.main_score == "ndcg_at_10"
+        )
+        assert entry.load(split="dev").qrels["q1"] == {"d1": 2, "d5": 1}
+    finally:
+        unregister_task("MyRetrieval")
+    bad = TaskDeclaration(name="X", kind="retrieval", files={"test": "toy"})
+    with pytest.raises(
+        ProtoembedError, match=r"^task 'X': a retrieval task reads one folder: files: \{all: FOLDER\}$"
+    ):
+        bad.build()
+    with pytest.raises(ProtoembedError, match="^task 'Y': splits is for retrieval tasks"):
+        TaskDeclaration(name="Y", kind="clustering", files={"all": "f"}, splits=("test",)).build()
