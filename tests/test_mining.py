@@ -1,0 +1,293 @@
+"""Hard-negative mining (``protoembed.mine_hard_negatives``, ``protoembed mine``) against a brute-force
+numpy computation of its rules, sentence-transformers' own ``mine_hard_negatives``, and on a planted false
+negative."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from protoembed.errors import ProtoembedError
+from protoembed.mining import RULES, MineOptions, mine_hard_negatives
+
+DIM = 8
+#: The stub model's prompts: the vectors are stored under the prompted texts, so an input without its
+#: role's prompt is a KeyError.
+PROMPTS = {"query": "q: ", "document": "d: "}
+
+
+class StubModel:
+    """``encode`` returns the vector stored for each (prompted) text; ``prompts`` as a saved model has."""
+
+    prompts = PROMPTS
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+        self.calls: list[list[str]] = []
+
+    def encode(self, sentences, batch_size: int = 64):
+        self.calls.append(list(sentences))
+        return np.stack([self.vectors[s] for s in sentences])
+
+
+class StubCrossEncoder:
+    """``predict`` of a pair: a fixed pseudo-random score per (anchor, text), as a cross-encoder gives."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.seed = seed
+
+    def score(self, anchor: str, text: str) -> float:
+        return float(
+            np.random.default_rng([self.seed, zlib.crc32(f"{anchor}\t{text}".encode())]).uniform(-1, 1)
+        )
+
+    def predict(self, pairs, batch_size: int = 32):
+        return np.array([self.score(a, t) for a, t in pairs], dtype=np.float32)
+
+
+def toy(seed: int = 0, anchors: int = 6, corpus: int = 14):
+    """Pairs (an anchor repeated with a second positive, an anchor that is also a corpus text), a corpus
+    (sharing one text with the positives) and a stub model with random vectors for every text and role."""
+    rng = np.random.default_rng(seed)
+    a = [f"anchor {i}" for i in range(anchors)]
+    p = [f"positive {i}" for i in range(anchors)]
+    a.append(a[0])
+    p.append("positive extra")  # anchor 0 has two positives
+    a.append(a[1])
+    p.append(p[1])  # a duplicate pair
+    c = [f"text {i}" for i in range(corpus)] + [p[2], a[3]]  # a positive and an anchor in the corpus
+    texts = set(a) | set(p) | set(c)
+    vectors = {}
+    for t in sorted(texts):
+        base = rng.normal(size=DIM).astype(np.float32)
+        vectors[PROMPTS["query"] + t] = base
+        vectors[PROMPTS["document"] + t] = base + 0.3 * rng.normal(size=DIM).astype(np.float32)
+    return a, p, c, StubModel(vectors)
+
+
+def cosine(u: np.ndarray, v: np.ndarray) -> float:
+    u, v = u.astype(np.float64), v.astype(np.float64)
+    return float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
+
+
+def brute_force(model, anchors, positives, corpus, opts: MineOptions, cross=None):
+    """Per distinct anchor: every allowed negative, best first, by the rules written out (numpy,
+    float64, whole pool scored); returns {anchor: (allowed, positives)}."""
+    pool = list(dict.fromkeys([*corpus, *positives]))
+    out = {}
+    for a in dict.fromkeys(anchors):
+        own = list(dict.fromkeys(p for x, p in zip(anchors, positives) if x == a))
+        q = model.vectors["q: " + a]
+        emb = {t: cosine(q, model.vectors["d: " + t]) for t in pool}
+        ranked = sorted((t for t in pool if t not in own and t != a), key=lambda t: -emb[t])
+        end = opts.window_end(cross is not None)
+        window = ranked[opts.range_min : end]
+        score = emb if cross is None else {t: cross.score(a, t) for t in [*window, *own]}
+        window = sorted(window, key=lambda t: -score[t])
+        pos = min(score[t] for t in own)
+        allowed = [
+            t
+            for t in window
+            if (opts.margin is None or score[t] <= pos - opts.margin)
+            and (opts.relative_margin is None or score[t] <= pos - abs(pos) * opts.relative_margin)
+            and (opts.max_score is None or score[t] <= opts.max_score)
+            and (opts.min_score is None or score[t] >= opts.min_score)
+        ]
+        out[a] = (allowed, own)
+    return out
+
+
+def by_anchor(examples) -> dict[str, list[str]]:
+    """{anchor: its negatives in order} from triplets (checked equal for each of its positives)."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for a, p, n in zip(*(examples.columns[c] for c in ("anchor", "positive", "negative"))):
+        rows.setdefault((a, p), []).append(n)
+    out: dict[str, list[str]] = {}
+    for (a, _), negatives in rows.items():
+        assert out.setdefault(a, negatives) == negatives  # every positive of an anchor, same negatives
+    return out
+
+
+OPTION_CASES = [
+    {},
+    {"num_negatives": 1},
+    {"num_negatives": 4, "range_min": 2},
+    {"range_min": 1, "range_max": 7},
+    {"num_negatives": 2, "range_max": 30},
+    {"margin": 0.0},
+    {"margin": 0.1, "range_max": 12},
+    {"relative_margin": 0.05},
+    {"relative_margin": 0.2, "num_negatives": 5},
+    {"max_score": 0.3},
+    {"min_score": -0.2, "range_max": 20, "num_negatives": 20},
+    {"margin": -0.1, "max_score": 0.5, "min_score": -0.5, "range_min": 1},
+]
+
+
+@pytest.mark.parametrize("options", OPTION_CASES, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("rescore", [False, True], ids=["embedding", "cross_encoder"])
+def test_top_negatives_equal_brute_force(options, rescore):
+    anchors, positives, corpus, model = toy()
+    cross = StubCrossEncoder() if rescore else None
+    examples, summary = mine_hard_negatives(model, anchors, positives, corpus, cross_encoder=cross, **options)
+    opts = MineOptions(**options)
+    expected = brute_force(model, anchors, positives, corpus, opts, cross)
+    got = by_anchor(examples)
+    for a, (allowed, _) in expected.items():
+        assert got.get(a, []) == allowed[: opts.num_negatives], a
+    pairs = set(zip(examples.columns["anchor"], examples.columns["positive"]))
+    assert pairs == {(a, p) for a, (allowed, own) in expected.items() if allowed for p in own}
+    # one row per (distinct pair, negative); the counts the summary gives
+    assert (
+        summary.rows
+        == len(examples)
+        == sum(len(own) * len(got.get(a, [])) for a, (_, own) in expected.items())
+    )
+    assert summary.anchors == 6 and summary.pairs == 7 and summary.pool == 22
+    assert summary.negatives == sum(map(len, got.values()))
+    assert summary.short == sum(len(al) < opts.num_negatives for al, _ in expected.values())
+    assert set(summary.skipped) == {r for r in RULES if options.get(r) is not None}
+    assert examples.names == ("anchor", "positive", "negative")
+
+
+@pytest.mark.parametrize(
+    "options", OPTION_CASES[:8], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items())
+)
+def test_random_sampling_draws_from_the_allowed_set_and_repeats_with_its_seed(options):
+    anchors, positives, corpus, model = toy(seed=1)
+    opts = MineOptions(**options)
+    expected = brute_force(model, anchors, positives, corpus, opts)
+    runs = {
+        seed: by_anchor(
+            mine_hard_negatives(model, anchors, positives, corpus, sampling="random", seed=seed, **options)[0]
+        )
+        for seed in (0, 0, 1, 2, 3)
+    }
+    assert runs[0] == by_anchor(
+        mine_hard_negatives(model, anchors, positives, corpus, sampling="random", seed=0, **options)[0]
+    )
+    for got in runs.values():
+        for a, (allowed, _) in expected.items():
+            drawn = got.get(a, [])
+            assert len(drawn) == min(opts.num_negatives, len(allowed)) == len(set(drawn))
+            assert set(drawn) <= set(allowed)
+            assert drawn == [t for t in allowed if t in drawn]  # listed best first
+    if any(len(allowed) > opts.num_negatives for allowed, _ in expected.values()):
+        assert len({json.dumps(g, sort_keys=True) for g in runs.values()}) > 1  # the seed matters
+
+
+def test_the_anchor_and_its_positives_are_never_negatives():
+    anchors, positives, corpus, model = toy(seed=2)
+    for options in ({"range_max": 40, "num_negatives": 40}, {"sampling": "random", "num_negatives": 30}):
+        examples, _ = mine_hard_negatives(model, anchors, positives, corpus, **options)
+        own = {a: {p for x, p in zip(anchors, positives) if x == a} for a in anchors}
+        for a, n in zip(examples.columns["anchor"], examples.columns["negative"]):
+            assert n != a and n not in own[a]
+        # every other text of the pool is a negative of every anchor: nothing else is left out
+        pool = set(corpus) | set(positives)
+        assert (
+            by_anchor(examples)["anchor 3"] and set(by_anchor(examples)["anchor 1"]) == pool - own["anchor 1"]
+        )
+
+
+def test_a_planted_false_negative_is_removed_by_the_margins():
+    """A corpus text nearly equal to the anchor scores above the positive: the best negative without a
+    margin, and removed by margin 0 and by a relative margin, leaving the next candidates."""
+    anchors, positives, corpus, model = toy(seed=3)
+    q = model.vectors["q: anchor 4"]
+    model.vectors["d: planted"] = q + 0.01
+    model.vectors["q: planted"] = q
+    corpus = [*corpus, "planted"]
+    assert cosine(q, q + 0.01) > cosine(q, model.vectors["d: positive 4"])
+    plain = by_anchor(mine_hard_negatives(model, anchors, positives, corpus)[0])["anchor 4"]
+    assert plain[0] == "planted"
+    for rule in ({"margin": 0.0}, {"relative_margin": 0.0}, {"relative_margin": 0.05}):
+        examples, summary = mine_hard_negatives(model, anchors, positives, corpus, **rule)
+        negatives = by_anchor(examples)["anchor 4"]
+        assert "planted" not in negatives
+        assert summary.skipped[next(iter(rule))] >= 1
+        expected = brute_force(model, anchors, positives, corpus, MineOptions(**rule))["anchor 4"][0]
+        assert negatives == expected[:3]
+
+
+def test_n_tuple_output_keeps_the_anchors_with_every_negative():
+    anchors, positives, corpus, model = toy(seed=4)
+    options = {"num_negatives": 3, "max_score": 0.3, "range_max": 6}
+    triplets = by_anchor(mine_hard_negatives(model, anchors, positives, corpus, **options)[0])
+    tuples, summary = mine_hard_negatives(model, anchors, positives, corpus, output="n-tuple", **options)
+    assert tuples.names == ("anchor", "positive", "negative_1", "negative_2", "negative_3")
+    full = {a for a, n in triplets.items() if len(n) == 3}
+    assert set(tuples.columns["anchor"]) == full and 0 < len(full) < 6  # some anchors are short
+    for row in range(len(tuples)):
+        a = tuples.columns["anchor"][row]
+        assert [tuples.columns[f"negative_{j}"][row] for j in (1, 2, 3)] == triplets[a]
+    dropped = [(a, p) for a, p in dict.fromkeys(zip(anchors, positives)) if a not in full]
+    assert summary.dropped_pairs == len(dropped) and summary.rows == len(tuples) == 7 - len(dropped)
+
+
+def test_prompts_are_applied_by_role_and_texts_encoded_once():
+    anchors, positives, corpus, model = toy()
+    mine_hard_negatives(model, anchors, positives, corpus)
+    queries, documents = model.calls
+    assert queries == [f"q: anchor {i}" for i in range(6)]
+    assert len(documents) == len(set(documents)) == 22 and all(d.startswith("d: ") for d in documents)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"num_negatives": 0}, "num_negatives must be at least 1, got 0"),
+        (
+            {"range_min": 3, "range_max": 4},
+            "range_min 3 and range_max 4 leave 1 candidate(s), fewer than num_negatives 3",
+        ),
+        ({"sampling": "best"}, "sampling expected top or random, got 'best'"),
+        ({"score_function": "l2"}, "unknown score function 'l2'"),
+        ({"relative_margin": -0.1}, "relative_margin must be at least 0"),
+        ({"output": "pairs"}, "output expected"),
+    ],
+)
+def test_bad_options_are_one_line_errors(options, message):
+    anchors, positives, corpus, model = toy()
+    with pytest.raises(ProtoembedError) as err:
+        mine_hard_negatives(model, anchors, positives, corpus, **options)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert model.calls == []  # refused before any encoding
+
+
+def test_bad_pairs_are_one_line_errors():
+    _, _, _, model = toy()
+    cases = [
+        (([], []), "no (anchor, positive) pairs to mine negatives for"),
+        ((["a"], []), "1 anchors but 0 positives; expected one each"),
+        ((["a", "b"], ["x", ""]), "positive of row 1: expected a non-empty text, got ''"),
+        ((["a", None], ["x", "y"]), "anchor of row 1: expected a non-empty text, got None"),
+    ]
+    for (a, p), message in cases:
+        with pytest.raises(ProtoembedError, match="^" + re.escape(message) + "$"):
+            mine_hard_negatives(model, a, p)
+
+
+def test_a_cross_encoder_must_give_one_score_per_pair():
+    anchors, positives, corpus, model = toy()
+
+    class ThreeWay(StubCrossEncoder):
+        def predict(self, pairs, batch_size=32):
+            return np.zeros((len(pairs), 3))
+
+    with pytest.raises(ProtoembedError, match="shape .* mining needs one score per pair"):
+        mine_hard_negatives(model, anchors, positives, corpus, cross_encoder=ThreeWay())
+
+
+def test_options_model_combinations_are_all_checked():
+    """Every combination of rules, with and without a cross-encoder, sizes its window as documented."""
+    for flags in itertools.product([None, 0.1], repeat=4):
+        opts = MineOptions(**dict(zip(RULES, flags)), num_negatives=2, range_min=1)
+        widened = any(f is not None for f in flags[:3])
+        assert opts.window_end() == 1 + 2 * (10 if widened else 1)
+        assert opts.window_end(cross_encoder=True) == 1 + 2 * (10 if widened or flags[3] else 1)
