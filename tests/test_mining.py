@@ -219,7 +219,9 @@ def test_n_tuple_output_keeps_the_anchors_with_every_negative():
     anchors, positives, corpus, model = toy(seed=4)
     options = {"num_negatives": 3, "max_score": 0.3, "range_max": 6}
     triplets = by_anchor(mine_hard_negatives(model, anchors, positives, corpus, **options)[0])
-    tuples, summary = mine_hard_negatives(model, anchors, positives, corpus, output="n-tuple", **options)
+    tuples, summary = mine_hard_negatives(
+        model, anchors, positives, corpus, output_format="n-tuple", **options
+    )
     assert tuples.names == ("anchor", "positive", "negative_1", "negative_2", "negative_3")
     full = {a for a, n in triplets.items() if len(n) == 3}
     assert set(tuples.columns["anchor"]) == full and 0 < len(full) < 6  # some anchors are short
@@ -249,7 +251,7 @@ def test_prompts_are_applied_by_role_and_texts_encoded_once():
         ({"sampling": "best"}, "sampling expected top or random, got 'best'"),
         ({"score_function": "l2"}, "unknown score function 'l2'"),
         ({"relative_margin": -0.1}, "relative_margin must be at least 0"),
-        ({"output": "pairs"}, "output expected"),
+        ({"output_format": "pairs"}, "output_format expected"),
     ],
 )
 def test_bad_options_are_one_line_errors(options, message):
@@ -291,3 +293,70 @@ def test_options_model_combinations_are_all_checked():
         widened = any(f is not None for f in flags[:3])
         assert opts.window_end() == 1 + 2 * (10 if widened else 1)
         assert opts.window_end(cross_encoder=True) == 1 + 2 * (10 if widened or flags[3] else 1)
+
+
+QUESTIONS = [
+    "how do cats sleep",
+    "what do dogs eat",
+    "why is the sky blue",
+    "how tall is mount everest",
+    "who wrote hamlet",
+    "what is the capital of france",
+    "how do cats sleep",
+]
+ANSWERS = [
+    "cats sleep for twelve to sixteen hours a day, often in short naps.",
+    "dogs eat meat, grains and vegetables; most pet dogs eat kibble.",
+    "sunlight is scattered by air molecules, and blue light scatters the most.",
+    "mount everest is 8,849 metres above sea level.",
+    "hamlet was written by william shakespeare around 1600.",
+    "paris is the capital and largest city of france.",
+    "a cat curls up in a warm spot and dozes through the afternoon.",
+]
+CORPUS = [
+    "kittens sleep even more than adult cats.",
+    "wolves hunt in packs and eat large animals.",
+    "sunsets look red because light travels through more air.",
+    "k2 is the second highest mountain on earth.",
+    "macbeth is another tragedy by shakespeare.",
+    "lyon is a large city in the south-east of france.",
+    "berlin is the capital of germany.",
+    "the ocean looks blue partly because water absorbs red light.",
+    "puppies need food rich in protein.",
+    "the eiffel tower is in paris.",
+    "how do cats sleep",
+    "the alps are a mountain range in europe.",
+    "romeo and juliet is a play about two young lovers.",
+    "cats are crepuscular, most active at dawn and dusk.",
+]
+
+
+def test_agrees_with_sentence_transformers_on_the_default_model():
+    """sentence-transformers' ``mine_hard_negatives`` with the same backbone gives the same triplets
+    where the semantics are equal (module docstring): no rule, ``range_min`` > 0 included; and rules with
+    ``range_min`` 0 and a window covering the pool."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import mine_hard_negatives as st_mine
+
+    import protoembed
+    from protoembed.backbones import default_model_path
+
+    ours = protoembed.load("default", device="cpu")
+    theirs = SentenceTransformer(default_model_path(), device="cpu")
+    pairs = Dataset.from_dict({"anchor": QUESTIONS, "positive": ANSWERS})
+    cases = [
+        ({}, {}),
+        ({"num_negatives": 2, "range_min": 3}, {}),
+        ({"num_negatives": 4, "range_min": 1, "range_max": 9}, {}),
+        ({"margin": 0.0, "range_max": 30}, {"absolute_margin": 0.0}),
+        ({"relative_margin": 0.3, "max_score": 0.3, "range_max": 30}, {"relative_margin": 0.3}),
+        ({"min_score": 0.1, "num_negatives": 5}, {}),
+    ]
+    for options, renamed in cases:
+        theirs_options = {**options, **renamed}
+        theirs_options.pop("margin", None)
+        expected = st_mine(pairs, theirs, corpus=CORPUS, verbose=False, batch_size=8, **theirs_options)
+        got, _ = mine_hard_negatives(ours, QUESTIONS, ANSWERS, CORPUS, batch_size=8, **options)
+        assert got.columns == {name: expected[name] for name in ("anchor", "positive", "negative")}, options
+        assert len(got) > 6

@@ -38,8 +38,10 @@ position here.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
@@ -91,7 +93,7 @@ class MineOptions(BaseModel):
     score_function: Annotated[
         str, AfterValidator(checked(check_score_function)), Flag(choices=lambda: SCORE_FUNCTIONS)
     ] = Field("cosine", description="the embedding model's score")
-    output: Literal["triplet", "n-tuple"] = Field(
+    output_format: Literal["triplet", "n-tuple"] = Field(
         "triplet", description="one row per negative, or one row with negative_1..negative_N"
     )
 
@@ -239,7 +241,7 @@ def mine_hard_negatives(
     sampling: str = DEFAULT.sampling,
     seed: int = DEFAULT.seed,
     score_function: str = DEFAULT.score_function,
-    output: str = DEFAULT.output,
+    output_format: str = DEFAULT.output_format,
     cross_encoder: PairScorer | None = None,
     batch_size: int | None = None,
 ) -> tuple[Examples, MiningSummary]:
@@ -251,7 +253,7 @@ def mine_hard_negatives(
         anchors, positives: the pairs, row by row (an anchor may repeat with other positives).
         corpus: further candidate texts (the positives are always candidates of the other anchors).
         num_negatives, range_min, range_max, margin, relative_margin, max_score, min_score, sampling,
-            seed, score_function, output: :class:`MineOptions`.
+            seed, score_function, output_format: :class:`MineOptions`.
         cross_encoder: rescores the window's candidates and the positives (``predict`` of text pairs,
             one score each), e.g. ``sentence_transformers.CrossEncoder`` of a protoembed
             ``cross_encoder`` run's ``cross_encoder/`` folder.
@@ -277,7 +279,7 @@ def mine_hard_negatives(
             sampling=sampling,
             seed=seed,
             score_function=score_function,
-            output=output,
+            output_format=output_format,
         ),
     )
     if len(anchors) != len(positives):
@@ -379,7 +381,7 @@ def _rows(
     summary: MiningSummary,
 ) -> dict[str, list[str]]:
     """The output columns (``triplet`` or ``n-tuple``, see the module docstring); counts the rows."""
-    if opts.output == "triplet":
+    if opts.output_format == "triplet":
         columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
         for a, picked in zip(unique, chosen):
             for p in positives_of[a]:
@@ -401,3 +403,44 @@ def _rows(
                     columns[name].append(pool[n])
     summary.rows = len(columns["anchor"])
     return columns
+
+
+def is_cross_encoder(folder: Path) -> bool:
+    """True if ``folder`` holds a cross-encoder: sentence-transformers' ``CrossEncoder`` layout, or a
+    Hugging Face ``*ForSequenceClassification`` model."""
+    from protoembed.model_card import read_json
+
+    st_config = read_json(folder / "config_sentence_transformers.json") or {}
+    hf_config = read_json(folder / "config.json") or {}
+    architectures = hf_config.get("architectures") or [] if isinstance(hf_config, dict) else []
+    return (isinstance(st_config, dict) and st_config.get("model_type") == "CrossEncoder") or any(
+        str(name).endswith("ForSequenceClassification") for name in architectures
+    )
+
+
+def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) -> Any:
+    """A sentence-transformers ``CrossEncoder`` from ``path``: a cross-encoder folder
+    (:func:`is_cross_encoder`), a saved ``cross_encoder`` run model (``best/``, which holds it in
+    ``cross_encoder/``) or that run's folder.
+
+    Raises:
+        ProtoembedError: ``path`` holds none of these (the message names it).
+    """
+    from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR
+    from protoembed.run_layout import BEST_DIR
+
+    root = Path(path).expanduser()
+    for folder in (root, root / CROSS_ENCODER_DIR, root / BEST_DIR / CROSS_ENCODER_DIR):
+        if is_cross_encoder(folder):
+            break
+    else:
+        raise ProtoembedError(
+            f"{root}: no cross-encoder there (expected a CrossEncoder or sequence-classification model "
+            f"folder, or a cross_encoder run's folder holding {BEST_DIR}/{CROSS_ENCODER_DIR}/)"
+        )
+    from sentence_transformers import CrossEncoder
+
+    from protoembed.backbones import quiet_transformers
+
+    with quiet_transformers():
+        return CrossEncoder(str(folder), device=device)
