@@ -360,3 +360,153 @@ def test_agrees_with_sentence_transformers_on_the_default_model():
         got, _ = mine_hard_negatives(ours, QUESTIONS, ANSWERS, CORPUS, batch_size=8, **options)
         assert got.columns == {name: expected[name] for name in ("anchor", "positive", "negative")}, options
         assert len(got) > 6
+
+
+def _jsonl(path, rows) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def _tiny_cross_encoder(model_dir, folder):
+    """A tiny regression cross-encoder saved as a ``cross_encoder`` run saves it (``best/cross_encoder``)."""
+    import torch
+
+    import protoembed
+    from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR, save_cross_encoder, sequence_classifier
+    from protoembed.run_layout import BEST_DIR
+
+    torch.manual_seed(0)
+    embedder = protoembed.load(str(model_dir), head="cls", device="cpu")
+    model = sequence_classifier(embedder.encoder.auto_model, 1, "regression")
+    save_cross_encoder(model, embedder.tokenizer, folder / BEST_DIR / CROSS_ENCODER_DIR, 64)
+    return folder
+
+
+def test_cli_writes_jsonl_that_simcse_sup_reads(tiny_model_dirs, tmp_path, one_thread, capsys):
+    """``protoembed mine`` with a column mapping and a corpus file writes what the Python call returns,
+    as JSON lines that ``read_examples`` reads as anchor, positive, negative and simcse_sup trains on."""
+    import protoembed
+    from protoembed.cli import main
+    from protoembed.data.training.examples import satisfies
+    from protoembed.data.training.formats import read_examples
+    from protoembed.objectives import build_objective
+    from protoembed.objectives.registry import SupervisedSimCSEOptions
+
+    data = _jsonl(
+        tmp_path / "pairs.jsonl",
+        [{"question": q, "answer": a, "id": i} for i, (q, a) in enumerate(zip(QUESTIONS, ANSWERS))],
+    )
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    out = tmp_path / "mined" / "triplets.jsonl"
+    model = str(tiny_model_dirs["bert"])
+    argv = [
+        "mine",
+        "--model",
+        model,
+        "--head",
+        "mean",
+        "--data",
+        data,
+        "--columns",
+        "anchor=question",
+        "positive=answer",
+    ]
+    argv += ["--corpus", str(corpus), "-o", str(out), "--num-negatives", "2", "--margin", "0"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"wrote {out}: mined ") and printed.count("\n") == 1
+    embedder = protoembed.load(model, head="mean")
+    expected, summary = mine_hard_negatives(embedder, QUESTIONS, ANSWERS, CORPUS, num_negatives=2, margin=0)
+    assert printed == f"wrote {out}: {summary.line()}\n"
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == [
+        dict(zip(expected.names, row)) for row in zip(*expected.columns.values())
+    ]
+    back = read_examples(out)
+    assert back.columns == expected.columns and satisfies(set(back.names), SupervisedSimCSEOptions.columns)
+    objective = build_objective("simcse_sup", protoembed.load(model, head="cls", device="cpu"))
+    assert objective(back.select(range(4))).item() > 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["triplets.jsonl"]  # no temp file left
+
+
+def test_cli_rescores_with_a_saved_cross_encoder(tiny_model_dirs, tmp_path, one_thread):
+    """``--cross-encoder RUN``: the run's saved CrossEncoder (loaded by sentence-transformers) decides; the
+    negatives are those of the Python call with it, best first by its scores, each under the margin."""
+    from sentence_transformers import CrossEncoder
+
+    import protoembed
+    from protoembed.cli import main
+    from protoembed.mining import load_cross_encoder
+
+    run = _tiny_cross_encoder(tiny_model_dirs["bert"], tmp_path / "run")
+    data = _jsonl(
+        tmp_path / "pairs.jsonl", [{"anchor": q, "positive": a} for q, a in zip(QUESTIONS, ANSWERS)]
+    )
+    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"passage": t} for t in CORPUS])
+    out = tmp_path / "n.jsonl"
+    argv = ["mine", "--model", str(tiny_model_dirs["bert"]), "--data", data, "--corpus", corpus]
+    argv += ["--corpus-column", "passage", "--cross-encoder", str(run), "-o", str(out), "--margin", "0"]
+    argv += ["--range-max", "12", "--device", "cpu"]
+    assert main(argv) == 0
+    cross = CrossEncoder(str(run / "best" / "cross_encoder"), device="cpu")
+    assert type(load_cross_encoder(run / "best")) is CrossEncoder
+    model = protoembed.load(str(tiny_model_dirs["bert"]))
+    expected, _ = mine_hard_negatives(
+        model, QUESTIONS, ANSWERS, CORPUS, cross_encoder=cross, margin=0, range_max=12
+    )
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows == [dict(zip(expected.names, row)) for row in zip(*expected.columns.values())] and rows
+    for anchor, negatives in by_anchor(expected).items():
+        scores = cross.predict([(anchor, n) for n in negatives])
+        positive = min(cross.predict([(anchor, p) for q, p in zip(QUESTIONS, ANSWERS) if q == anchor]))
+        assert list(scores) == sorted(scores, reverse=True) and max(scores) <= positive + 1e-6
+
+
+def test_cli_refuses_data_without_positives(tmp_path, capsys):
+    """Data without a positive column: one line naming the file, exit 2, nothing written (before any
+    model is loaded)."""
+    from protoembed.cli import main
+
+    data = _jsonl(tmp_path / "questions.jsonl", [{"question": q} for q in QUESTIONS])
+    out = tmp_path / "out.jsonl"
+    code = main(
+        [
+            "mine",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--data",
+            data,
+            "--columns",
+            "anchor=question",
+            "-o",
+            str(out),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"protoembed: error: {data}: no positive column to mine from (the examples have anchor); map the "
+        "file's columns with --columns anchor=COLUMN positive=COLUMN\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["questions.jsonl"]
+
+
+def test_cli_option_errors_are_one_line(tmp_path, capsys):
+    from protoembed.cli import main
+
+    data = _jsonl(tmp_path / "pairs.jsonl", [{"anchor": "a", "positive": "b"}])
+    base = ["mine", "--data", data, "-o", str(tmp_path / "o.jsonl")]
+    cases = [
+        (["--num-negatives", "0"], "num_negatives must be at least 1, got 0"),
+        (["--range-min", "2", "--range-max", "3"], "range_min 2 and range_max 3 leave 1 candidate(s)"),
+        (["--cross-encoder", str(tmp_path)], f"{tmp_path}: no cross-encoder there"),
+        (["--columns", "anchor"], "column mapping 'anchor': expected COLUMN=FILE_COLUMN"),
+    ]
+    for extra, message in cases:
+        try:
+            code = main([*base, *extra])
+        except SystemExit as exit_:
+            code = exit_.code
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "Traceback" not in err, err
+        assert not (tmp_path / "o.jsonl").exists()

@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output",
         required=True,
         type=output_file(".jsonl"),
-        help="the mined examples, JSON lines (written atomically)",
+        help="the mined examples, JSON lines (written atomically; missing folders are created)",
     )
     add_model_options(parser)
     add_option_flags(parser, MineOptions, check=True)
@@ -108,9 +108,13 @@ def read_corpus_texts(args: argparse.Namespace) -> list[str] | None:
 
 
 def write_jsonl(path: str, columns: dict[str, list[Any]]) -> None:
-    """``columns`` as JSON lines, one object per row (UTF-8, keys in column order), written atomically."""
+    """``columns`` as JSON lines, one object per row (UTF-8, keys in column order), written atomically
+    (missing folders are created)."""
+    from pathlib import Path
+
     from protoembed.io import write_atomic
 
+    Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
     names = list(columns)
     rows = zip(*(columns[name] for name in names))
 
