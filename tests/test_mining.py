@@ -510,3 +510,16 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and message in err and "Traceback" not in err, err
         assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("score_function", ["cosine", "dot"])
+def test_pairwise_scores_are_the_diagonal_of_the_similarity_matrix(score_function):
+    from protoembed.semantic_search import pairwise, similarity
+
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(7, 4)), rng.normal(size=(7, 4))
+    np.testing.assert_allclose(
+        pairwise(a, b, score_function), np.diag(similarity(a, b, score_function)), rtol=1e-6
+    )
+    with pytest.raises(ProtoembedError, match=r"different shapes: \(7, 4\) and \(6, 4\)"):
+        pairwise(a, b[:6], score_function)

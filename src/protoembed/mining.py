@@ -51,7 +51,7 @@ from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
 from protoembed.input_prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
 from protoembed.pydantic_util import Flag, WholeMessage, check_options, checked
-from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, similarity, top_k
+from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, pairwise, top_k
 
 logger = logging.getLogger(__name__)
 
@@ -311,10 +311,13 @@ def mine_hard_negatives(
     exclude = [positives_of[a] + ([where[a]] if a in where else []) for a in unique]
     rankings = top_k(anchor_vectors, pool_vectors, end, opts.score_function, exclude)
     windows = [ranking[opts.range_min : end] for ranking in rankings]
-    positive_scores = [
-        similarity(anchor_vectors[i : i + 1], pool_vectors[positives_of[a]], opts.score_function)[0]
-        for i, a in enumerate(unique)
-    ]
+    owners = [i for i, a in enumerate(unique) for _ in positives_of[a]]
+    flat = pairwise(
+        anchor_vectors[owners],
+        pool_vectors[[p for a in unique for p in positives_of[a]]],
+        opts.score_function,
+    ).astype(np.float64)
+    positive_scores = np.split(flat, np.cumsum([len(positives_of[a]) for a in unique])[:-1])
     candidate_scores = [np.array([s for _, s in w], dtype=np.float64) for w in windows]
     if cross_encoder is not None:
         candidate_scores, positive_scores = _rescore(
