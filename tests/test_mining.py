@@ -331,7 +331,7 @@ CORPUS = [
 ]
 
 
-def test_agrees_with_sentence_transformers_on_the_default_model():
+def test_agrees_with_sentence_transformers_on_the_default_model(tmp_path):
     """sentence-transformers' ``mine_hard_negatives`` with the same backbone gives the same triplets
     where the semantics are equal (module docstring): no rule, ``range_min`` > 0 included; and rules with
     ``range_min`` 0 and a window covering the pool."""
@@ -342,22 +342,31 @@ def test_agrees_with_sentence_transformers_on_the_default_model():
     import protoembed
     from protoembed.backbones import default_model_path
 
-    ours = protoembed.load("default", device="cpu")
+    embedder = protoembed.load("default", device="cpu")
+    encoded: dict[tuple[str, ...], np.ndarray] = {}  # each text list encoded once, as theirs are cached
+
+    class Once:
+        def encode(self, texts, batch_size=64):
+            if tuple(texts) not in encoded:
+                encoded[tuple(texts)] = embedder.encode(texts, batch_size=batch_size)
+            return encoded[tuple(texts)]
+
     theirs = SentenceTransformer(default_model_path(), device="cpu")
     pairs = Dataset.from_dict({"anchor": QUESTIONS, "positive": ANSWERS})
     cases = [
-        ({}, {}),
-        ({"num_negatives": 2, "range_min": 3}, {}),
-        ({"num_negatives": 4, "range_min": 1, "range_max": 9}, {}),
-        ({"margin": 0.0, "range_max": 30}, {"absolute_margin": 0.0}),
-        ({"relative_margin": 0.3, "max_score": 0.3, "range_max": 30}, {"relative_margin": 0.3}),
-        ({"min_score": 0.1, "num_negatives": 5}, {}),
+        {},
+        {"num_negatives": 2, "range_min": 3},
+        {"num_negatives": 4, "range_min": 1, "range_max": 9},
+        {"margin": 0.0, "range_max": 30},
+        {"relative_margin": 0.3, "max_score": 0.3, "range_max": 30},
+        {"min_score": 0.1, "num_negatives": 5},
     ]
-    for options, renamed in cases:
-        theirs_options = {**options, **renamed}
-        theirs_options.pop("margin", None)
-        expected = st_mine(pairs, theirs, corpus=CORPUS, verbose=False, batch_size=8, **theirs_options)
-        got, _ = mine_hard_negatives(ours, QUESTIONS, ANSWERS, CORPUS, batch_size=8, **options)
+    for options in cases:
+        renamed = {"absolute_margin" if name == "margin" else name: v for name, v in options.items()}
+        expected = st_mine(
+            pairs, theirs, corpus=CORPUS, verbose=False, batch_size=8, cache_folder=str(tmp_path), **renamed
+        )
+        got, _ = mine_hard_negatives(Once(), QUESTIONS, ANSWERS, CORPUS, batch_size=8, **options)
         assert got.columns == {name: expected[name] for name in ("anchor", "positive", "negative")}, options
         assert len(got) > 6
 
