@@ -436,6 +436,17 @@ def test_cli_writes_jsonl_that_simcse_sup_reads(tiny_model_dirs, tmp_path, one_t
     objective = build_objective("simcse_sup", protoembed.load(model, head="cls", device="cpu"))
     assert objective(back.select(range(4))).item() > 0
     assert sorted(p.name for p in out.parent.iterdir()) == ["triplets.jsonl"]  # no temp file left
+    # no negative left at all: an error, and no file
+    none = out.parent / "none.jsonl"
+    assert main([str(none) if a == str(out) else a for a in argv] + ["--max-score", "-2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"protoembed: error: {data}: mined 0 negatives for 6 anchors") and err.count("\n") == 1
+    )
+    assert "6 anchors short of negatives (6 with none)" in err and err.endswith(
+        f"; nothing written to {none}\n"
+    )
+    assert sorted(p.name for p in out.parent.iterdir()) == ["triplets.jsonl"]
 
 
 def test_cli_rescores_with_a_saved_cross_encoder(tiny_model_dirs, tmp_path, one_thread):

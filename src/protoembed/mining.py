@@ -347,12 +347,8 @@ def mine_hard_negatives(
     examples.sources[0]["mining"] = summary.as_dict()
     logger.info("%s", summary.line())
     if summary.short:
-        logger.warning(
-            "%d of %d anchors got fewer than %d negatives; a larger range_max, a smaller range_min or "
-            "looser margins / max_score give more",
-            summary.short,
-            summary.anchors,
-            opts.num_negatives,
+        logger.info(
+            "a larger range_max, a smaller range_min or looser margins / max_score give more negatives"
         )
     return examples, summary
 
