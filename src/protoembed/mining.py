@@ -75,8 +75,8 @@ class MineOptions(BaseModel):
     range_max: int | None = Field(
         None,
         ge=1,
-        description="consider ranks below RANGE_MAX only (default: range_min + num_negatives, times "
-        f"{WINDOW_FACTOR} when a margin or max score is set)",
+        description="consider ranks below RANGE_MAX only (default: range_min + num_negatives, or range_min "
+        f"+ {WINDOW_FACTOR} x num_negatives when a margin or max score is set)",
     )
     margin: float | None = Field(
         None, description="keep a negative only if its score <= the positive's - MARGIN"
@@ -108,8 +108,8 @@ class MineOptions(BaseModel):
         return self
 
     def window_end(self, cross_encoder: bool = False) -> int:
-        """``range_max``, or its default (see the field): ``range_min + num_negatives``, times
-        :data:`WINDOW_FACTOR` when ``margin``, ``relative_margin`` or ``max_score`` is set (or ``min_score``
+        """``range_max``, or its default (see the field): ``range_min + num_negatives``, with
+        ``num_negatives`` times :data:`WINDOW_FACTOR` when ``margin``, ``relative_margin`` or ``max_score`` is set (or ``min_score``
         with a cross-encoder, whose order is not the window's)."""
         if self.range_max is not None:
             return self.range_max
