@@ -28,6 +28,7 @@ BACKBONE_TESTS = (
     "test_cross_encoder.py::test_default_backbone_keeps_its_pooler_and_round_trips",
     "test_embedder.py::test_default_model_equals_sentence_transformers",
     "test_export.py::test_default_model_export_equals_torch",
+    "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
 )
 #: Tests that spawn Python interpreters.

@@ -48,7 +48,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),
-    "training": ("training",),
+    "training": ("training", "mining"),
     "interface": ("cli", "__main__", "commands", ""),
 }
 #: Layer -> the layers its modules may import (besides its own), deferred imports included.

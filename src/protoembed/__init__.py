@@ -12,6 +12,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   markdown page ``protoembed report`` writes from them;
 - :class:`Task`, :func:`register_task` and :func:`get_task`: a task of one's own (known by name to
   ``eval``, :func:`evaluate`, the report and training's ``test_tasks``), and looking one up;
+- :func:`mine_hard_negatives`: (anchor, positive) pairs -> (anchor, positive, negative) examples with
+  hard negatives mined by an embedding model (``protoembed mine``);
 - :func:`table_name`: the name the papers' tables print for a task (``STSBenchmark`` -> ``STS-B``);
 - :mod:`run_layout`: the names inside a training run's folder (``results.json``, ``best/``...) and
   :func:`run_layout.dev_score`, the dev score that chose a run's kept model;
@@ -19,8 +21,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
-:mod:`protoembed.report`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.run_layout` and
-:mod:`protoembed.errors`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
+:mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`,
+:mod:`protoembed.run_layout` and :mod:`protoembed.errors`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.evaluation.tasks import table_name as table_name
     from protoembed.export.graph import export_embedder as export_embedder
     from protoembed.loading import load as load
+    from protoembed.mining import mine_hard_negatives as mine_hard_negatives
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
     from protoembed.training.stages import load_run as load_run
@@ -57,6 +60,7 @@ _HOMES = {
     "load": "protoembed.loading",
     "load_results": "protoembed.report",
     "load_run": "protoembed.training.stages",
+    "mine_hard_negatives": "protoembed.mining",
     "register_task": "protoembed.evaluation.tasks",
     "run_layout": "",
     "table_name": "protoembed.evaluation.tasks",

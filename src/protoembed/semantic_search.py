@@ -85,6 +85,22 @@ def similarity(
     return (x @ y.T).numpy()
 
 
+def pairwise(
+    a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor, score_function: str = "cosine"
+) -> np.ndarray:
+    """The ``(len(a),)`` scores of ``a[i]`` with ``b[i]``, row by row (float32; the diagonal of
+    :func:`similarity` without the rest of the matrix).
+
+    Raises:
+        ProtoembedError: an unknown ``score_function``, arrays that are not 2-d, or of other shapes.
+    """
+    check_score_function(score_function)
+    x, y = _tensor(a, score_function), _tensor(b, score_function)
+    if x.shape != y.shape:
+        raise ProtoembedError(f"pairs of vectors of different shapes: {tuple(x.shape)} and {tuple(y.shape)}")
+    return (x * y).sum(dim=1).numpy()
+
+
 def top_k(
     queries: np.ndarray | torch.Tensor,
     corpus: np.ndarray | torch.Tensor,

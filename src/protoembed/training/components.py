@@ -191,6 +191,7 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
             f.path,
             f.format,
             data.data_dir,
+            f.columns,
             drop_unterminated_last_line=data.drop_unterminated_last_line,
             **({"split": f.split} if f.split else {}),
         )

@@ -20,14 +20,17 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from protoembed.data.training.columns import mapping_problem
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TaskDeclaration
 from protoembed.heads import HEADS
@@ -107,6 +110,20 @@ def _known_format(value: str | None) -> str | None:
 DataFormat = Annotated[OptionalText, AfterValidator(_known_format)]
 
 
+def _column_mapping(mapping: dict[str, str] | None) -> dict[str, str] | None:
+    """A column mapping checked by the rule the command line's uses too
+    (:func:`protoembed.data.training.columns.mapping_problem`)."""
+    for target, source in (mapping or {}).items():
+        problem = mapping_problem(target, source)
+        if problem:
+            raise ValueError(problem)
+    return mapping
+
+
+ColumnMapping = Annotated[dict[str, str] | None, AfterValidator(_column_mapping)]
+_COLUMNS_HELP = "example column -> the file's column, e.g. {anchor: question, positive: answer}"
+
+
 class DataFile(BaseModel):
     """One training file of ``data.corpus`` given with its format."""
 
@@ -115,6 +132,23 @@ class DataFile(BaseModel):
     path: Name = Field(description="the file")
     format: DataFormat = Field(None, description="its format (default: data.format, else from the name)")
     split: OptionalText = Field(None, description="allnli: the split to read (default train)")
+    columns: ColumnMapping = Field(None, description=f"{_COLUMNS_HELP} (default: data.columns)")
+
+
+def _tag(value: Any) -> str:
+    """Which alternative of a union of a path, a list of files and a file entry ``value`` is meant to be
+    (so that an error is about that alternative alone; the tags are not identifiers, so messages leave
+    them out of the dotted key)."""
+    return "a list" if isinstance(value, list) else "a file entry" if isinstance(value, dict) else "a path"
+
+
+_FileItem = Annotated[
+    Annotated[Name, Tag("a path")] | Annotated[DataFile, Tag("a file entry")], Discriminator(_tag)
+]
+CorpusFiles = Annotated[
+    Annotated[Name, Tag("a path")] | Annotated[list[_FileItem], Field(min_length=1), Tag("a list")],
+    Discriminator(_tag),
+]
 
 
 class DataConfig(BaseModel):
@@ -122,7 +156,7 @@ class DataConfig(BaseModel):
 
     model_config = STRICT
 
-    corpus: Name | Annotated[list[Name | DataFile], Field(min_length=1)] = Field(
+    corpus: CorpusFiles = Field(
         description="training file(s) (required): a path or a list of paths / {path, format}; relative "
         "paths: working dir, then data_dir",
         examples=["unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"],
@@ -140,14 +174,24 @@ class DataConfig(BaseModel):
     data_dir: OptionalText = Field(
         None, description="benchmark data + base of relative corpus paths (default $PROTOEMBED_DATA)"
     )
+    columns: ColumnMapping = Field(
+        None,
+        description=f"jsonl, csv, tsv, parquet: {_COLUMNS_HELP}; default: the columns named like those",
+    )
 
     def files(self) -> list[DataFile]:
-        """``corpus`` as a list of :class:`DataFile` (``data.format`` filled in where a file has none)."""
+        """``corpus`` as a list of :class:`DataFile` (``data.format`` and ``data.columns`` filled in where a
+        file has none)."""
         items = [self.corpus] if isinstance(self.corpus, str) else self.corpus
         return [
-            DataFile(path=item, format=self.format)
+            DataFile(path=item, format=self.format, columns=self.columns)
             if isinstance(item, str)
-            else DataFile(path=item.path, format=item.format or self.format, split=item.split)
+            else DataFile(
+                path=item.path,
+                format=item.format or self.format,
+                split=item.split,
+                columns=item.columns or self.columns,
+            )
             for item in items
         ]
 

@@ -34,8 +34,11 @@ logger = logging.getLogger(__name__)
 #: NLI label names; the ``label`` column holds their index (sentence-transformers' SoftmaxLoss order).
 NLI_LABELS = ("contradiction", "entailment", "neutral")
 
+#: Every column name protoembed's examples use, in the order examples read from a table keep them.
+COLUMN_NAMES = ("text", "sentence1", "sentence2", "score", "label", "anchor", "positive", "negative")
+
 #: The columns that hold sentences (the others hold gold scores or labels).
-SENTENCE_COLUMNS = frozenset({"text", "sentence1", "sentence2", "anchor", "positive", "negative"})
+SENTENCE_COLUMNS = frozenset(COLUMN_NAMES) - {"score", "label"}
 
 #: A column requirement: a name, or a tuple of alternatives of which one must be present.
 ColumnSpec = Sequence[str | tuple[str, ...]]

@@ -10,8 +10,11 @@ files and the columns.
 Registered formats: ``text`` (:mod:`protoembed.data.training.corpus`); ``stsb`` and ``sick``
 (:mod:`protoembed.data.training.pairs`, the parser the STS evaluation uses too); ``snli_jsonl``, ``nli_txt``,
 ``senteval_nli``, ``simcse_nli`` and ``allnli`` (:mod:`protoembed.data.training.nli`); ``clustering``
-(:mod:`protoembed.data.benchmarks.clustering`). The readers import the container
-(:mod:`protoembed.data.training.examples`), never this module.
+(:mod:`protoembed.data.benchmarks.clustering`); the tables ``jsonl``, ``csv``, ``tsv`` and ``parquet``
+(:mod:`protoembed.data.training.tables`), whose columns are the file's own, named like protoembed's or
+given by a column mapping (:mod:`protoembed.data.training.columns`), and which can also be streamed
+(:func:`open_stream`). The readers import the container (:mod:`protoembed.data.training.examples`), never
+this module.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,15 @@ from protoembed.data.training.nli import (
     read_snli_jsonl,
 )
 from protoembed.data.training.pairs import read_sick_examples, read_stsb_examples
+from protoembed.data.training.tables import (
+    ExampleStream,
+    open_csv,
+    open_jsonl,
+    open_parquet,
+    open_tsv,
+    reader,
+    streamer,
+)
 from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
@@ -43,14 +55,26 @@ logger = logging.getLogger(__name__)
 Reader = Callable[..., Examples]
 
 
+#: ``stream(path, columns=None, **options) -> ExampleStream``: the examples read as they come.
+Streamer = Callable[..., ExampleStream]
+
+
 @dataclass(frozen=True)
 class Format:
-    """A registered file format: its reader, the file-name patterns that select it, what it yields."""
+    """A registered file format: its reader, the file-name patterns that select it, the columns it yields
+    (``()``: the file's own, named like protoembed's or mapped: a table format, which takes a column
+    mapping), a description, and optionally the streamed reader (``data.streaming``)."""
 
     reader: Reader
     patterns: tuple[str, ...]
     columns: tuple[str, ...]
     description: str
+    stream: Streamer | None = None
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the format's columns are the file's own (a column mapping applies)."""
+        return not self.columns
 
 
 def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -> Examples:
@@ -118,22 +142,73 @@ FORMATS: dict[str, Format] = {
         "sentence-transformers' AllNLI.tsv(.gz): split, dataset, filename, sentence1, sentence2, label; "
         "option split (train, dev, test; default train)",
     ),
+    "jsonl": Format(
+        reader("jsonl", open_jsonl),
+        ("*.jsonl", "*.jsonl.gz"),
+        (),
+        "JSON lines: one object per line, keys named like the example columns or mapped",
+        streamer("jsonl", open_jsonl),
+    ),
+    "csv": Format(
+        reader("csv", open_csv),
+        ("*.csv", "*.csv.gz"),
+        (),
+        "CSV with a header row naming the columns (named like the example columns or mapped)",
+        streamer("csv", open_csv),
+    ),
+    "tsv": Format(
+        reader("tsv", open_tsv),
+        ("*.tsv", "*.tsv.gz"),
+        (),
+        "tab-separated values (no quoting) with a header row naming the columns",
+        streamer("tsv", open_tsv),
+    ),
+    "parquet": Format(
+        reader("parquet", open_parquet),
+        ("*.parquet",),
+        (),
+        "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
+        streamer("parquet", open_parquet),
+    ),
 }
 
 
-def infer_format(path: str | os.PathLike[str]) -> str:
-    """The format whose file-name patterns match ``path`` (``text`` when none does)."""
+def infer_format(path: str | os.PathLike[str], columns: Mapping[str, str] | None = None) -> str:
+    """The format whose file-name patterns match ``path`` (``text`` when none does); with a column
+    ``columns`` mapping, only the formats that take one (:attr:`Format.mapped`) are tried, so that
+    ``my_nli.jsonl`` with a mapping is read as ``jsonl``, not ``snli_jsonl``."""
     name = Path(path).name
     for format_name, spec in FORMATS.items():
+        if columns and not spec.mapped:
+            continue
         if format_name != "text" and any(fnmatch.fnmatch(name, p) for p in spec.patterns):
             return format_name
     return "text"
+
+
+def mapped_formats() -> list[str]:
+    """The formats whose columns are the file's own (they take a column mapping)."""
+    return [name for name, spec in FORMATS.items() if spec.mapped]
+
+
+def _format_for(path: str | os.PathLike[str], format: str | None, columns: Mapping[str, str] | None) -> str:
+    """The format of ``path`` (given or inferred), checked to exist and to take ``columns``."""
+    name = format or infer_format(path, columns)
+    if name not in FORMATS:
+        raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
+    if columns and not FORMATS[name].mapped:
+        raise ProtoembedError(
+            f"{path}: format {name!r} has fixed columns ({', '.join(FORMATS[name].columns)}); a column "
+            f"mapping applies to {', '.join(mapped_formats())}"
+        )
+    return name
 
 
 def read_examples(
     path: str | os.PathLike[str],
     format: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Examples:
     """Read one training file into :class:`Examples`.
@@ -142,19 +217,48 @@ def read_examples(
         path: the file (relative paths: working directory, then ``data_dir`` / ``$PROTOEMBED_DATA``).
         format: a key of :data:`FORMATS`; ``None`` = :func:`infer_format`.
         data_dir: base of relative paths.
+        columns: a column mapping ``{example column: the file's column}`` (table formats only; see
+            :mod:`protoembed.data.training.columns`); ``None``: the columns named like protoembed's.
         **options: passed to the reader (``drop_unterminated_last_line`` for ``text``, ``split`` for
             ``allnli``); readers ignore options they do not know.
     Raises:
-        ProtoembedError: unknown format, missing file, or a malformed line (named as ``file:line``).
+        ProtoembedError: unknown format, a mapping for a format with fixed columns, missing file, a
+            malformed line (named as ``file:line``), a missing or empty cell (file, row and column).
     """
-    name = format or infer_format(path)
-    if name not in FORMATS:
-        raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
+    name = _format_for(path, format, columns)
     resolved = resolve_corpus_path(str(path), data_dir)
-    examples = FORMATS[name].reader(resolved, **options)
+    examples = FORMATS[name].reader(resolved, **({"columns": columns} if columns else {}), **options)
     if not len(examples):
         raise ProtoembedError(f"{resolved}: no usable example ({name} format)")
     return examples
+
+
+def streamed_formats() -> list[str]:
+    """The formats that can be streamed (:attr:`Format.stream`)."""
+    return [name for name, spec in FORMATS.items() if spec.stream is not None]
+
+
+def open_stream(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+    **options: Any,
+) -> ExampleStream:
+    """The examples of one training file as a re-iterable stream (:class:`ExampleStream`): nothing is
+    read until it is iterated, and each iteration reads the file again. Arguments as :func:`read_examples`.
+
+    Raises:
+        ProtoembedError: as :func:`read_examples`, or a format that cannot be streamed.
+    """
+    name = _format_for(path, format, columns)
+    spec = FORMATS[name]
+    if spec.stream is None:
+        raise ProtoembedError(
+            f"{path}: format {name!r} cannot be streamed (data.streaming); streamed formats: "
+            f"{', '.join(streamed_formats())}"
+        )
+    return spec.stream(resolve_corpus_path(str(path), data_dir), columns, **options)
 
 
 # --------------------------------------------------------------------------- conversions

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from protoembed.data.lines import iter_lines as stream_lines
 from protoembed.data.lines import read_lines
 from protoembed.data.training.examples import NLI_LABELS, Examples
 from protoembed.errors import ProtoembedError
@@ -115,12 +116,13 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file, decompressing a ``.gz`` file on the fly.
 
     The rules of :func:`protoembed.data.lines.read_lines` (BOM dropped, lines split on ``\\n`` only,
-    CRLF ends removed, an unterminated last line kept); plain files are read with it, gzip files are
-    streamed line by line (AllNLI is large).
+    CRLF ends removed, an unterminated last line kept); plain files are streamed with
+    :func:`protoembed.data.lines.iter_lines`, gzip files line by line here (AllNLI is large): the file is
+    never held whole.
     """
     path = Path(path)
     if not path.name.endswith(".gz"):
-        yield from enumerate(read_lines(path), start=1)
+        yield from enumerate(stream_lines(path), start=1)
         return
     lineno = 0
     try:
