@@ -131,7 +131,7 @@ class DataFile(BaseModel):
 
     path: Name = Field(description="the file")
     format: DataFormat = Field(None, description="its format (default: data.format, else from the name)")
-    split: OptionalText = Field(None, description="allnli: the split to read (default train)")
+    split: OptionalText = Field(None, description="allnli, hf_dataset: the split to read (default train)")
     columns: ColumnMapping = Field(None, description=f"{_COLUMNS_HELP} (default: data.columns)")
 
 
@@ -176,7 +176,7 @@ class DataConfig(BaseModel):
     )
     columns: ColumnMapping = Field(
         None,
-        description=f"jsonl, csv, tsv, parquet: {_COLUMNS_HELP}; default: the columns named like those",
+        description=f"jsonl, csv, tsv, parquet, hf_dataset: {_COLUMNS_HELP}; default: the columns named like those",
     )
 
     def files(self) -> list[DataFile]:

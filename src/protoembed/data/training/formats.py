@@ -11,7 +11,7 @@ Registered formats: ``text`` (:mod:`protoembed.data.training.corpus`); ``stsb`` 
 (:mod:`protoembed.data.training.pairs`, the parser the STS evaluation uses too); ``snli_jsonl``, ``nli_txt``,
 ``senteval_nli``, ``simcse_nli`` and ``allnli`` (:mod:`protoembed.data.training.nli`); ``clustering``
 (:mod:`protoembed.data.benchmarks.clustering`); the tables ``jsonl``, ``csv``, ``tsv`` and ``parquet``
-(:mod:`protoembed.data.training.tables`), whose columns are the file's own, named like protoembed's or
+(:mod:`protoembed.data.training.tables`) and ``hf_dataset`` (:mod:`protoembed.data.training.hf`), whose columns are the file's own, named like protoembed's or
 given by a column mapping (:mod:`protoembed.data.training.columns`), and which can also be streamed
 (:func:`open_stream`). The readers import the container (:mod:`protoembed.data.training.examples`), never
 this module.
@@ -30,6 +30,7 @@ from typing import Any
 from protoembed.data.benchmarks.clustering import read_clustering_texts
 from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
 from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
+from protoembed.data.training.hf import locate_dataset, open_hf_dataset
 from protoembed.data.training.nli import (
     read_allnli,
     read_nli_txt,
@@ -170,6 +171,14 @@ FORMATS: dict[str, Format] = {
         "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
         streamer("parquet", open_parquet),
     ),
+    "hf_dataset": Format(
+        reader("hf_dataset", open_hf_dataset),
+        (),  # a save_to_disk folder or a hub:owner/name id is recognised by locate_dataset, not by name
+        (),
+        "Hugging Face datasets: a save_to_disk folder, hub:owner/name, or a data file through "
+        "datasets.load_dataset; option split (default train)",
+        streamer("hf_dataset", open_hf_dataset),
+    ),
 }
 
 
@@ -191,9 +200,17 @@ def mapped_formats() -> list[str]:
     return [name for name, spec in FORMATS.items() if spec.mapped]
 
 
-def _format_for(path: str | os.PathLike[str], format: str | None, columns: Mapping[str, str] | None) -> str:
-    """The format of ``path`` (given or inferred), checked to exist and to take ``columns``."""
-    name = format or infer_format(path, columns)
+def _source(
+    path: str | os.PathLike[str],
+    format: str | None,
+    data_dir: str | os.PathLike[str] | None,
+    columns: Mapping[str, str] | None,
+) -> tuple[str, Path | str]:
+    """``(format, what its reader opens)``: the format given, else ``hf_dataset`` for a ``save_to_disk``
+    folder or a ``hub:`` id (:func:`~protoembed.data.training.hf.locate_dataset`), else inferred from the
+    name; checked to exist and to take ``columns``; the file resolved (:func:`resolve_corpus_path`)."""
+    located = locate_dataset(path, data_dir) if format in (None, "hf_dataset") else None
+    name = format or ("hf_dataset" if located is not None else infer_format(path, columns))
     if name not in FORMATS:
         raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
     if columns and not FORMATS[name].mapped:
@@ -201,7 +218,7 @@ def _format_for(path: str | os.PathLike[str], format: str | None, columns: Mappi
             f"{path}: format {name!r} has fixed columns ({', '.join(FORMATS[name].columns)}); a column "
             f"mapping applies to {', '.join(mapped_formats())}"
         )
-    return name
+    return name, located if located is not None else resolve_corpus_path(str(path), data_dir)
 
 
 def read_examples(
@@ -225,8 +242,7 @@ def read_examples(
         ProtoembedError: unknown format, a mapping for a format with fixed columns, missing file, a
             malformed line (named as ``file:line``), a missing or empty cell (file, row and column).
     """
-    name = _format_for(path, format, columns)
-    resolved = resolve_corpus_path(str(path), data_dir)
+    name, resolved = _source(path, format, data_dir, columns)
     examples = FORMATS[name].reader(resolved, **({"columns": columns} if columns else {}), **options)
     if not len(examples):
         raise ProtoembedError(f"{resolved}: no usable example ({name} format)")
@@ -251,14 +267,14 @@ def open_stream(
     Raises:
         ProtoembedError: as :func:`read_examples`, or a format that cannot be streamed.
     """
-    name = _format_for(path, format, columns)
+    name, resolved = _source(path, format, data_dir, columns)
     spec = FORMATS[name]
     if spec.stream is None:
         raise ProtoembedError(
             f"{path}: format {name!r} cannot be streamed (data.streaming); streamed formats: "
             f"{', '.join(streamed_formats())}"
         )
-    return spec.stream(resolve_corpus_path(str(path), data_dir), columns, **options)
+    return spec.stream(resolved, columns, **options)
 
 
 # --------------------------------------------------------------------------- conversions
