@@ -54,13 +54,14 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from protoembed.data.training.examples import Examples
+from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
@@ -90,9 +91,10 @@ from protoembed.training.lock import hold_output_dir
 from protoembed.training.mixed_precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.model_card import write_run_card
 from protoembed.training.runlog import RunLog
-from protoembed.training.samplers import build_sampler
+from protoembed.training.samplers import EpochPlan, build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
+from protoembed.training.streaming import StreamedBatches, stream_loader, streamed_examples, streamed_for
 from protoembed.training.trackers import (
     TRACKER_DIR,
     TrackedLog,
@@ -139,7 +141,9 @@ class Trainer:
         self.evaluator = evaluator or stsb_dev_evaluator(
             self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
         )
-        self.examples = examples
+        self.examples: Examples | StreamedExamples | None = examples
+        #: ``data.streaming`` (:mod:`protoembed.training.streaming`), unless examples were passed in memory
+        self.streamed = cfg.data.streaming and examples is None
         self.state = TrainerState()
         self.last_checkpoint_step: int | None = None
         self.stop = StopRequest()
@@ -178,23 +182,43 @@ class Trainer:
         objective.to(accelerator.device).train()
         if tcfg.gradient_checkpointing:
             enable_gradient_checkpointing(embedder.encoder.auto_model)
-        self.examples = examples_for(self.examples, objective.columns, cfg)
-
-        self.sampler, self.plan = build_sampler(self.examples, tcfg.batch_size, tcfg.seed, tcfg.batch_sampler)
+        rank, world = accelerator.process_index, accelerator.num_processes
+        if self.streamed:
+            self.examples = streamed_for(self.examples, objective.columns, cfg)  # the counting pass
+            n = len(self.examples)
+            self.plan = EpochPlan(lambda epoch: n // tcfg.batch_size)
+        else:
+            self.examples = examples_for(self.examples, objective.columns, cfg)
+            self.sampler, self.plan = build_sampler(
+                self.examples, tcfg.batch_size, tcfg.seed, tcfg.batch_sampler
+            )
         self.steps_per_epoch = self.plan.batches_in(0)
         self.total_steps = tcfg.max_steps or self.plan.steps(tcfg.epochs)
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
-        check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, accelerator.num_processes)
-        collate = Collator(self.examples, objective, tcfg.num_workers, tcfg.seed, accelerator.process_index)
-        loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
+        check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, world)
+        in_memory = None if self.streamed else self.examples
+        collate = Collator(in_memory, objective, tcfg.num_workers, tcfg.seed, rank)
+        if self.streamed:
+            self.batches = StreamedBatches(
+                self.examples, tcfg.batch_size, cfg.data.shuffle_buffer, tcfg.seed, collate, rank, world
+            )
+            loader = stream_loader(self.batches, tcfg.num_workers)  # not Accelerate's: see training.streaming
+        else:
+            loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
         groups = param_groups(
             objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, embedder.encoder.auto_model
         )
         optimizer = torch.optim.AdamW(groups, lr=tcfg.lr)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
-        self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
-            objective, optimizer, loader, scheduler
-        )
+        if self.streamed:
+            self.objective, self.optimizer, self.scheduler = accelerator.prepare(
+                objective, optimizer, scheduler
+            )
+            self.loader = loader
+        else:
+            self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
+                objective, optimizer, loader, scheduler
+            )
 
     # ------------------------------------------------------------ logging
     def _say(self, message: str) -> None:
@@ -324,7 +348,8 @@ class Trainer:
         if finished is not None:
             logger.info("%s is already finished (results.json)", self.output_dir)
             return finished
-        self.examples = self.examples if self.examples is not None else read_training_examples(self.cfg)
+        if self.examples is None:
+            self.examples = streamed_examples(self.cfg) if self.streamed else read_training_examples(self.cfg)
         self._build()
         acc, tcfg = self.accelerator, self.cfg.training
         if acc.is_main_process:
@@ -419,10 +444,7 @@ class Trainer:
         try:
             while step < self.total_steps:
                 epoch, done_in_epoch = self.plan.locate(step)
-                self.sampler.set_epoch(epoch)
-                loader = acc.skip_first_batches(self.loader, done_in_epoch) if done_in_epoch else self.loader
-                loader.set_epoch(epoch)
-                for batch in loader:
+                for batch in self._epoch_batches(epoch, done_in_epoch):
                     self._check_stop(step)
                     loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size)
                     value = float(acc.reduce(loss.float().reshape(1), reduction="mean").item())
@@ -459,6 +481,19 @@ class Trainer:
                         break
         finally:
             bar.close()
+
+    def _epoch_batches(self, epoch: int, done: int) -> Iterable[Any]:
+        """The batches of ``epoch`` after the ``done`` first ones: Accelerate's prepared loader in memory,
+        the streamed batches (:mod:`protoembed.training.streaming`) sent to the device here."""
+        if self.streamed:
+            from accelerate.utils import send_to_device
+
+            self.batches.set_epoch(epoch, done)
+            return (send_to_device(batch, self.accelerator.device) for batch in self.loader)
+        self.sampler.set_epoch(epoch)
+        loader = self.accelerator.skip_first_batches(self.loader, done) if done else self.loader
+        loader.set_epoch(epoch)
+        return loader
 
     def _stop_on_nan(self, step: int, epoch: int, value: float) -> None:
         kept = (

@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -354,6 +354,32 @@ def convert(examples: Examples, needed: ColumnSpec, who: str = "the objective") 
             if not len(converted):
                 raise ProtoembedError(f"{examples.where()}: {conversion.description} left no example")
             return converted
-    raise ProtoembedError(
-        f"{examples.where()} has columns {', '.join(examples.names)}; {who} needs {describe_columns(needed)}"
-    )
+    raise columns_error(examples.where(), examples.names, needed, who)
+
+
+def columns_error(
+    where: str, names: Sequence[str], needed: ColumnSpec, who: str = "the objective"
+) -> ProtoembedError:
+    """The one-line error for examples from ``where`` with columns ``names`` that lack the ``needed`` ones."""
+    return ProtoembedError(f"{where} has columns {', '.join(names)}; {who} needs {describe_columns(needed)}")
+
+
+def check_streamed_columns(
+    where: str, names: Sequence[str], needed: ColumnSpec, who: str = "the objective"
+) -> None:
+    """Streamed examples must have the ``needed`` columns themselves: a conversion (:data:`CONVERSIONS`)
+    groups the whole corpus, which a stream never holds.
+
+    Raises:
+        ProtoembedError: the columns are missing (saying so when a conversion would give them in memory).
+    """
+    if satisfies(set(names), needed):
+        return
+    for conversion in CONVERSIONS:
+        if conversion.source <= set(names) and satisfies(set(conversion.target), needed):
+            raise ProtoembedError(
+                f"{where} has columns {', '.join(names)}; {who} needs {describe_columns(needed)}, which "
+                f"the conversion '{conversion.description}' makes from the whole corpus; set "
+                "data.streaming: false, or give files with those columns"
+            )
+    raise columns_error(where, names, needed, who)
