@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from protoembed.data.training.corpus import read_corpus
 from protoembed.data.training.formats import open_stream
 from protoembed.data.training.streaming import StreamedExamples, shuffled
 from protoembed.errors import ProtoembedError
@@ -125,13 +126,29 @@ def test_streaming_errors_are_one_line(tmp_path: Path) -> None:
     path.write_text('{"q": "a", "a": "b"}\n{"q": "c"}\n', encoding="utf-8")
     with pytest.raises(ProtoembedError, match=rf"^{path}:2: column 'a' is missing$"):
         len(_examples(path))  # the counting pass checks every row before training
-    text = tmp_path / "corpus.txt"
-    text.write_text("a\n", encoding="utf-8")
+    sts = tmp_path / "sts-train.csv"
+    sts.write_text("g\tf\t2012\t1\t4.0\ta\tb\n", encoding="utf-8")
     with pytest.raises(
         ProtoembedError,
-        match=rf"^{text}: format 'text' cannot be streamed \(data.streaming\); streamed formats: jsonl, csv, tsv, parquet, hf_dataset$",
+        match=rf"^{sts}: format 'stsb' cannot be streamed \(data.streaming\); streamed formats: text, jsonl, "
+        r"csv, tsv, parquet, hf_dataset$",
     ):
-        open_stream(text)
+        open_stream(sts)
+
+
+@pytest.mark.parametrize("drop", [True, False])
+@pytest.mark.parametrize("ending", ["last one\n", "cut mid-sent", "   "])
+def test_a_streamed_text_corpus_keeps_the_sentences_read_corpus_keeps(
+    tmp_path: Path, drop: bool, ending: str
+) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(f"\ufeff first \r\n\n  second\n\t\nthird\n{ending}".encode())
+    corpus = read_corpus(path, drop_unterminated_last_line=drop)
+    stream = open_stream(path, drop_unterminated_last_line=drop)
+    assert [e["text"] for e in stream] == corpus.sentences
+    skipped = stream.source["skipped"]
+    assert skipped.get("empty_line", 0) == corpus.empty_lines
+    assert skipped.get("unterminated_last_line", 0) == int(corpus.dropped_last_line)
 
 
 # --------------------------------------------------------------------------- config

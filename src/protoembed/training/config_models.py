@@ -177,8 +177,8 @@ class DataConfig(BaseModel):
     )
     streaming: bool = Field(
         False,
-        description="read the files (table formats) as training goes, never whole in memory, shuffled "
-        "through a buffer",
+        description="read the files (text and table formats) as training goes, never whole in memory, "
+        "shuffled through a buffer",
     )
     shuffle_buffer: Annotated[int, Field(ge=1)] = Field(
         DEFAULT_SHUFFLE_BUFFER, description="streaming: examples held to shuffle (seed + epoch)"

@@ -18,7 +18,9 @@ warm-up decaying to zero at the last step, one epoch by default. Every epoch shu
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
 sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
 no_duplicates`` no two examples of a batch share a text and an epoch may have fewer batches
-(:mod:`protoembed.training.samplers`). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
+(:mod:`protoembed.training.samplers`). With ``data.streaming`` the files are read as the batches are
+drawn, through a seeded shuffle buffer, never held whole (:mod:`protoembed.training.streaming`: how epochs,
+processes and resuming work there). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
 ``gradient_checkpointing`` (:mod:`protoembed.training.mixed_precision`) change how a step computes, not what;
 ``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
 Each step is one :func:`protoembed.training.step.forward_backward`: plain, or with ``mini_batch_size``

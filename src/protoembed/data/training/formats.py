@@ -13,7 +13,7 @@ Registered formats: ``text`` (:mod:`protoembed.data.training.corpus`); ``stsb`` 
 (:mod:`protoembed.data.benchmarks.clustering`); the tables ``jsonl``, ``csv``, ``tsv`` and ``parquet``
 (:mod:`protoembed.data.training.tables`) and ``hf_dataset`` (:mod:`protoembed.data.training.hf`), whose columns are the file's own, named like protoembed's or
 given by a column mapping (:mod:`protoembed.data.training.columns`), and which can also be streamed
-(:func:`open_stream`). The readers import the container (:mod:`protoembed.data.training.examples`), never
+(:func:`open_stream`; ``text`` can be streamed too). The readers import the container (:mod:`protoembed.data.training.examples`), never
 this module.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.benchmarks.clustering import read_clustering_texts
-from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
+from protoembed.data.training.corpus import open_text, read_corpus, resolve_corpus_path
 from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
 from protoembed.data.training.hf import locate_dataset, open_hf_dataset
 from protoembed.data.training.nli import (
@@ -93,7 +93,7 @@ def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -
 #: Format name -> :class:`Format`. A new reader is one function plus one line here. The patterns are
 #: matched against the file name, first match wins, in this order; ``text`` is the fallback.
 FORMATS: dict[str, Format] = {
-    "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line"),
+    "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line", streamer("text", open_text)),
     "clustering": Format(
         read_clustering_texts,
         ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),

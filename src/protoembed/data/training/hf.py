@@ -21,12 +21,12 @@ integers. Positions in messages are rows (``name: row N``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from protoembed.data.training.columns import NO_LABEL
-from protoembed.data.training.tables import DATASETS_EXTRA, Table, require
+from protoembed.data.training.tables import DATASETS_EXTRA, Row, Table, require
 from protoembed.errors import ProtoembedError
 
 #: How a hub dataset is named in ``data.corpus``.
@@ -152,7 +152,7 @@ def open_hf_dataset(source: str | os.PathLike[str], split: str | None = None, **
         if isinstance(feature, datasets.ClassLabel)
     }
 
-    def rows() -> Iterator[tuple[int, Mapping[str, Any] | None]]:
+    def rows() -> Iterator[tuple[int, Row]]:
         for number, row in enumerate(dataset, start=1):
             for column, labels in names.items():
                 value = row.get(column)
