@@ -281,3 +281,20 @@ def test_a_resumed_streamed_run_ends_as_the_uninterrupted_one(
         for x in (straight / "training_log.jsonl").read_text().splitlines()
         if '"train"' in x
     ) == {0: 2, 1: 2, 2: 2}
+
+
+def test_streamed_files_keep_the_columns_they_share(tmp_path: Path) -> None:
+    first = tmp_path / "a.jsonl"
+    first.write_text('{"anchor": "a", "positive": "b", "negative": "c"}\n', encoding="utf-8")
+    second = tmp_path / "b.csv"
+    second.write_text("anchor,positive\nd,e\nf,g\n", encoding="utf-8")
+    examples = StreamedExamples([open_stream(first), open_stream(second)])
+    assert list(examples) == [
+        {"anchor": "a", "positive": "b"},
+        {"anchor": "d", "positive": "e"},
+        {"anchor": "f", "positive": "g"},
+    ]
+    summary = examples.summary()
+    assert (summary["examples"], summary["columns"], summary["streamed"]) == (3, ["anchor", "positive"], True)
+    assert [f.get("dropped_columns") for f in summary["files"]] == [["negative"], None]
+    assert [f["examples"] for f in summary["files"]] == [1, 2]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.training.columns import NO_LABEL
-from protoembed.data.training.tables import DATASETS_EXTRA, Row, Table, require
+from protoembed.data.training.tables import Row, Table, require
 from protoembed.errors import ProtoembedError
 
 #: How a hub dataset is named in ``data.corpus``.
@@ -163,4 +163,4 @@ def open_hf_dataset(source: str | os.PathLike[str], split: str | None = None, **
     return Table(tuple(dataset.column_names), rows(), unit="row")
 
 
-__all__ = ["DATASETS_EXTRA", "HUB_PREFIX", "load", "locate_dataset", "open_hf_dataset"]
+__all__ = ["HUB_PREFIX", "load", "locate_dataset", "open_hf_dataset"]

@@ -116,15 +116,8 @@ class StreamedExamples:
 
     def summary(self) -> dict[str, Any]:
         """What ``training_log.jsonl`` records (as :meth:`Examples.summary`), with ``streamed: true``."""
-        files = [
-            {
-                **s.source,
-                **(
-                    {"dropped_columns": [n for n in s.names if n not in self.names]}
-                    if set(s.names) - set(self.names)
-                    else {}
-                ),
-            }
-            for s in self.streams
-        ]
+        files = []
+        for stream in self.streams:
+            dropped = [name for name in stream.names if name not in self.names]
+            files.append({**stream.source, **({"dropped_columns": dropped} if dropped else {})})
         return {"examples": len(self), "columns": list(self.names), "files": files, "streamed": True}

@@ -94,12 +94,13 @@ class ExampleStream:
     opener: Opener
     columns: Mapping[str, str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    names: tuple[str, ...] = ()
-    source: dict[str, Any] = field(default_factory=dict)
-    _logged: bool = False
+    names: tuple[str, ...] = field(default=(), init=False)
+    source: dict[str, Any] = field(default_factory=dict, init=False)
+    _logged: bool = field(default=False, init=False, repr=False)
 
     def _resolve(self, fields: tuple[str, ...], require_mapped: bool) -> tuple[dict[str, str], list[str]]:
         columns, ignored = resolve_columns(str(self.path), fields, self.columns, require_mapped)
+        self.names = tuple(columns)
         if ignored and not self._logged:  # once, not once per epoch
             logger.info(
                 "%s: column(s) %s ignored (not example columns, not mapped)", self.path, ", ".join(ignored)
@@ -121,7 +122,6 @@ class ExampleStream:
                 continue
             if resolved is None:
                 resolved, ignored = self._resolve(tuple(map(str, row)), require_mapped=False)
-                self.names = tuple(resolved)
             where = position(self.path, table.unit, number)
             example = {
                 target: column_value(where, target, source, row) for target, source in resolved.items()
@@ -131,8 +131,6 @@ class ExampleStream:
                 continue
             count += 1
             yield example
-        if resolved is not None:
-            self.names = tuple(resolved)
         self.source = {
             "path": str(self.path),
             "format": self.format,
