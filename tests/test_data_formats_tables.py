@@ -94,10 +94,16 @@ def test_a_column_mapping_infers_a_table_format_and_fixed_formats_refuse_one(tmp
     text = tmp_path / "corpus.txt"
     text.write_text("a\n", encoding="utf-8")
     with _raises(
-        f"{text}: format 'text' has fixed columns (text); a column mapping applies to jsonl, csv, tsv, parquet"
+        f"{text}: format 'text' has fixed columns (text); a column mapping applies to jsonl, csv, tsv, parquet, hf_dataset"
     ):
         read_examples(text, columns={"text": "sentence"})
-    assert [n for n, spec in FORMATS.items() if spec.mapped] == ["jsonl", "csv", "tsv", "parquet"]
+    assert [n for n, spec in FORMATS.items() if spec.mapped] == [
+        "jsonl",
+        "csv",
+        "tsv",
+        "parquet",
+        "hf_dataset",
+    ]
 
 
 # --------------------------------------------------------------------------- round trip
@@ -331,3 +337,112 @@ def test_train_reads_a_mapped_jsonl_end_to_end(
     from protoembed.training.lock import LOCK_FILE
 
     assert [p.name for p in (tmp_path / "bad_run").iterdir()] == [LOCK_FILE]  # nothing half-written
+
+
+# --------------------------------------------------------------------------- Hugging Face datasets
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """load_dataset's cache in the test's folder (not the user's)."""
+    import datasets
+
+    cache = tmp_path / "hf_cache"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    return cache
+
+
+def _nli_dataset():
+    import datasets
+
+    features = datasets.Features(
+        {
+            "premise": datasets.Value("string"),
+            "hypothesis": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["entailment", "neutral", "contradiction"]),  # SNLI's order
+            "idx": datasets.Value("int32"),
+        }
+    )
+    rows = {"premise": ["a", "b", "c"], "hypothesis": ["d", "e", "f"], "label": [0, 2, -1], "idx": [0, 1, 2]}
+    return datasets.Dataset.from_dict(rows, features=features)
+
+
+def test_a_save_to_disk_folder_is_recognised_and_its_class_labels_read_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets
+
+    _nli_dataset().save_to_disk(str(tmp_path / "data" / "nli_saved"))
+    monkeypatch.chdir(tmp_path)
+    mapping = {"sentence1": "premise", "sentence2": "hypothesis"}
+    examples = read_examples("nli_saved", data_dir=tmp_path / "data", columns=mapping)  # under data_dir
+    assert examples.columns == {
+        "sentence1": ["a", "b"],
+        "sentence2": ["d", "e"],
+        "label": [NLI_LABELS.index("entailment"), NLI_LABELS.index("contradiction")],  # by name, not index
+    }
+    source = examples.sources[0]
+    assert (source["format"], source["skipped"], source["ignored_columns"]) == (
+        "hf_dataset",
+        {"no_gold_label": 1},
+        ["idx"],
+    )
+    assert list(open_stream("data/nli_saved", columns=mapping)) == [
+        dict(zip(examples.columns, values)) for values in zip(*examples.columns.values())
+    ]
+    split_dict = datasets.DatasetDict({"train": _nli_dataset(), "validation": _nli_dataset().select([1])})
+    split_dict.save_to_disk(str(tmp_path / "dict"))
+    assert read_examples(tmp_path / "dict", columns=mapping, split="validation").columns["sentence1"] == ["b"]
+    with _raises(f"{tmp_path / 'dict'}: no split 'test'; the dataset has train, validation"):
+        read_examples(tmp_path / "dict", columns=mapping, split="test")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "tsv", "parquet"])
+def test_load_dataset_reads_a_data_file_as_the_table_reader_does(
+    tmp_path: Path, hf_cache: Path, fmt: str
+) -> None:
+    path = WRITERS[fmt](tmp_path / f"pairs.{fmt}", _rows())
+    through_datasets = read_examples(path, format="hf_dataset", columns=MAPPING)
+    assert through_datasets.columns == read_examples(path, columns=MAPPING).columns
+    assert through_datasets.sources[0]["format"] == "hf_dataset" and any(hf_cache.iterdir())
+
+
+def test_a_hub_id_offline_and_a_missing_package_are_one_line_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ProtoembedError) as caught:
+        read_examples("hub:nobody/no-such-dataset")
+    message = str(caught.value)
+    assert message.startswith(
+        "hub:nobody/no-such-dataset: cannot load the Hugging Face dataset 'nobody/no-such-dataset' ("
+    )
+    assert message.endswith(
+        "; HF_HUB_OFFLINE is set: unset it, or run once with the network to fill the cache"
+    )
+    assert "\n" not in message
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` raises ImportError
+    with _raises(
+        "reading Hugging Face datasets needs the datasets package: pip install 'protoembed[datasets]'"
+    ):
+        read_examples("hub:owner/name")
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"PAR1")
+    with _raises("reading Parquet files needs the pyarrow package: pip install 'protoembed[datasets]'"):
+        read_examples(path)
+
+
+def test_preflight_names_a_missing_table_file_and_leaves_hub_ids_to_datasets(tmp_path: Path) -> None:
+    from protoembed.data.needs import check_present
+    from protoembed.training.config import load_config
+    from protoembed.training.needs import config_needs
+
+    missing = tmp_path / "gone.parquet"
+    config = _train_config(tmp_path, tmp_path, f"{{corpus: [hub:owner/name, {missing}]}}")
+    needs = [n for n in config_needs([("", load_config(config))]) if n.what == "training file"]
+    assert [n.path for n in needs] == [str(missing)]
+    with pytest.raises(ProtoembedError, match=rf"^training file: '{re.escape(str(missing))}' not found"):
+        check_present(needs)

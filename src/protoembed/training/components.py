@@ -213,10 +213,14 @@ def examples_for(examples: Examples, columns: Sequence[str | tuple[str, ...]], c
     from protoembed.data.training.formats import convert
 
     examples = convert(examples, columns, who=f"objective {cfg.objective.name!r}")
-    batch = cfg.training.batch_size
-    if batch > len(examples):
-        raise ProtoembedError(
-            f"training.batch_size {batch} is larger than the training data ({len(examples)} usable "
-            f"examples in {examples.where()}); lower the batch size or use more data"
-        )
+    check_batch_fits(cfg.training.batch_size, len(examples), examples.where())
     return examples
+
+
+def check_batch_fits(batch: int, examples: int, where: str) -> None:
+    """One-line error unless a global ``batch`` fits in the ``examples`` read from ``where``."""
+    if batch > examples:
+        raise ProtoembedError(
+            f"training.batch_size {batch} is larger than the training data ({examples} usable "
+            f"examples in {where}); lower the batch size or use more data"
+        )

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from protoembed.data.training.columns import mapping_problem
+from protoembed.data.training.streaming import DEFAULT_SHUFFLE_BUFFER
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TaskDeclaration
 from protoembed.heads import HEADS
@@ -131,7 +132,7 @@ class DataFile(BaseModel):
 
     path: Name = Field(description="the file")
     format: DataFormat = Field(None, description="its format (default: data.format, else from the name)")
-    split: OptionalText = Field(None, description="allnli: the split to read (default train)")
+    split: OptionalText = Field(None, description="allnli, hf_dataset: the split to read (default train)")
     columns: ColumnMapping = Field(None, description=f"{_COLUMNS_HELP} (default: data.columns)")
 
 
@@ -174,9 +175,17 @@ class DataConfig(BaseModel):
     data_dir: OptionalText = Field(
         None, description="benchmark data + base of relative corpus paths (default $PROTOEMBED_DATA)"
     )
+    streaming: bool = Field(
+        False,
+        description="read the files (text and table formats) as training goes, never whole in memory, "
+        "shuffled through a buffer",
+    )
+    shuffle_buffer: Annotated[int, Field(ge=1)] = Field(
+        DEFAULT_SHUFFLE_BUFFER, description="streaming: examples held to shuffle (seed + epoch)"
+    )
     columns: ColumnMapping = Field(
         None,
-        description=f"jsonl, csv, tsv, parquet: {_COLUMNS_HELP}; default: the columns named like those",
+        description=f"table formats (jsonl, csv, ...): {_COLUMNS_HELP}; default: the columns named like those",
     )
 
     def files(self) -> list[DataFile]:
@@ -375,6 +384,16 @@ class TrainConfig(ModelSettings):
             except ProtoembedError as err:
                 raise ConfigKeyError("tasks", str(err)) from None
         return data
+
+    @model_validator(mode="after")
+    def _streaming(self) -> TrainConfig:
+        if self.data.streaming and self.training.batch_sampler == "no_duplicates":
+            raise ConfigKeyError(
+                "training.batch_sampler",
+                "no_duplicates needs the whole corpus in memory; with data.streaming: true use "
+                "batch_sampler: shuffle",
+            )
+        return self
 
     def model_spec(self, **settings: Any) -> ModelSpec:
         """The :class:`~protoembed.model_spec.ModelSpec` of the model a run loads: the config's model

@@ -1,7 +1,8 @@
 """What a training config reads, for the pre-flight check of ``protoembed train`` and ``protoembed data
 download --for CONFIG`` (:mod:`protoembed.data.needs` names the missing file and its fetch command).
 
-A config reads, in each stage: its ``data.corpus`` files, STS-B dev (model selection, in the config's
+A config reads, in each stage: its ``data.corpus`` files (a ``save_to_disk`` folder counts as one; a
+``hub:`` dataset is the ``datasets`` library's to fetch), STS-B dev (model selection, in the config's
 ``training.eval_variant``) and the test sets of ``training.test_tasks`` (their task entries' files).
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from protoembed.data.needs import Need, need_file, task_needs
+from protoembed.data.training.hf import HUB_PREFIX
 from protoembed.evaluation.tasks import get_task
 
 if TYPE_CHECKING:
@@ -21,7 +23,11 @@ def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
     """The files one training stage reads (see the module docstring)."""
     stage = f"stage {name!r}: " if name else ""
     data_dir = cfg.data.data_dir
-    needs = [need_file(f.path, f"{stage}training file", data_dir) for f in cfg.data.files()]
+    needs = [
+        need_file(f.path, f"{stage}training file", data_dir)
+        for f in cfg.data.files()
+        if not f.path.startswith(HUB_PREFIX)  # a hub dataset: fetched by datasets itself
+    ]
     variant = cfg.training.eval_variant
     selection = [get_task("STSBenchmark")]
     needs += task_needs(selection, data_dir, variant, "dev", f"{stage}model selection on")

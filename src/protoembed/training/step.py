@@ -96,7 +96,9 @@ class Collator:
     """The training loader's ``collate_fn``: example indices -> the batch the objective's step reads.
 
     Args:
-        examples: the training examples.
+        examples: the training examples, the loader handing example indices; ``None``: the streamed path
+            (:mod:`protoembed.training.streaming`), the loader handing ``(position, example)`` pairs
+            (the position stands for the index).
         objective: the objective; with a ``collate`` method its views are built here (tensors), otherwise
             the batch is the dict of column lists (``Examples.select``).
         workers: ``training.num_workers``. With workers, an objective drawing templates (ConPVP) cannot
@@ -106,14 +108,19 @@ class Collator:
     """
 
     def __init__(
-        self, examples: Examples, objective: Any, workers: int = 0, seed: int = 0, rank: int = 0
+        self, examples: Examples | None, objective: Any, workers: int = 0, seed: int = 0, rank: int = 0
     ) -> None:
         self.examples, self.workers, self.seed, self.rank = examples, workers, seed, rank
         self.collate = getattr(objective, "collate", None)
         self.keyed = bool(getattr(objective, "keyed_draws", False))
 
-    def __call__(self, indices: list[int]) -> Any:
-        batch = self.examples.select(indices)
+    def __call__(self, items: list[int] | list[tuple[int, dict[str, Any]]]) -> Any:
+        if self.examples is None:  # streamed: (position, example) pairs
+            indices = [position for position, _ in items]  # type: ignore[misc]
+            batch = {name: [example[name] for _, example in items] for name in items[0][1]}  # type: ignore[index]
+        else:
+            indices = items  # type: ignore[assignment]
+            batch = self.examples.select(indices)
         if self.collate is None:
             return batch
         if self.workers and self.keyed:

@@ -18,7 +18,9 @@ warm-up decaying to zero at the last step, one epoch by default. Every epoch shu
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
 sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
 no_duplicates`` no two examples of a batch share a text and an epoch may have fewer batches
-(:mod:`protoembed.training.samplers`). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
+(:mod:`protoembed.training.samplers`). With ``data.streaming`` the files are read as the batches are
+drawn, through a seeded shuffle buffer, never held whole (:mod:`protoembed.training.streaming`: how epochs,
+processes and resuming work there). ``precision`` (bf16 / fp16 autocast, losses in fp32) and
 ``gradient_checkpointing`` (:mod:`protoembed.training.mixed_precision`) change how a step computes, not what;
 ``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
 Each step is one :func:`protoembed.training.step.forward_backward`: plain, or with ``mini_batch_size``
@@ -54,13 +56,14 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from protoembed.data.training.examples import Examples
+from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
@@ -90,9 +93,10 @@ from protoembed.training.lock import hold_output_dir
 from protoembed.training.mixed_precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.model_card import write_run_card
 from protoembed.training.runlog import RunLog
-from protoembed.training.samplers import build_sampler
+from protoembed.training.samplers import EpochPlan, build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
+from protoembed.training.streaming import StreamedBatches, stream_loader, streamed_examples, streamed_for
 from protoembed.training.trackers import (
     TRACKER_DIR,
     TrackedLog,
@@ -139,7 +143,9 @@ class Trainer:
         self.evaluator = evaluator or stsb_dev_evaluator(
             self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
         )
-        self.examples = examples
+        self.examples: Examples | StreamedExamples | None = examples
+        #: ``data.streaming`` (:mod:`protoembed.training.streaming`), unless examples were passed in memory
+        self.streamed = cfg.data.streaming and examples is None
         self.state = TrainerState()
         self.last_checkpoint_step: int | None = None
         self.stop = StopRequest()
@@ -178,23 +184,43 @@ class Trainer:
         objective.to(accelerator.device).train()
         if tcfg.gradient_checkpointing:
             enable_gradient_checkpointing(embedder.encoder.auto_model)
-        self.examples = examples_for(self.examples, objective.columns, cfg)
-
-        self.sampler, self.plan = build_sampler(self.examples, tcfg.batch_size, tcfg.seed, tcfg.batch_sampler)
+        rank, world = accelerator.process_index, accelerator.num_processes
+        if self.streamed:
+            self.examples = streamed_for(self.examples, objective.columns, cfg)  # the counting pass
+            n = len(self.examples)
+            self.plan = EpochPlan(lambda epoch: n // tcfg.batch_size)
+        else:
+            self.examples = examples_for(self.examples, objective.columns, cfg)
+            self.sampler, self.plan = build_sampler(
+                self.examples, tcfg.batch_size, tcfg.seed, tcfg.batch_sampler
+            )
         self.steps_per_epoch = self.plan.batches_in(0)
         self.total_steps = tcfg.max_steps or self.plan.steps(tcfg.epochs)
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
-        check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, accelerator.num_processes)
-        collate = Collator(self.examples, objective, tcfg.num_workers, tcfg.seed, accelerator.process_index)
-        loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
+        check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, world)
+        in_memory = None if self.streamed else self.examples
+        collate = Collator(in_memory, objective, tcfg.num_workers, tcfg.seed, rank)
+        if self.streamed:
+            self.batches = StreamedBatches(
+                self.examples, tcfg.batch_size, cfg.data.shuffle_buffer, tcfg.seed, collate, rank, world
+            )
+            loader = stream_loader(self.batches, tcfg.num_workers)  # not Accelerate's: see training.streaming
+        else:
+            loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
         groups = param_groups(
             objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, embedder.encoder.auto_model
         )
         optimizer = torch.optim.AdamW(groups, lr=tcfg.lr)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
-        self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
-            objective, optimizer, loader, scheduler
-        )
+        if self.streamed:
+            self.objective, self.optimizer, self.scheduler = accelerator.prepare(
+                objective, optimizer, scheduler
+            )
+            self.loader = loader
+        else:
+            self.objective, self.optimizer, self.loader, self.scheduler = accelerator.prepare(
+                objective, optimizer, loader, scheduler
+            )
 
     # ------------------------------------------------------------ logging
     def _say(self, message: str) -> None:
@@ -324,7 +350,8 @@ class Trainer:
         if finished is not None:
             logger.info("%s is already finished (results.json)", self.output_dir)
             return finished
-        self.examples = self.examples if self.examples is not None else read_training_examples(self.cfg)
+        if self.examples is None:
+            self.examples = streamed_examples(self.cfg) if self.streamed else read_training_examples(self.cfg)
         self._build()
         acc, tcfg = self.accelerator, self.cfg.training
         if acc.is_main_process:
@@ -419,10 +446,7 @@ class Trainer:
         try:
             while step < self.total_steps:
                 epoch, done_in_epoch = self.plan.locate(step)
-                self.sampler.set_epoch(epoch)
-                loader = acc.skip_first_batches(self.loader, done_in_epoch) if done_in_epoch else self.loader
-                loader.set_epoch(epoch)
-                for batch in loader:
+                for batch in self._epoch_batches(epoch, done_in_epoch):
                     self._check_stop(step)
                     loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size)
                     value = float(acc.reduce(loss.float().reshape(1), reduction="mean").item())
@@ -459,6 +483,19 @@ class Trainer:
                         break
         finally:
             bar.close()
+
+    def _epoch_batches(self, epoch: int, done: int) -> Iterable[Any]:
+        """The batches of ``epoch`` after the ``done`` first ones: Accelerate's prepared loader in memory,
+        the streamed batches (:mod:`protoembed.training.streaming`) sent to the device here."""
+        if self.streamed:
+            from accelerate.utils import send_to_device
+
+            self.batches.set_epoch(epoch, done)
+            return (send_to_device(batch, self.accelerator.device) for batch in self.loader)
+        self.sampler.set_epoch(epoch)
+        loader = self.accelerator.skip_first_batches(self.loader, done) if done else self.loader
+        loader.set_epoch(epoch)
+        return loader
 
     def _stop_on_nan(self, step: int, epoch: int, value: float) -> None:
         kept = (

@@ -8,15 +8,21 @@ Rules:
   the drop is reported; set it to false to keep it;
 - ``max_sentences`` keeps the first N usable sentences (file order, before shuffling);
 - a corpus without any usable sentence is an error.
+
+:func:`read_corpus` reads the sentences into memory; :func:`open_text` yields them as they come, as a
+one-column table (``data.streaming``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from protoembed.data.lines import iter_lines
+from protoembed.data.training.tables import EMPTY_LINE, Row, Table
 from protoembed.errors import ProtoembedError
 
 
@@ -109,3 +115,32 @@ def read_corpus(
     else:
         max_sentences = None
     return Corpus(path, sentences, empty, dropped, max_sentences)
+
+
+#: Why a cut last line (a file not ending in a newline) is skipped.
+UNTERMINATED_LAST_LINE = "unterminated_last_line"
+
+
+def open_text(path: str | os.PathLike[str], drop_unterminated_last_line: bool = True, **_: Any) -> Table:
+    """The ``text`` format as a one-column table (``text``), read line by line: the sentences
+    :func:`read_corpus` keeps, by the same rules (a blank line skipped as ``empty_line``, an unterminated
+    last line dropped as ``unterminated_last_line``), for the streamed path (``data.streaming``).
+    ``max_sentences`` is the stream's business. Unknown keyword options are ignored."""
+    path = Path(path)
+    drop = drop_unterminated_last_line and not _ends_with_newline(path)
+
+    def rows() -> Iterator[tuple[int, Row]]:
+        held: tuple[int, Row] | None = None  # one line behind: the last one may be dropped
+        for lineno, line in enumerate(iter_lines(path), start=1):
+            if held is not None:
+                yield held
+            held = (lineno, {"text": line} if line.strip() else EMPTY_LINE)
+        if held is None:
+            return
+        if not drop:
+            yield held
+        elif not isinstance(held[1], str):
+            yield held[0], UNTERMINATED_LAST_LINE
+        # a blank unterminated last line is neither a sentence nor counted (as read_corpus)
+
+    return Table(("text",), rows())

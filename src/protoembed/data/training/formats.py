@@ -11,9 +11,9 @@ Registered formats: ``text`` (:mod:`protoembed.data.training.corpus`); ``stsb`` 
 (:mod:`protoembed.data.training.pairs`, the parser the STS evaluation uses too); ``snli_jsonl``, ``nli_txt``,
 ``senteval_nli``, ``simcse_nli`` and ``allnli`` (:mod:`protoembed.data.training.nli`); ``clustering``
 (:mod:`protoembed.data.benchmarks.clustering`); the tables ``jsonl``, ``csv``, ``tsv`` and ``parquet``
-(:mod:`protoembed.data.training.tables`), whose columns are the file's own, named like protoembed's or
+(:mod:`protoembed.data.training.tables`) and ``hf_dataset`` (:mod:`protoembed.data.training.hf`), whose columns are the file's own, named like protoembed's or
 given by a column mapping (:mod:`protoembed.data.training.columns`), and which can also be streamed
-(:func:`open_stream`). The readers import the container (:mod:`protoembed.data.training.examples`), never
+(:func:`open_stream`; ``text`` can be streamed too). The readers import the container (:mod:`protoembed.data.training.examples`), never
 this module.
 """
 
@@ -22,14 +22,15 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from protoembed.data.benchmarks.clustering import read_clustering_texts
-from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
+from protoembed.data.training.corpus import open_text, read_corpus, resolve_corpus_path
 from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
+from protoembed.data.training.hf import locate_dataset, open_hf_dataset
 from protoembed.data.training.nli import (
     read_allnli,
     read_nli_txt,
@@ -92,7 +93,7 @@ def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -
 #: Format name -> :class:`Format`. A new reader is one function plus one line here. The patterns are
 #: matched against the file name, first match wins, in this order; ``text`` is the fallback.
 FORMATS: dict[str, Format] = {
-    "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line"),
+    "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line", streamer("text", open_text)),
     "clustering": Format(
         read_clustering_texts,
         ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),
@@ -170,6 +171,14 @@ FORMATS: dict[str, Format] = {
         "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
         streamer("parquet", open_parquet),
     ),
+    "hf_dataset": Format(
+        reader("hf_dataset", open_hf_dataset),
+        (),  # a save_to_disk folder or a hub:owner/name id is recognised by locate_dataset, not by name
+        (),
+        "Hugging Face datasets: a save_to_disk folder, hub:owner/name, or a data file through "
+        "datasets.load_dataset; option split (default train)",
+        streamer("hf_dataset", open_hf_dataset),
+    ),
 }
 
 
@@ -191,9 +200,17 @@ def mapped_formats() -> list[str]:
     return [name for name, spec in FORMATS.items() if spec.mapped]
 
 
-def _format_for(path: str | os.PathLike[str], format: str | None, columns: Mapping[str, str] | None) -> str:
-    """The format of ``path`` (given or inferred), checked to exist and to take ``columns``."""
-    name = format or infer_format(path, columns)
+def _source(
+    path: str | os.PathLike[str],
+    format: str | None,
+    data_dir: str | os.PathLike[str] | None,
+    columns: Mapping[str, str] | None,
+) -> tuple[str, Path | str]:
+    """``(format, what its reader opens)``: the format given, else ``hf_dataset`` for a ``save_to_disk``
+    folder or a ``hub:`` id (:func:`~protoembed.data.training.hf.locate_dataset`), else inferred from the
+    name; checked to exist and to take ``columns``; the file resolved (:func:`resolve_corpus_path`)."""
+    located = locate_dataset(path, data_dir) if format in (None, "hf_dataset") else None
+    name = format or ("hf_dataset" if located is not None else infer_format(path, columns))
     if name not in FORMATS:
         raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
     if columns and not FORMATS[name].mapped:
@@ -201,7 +218,7 @@ def _format_for(path: str | os.PathLike[str], format: str | None, columns: Mappi
             f"{path}: format {name!r} has fixed columns ({', '.join(FORMATS[name].columns)}); a column "
             f"mapping applies to {', '.join(mapped_formats())}"
         )
-    return name
+    return name, located if located is not None else resolve_corpus_path(str(path), data_dir)
 
 
 def read_examples(
@@ -225,8 +242,7 @@ def read_examples(
         ProtoembedError: unknown format, a mapping for a format with fixed columns, missing file, a
             malformed line (named as ``file:line``), a missing or empty cell (file, row and column).
     """
-    name = _format_for(path, format, columns)
-    resolved = resolve_corpus_path(str(path), data_dir)
+    name, resolved = _source(path, format, data_dir, columns)
     examples = FORMATS[name].reader(resolved, **({"columns": columns} if columns else {}), **options)
     if not len(examples):
         raise ProtoembedError(f"{resolved}: no usable example ({name} format)")
@@ -251,14 +267,14 @@ def open_stream(
     Raises:
         ProtoembedError: as :func:`read_examples`, or a format that cannot be streamed.
     """
-    name = _format_for(path, format, columns)
+    name, resolved = _source(path, format, data_dir, columns)
     spec = FORMATS[name]
     if spec.stream is None:
         raise ProtoembedError(
             f"{path}: format {name!r} cannot be streamed (data.streaming); streamed formats: "
             f"{', '.join(streamed_formats())}"
         )
-    return spec.stream(resolve_corpus_path(str(path), data_dir), columns, **options)
+    return spec.stream(resolved, columns, **options)
 
 
 # --------------------------------------------------------------------------- conversions
@@ -338,6 +354,32 @@ def convert(examples: Examples, needed: ColumnSpec, who: str = "the objective") 
             if not len(converted):
                 raise ProtoembedError(f"{examples.where()}: {conversion.description} left no example")
             return converted
-    raise ProtoembedError(
-        f"{examples.where()} has columns {', '.join(examples.names)}; {who} needs {describe_columns(needed)}"
-    )
+    raise columns_error(examples.where(), examples.names, needed, who)
+
+
+def columns_error(
+    where: str, names: Sequence[str], needed: ColumnSpec, who: str = "the objective"
+) -> ProtoembedError:
+    """The one-line error for examples from ``where`` with columns ``names`` that lack the ``needed`` ones."""
+    return ProtoembedError(f"{where} has columns {', '.join(names)}; {who} needs {describe_columns(needed)}")
+
+
+def check_streamed_columns(
+    where: str, names: Sequence[str], needed: ColumnSpec, who: str = "the objective"
+) -> None:
+    """Streamed examples must have the ``needed`` columns themselves: a conversion (:data:`CONVERSIONS`)
+    groups the whole corpus, which a stream never holds.
+
+    Raises:
+        ProtoembedError: the columns are missing (saying so when a conversion would give them in memory).
+    """
+    if satisfies(set(names), needed):
+        return
+    for conversion in CONVERSIONS:
+        if conversion.source <= set(names) and satisfies(set(conversion.target), needed):
+            raise ProtoembedError(
+                f"{where} has columns {', '.join(names)}; {who} needs {describe_columns(needed)}, which "
+                f"the conversion '{conversion.description}' makes from the whole corpus; set "
+                "data.streaming: false, or give files with those columns"
+            )
+    raise columns_error(where, names, needed, who)

@@ -49,18 +49,25 @@ DATASETS_EXTRA = "pip install 'protoembed[datasets]'"
 PARQUET_BATCH_ROWS = 4096
 
 
+#: A row of a :class:`Table`: its cells by column name, or why it is skipped (``empty_line``).
+Row = Mapping[str, Any] | str
+#: The reason a blank line is skipped.
+EMPTY_LINE = "empty_line"
+
+
 @dataclass
 class Table:
     """One file's rows as they are read.
 
     ``fields``: the file's column names (a header, a schema); ``None`` when each row names its own
     (JSON lines: the first row's keys stand for the file's). ``rows``: ``(position, row)`` pairs, ``row``
-    a mapping of column name to cell, or ``None`` for a blank line (skipped, counted). ``unit``: ``line``
+    a mapping of column name to cell, or a string: why the line is skipped (``empty_line``), counted
+    under that name in the file's ``skipped`` record. ``unit``: ``line``
     (``file:N`` in messages) or ``row`` (``file: row N``).
     """
 
     fields: tuple[str, ...] | None
-    rows: Iterator[tuple[int, Mapping[str, Any] | None]]
+    rows: Iterator[tuple[int, Row]]
     unit: str = "line"
 
 
@@ -87,12 +94,13 @@ class ExampleStream:
     opener: Opener
     columns: Mapping[str, str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    names: tuple[str, ...] = ()
-    source: dict[str, Any] = field(default_factory=dict)
-    _logged: bool = False
+    names: tuple[str, ...] = field(default=(), init=False)
+    source: dict[str, Any] = field(default_factory=dict, init=False)
+    _logged: bool = field(default=False, init=False, repr=False)
 
     def _resolve(self, fields: tuple[str, ...], require_mapped: bool) -> tuple[dict[str, str], list[str]]:
         columns, ignored = resolve_columns(str(self.path), fields, self.columns, require_mapped)
+        self.names = tuple(columns)
         if ignored and not self._logged:  # once, not once per epoch
             logger.info(
                 "%s: column(s) %s ignored (not example columns, not mapped)", self.path, ", ".join(ignored)
@@ -109,12 +117,11 @@ class ExampleStream:
         skipped: Counter[str] = Counter()
         count = 0
         for number, row in table.rows:
-            if row is None:
-                skipped["empty_line"] += 1
+            if isinstance(row, str):
+                skipped[row] += 1
                 continue
             if resolved is None:
                 resolved, ignored = self._resolve(tuple(map(str, row)), require_mapped=False)
-                self.names = tuple(resolved)
             where = position(self.path, table.unit, number)
             example = {
                 target: column_value(where, target, source, row) for target, source in resolved.items()
@@ -124,8 +131,6 @@ class ExampleStream:
                 continue
             count += 1
             yield example
-        if resolved is not None:
-            self.names = tuple(resolved)
         self.source = {
             "path": str(self.path),
             "format": self.format,
@@ -178,10 +183,10 @@ def reader(name: str, opener: Opener) -> Callable[..., Examples]:
 def open_jsonl(path: Path, **_: Any) -> Table:
     """JSON lines: one object per line (see the module docstring)."""
 
-    def rows() -> Iterator[tuple[int, Mapping[str, Any] | None]]:
+    def rows() -> Iterator[tuple[int, Row]]:
         for lineno, line in iter_lines(path):
             if not line.strip():
-                yield lineno, None
+                yield lineno, EMPTY_LINE
                 continue
             try:
                 row = json.loads(line)
@@ -228,11 +233,11 @@ def _delimited(path: Path, delimiter: str, what: str) -> Table:
         raise ProtoembedError(f"{path}:1: expected a {what} header row naming the columns, got an empty line")
     header = tuple(cell.strip() for cell in first[1])
 
-    def rows() -> Iterator[tuple[int, Mapping[str, Any] | None]]:
+    def rows() -> Iterator[tuple[int, Row]]:
         while (item := record()) is not None:
             lineno, row = item
             if not any(cell.strip() for cell in row):
-                yield lineno, None
+                yield lineno, EMPTY_LINE
             elif len(row) != len(header):
                 raise ProtoembedError(
                     f"{path}:{lineno}: expected {len(header)} {what} fields (the header's "
@@ -276,7 +281,7 @@ def open_parquet(path: Path, **_: Any) -> Table:
         raise ProtoembedError(f"{path}: not a Parquet file ({detail})") from None
     fields = tuple(parquet.schema_arrow.names)
 
-    def rows() -> Iterator[tuple[int, Mapping[str, Any] | None]]:
+    def rows() -> Iterator[tuple[int, Row]]:
         number = 0
         try:
             for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
