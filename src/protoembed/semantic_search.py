@@ -65,25 +65,27 @@ def score_function_of(model: Any) -> str:
     return getattr(model, "similarity_fn_name", None) or DEFAULT_SCORE_FUNCTION
 
 
-def check_index(name: str) -> str:
-    """``name`` if it is one of :data:`INDEXES`.
+def check_index(name: str, nprobe: int | None = None) -> str:
+    """``name`` if it is one of :data:`INDEXES` (and ``nprobe``, when given, is for ``faiss``).
 
     Raises:
-        ProtoembedError: any other name.
+        ProtoembedError: any other name, or ``nprobe`` for the exact search.
     """
     if name not in INDEXES:
         raise ProtoembedError(f"unknown index {name!r}; expected one of {', '.join(INDEXES)}")
+    if nprobe is not None and name != "faiss":
+        raise ProtoembedError("nprobe is an option of the faiss index; the exact search visits every row")
     return name
 
 
-def check_top_k(k: int) -> int:
-    """``k`` if it is a positive integer.
+def check_top_k(k: int, name: str = "top_k") -> int:
+    """``k`` if it is a positive integer (``name``: how the message names it, e.g. ``--top-k``).
 
     Raises:
         ProtoembedError: ``k`` below 1 (or not an integer).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ProtoembedError(f"top_k must be a positive integer, got {k!r}")
+        raise ProtoembedError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 
 
@@ -206,11 +208,9 @@ def rank(
         ProtoembedError: as :func:`top_k`, an unknown index, ``nprobe`` without ``faiss``, or faiss missing
             (with the pip command).
     """
-    k, index = check_top_k(k), check_index(index)
+    k, index = check_top_k(k), check_index(index, nprobe)
     check_score_function(score_function)
     if index == "exact":
-        if nprobe is not None:
-            raise ProtoembedError("nprobe is an option of the faiss index; the exact search visits every row")
         return top_k(queries, corpus, k, score_function)
     from protoembed.faiss_index import FaissIndex
 
@@ -263,12 +263,16 @@ def search(
         ProtoembedError: ``top_k`` below 1, an unknown score function or index, ``corpus_ids`` of another
             length than the corpus, or as the model's ``encode``.
     """
-    k, index = check_top_k(top_k), check_index(index)
+    k, index = check_top_k(top_k), check_index(index, nprobe)
     score_function = check_score_function(score_function or score_function_of(model))
     if isinstance(queries, str) or isinstance(corpus, str):
         raise ProtoembedError("queries and corpus must be lists of texts, not a single string")
     if corpus_ids is not None and len(corpus_ids) != len(corpus):
         raise ProtoembedError(f"corpus_ids has {len(corpus_ids)} entries for {len(corpus)} documents")
+    if index == "faiss":  # before the encoding
+        from protoembed.faiss_index import require_faiss
+
+        require_faiss()
     if not len(queries):
         return []
     q = encode_as(model, queries, QUERY, batch_size)
