@@ -104,6 +104,9 @@ class FaissIndex:
             quantizer = faiss.IndexFlatIP(d)
             index = faiss.IndexIVFFlat(quantizer, d, self.nlist, faiss.METRIC_INNER_PRODUCT)
             index.cp.seed = seed
+            index.cp.spherical = (
+                True  # unit-norm centroids: inner-product assignment is not drawn to long ones
+            )
             sample = x
             if n > self.nlist * TRAIN_PER_CELL:
                 rows = np.random.default_rng(seed).choice(n, self.nlist * TRAIN_PER_CELL, replace=False)
