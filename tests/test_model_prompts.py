@@ -71,11 +71,16 @@ def test_prompts_survive_save_load_and_can_be_replaced(saved, tmp_path):
 
 def test_prompts_survive_the_onnx_export(saved, tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
-    for head in ("mean", "mask"):
+    for head, score_function in (("mean", "dot"), ("mask", "cosine")):
         model, _ = saved[head]
-        folder = export_embedder(model, tmp_path / head)
+        model.similarity_fn_name = score_function
+        try:
+            folder = export_embedder(model, tmp_path / head)
+        finally:
+            model.similarity_fn_name = "cosine"
         exported = protoembed.load(str(folder))
         assert exported.runtime == "onnx" and exported.prompts == PROMPTS
+        assert exported.similarity_fn_name == score_function  # the score function travels too
         assert (
             np.abs(
                 exported.encode(TEXTS, prompt_name="query") - model.encode(TEXTS, prompt_name="query")
