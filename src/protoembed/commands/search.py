@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from protoembed.commands.common import add_model_options, output_file, positive_int
+from protoembed.faiss_index import EXACT_BELOW, NPROBE_FRACTION, PIP_FAISS
 from protoembed.semantic_search import INDEXES, SCORE_FUNCTIONS
 
 #: Characters of a document or query shown per printed line.
@@ -37,14 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--index",
         choices=INDEXES,
         default=INDEXES[0],
-        help="exact: every document scored, block by block; faiss: an inverted-file index for large "
-        "corpora (pip install 'protoembed[faiss]') (default: exact)",
+        help=f"exact: every document scored, block by block; faiss: FAISS, exact below {EXACT_BELOW} "
+        f"documents, an inverted-file index from there on ({PIP_FAISS}) (default: exact)",
     )
     parser.add_argument(
         "--nprobe",
         type=positive_int,
         metavar="N",
-        help="faiss: cells visited per query (default: 1/16 of them)",
+        help=f"faiss: cells visited per query (default: {NPROBE_FRACTION:.4g} of them)",
     )
     parser.add_argument(
         "--score-function",
