@@ -44,7 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     + ("run_layout", "input_prompts"),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search"),
+    + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search", "faiss_index"),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),

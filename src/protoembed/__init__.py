@@ -6,6 +6,9 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   same ``encode``, run by ONNX Runtime or OpenVINO), :meth:`Embedder.encode`, :meth:`Embedder.save`,
   :func:`export_embedder` (ONNX / OpenVINO export) and :func:`evaluate` (a model on named tasks -> per
   suite, the results JSON ``protoembed eval`` writes);
+- :func:`search` (a model, queries and a corpus of texts -> per query the best documents, exact or by a
+  FAISS index; the queries and documents with the model's ``query`` / ``document`` prompts) and
+  :func:`similarity` (the cosine or dot-product matrix of two sets of vectors);
 - :func:`load_run`: a training config file (``protoembed train --config``) read and validated, as
   ``[(stage name, config)]`` (one entry, named ``""``, for a single run);
 - :func:`load_results` and :func:`build_report`: results JSON files or run folders read back, and the
@@ -22,7 +25,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`,
-:mod:`protoembed.run_layout` and :mod:`protoembed.errors`), so ``import protoembed`` (and the CLI's ``--help``) does not load torch.
+:mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search` and :mod:`protoembed.errors`), so ``import
+protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.mining import mine_hard_negatives as mine_hard_negatives
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
+    from protoembed.semantic_search import search as search
+    from protoembed.semantic_search import similarity as similarity
     from protoembed.training.stages import load_run as load_run
 
 #: public name -> the module that defines it (the name itself, or ``""`` for a public module).
@@ -63,6 +69,8 @@ _HOMES = {
     "mine_hard_negatives": "protoembed.mining",
     "register_task": "protoembed.evaluation.tasks",
     "run_layout": "",
+    "search": "protoembed.semantic_search",
+    "similarity": "protoembed.semantic_search",
     "table_name": "protoembed.evaluation.tasks",
 }
 

@@ -17,7 +17,7 @@ import sys
 from protoembed.errors import ProtoembedError
 from protoembed.version import __version__
 
-COMMANDS = ("encode", "eval", "analyze", "report", "data", "train", "export", "mine")
+COMMANDS = ("encode", "search", "mine", "eval", "analyze", "report", "data", "train", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

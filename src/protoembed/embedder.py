@@ -20,10 +20,12 @@ from sentence_transformers.base.modules.module import Module
 from protoembed.backbones import quiet_transformers
 from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
+from protoembed.input_prompts import apply_prompt
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
 from protoembed.precision import check_precision, native_bf16, warn_emulated_bf16
 from protoembed.runtimes import TORCH
+from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 from protoembed.st_layout import (
     TRANSFORMER,
     LayoutModule,
@@ -48,6 +50,10 @@ class Embedder(torch.nn.Module):
         normalize: L2-normalise the output vectors (as a saved ``Normalize`` module does).
         precision: ``fp32`` or ``bf16``: the backbone's forward in :meth:`encode` (see
             :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
+        prompts: input prompts, name -> text prepended to each input by ``encode(prompt_name=...)``
+            (:mod:`protoembed.input_prompts`; ``query`` and ``document`` are the retrieval roles).
+        similarity_fn_name: the score function of its vectors (``cosine``, ``dot``;
+            :mod:`protoembed.semantic_search`).
     """
 
     #: where :meth:`encode` runs (an export's embedder names its runtime: ``onnx``, ``openvino``, ...)
@@ -60,6 +66,8 @@ class Embedder(torch.nn.Module):
         head: str,
         normalize: bool = False,
         precision: str = "fp32",
+        prompts: dict[str, str] | None = None,
+        similarity_fn_name: str = DEFAULT_SCORE_FUNCTION,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -67,6 +75,8 @@ class Embedder(torch.nn.Module):
         self.head = head
         self.normalize = normalize
         self.precision = check_precision(precision)
+        self.prompts: dict[str, str] = dict(prompts or {})
+        self.similarity_fn_name = similarity_fn_name
 
     @property
     def device(self) -> torch.device:
@@ -140,6 +150,8 @@ class Embedder(torch.nn.Module):
         convert_to_tensor: bool = False,
         allow_empty: bool = False,
         precision: str | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Encode sentences to vectors.
 
@@ -156,12 +168,17 @@ class Embedder(torch.nn.Module):
             convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
             allow_empty: encode empty sentences as the bare template instead of raising an error.
             precision: ``fp32`` or ``bf16`` for this call (default: :attr:`precision`).
+            prompt_name: put the model's prompt of that name (:attr:`prompts`) before each sentence
+                (``query`` / ``document`` when the model has none: no prompt).
+            prompt: put this text before each sentence instead.
         Returns:
             float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence).
         Raises:
-            ProtoembedError: a non-string input (named by its index), ``batch_size`` below 1, or
+            ProtoembedError: a non-string input (named by its index), ``batch_size`` below 1, an unknown
+                ``prompt_name`` or both prompt arguments, or
                 (:class:`~protoembed.errors.EmptySentenceError`) empty sentences without ``allow_empty``.
         """
+        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
         was_training, saved_precision = self.training, self.precision
         self.eval()
         if precision is not None:
@@ -191,7 +208,8 @@ class Embedder(torch.nn.Module):
 
         Layout: root = backbone + tokenizer + ``protoembed_encoder.json`` (+ ``soft_prompt.safetensors``),
         ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
-        ``config_sentence_transformers.json``, ``protoembed.json`` (the head's name); the
+        ``config_sentence_transformers.json`` (with :attr:`prompts` and :attr:`similarity_fn_name`),
+        ``protoembed.json`` (the head's name); the
         sentence-transformers files are those of :mod:`protoembed.st_layout`. Returns the final path.
         """
 
@@ -200,7 +218,8 @@ class Embedder(torch.nn.Module):
             if self.encoder.template is None:  # plain input: sentence-transformers' own module reads it
                 modules[0] = LayoutModule(TRANSFORMER, self.encoder)
             write_modules(tmp, modules)
-            write_st_config(tmp, library_versions("sentence_transformers", "transformers", "pytorch"))
+            versions = library_versions("sentence_transformers", "transformers", "pytorch")
+            write_st_config(tmp, versions, self.prompts, self.similarity_fn_name)
             write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
             write_model_card(tmp, name=Path(path).name)
 

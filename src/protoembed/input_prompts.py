@@ -57,11 +57,15 @@ def prompt_text(prompts: Mapping[str, str], prompt_name: str | None = None, prom
 
 
 def apply_prompt(
-    sentences: Sequence[str],
+    sentences: Sequence[str] | str,
     prompts: Mapping[str, str],
     prompt_name: str | None = None,
     prompt: str | None = None,
-) -> list[str]:
-    """``sentences`` with :func:`prompt_text` prepended to each (the same list when the prompt is empty)."""
+) -> list[str] | str:
+    """``sentences`` with :func:`prompt_text` prepended to each (a new list, unchanged when the prompt is
+    empty); a single string gives a single string. Items that are not strings are passed through, for
+    the encoder to refuse by their index."""
     text = prompt_text(prompts, prompt_name, prompt)
-    return [text + s for s in sentences] if text else list(sentences)
+    if isinstance(sentences, str):
+        return text + sentences
+    return [text + s if text and isinstance(s, str) else s for s in sentences]

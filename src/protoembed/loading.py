@@ -29,7 +29,8 @@ from protoembed.inputs import resolve_device
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.protocol import SentenceEmbedder
 from protoembed.runtimes import AUTO, check_export_runtime, get_runtime
-from protoembed.st_layout import MODULES_FILE, read_modules
+from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
+from protoembed.st_layout import MODULES_FILE, read_modules, read_st_config
 
 
 def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
@@ -95,8 +96,8 @@ def load(
         head: a registered head (a key of :data:`protoembed.heads.HEADS`);
             default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
         **settings: the other fields of :class:`~protoembed.model_spec.ModelSpec`, each described there:
-            ``template``, ``max_seq_length``, ``n_soft_prompt``, ``soft_prompt_init``, ``normalize``,
-            ``device``, ``precision`` and ``runtime``.
+            ``template``, ``max_seq_length``, ``n_soft_prompt``, ``soft_prompt_init``, ``prompts`` (name ->
+            text, replacing the saved ones), ``normalize``, ``device``, ``precision`` and ``runtime``.
     Returns:
         an :class:`Embedder` in eval mode, or an :class:`~protoembed.export.runtime.ExportedEmbedder`
         for an export folder or an export runtime (same ``encode``).
@@ -119,9 +120,11 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
         check_export_runtime(spec.runtime, path)
         return open_export(path, spec)
+    saved = {"prompts": {}, "similarity_fn_name": None}
     if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
+            saved = read_st_config(path)
         overrides = (template, n_soft_prompt, soft_prompt_init)
         if (head is None or head == saved_head) and all(v is None for v in overrides):
             if max_seq_length is not None:
@@ -153,6 +156,8 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
         )
     if spec.normalize is not None:
         embedder.normalize = spec.normalize
+    embedder.prompts = dict(saved["prompts"] if spec.prompts is None else spec.prompts)
+    embedder.similarity_fn_name = saved["similarity_fn_name"] or DEFAULT_SCORE_FUNCTION
     if spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports:  # its fp32 export, made once, cached
         from protoembed.export.cache import onnx_embedder
 

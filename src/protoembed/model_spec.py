@@ -5,7 +5,8 @@ help texts).
 check their keyword arguments by :func:`model_spec`; the command line's model flags (``--model``,
 ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``, ``--runtime``) are made
 from its fields (:func:`protoembed.commands.common.add_model_options`); the training config's model keys
-are the fields of :class:`ModelSettings`, the part of a spec a config sets. A bad value is a one-line
+are the fields of :class:`ModelSettings`, the part of a spec a config sets (``prompts``, a mapping, is
+set by a config or a keyword argument, not by a flag). A bad value is a one-line
 :class:`~protoembed.errors.ProtoembedError` (``max_seq_length must be a positive number of tokens, got
 0``). Nothing here imports torch: devices are checked when a model is loaded
 (:func:`protoembed.inputs.resolve_device`).
@@ -74,6 +75,11 @@ class ModelSettings(BaseModel):
         None,
         description=f"{' | '.join(SOFT_PROMPT_INITS)}: the soft prompt's start ({SOFT_PROMPT_INITS[0]}: the "
         f"authors' code; default {SOFT_PROMPT_INITS[0]})",
+    )
+    prompts: dict[str, str] | None = Field(
+        None,
+        description="input prompts, name -> text put before each input (query, document: search and retrieval "
+        "use them), saved with the model (default: the saved model's; none for a bare backbone)",
     )
 
 

@@ -29,12 +29,17 @@ class SentenceEmbedder(Protocol):
         normalize: whether its vectors are L2-normalised.
         runtime: the registry name of the runtime that runs it (a key of
             :data:`protoembed.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
+        prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.input_prompts`).
+        similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
+            :mod:`protoembed.semantic_search`).
     """
 
     encoder: PromptEncoder
     head: str
     normalize: bool
     runtime: str
+    prompts: dict[str, str]
+    similarity_fn_name: str
 
     @property
     def precision(self) -> str:
@@ -73,6 +78,8 @@ class SentenceEmbedder(Protocol):
         show_progress_bar: bool | None = None,
         convert_to_tensor: bool = False,
         allow_empty: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Vectors of ``sentences`` in input order (see :meth:`protoembed.Embedder.encode`)."""
         ...

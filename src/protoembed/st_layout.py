@@ -6,8 +6,9 @@ and the ONNX export (:mod:`protoembed.export.graph`) write, and for what the loa
 - ``modules.json``: the module list, one ``{"idx", "name", "path", "type"}`` entry per module; the input
   module sits in the root (``path`` ``""``), module ``i`` in ``<i>_<ClassName>/``
   (:func:`write_modules`, :func:`read_modules`);
-- ``config_sentence_transformers.json``: library versions, no prompts, cosine similarity
-  (:func:`write_st_config`);
+- ``config_sentence_transformers.json``: library versions, the model's input prompts (name -> text,
+  :mod:`protoembed.input_prompts`) and its score function (``similarity_fn_name``)
+  (:func:`write_st_config`, :func:`read_st_config`);
 - ``sentence_bert_config.json``: ``max_seq_length`` and ``do_lower_case`` of the input module, what
   sentence-transformers' own ``Transformer`` module reads (:func:`write_sentence_bert_config`).
 
@@ -108,15 +109,33 @@ def library_versions(*names: str) -> dict[str, str]:
     return found
 
 
-def write_st_config(folder: Path, versions: dict[str, str]) -> None:
-    """Write ``config_sentence_transformers.json``: ``versions``, no prompts, cosine similarity."""
+def write_st_config(
+    folder: Path, versions: dict[str, str], prompts: dict[str, str], similarity_fn_name: str
+) -> None:
+    """Write ``config_sentence_transformers.json``: ``versions``, the model's ``prompts`` (name -> text;
+    no default prompt) and its ``similarity_fn_name`` (``cosine``, ``dot``)."""
     config = {
         "__version__": versions,
-        "prompts": {},
+        "prompts": dict(prompts),
         "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
+        "similarity_fn_name": similarity_fn_name,
     }
     write_json(folder / ST_CONFIG_FILE, config)
+
+
+def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """``prompts`` (name -> text, ``{}`` when none) and ``similarity_fn_name`` (``None`` when not named)
+    of ``folder``'s ``config_sentence_transformers.json``; both empty when there is no such file.
+
+    Raises:
+        ValueError: a file that is not JSON, or prompts that are not a mapping of texts (the file named).
+    """
+    path = Path(folder) / ST_CONFIG_FILE
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise ValueError(f"{path}: 'prompts' must map prompt names to texts, got {prompts!r}")
+    return {"prompts": dict(prompts), "similarity_fn_name": config.get("similarity_fn_name")}
 
 
 def write_sentence_bert_config(

@@ -1,4 +1,5 @@
-"""``protoembed encode --model SPEC [--head H] INPUT.txt -o OUT.npy``: one sentence per line -> (N, D) array."""
+"""``protoembed encode --model SPEC [--head H] [--prompt NAME] INPUT.txt -o OUT.npy``: one sentence per line ->
+(N, D) array (``--prompt``: the model's prompt of that name, e.g. ``query``, put before each line)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_options(parser)
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
+    parser.add_argument(
+        "--prompt",
+        metavar="NAME",
+        help="put the model's prompt NAME before each line (query, document: none when the model has none)",
+    )
     add_allow_empty_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             normalize=True if args.normalize else None,
             show_progress_bar=not args.no_progress and sys.stderr.isatty(),
             allow_empty=args.allow_empty,
+            prompt_name=args.prompt,
         )
     except EmptySentenceError as err:
         raise empty_lines_error(args.input, err) from None

@@ -49,7 +49,8 @@ def export_digest(folder: str | os.PathLike, max_seq_length: int | None = None) 
 
 def model_digest(embedder: SentenceEmbedder) -> str:
     """SHA-256 (first 16 hex digits) of the weights, the tokenizer's vocabulary size and every setting
-    the graph or the tokenisation depends on: two models with the same digest encode alike. An opened
+    the graph or the tokenisation depends on, and the prompts and score function the export keeps: two
+    models with the same digest encode alike. An opened
     export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
     from protoembed.export.runtime import ExportedEmbedder
 
@@ -64,6 +65,8 @@ def model_digest(embedder: SentenceEmbedder) -> str:
         "n_soft_prompt": embedder.encoder.n_soft_prompt,
         "do_lower_case": embedder.encoder.do_lower_case,
         "vocab": len(embedder.tokenizer),
+        "prompts": embedder.prompts,
+        "similarity_fn_name": embedder.similarity_fn_name,
         "format_version": FORMAT_VERSION,
         "protoembed": __version__,
     }
@@ -102,7 +105,11 @@ def onnx_embedder(
         if embedder.root is None:
             raise ProtoembedError("this export was not opened from a folder; it cannot switch runtime")
         return load_export(
-            embedder.root, max_seq_length=embedder.max_seq_length, runtime=runtime, precision=precision
+            embedder.root,
+            max_seq_length=embedder.max_seq_length,
+            runtime=runtime,
+            precision=precision,
+            prompts=embedder.prompts,
         )
     spec = get_runtime(runtime)
     if DEFAULT_FORMAT not in spec.reads:

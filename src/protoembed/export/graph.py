@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, QUANTIZE
+from protoembed.export.layout import EXPORT_CONFIG, PROMPTS, QUANTIZE, SIMILARITY_FN_NAME
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
 from protoembed.runtimes import DEFAULT_FORMAT, format_writer
@@ -153,6 +153,8 @@ def export_embedder(
             "outputs": outputs,
             "opset": OPSET,
             "quantize": quantize,
+            PROMPTS: dict(model.prompts),
+            SIMILARITY_FN_NAME: model.similarity_fn_name,
             **extra,
         }
         write_json(tmp / EXPORT_CONFIG, config)
@@ -216,4 +218,6 @@ def _write_sentence_transformers_layout(embedder: Embedder, folder: Path) -> Non
     if embedder.normalize:
         modules.append(LayoutModule(NORMALIZE))
     write_modules(folder, modules)
-    write_st_config(folder, library_versions("sentence_transformers"))
+    write_st_config(
+        folder, library_versions("sentence_transformers"), embedder.prompts, embedder.similarity_fn_name
+    )

@@ -25,7 +25,8 @@ import torch
 from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, PROMPTS, SIMILARITY_FN_NAME
+from protoembed.input_prompts import apply_prompt
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.runtimes import (
     AUTO,
@@ -37,6 +38,7 @@ from protoembed.runtimes import (
     get_runtime,
     readers,
 )
+from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +67,14 @@ class ExportedEmbedder:
 
     Args:
         encoder: tokenisation-only :class:`PromptEncoder` (same settings as the exported model's).
-        config: the folder's ``protoembed_export.json`` (its ``inputs``: the graph's input names).
+        config: the folder's ``protoembed_export.json`` (its ``inputs``: the graph's input names; its
+            ``prompts`` and ``similarity_fn_name``: the exported model's).
         normalize: L2-normalise (the graph may already do it; it cannot be undone).
+
+    Attributes:
+        prompts: input prompts, name -> text (:attr:`protoembed.Embedder.prompts`): the exported model's,
+            or those :func:`load_export` was given.
+        similarity_fn_name: the score function of its vectors (``cosine``, ``dot``).
     """
 
     #: the runtime's registry name, as ``--runtime`` spells it (set by :func:`load_export`)
@@ -77,6 +85,8 @@ class ExportedEmbedder:
         self.config = config
         self.head: str = config["head"]
         self.normalize = normalize
+        self.prompts: dict[str, str] = dict(config.get(PROMPTS) or {})
+        self.similarity_fn_name: str = config.get(SIMILARITY_FN_NAME) or DEFAULT_SCORE_FUNCTION
         self._inputs: list[str] = list(config["inputs"])  # the graph's input names, in order
         #: the export folder it was opened from (set by :func:`load_export`; keys the embedding store)
         self.root: Path | None = None
@@ -136,9 +146,12 @@ class ExportedEmbedder:
         show_progress_bar: bool | None = None,
         convert_to_tensor: bool = False,
         allow_empty: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray | torch.Tensor:
-        """Encode sentences to vectors: arguments, batching, order and result as
-        :meth:`protoembed.Embedder.encode`."""
+        """Encode sentences to vectors: arguments (``prompt_name`` / ``prompt``: :attr:`prompts`),
+        batching, order and result as :meth:`protoembed.Embedder.encode`."""
+        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
         return self.batch_encoder().encode(
             sentences, batch_size, normalize, show_progress_bar, convert_to_tensor, allow_empty
         )
@@ -181,7 +194,8 @@ def load_export(path: str | os.PathLike, *, threads: int | None = None, **settin
 
 def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> ExportedEmbedder:
     """The export folder ``root`` on ``spec.runtime`` (head, template and soft prompt are fixed in the
-    graph, ``spec.max_seq_length`` only changes tokenisation; ``spec.model`` is not read).
+    graph, ``spec.max_seq_length`` only changes tokenisation, ``spec.prompts`` replaces the exported
+    model's prompts; ``spec.model`` is not read).
 
     ``spec.runtime``: ``auto`` (:func:`~protoembed.runtimes.auto_runtime`) or a registered runtime that
     reads the folder's format (``onnx``: ONNX Runtime; ``openvino``). ``spec.precision``: ``None`` (the
@@ -228,6 +242,8 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
     embedder = entry.load(root, config, encoder, normalize, threads, precision)
     embedder.runtime = entry.name
     embedder.root = root
+    if spec.prompts is not None:
+        embedder.prompts = dict(spec.prompts)
     if precision is not None and embedder.precision != precision:
         logger.warning(
             "%s: %s runs in %s on this CPU (no native %s)", root, entry.label, embedder.precision, precision

@@ -289,4 +289,7 @@ class ContrastiveObjective(Objective):
         if self.options.mlp != "keep":
             return self.embedder
         e = self.embedder
-        return Embedder(e.encoder, MLPPooling(e.pooler, self.mlp), e.head, e.normalize)
+        pooler = MLPPooling(e.pooler, self.mlp)
+        return Embedder(
+            e.encoder, pooler, e.head, e.normalize, prompts=e.prompts, similarity_fn_name=e.similarity_fn_name
+        )
