@@ -30,7 +30,7 @@ RETRIEVAL_FILE = "retrieval.json"
 UNTRAINED = "untrained-default"
 #: The BEIR-layout folder under the data folder, and the metrics shown (the first is the main score).
 TASK_DIR = "snli-retrieval"
-METRICS = (("ndcg@10", "nDCG@10"), ("recall@10", "Recall@10"), ("mrr@10", "MRR@10"))
+METRICS = (("ndcg_at_10", "nDCG@10"), ("recall_at_10", "Recall@10"), ("mrr_at_10", "MRR@10"))
 
 
 def _json(path: Path) -> Any:
@@ -46,11 +46,11 @@ def _cell(values: list[float], scale: float = 1.0) -> str:
 
 
 def retrieval_scores(result: dict[str, Any] | None) -> dict[str, float]:
-    """The shown metrics of a ``retrieval.json`` (its one task), x100."""
+    """The shown metrics of a ``retrieval.json`` (its one task; x100 as the suite writes them)."""
     if not result:
         return {}
     (task,) = result["tasks"].values()
-    return {key: 100 * float(task[key]) for key, _ in METRICS}
+    return {key: float(task[key]) for key, _ in METRICS}
 
 
 def sts_score(result: dict[str, Any] | None) -> float | None:
