@@ -142,7 +142,7 @@ def pairwise(
         ProtoembedError: an unknown ``score_function``, arrays that are not 2-d, or of other shapes.
     """
     check_score_function(score_function)
-    x, y = _tensor(a, score_function), _tensor(b, score_function)
+    x, y = scoring_vectors(a, score_function), scoring_vectors(b, score_function)
     if x.shape != y.shape:
         raise ProtoembedError(f"pairs of vectors of different shapes: {tuple(x.shape)} and {tuple(y.shape)}")
     return (x * y).sum(dim=1).numpy()
