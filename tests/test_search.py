@@ -238,14 +238,22 @@ def test_read_documents_reads_lines_and_the_beir_layout(tmp_path):
     text.write_text("first\nsecond\n", encoding="utf-8")
     assert read_documents(text) == ([1, 2], ["first", "second"])
     beir = tmp_path / "c.jsonl"
-    rows = [{"_id": "a", "title": "Title", "text": "body"}, {"text": "no id"}, {"_id": 7, "text": "int id"}]
+    rows = [
+        {"_id": "a", "title": "Title", "text": "body"},
+        {"_id": "b", "text": "no title"},
+        {"_id": 7, "text": "int id"},
+    ]
     beir.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
-    assert read_documents(beir) == (["a", 2, 7], ["Title body", "no id", "int id"])
+    assert read_documents(beir) == (["a", "b", "7"], ["Title body", "no title", "int id"])
     for content, message in [
         ("first\n\nthird\n", "c.txt:2: empty line; expected one document per line"),
-        ('{"text": "x"}\n{oops\n', "c.jsonl:2: not JSON"),
-        ('{"_id": "a", "title": "t"}\n', 'c.jsonl:1: expected an object with a "text" string'),
-        ('{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n', "c.jsonl:2: _id 'a' appears twice"),
+        ('{"_id": "a", "text": "x"}\n{oops\n', "c.jsonl:2: not JSON"),
+        ('{"text": "x"}\n', 'c.jsonl:1: "_id" must be a non-empty string, got none'),
+        ('{"_id": "a", "title": "t"}\n', 'c.jsonl:1: "text" must be a string, got none'),
+        (
+            '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n',
+            "c.jsonl:2: duplicate _id 'a' (first on line 1)",
+        ),
         ("\n", "c.jsonl: no documents"),
     ]:
         target = text if "c.txt" in message else beir

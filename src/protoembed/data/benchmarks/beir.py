@@ -89,8 +89,9 @@ def _field(path: Path, lineno: int, record: dict[str, Any], key: str, optional: 
     return value
 
 
-def _read_jsonl(path: Path, titled: bool) -> dict[str, str]:
-    """``_id -> text`` (with ``titled``, the title joined) of a corpus or queries file, in file order."""
+def read_jsonl_texts(path: Path, titled: bool) -> dict[str, str]:
+    """``_id -> text`` (with ``titled``, the title joined by :func:`join_title`) of a corpus or queries
+    file, in file order (blank lines skipped; the errors of the module docstring, by ``file:line``)."""
     texts: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for lineno, line in enumerate(iter_lines(path), 1):
@@ -175,10 +176,10 @@ def read_beir(folder: Path, split: str, name: str) -> RetrievalData:
     Raises:
         ProtoembedError: a missing or malformed file (the file and line named).
     """
-    corpus = _read_jsonl(folder / CORPUS_FILE, titled=True)
+    corpus = read_jsonl_texts(folder / CORPUS_FILE, titled=True)
     if not corpus:
         raise ProtoembedError(f"{folder / CORPUS_FILE}: no documents")
-    queries = _read_jsonl(folder / QUERIES_FILE, titled=False)
+    queries = read_jsonl_texts(folder / QUERIES_FILE, titled=False)
     qrels = read_qrels(folder / QRELS_FOLDER / f"{split}.tsv", queries, corpus, folder)
     return RetrievalData(
         name=name,
