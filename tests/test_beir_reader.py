@@ -87,11 +87,11 @@ BAD = {
     ),
     "not JSON": (
         lambda d: _write(d / "queries.jsonl", '{"_id": "q1", "text": "a"}\n{"_id": \n'),
-        "{d}/queries.jsonl:2: not JSON (Expecting value at column 9)",
+        "{d}/queries.jsonl:2: expected a JSON object (Expecting value)",
     ),
     "not an object": (
         lambda d: _write(d / "corpus.jsonl", "[1, 2]\n"),
-        "{d}/corpus.jsonl:1: expected a JSON object, got list",
+        "{d}/corpus.jsonl:1: expected a JSON object, got an array '[1, 2]'",
     ),
     "no text": (
         lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t"})),

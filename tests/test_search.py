@@ -247,7 +247,7 @@ def test_read_documents_reads_lines_and_the_beir_layout(tmp_path):
     assert read_documents(beir) == (["a", "b", "7"], ["Title body", "no title", "int id"])
     for content, message in [
         ("first\n\nthird\n", "c.txt:2: empty line; expected one document per line"),
-        ('{"_id": "a", "text": "x"}\n{oops\n', "c.jsonl:2: not JSON"),
+        ('{"_id": "a", "text": "x"}\n{oops\n', "c.jsonl:2: expected a JSON object (Expecting"),
         ('{"text": "x"}\n', 'c.jsonl:1: "_id" must be a non-empty string, got none'),
         ('{"_id": "a", "title": "t"}\n', 'c.jsonl:1: "text" must be a string, got none'),
         (

@@ -9,9 +9,11 @@ file and, for a decoding error, the 1-based line.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from protoembed.errors import ProtoembedError
 
@@ -81,3 +83,26 @@ def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", missing_hi
             (the message names the file and the line).
     """
     return list(iter_lines(path, encoding, missing_hint))
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def json_object(path: str | os.PathLike[str], lineno: int, line: str) -> dict[str, Any]:
+    """One line of a JSON Lines file, which must hold a JSON object.
+
+    Raises:
+        ProtoembedError: ``file:line: expected a JSON object (<the parser's message>)`` for a line that is
+            not JSON; ``file:line: expected a JSON object, got an array '[...]'`` for other JSON.
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ProtoembedError(f"{path}:{lineno}: expected a JSON object ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise ProtoembedError(
+            f"{path}:{lineno}: expected a JSON object, got {_json_kind(value)} {line.strip()[:40]!r}"
+        )
+    return value

@@ -187,14 +187,7 @@ def read_training_examples(cfg: TrainConfig) -> Examples:
 
     data = cfg.data
     parts = [
-        read_examples(
-            f.path,
-            f.format,
-            data.data_dir,
-            f.columns,
-            drop_unterminated_last_line=data.drop_unterminated_last_line,
-            **({"split": f.split} if f.split else {}),
-        )
+        read_examples(f.path, f.format, data.data_dir, f.columns, **data.reader_options(f))
         for f in data.files()
     ]
     examples = Examples.concat(parts) if len(parts) > 1 else parts[0]

@@ -188,6 +188,14 @@ class DataConfig(BaseModel):
         description=f"table formats (jsonl, csv, ...): {_COLUMNS_HELP}; default: the columns named like those",
     )
 
+    def reader_options(self, file: DataFile) -> dict[str, Any]:
+        """The keyword options a reader (or a stream) of ``file`` gets besides its path, format, data
+        directory and columns: the text format's last-line rule and, when given, the file's ``split``."""
+        return {
+            "drop_unterminated_last_line": self.drop_unterminated_last_line,
+            **({"split": file.split} if file.split else {}),
+        }
+
     def files(self) -> list[DataFile]:
         """``corpus`` as a list of :class:`DataFile` (``data.format`` and ``data.columns`` filled in where a
         file has none)."""

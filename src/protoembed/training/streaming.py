@@ -53,14 +53,7 @@ def streamed_examples(cfg: TrainConfig) -> StreamedExamples:
 
     data = cfg.data
     streams = [
-        open_stream(
-            f.path,
-            f.format,
-            data.data_dir,
-            f.columns,
-            drop_unterminated_last_line=data.drop_unterminated_last_line,
-            **({"split": f.split} if f.split else {}),
-        )
+        open_stream(f.path, f.format, data.data_dir, f.columns, **data.reader_options(f))
         for f in data.files()
     ]
     return StreamedExamples(streams, data.max_sentences)

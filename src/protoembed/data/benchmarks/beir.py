@@ -17,13 +17,12 @@ without its header, a judgment of a query or document the folder does not have, 
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.data.lines import iter_lines
+from protoembed.data.lines import iter_lines, json_object
 from protoembed.errors import ProtoembedError
 
 CORPUS_FILE = "corpus.jsonl"
@@ -97,12 +96,7 @@ def read_jsonl_texts(path: Path, titled: bool) -> dict[str, str]:
     for lineno, line in enumerate(iter_lines(path), 1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ProtoembedError(f"{path}:{lineno}: not JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise ProtoembedError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        record = json_object(path, lineno, line)
         doc_id = _field(path, lineno, record, "_id")
         text = _field(path, lineno, record, "text")
         if doc_id in texts:

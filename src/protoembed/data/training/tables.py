@@ -26,7 +26,6 @@ Positions in messages: ``file:line`` for text files (the line a CSV record start
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 from collections import Counter
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protoembed.data.lines import json_object
 from protoembed.data.training.columns import column_value, resolve_columns
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.nli import iter_lines
@@ -188,22 +188,9 @@ def open_jsonl(path: Path, **_: Any) -> Table:
             if not line.strip():
                 yield lineno, EMPTY_LINE
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ProtoembedError(f"{path}:{lineno}: expected a JSON object ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise ProtoembedError(
-                    f"{path}:{lineno}: expected a JSON object, got {_json_kind(row)} {line.strip()[:40]!r}"
-                )
-            yield lineno, row
+            yield lineno, json_object(path, lineno, line)
 
     return Table(None, rows())
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number")
 
 
 def _delimited(path: Path, delimiter: str, what: str) -> Table:
