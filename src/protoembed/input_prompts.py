@@ -62,10 +62,12 @@ def apply_prompt(
     prompt_name: str | None = None,
     prompt: str | None = None,
 ) -> list[str] | str:
-    """``sentences`` with :func:`prompt_text` prepended to each (a new list, unchanged when the prompt is
-    empty); a single string gives a single string. Items that are not strings are passed through, for
-    the encoder to refuse by their index."""
+    """``sentences`` with :func:`prompt_text` prepended to each (a new list; ``sentences`` itself when the
+    prompt is empty); a single string gives a single string. Input that is not a sequence, and items that
+    are not strings, are passed through, for the encoder to refuse (an item by its index)."""
     text = prompt_text(prompts, prompt_name, prompt)
+    if not text or not isinstance(sentences, (str, Sequence)):
+        return sentences
     if isinstance(sentences, str):
         return text + sentences
-    return [text + s if text and isinstance(s, str) else s for s in sentences]
+    return [text + s if isinstance(s, str) else s for s in sentences]
