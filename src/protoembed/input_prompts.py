@@ -13,7 +13,7 @@ This module is the one home of the prompt names and of the rule that applies a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protoembed.errors import ProtoembedError
@@ -63,11 +63,13 @@ def apply_prompt(
     prompt: str | None = None,
 ) -> list[str] | str:
     """``sentences`` with :func:`prompt_text` prepended to each (a new list; ``sentences`` itself when the
-    prompt is empty); a single string gives a single string. Input that is not a sequence, and items that
+    prompt is empty); a single string gives a single string. Input that is not iterable, and items that
     are not strings, are passed through, for the encoder to refuse (an item by its index)."""
     text = prompt_text(prompts, prompt_name, prompt)
-    if not text or not isinstance(sentences, (str, Sequence)):
+    if not text:
         return sentences
     if isinstance(sentences, str):
         return text + sentences
+    if not isinstance(sentences, Iterable):
+        return sentences
     return [text + s if isinstance(s, str) else s for s in sentences]
