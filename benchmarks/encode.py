@@ -47,6 +47,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from machine import cpu_line
+
 BASELINE = "sentence-transformers torch fp32"
 ST_ROWS = [
     BASELINE,
@@ -100,21 +102,6 @@ def sts_spearman(vectors: np.ndarray, sentences: list[str], pairs: list[tuple[st
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     cosines = [float(unit[index[a]] @ unit[index[b]]) for a, b, _ in pairs]
     return 100 * float(spearmanr(cosines, [g for _, _, g in pairs]).statistic)
-
-
-def cpu_line() -> str:
-    """The CPU's model name (``lscpu``) and which of the features that matter it has."""
-    from protoembed.precision import cpu_features
-
-    name = "unknown CPU"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                name = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    features = ", ".join(f"{flag} {'yes' if present else 'no'}" for flag, present in cpu_features().items())
-    return f"CPU: {name} ({features})"
 
 
 # ----------------------------------------------------------------- workers (sentence-transformers 5 + optimum)

@@ -22,27 +22,11 @@ Last line: ``ratio=<exact search seconds / faiss search seconds at the default n
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
 import time
 
 import numpy as np
 
-
-def cpu_line() -> str:
-    """The CPU's model name and whether it has AVX2 / AVX-512 (from ``lscpu``)."""
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return f"cpu: {platform.processor() or 'unknown'} (lscpu unavailable)"
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    flags = fields.get("Flags", "").split()
-    avx512 = sorted(f for f in flags if f.startswith("avx512"))
-    return (
-        f"cpu: {fields.get('Model name', '?').strip()}, {os.cpu_count()} logical cores, "
-        f"avx2={'avx2' in flags}, avx512={'+'.join(avx512) if avx512 else 'no'}"
-    )
+from machine import cpu_line, load_line
 
 
 def synthetic(
@@ -85,7 +69,7 @@ def main() -> None:
     from protoembed.semantic_search import rank
 
     print(cpu_line())
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(load_line())
     print(
         f"threads: torch {torch.get_num_threads()}, faiss {faiss.omp_get_max_threads()}; faiss {faiss.__version__}"
     )

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import cpu_line, load_line
 
 WORDS = [
     "the",
@@ -126,16 +127,6 @@ def run_child(mode: str, corpus: Path, args: argparse.Namespace) -> dict:
     return json.loads(lines[-1])
 
 
-def cpu_model() -> str:
-    """``lscpu``'s model name (``unknown`` without lscpu)."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "unknown"
-    names = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")]
-    return names[0] if names else "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -158,9 +149,8 @@ def main() -> None:
             f"{mode:>9}: {r['examples']} examples{what} in {r['seconds']:.1f} s, "
             f"peak resident set +{r['peak_rise_mib']:.0f} MiB"
         )
-    print(
-        f"cpu: {cpu_model()} ({os.cpu_count()} cores), load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(cpu_line())
+    print(load_line())
     print(f"ratio={results['in memory']['peak_rise_mib'] / results['streamed']['peak_rise_mib']:.2f}")
 
 

@@ -1,0 +1,27 @@
+"""What every benchmark prints about the machine it ran on: the CPU with the features that decide its speed,
+and the load average (other jobs sharing the cores)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+
+def cpu_line() -> str:
+    """The CPU's model name (``lscpu``) and which of the features that matter it has."""
+    from protoembed.precision import cpu_features
+
+    name = "unknown CPU"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                name = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    features = ", ".join(f"{flag} {'yes' if present else 'no'}" for flag, present in cpu_features().items())
+    return f"CPU: {name}, {os.cpu_count()} logical cores ({features})"
+
+
+def load_line() -> str:
+    """``load average: 1, 5 and 15 minutes``."""
+    return "load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
