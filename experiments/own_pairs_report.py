@@ -1,10 +1,10 @@
 """The own-pairs study's page, ``docs/results/own-pairs.md``, from its records.
 
-A record is ``docs/results/own-pairs/<method>-seed<k>/`` with ``retrieval.json`` (``protoembed eval
+A record is ``docs/results/own-pairs/<method>-<set>-seed<k>/`` with ``retrieval.json`` (``protoembed eval
 retrieval`` of the trained model on the study's retrieval set), ``results.json`` (STS-B test Spearman x100
 of the same model), ``config.yaml``, ``training_log.jsonl``, ``study_time.json`` (wall seconds) and
-``environment.json``; ``untrained-default/`` holds the untrained default model's two results, ``data.json``
-the data's counts and ``mining/`` the mining's wall time. Cells are mean ± sample std over the seeds
+``environment.json``; ``untrained-default-<set>/`` holds the untrained default model's two results,
+``data-<set>.json`` the set's counts and ``mining-<set>/`` the mining's wall time. Cells are mean ± sample std over the seeds
 recorded. The hand-written part is ``DISCUSSION.md`` beside the records.
 """
 
@@ -28,9 +28,15 @@ METHODS = {
 }
 RETRIEVAL_FILE = "retrieval.json"
 UNTRAINED = "untrained-default"
-#: The BEIR-layout folder under the data folder, and the metrics shown (the first is the main score).
-TASK_DIR = "snli-retrieval"
+#: Set -> its label on the page, in the page's order (the sets of :mod:`experiments.own_pairs_data`).
+SET_LABELS = {"snli": "SNLI, hypothesis -> premise", "googlenews": "GoogleNews, title -> snippet"}
+#: The metrics shown (the first is the main score).
 METRICS = (("ndcg_at_10", "nDCG@10"), ("recall_at_10", "Recall@10"), ("mrr_at_10", "MRR@10"))
+
+
+def task_dir(data: Path, name: str) -> Path:
+    """Set ``name``'s retrieval folder (BEIR layout) in its data folder; its name is the task's."""
+    return data / f"{name}-retrieval"
 
 
 def _json(path: Path) -> Any:
@@ -59,12 +65,13 @@ def sts_score(result: dict[str, Any] | None) -> float | None:
     return float(row["spearman"]) if row else None
 
 
-def collect(records_dir: Path) -> dict[str, Any]:
-    """The complete records: ``{"runs": {method: [record, ...]}, "before": record | None}``."""
+def collect(records_dir: Path, name: str) -> dict[str, Any]:
+    """Set ``name``'s complete records: ``{"runs": {method: [record, ...]}, "before": record | None,
+    "data": its counts}``."""
     runs: dict[str, list[dict[str, Any]]] = {}
-    for folder in sorted(records_dir.glob("*-seed*")):
+    for folder in sorted(records_dir.glob(f"*-{name}-seed*")):
         retrieval = _json(folder / RETRIEVAL_FILE)
-        method, seed = folder.name.rsplit("-seed", 1)
+        method, seed = folder.name.rsplit(f"-{name}-seed", 1)
         if retrieval is None or method not in METHODS:
             continue
         runs.setdefault(method, []).append(
@@ -80,14 +87,14 @@ def collect(records_dir: Path) -> dict[str, Any]:
                 "protocol": retrieval.get("protocol", {}),
             }
         )
-    untrained = records_dir / UNTRAINED
+    untrained = records_dir / f"{UNTRAINED}-{name}"
     retrieval = _json(untrained / RETRIEVAL_FILE)
     before = (
         {"retrieval": retrieval_scores(retrieval), "sts": sts_score(_json(untrained / RESULTS_FILE))}
         if retrieval
         else None
     )
-    return {"runs": runs, "before": before, "data": _json(records_dir / "data.json") or {}}
+    return {"runs": runs, "before": before, "data": _json(records_dir / f"data-{name}.json") or {}}
 
 
 def main_table(data: dict[str, Any]) -> list[str]:
@@ -123,7 +130,7 @@ def main_table(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def per_seed_table(data: dict[str, Any]) -> list[str]:
+def per_seed_table(data: dict[str, Any], name: str) -> list[str]:
     """Every recorded run: its metrics, STS-B test, wall times and load averages."""
     names = " | ".join(label for _, label in METRICS)
     lines = [
@@ -136,7 +143,7 @@ def per_seed_table(data: dict[str, Any]) -> list[str]:
             cells = " | ".join(f"{r['retrieval'][k]:.2f}" for k, _ in METRICS)
             sts = f"{r['sts']:.2f}" if r["sts"] is not None else "n/a"
             lines.append(
-                f"| {method}-seed{r['seed']} | {cells} | {sts} | {r['time'].get('train_s', 0):.0f} | "
+                f"| {method}-{name}-seed{r['seed']} | {cells} | {sts} | {r['time'].get('train_s', 0):.0f} | "
                 f"{r['time'].get('retrieval_s', 0):.0f} | {env.get('load_average_start')}, "
                 f"{env.get('load_average_end')} |"
             )
@@ -148,45 +155,58 @@ def write_report(
 ) -> Path:
     """Write the page from the records in ``records_dir`` (atomically); the hand-written discussion is
     read from ``DISCUSSION.md`` beside the records, when there is one."""
-    data = collect(records_dir)
-    every = [r for runs in data["runs"].values() for r in runs]
+    sets = {name: collect(records_dir, name) for name in SET_LABELS}
+    every = [r for data in sets.values() for runs in data["runs"].values() for r in runs]
     first = next((r["config"] for r in every if r["config"]), {})
     training = first.get("training", {})
-    counts = data["data"]
     protocol = next((r["protocol"] for r in every if r["protocol"]), {})
+    snli, news = sets["snli"]["data"], sets["googlenews"]["data"]
     text = [
         "# Your own pairs: supervised adaptation with in-batch and mined hard negatives, judged by retrieval",
         "",
         "Question: I have (query, document) pairs of my own domain; which adaptation of a general sentence "
-        "model helps retrieval there, and what does it cost on general similarity? The pairs stand in for an "
-        "engineer's: SNLI's entailment pairs read as hypothesis (the query) -> premise (the document), from "
-        "SentEval's copy (`experiments/own_pairs_data.py`). Training uses the dev split: "
-        f"{counts.get('train_pairs', '?')} pairs in `train_pairs.jsonl` with the columns `hypothesis`, "
-        "`premise` (mapped by `data.columns` in the configs), its "
-        f"{counts.get('train_texts', '?')} distinct texts for the unsupervised methods, its "
-        f"{counts.get('train_premises', '?')} premises as the mining pool. Retrieval uses the test split in "
-        f"the BEIR layout: {counts.get('queries', '?')} queries (entailment hypotheses), a corpus of "
-        f"{counts.get('corpus', '?')} premises, {counts.get('qrels', '?')} relevant pairs. Why it is fair: "
-        "the splits are SNLI's own (other image captions), and the "
-        f"{counts.get('test_pairs_dropped_seen_in_training', '?')} test pairs whose premise or hypothesis also "
-        "occurs in the training split's text were dropped, so no training or mining step sees a retrieval "
-        "text. One caveat: all-MiniLM-L6-v2 was itself trained on many datasets, SNLI's train split among "
-        "them, so the domain is not new to it; gains here are the adaptation's on top of that.",
+        "model helps retrieval there, and what does it cost on general similarity? Two sets stand in for an "
+        "engineer's pairs (`experiments/own_pairs_data.py`), each with a retrieval split in the BEIR layout "
+        "that no training or mining step sees:",
         "",
-        f"Made by {command}; configs `{configs_dir}/<method>.yaml`. Every method: "
+        f"- **SNLI, hypothesis -> premise** (SentEval's copy): training on the dev split, "
+        f"{snli.get('train_pairs', '?')} entailment pairs in `train_pairs.jsonl` with the columns "
+        f"`hypothesis`, `premise` (mapped by `data.columns` in the configs), its {snli.get('train_texts', '?')} "
+        f"distinct texts for the unsupervised methods, its {snli.get('train_pool', '?')} premises as the mining "
+        f"pool; retrieval on the test split: {snli.get('queries', '?')} queries (entailment hypotheses), "
+        f"{snli.get('corpus', '?')} premises, {snli.get('qrels', '?')} relevant pairs. The splits are SNLI's own "
+        "(other image captions). all-MiniLM-L6-v2 was itself trained on many datasets, SNLI's train split "
+        "among them, so this domain is not new to it.",
+        f"- **GoogleNews, title -> snippet** (the GSDMM release: a news article's title and snippet, 152 "
+        f"stories, lower-cased, stop words removed): split by story (every fourth story held out), training on "
+        f"{news.get('train_pairs', '?')} pairs with the columns `title`, `snippet`, {news.get('train_texts', '?')} "
+        f"texts, {news.get('train_pool', '?')} snippets as the mining pool; retrieval: "
+        f"{news.get('queries', '?')} titles, {news.get('corpus', '?')} snippets, a title's own snippet relevant "
+        "(its story's other snippets are the hard negatives). A domain and a text form the backbone was not "
+        "trained on.",
+        "",
+        "In both, a retrieval pair whose query or document also occurs in the training split's text is dropped "
+        f"({snli.get('test_pairs_dropped_seen_in_training', '?')} and "
+        f"{news.get('test_pairs_dropped_seen_in_training', '?')} pairs).",
+        "",
+        f"Made by {command}; configs `{configs_dir}/<method>-<set>.yaml`. Every method: "
         f"{training.get('max_steps', '?')} steps of {training.get('batch_size', '?')} examples, lr "
-        f"{training.get('lr', '?')}, {first.get('max_seq_length', '?')} tokens, the final model kept. "
-        "Hard negatives: `protoembed mine " + " ".join(mine_options) + "` with the untrained model. "
-        "Retrieval: `protoembed eval retrieval --model RUN/best --task-dir DATA/snli-retrieval --split "
-        "test` (exact search"
+        f"{training.get('lr', '?')}, {first.get('max_seq_length', '?')} tokens, the final model kept "
+        "(unsupervised SimCSE: `[CLS]`, MLP in training only; ConPVP as the paper describes it; supervised: "
+        "the model's own mean head, tau 0.05). Hard negatives: `protoembed mine "
+        + " ".join(mine_options)
+        + "` "
+        "with the untrained model. Retrieval: `protoembed eval retrieval --model RUN/best --task-dir "
+        "DATA/<set>-retrieval --split test` (exact search"
         + (f", {protocol.get('score_function')} scores" if protocol.get("score_function") else "")
         + "; metrics x100 as trec_eval computes them). STS-B test: Spearman x100 (senteval variant).",
         "",
-        f"Runs recorded: {len(every)} of {3 * len(METHODS)}. Cells: mean ± std over the seeds.",
-        "",
-        *main_table(data),
+        f"Runs recorded: {len(every)} of {3 * len(METHODS) * len(SET_LABELS)}. Cells: mean ± std over the "
+        "seeds; wall times on 2 CPU cores shared with other jobs (load averages in the run tables).",
         "",
     ]
+    for name, label in SET_LABELS.items():
+        text += [f"## {label}", "", *main_table(sets[name]), ""]
     discussion = records_dir / "DISCUSSION.md"
     if discussion.is_file():
         text += ["## What it means for a user", "", discussion.read_text(encoding="utf-8").strip(), ""]
@@ -195,7 +215,7 @@ def write_report(
         "",
         "Records (config, training log, results, retrieval, wall times, environment): `own-pairs/<run>/`.",
         "",
-        *per_seed_table(data),
-        "",
     ]
+    for name in SET_LABELS:
+        text += [*per_seed_table(sets[name], name), ""]
     return write_text(report, "\n".join(text))
