@@ -37,7 +37,7 @@ def test_the_retrieval_set_shares_no_text_with_training_and_reads_as_beir(tmp_pa
     from protoembed.data.benchmarks.beir import read_beir
 
     out = tmp_path / "out"
-    stats = prepare(_snli(tmp_path / "data"), out)
+    stats = prepare("snli", _snli(tmp_path / "data"), out)
     pairs = [json.loads(line) for line in (out / "train_pairs.jsonl").read_text().splitlines()]
     assert pairs == [
         {"hypothesis": "A man makes music .", "premise": "A man plays a guitar ."},
@@ -45,6 +45,10 @@ def test_the_retrieval_set_shares_no_text_with_training_and_reads_as_beir(tmp_pa
     ]
     train_texts = set((out / "train_texts.txt").read_text().splitlines())
     assert train_texts == {t for p, h, _ in DEV for t in (p, h)}
+    assert (out / "train_pool.txt").read_text().splitlines() == [
+        "A man plays a guitar .",
+        "Two dogs run in a field .",
+    ]
     data = read_beir(out / "snli-retrieval", "test", "snli")
     assert not (set(data.corpus_texts) | set(data.query_texts)) & train_texts
     # the entailment pairs left after the drop, by text: one query relevant to two premises
@@ -69,13 +73,12 @@ def test_page_cells_are_seed_means_and_changes_from_untrained(tmp_path):
     def result(ndcg: float) -> dict:
         return {"tasks": {"t": {"ndcg_at_10": ndcg, "recall_at_10": ndcg + 10, "mrr_at_10": ndcg - 5}}}
 
-    (records / UNTRAINED).mkdir(parents=True)
-    (records / UNTRAINED / RETRIEVAL_FILE).write_text(json.dumps(result(70.0)))
-    (records / UNTRAINED / "results.json").write_text(
-        json.dumps({"tasks": {"STSBenchmark": {"spearman": 82.0}}})
-    )
+    untrained = records / f"{UNTRAINED}-googlenews"
+    untrained.mkdir(parents=True)
+    (untrained / RETRIEVAL_FILE).write_text(json.dumps(result(70.0)))
+    (untrained / "results.json").write_text(json.dumps({"tasks": {"STSBenchmark": {"spearman": 82.0}}}))
     for seed, (ndcg, sts) in enumerate([(74.0, 80.0), (78.0, 81.0)], 1):
-        run = records / f"sup-seed{seed}"
+        run = records / f"sup-googlenews-seed{seed}"
         run.mkdir()
         (run / RETRIEVAL_FILE).write_text(json.dumps(result(ndcg)))
         (run / "results.json").write_text(json.dumps({"tasks": {"STSBenchmark": {"spearman": sts}}}))
@@ -90,4 +93,36 @@ def test_page_cells_are_seed_means_and_changes_from_untrained(tmp_path):
         "| 80.50 ± 0.71 | -1.50 | 20 s (15 + 5) |"
     )
     assert row in text
-    assert "Runs recorded: 2 of 12" in text and "`protoembed mine --num-negatives 1`" in text
+    news = text[text.index("## GoogleNews") :]
+    assert row in news and row not in text[: text.index("## GoogleNews")]  # the set's own section
+    assert "| sup-googlenews-seed2 | 78.00 | 88.00 | 73.00 | 81.00 | 20 | 5 |" in text
+    assert "Runs recorded: 2 of 24" in text and "`protoembed mine --num-negatives 1`" in text
+
+
+def test_googlenews_is_split_by_story_and_keeps_only_aligned_articles(tmp_path):
+    from experiments.own_pairs_data import GSDMM, prepare
+
+    folder = tmp_path / "data" / GSDMM
+    folder.mkdir(parents=True)
+    # (title, snippet, story); the third article's TS line is not its title and snippet: not aligned, left out
+    articles = [
+        ("t one", "s one", 1),
+        ("t two", "s two", 4),
+        ("t three", "s three", 8),
+        ("t four", "s four", 5),
+    ]
+    ts = ["t one s one", "t two s two", "something else", "t four s four"]
+    for name, texts in (("T", [a[0] for a in articles]), ("S", [a[1] for a in articles]), ("TS", ts)):
+        rows = [json.dumps({"text": t, "cluster": a[2]}) for t, a in zip(texts, articles)]
+        (folder / f"{name}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    stats = prepare("googlenews", tmp_path / "data", out)
+    pairs = [json.loads(line) for line in (out / "train_pairs.jsonl").read_text().splitlines()]
+    assert pairs == [{"title": "t one", "snippet": "s one"}, {"title": "t four", "snippet": "s four"}]
+    queries = [
+        json.loads(line)["text"]
+        for line in (out / "googlenews-retrieval" / "queries.jsonl").read_text().splitlines()
+    ]
+    assert (
+        queries == ["t two"] and stats["corpus"] == 1 and stats["qrels"] == 1
+    )  # story 4 held out, 8 unaligned
