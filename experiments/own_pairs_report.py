@@ -130,6 +130,33 @@ def main_table(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def summary_table(records_dir: Path) -> list[str]:
+    """One row per set: the untrained model's nDCG@10 / STS-B test, then each method's change of the two
+    means (the README's table; the page has it too)."""
+    head = " | ".join(METHODS[m] for m in METHODS)
+    lines = [f"| Set: nDCG@10 / STS-B test | untrained | {head} |", "|---|---:|" + "---:|" * len(METHODS)]
+    main = METRICS[0][0]
+    for name, label in SET_LABELS.items():
+        data = collect(records_dir, name)
+        before = data["before"]
+        if not before or before["sts"] is None:
+            continue
+        cells = []
+        for method in METHODS:
+            runs = data["runs"].get(method, [])
+            sts = [r["sts"] for r in runs if r["sts"] is not None]
+            cells.append(
+                f"{np.mean([r['retrieval'][main] for r in runs]) - before['retrieval'][main]:+.2f} / "
+                f"{np.mean(sts) - before['sts']:+.2f}"
+                if runs and sts
+                else "n/a"
+            )
+        lines.append(
+            f"| {label} | {before['retrieval'][main]:.2f} / {before['sts']:.2f} | {' | '.join(cells)} |"
+        )
+    return lines
+
+
 def per_seed_table(data: dict[str, Any], name: str) -> list[str]:
     """Every recorded run: its metrics, STS-B test, wall times and load averages."""
     names = " | ".join(label for _, label in METRICS)
@@ -203,6 +230,12 @@ def write_report(
         "",
         f"Runs recorded: {len(every)} of {3 * len(METHODS) * len(SET_LABELS)}. Cells: mean ± std over the "
         "seeds; wall times on 2 CPU cores shared with other jobs (load averages in the run tables).",
+        "",
+    ]
+    text += [
+        "Change from the untrained model (mean over the seeds), nDCG@10 / STS-B test:",
+        "",
+        *summary_table(records_dir),
         "",
     ]
     for name, label in SET_LABELS.items():

@@ -126,3 +126,13 @@ def test_googlenews_is_split_by_story_and_keeps_only_aligned_articles(tmp_path):
     assert (
         queries == ["t two"] and stats["corpus"] == 1 and stats["qrels"] == 1
     )  # story 4 held out, 8 unaligned
+
+
+def test_the_readme_table_is_the_records_summary():
+    """The README's own-pairs table is :func:`summary_table` of the committed records."""
+    from experiments.own_pairs_report import summary_table
+
+    root = Path(__file__).resolve().parents[2]
+    table = "\n".join(summary_table(root / "docs" / "results" / "own-pairs"))
+    assert table.count("\n") >= 3  # both sets recorded
+    assert f"\n{table}\n" in (root / "README.md").read_text(encoding="utf-8")
