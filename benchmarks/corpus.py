@@ -26,11 +26,12 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from child import child_result
 
 
 def _status_kib(field: str) -> int:
@@ -116,11 +117,7 @@ def child(mode: str, corpus: Path, batch: int, workers: int) -> dict:
 def run_child(mode: str, corpus: Path, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--corpus", str(corpus)]
     command += ["--batch-size", str(args.batch_size), "--num-workers", str(args.num_workers)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{mode} failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(lines[-1])
+    return child_result(command, mode)
 
 
 def main() -> None:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from child import child_result
 from machine import cpu_line, load_line
 
 WORDS = [
@@ -120,11 +120,7 @@ def child(mode: str, corpus: Path, batch: int, buffer: int) -> dict:
 def run_child(mode: str, corpus: Path, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--corpus", str(corpus)]
     command += ["--batch-size", str(args.batch_size), "--shuffle-buffer", str(args.shuffle_buffer)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{mode} failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(lines[-1])
+    return child_result(command, mode)
 
 
 def main() -> None:
