@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -366,15 +366,35 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
-    """Write ``data`` as indented strict JSON to ``path`` atomically (parent folders are created)."""
-    target = Path(path)
+def _with_parent(path: str | os.PathLike) -> Path:
+    """``path`` with its parent folders created.
+
+    Raises:
+        ProtoembedError: a folder that cannot be made (``cannot write PATH: reason``).
+    """
+    target = Path(path).expanduser()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ProtoembedError(f"cannot write {target}: {_reason(err)}") from None
+    return target
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> Path:
+    """Write ``data`` as indented strict JSON to ``path`` atomically (parent folders are created)."""
     text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
-    return write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return write_atomic(_with_parent(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_jsonl_atomic(path: str | os.PathLike, rows: Iterable[dict[str, Any]], suffix: str = "") -> Path:
+    """Write ``rows`` as JSON lines (one object a line, UTF-8 kept as it is) to ``path`` atomically (parent
+    folders are created; ``suffix``: as :func:`write_atomic`'s)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+    return write_atomic(_with_parent(path), write, suffix=suffix)
 
 
 def pyplot():

@@ -49,9 +49,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from protoembed.data.training.examples import Examples
 from protoembed.errors import ProtoembedError
-from protoembed.input_prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
+from protoembed.input_prompts import DOCUMENT, QUERY
 from protoembed.pydantic_util import Flag, WholeMessage, check_options, checked
-from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, pairwise, top_k
+from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, encode_as, pairwise, top_k
 
 logger = logging.getLogger(__name__)
 
@@ -203,14 +203,6 @@ def _one_score_each(raw: Any, pairs: int) -> np.ndarray:
     return scores
 
 
-def _encode(model: Encoder, texts: list[str], role: str, batch_size: int | None) -> np.ndarray:
-    kwargs = {} if batch_size is None else {"batch_size": batch_size}
-    vectors = model.encode(apply_prompt(texts, prompts_of(model), role), **kwargs)
-    if hasattr(vectors, "detach"):
-        vectors = vectors.detach().cpu().numpy()
-    return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
-
-
 def _rule_keeps(opts: MineOptions, scores: np.ndarray, positive: float) -> list[tuple[str, np.ndarray]]:
     """Per rule set in ``opts`` (in :data:`RULES` order), which of ``scores`` it keeps."""
     kept = []
@@ -306,8 +298,8 @@ def mine_hard_negatives(
         skipped=dict.fromkeys((r for r in RULES if getattr(opts, r) is not None), 0),
     )
 
-    anchor_vectors = _encode(model, unique, QUERY, batch_size)
-    pool_vectors = _encode(model, pool, DOCUMENT, batch_size)
+    anchor_vectors = encode_as(model, unique, QUERY, batch_size)
+    pool_vectors = encode_as(model, pool, DOCUMENT, batch_size)
     exclude = [positives_of[a] + ([where[a]] if a in where else []) for a in unique]
     rankings = top_k(anchor_vectors, pool_vectors, end, opts.score_function, exclude)
     windows = [ranking[opts.range_min : end] for ranking in rankings]

@@ -111,6 +111,21 @@ def scoring_vectors(
     return torch.nn.functional.normalize(t, dim=1) if score_function == "cosine" else t
 
 
+def query_corpus_vectors(
+    queries: np.ndarray | torch.Tensor, corpus: np.ndarray | torch.Tensor, score_function: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The :func:`scoring_vectors` of the queries and of the corpus, checked to have one width (when
+    neither is empty).
+
+    Raises:
+        ProtoembedError: as :func:`scoring_vectors`, or vectors of two widths.
+    """
+    q, c = scoring_vectors(queries, score_function), scoring_vectors(corpus, score_function)
+    if len(q) and len(c) and q.shape[1] != c.shape[1]:
+        raise ProtoembedError(f"query vectors of width {q.shape[1]}, corpus vectors of width {c.shape[1]}")
+    return q, c
+
+
 def similarity(
     a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor, score_function: str | None = None
 ) -> np.ndarray:
@@ -177,11 +192,7 @@ def top_k(
 
     k = check_top_k(k)
     check_score_function(score_function)
-    q_all, c_all = scoring_vectors(queries, score_function), scoring_vectors(corpus, score_function)
-    if len(c_all) and len(q_all) and q_all.shape[1] != c_all.shape[1]:
-        raise ProtoembedError(
-            f"query vectors of width {q_all.shape[1]}, corpus vectors of width {c_all.shape[1]}"
-        )
+    q_all, c_all = query_corpus_vectors(queries, corpus, score_function)
     if exclude is not None and len(exclude) != len(q_all):
         raise ProtoembedError(f"exclude has {len(exclude)} entries for {len(q_all)} queries")
     rankings: list[Ranking] = []
@@ -230,20 +241,22 @@ def rank(
         return top_k(queries, corpus, k, score_function)
     from protoembed.faiss_index import FaissIndex
 
-    q, c = scoring_vectors(queries, score_function), scoring_vectors(corpus, score_function)
-    if len(q) and len(c) and q.shape[1] != c.shape[1]:
-        raise ProtoembedError(f"query vectors of width {q.shape[1]}, corpus vectors of width {c.shape[1]}")
+    q, c = query_corpus_vectors(queries, corpus, score_function)
     if not len(c):
         return [[] for _ in range(len(q))]
     return FaissIndex(c.numpy(), nprobe=nprobe).search(q.numpy(), k)
 
 
-def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int = BATCH_SIZE) -> np.ndarray:
+def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int | None = BATCH_SIZE) -> np.ndarray:
     """``texts`` encoded by ``model`` with its prompt of ``role`` (:data:`~protoembed.input_prompts.QUERY`
     or :data:`~protoembed.input_prompts.DOCUMENT`; none when it has none) prepended: any object with an
-    ``encode(sentences, batch_size=...)``, of any runtime. Returns float32 ``(len(texts), d)``."""
+    ``encode(sentences, batch_size=...)``, of any runtime (``batch_size`` ``None``: the model's own
+    default). Returns float32 ``(len(texts), d)``, also from a model that returns a torch tensor."""
     prompted = apply_prompt(list(texts), prompts_of(model), role)
-    return np.asarray(model.encode(prompted, batch_size=batch_size), dtype=np.float32)
+    vectors = model.encode(prompted, **({} if batch_size is None else {"batch_size": batch_size}))
+    if hasattr(vectors, "detach"):
+        vectors = vectors.detach().cpu().numpy()
+    return np.asarray(vectors, dtype=np.float32).reshape(len(prompted), -1)
 
 
 def search(

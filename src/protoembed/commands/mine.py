@@ -12,8 +12,6 @@ with no mapping; it is written atomically, after everything was read and mined.
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
 from protoembed.commands.common import add_model_options, add_option_flags, load_from_args, output_file
 from protoembed.errors import ProtoembedError
@@ -107,25 +105,6 @@ def read_corpus_texts(args: argparse.Namespace) -> list[str] | None:
     return list(examples.columns[CORPUS_COLUMN])
 
 
-def write_jsonl(path: str, columns: dict[str, list[Any]]) -> None:
-    """``columns`` as JSON lines, one object per row (UTF-8, keys in column order), written atomically
-    (missing folders are created)."""
-    from pathlib import Path
-
-    from protoembed.io import write_atomic
-
-    Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    names = list(columns)
-    rows = zip(*(columns[name] for name in names))
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(dict(zip(names, row)), ensure_ascii=False) + "\n")
-
-    write_atomic(path, write)
-
-
 def run(args: argparse.Namespace) -> int:
     """Read the pairs and the corpus, mine, write ``args.output``, print the summary line."""
     from protoembed.mining import load_cross_encoder, mine_hard_negatives
@@ -146,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if not len(examples):
         raise ProtoembedError(f"{args.data}: {summary.line()}; nothing written to {args.output}")
-    write_jsonl(args.output, examples.columns)
+    from protoembed.io import write_jsonl_atomic
+
+    names = list(examples.columns)
+    rows = (dict(zip(names, row)) for row in zip(*examples.columns.values()))
+    write_jsonl_atomic(args.output, rows)
     print(f"wrote {args.output}: {summary.line()}")
     return 0

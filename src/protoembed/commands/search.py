@@ -9,7 +9,6 @@ The queries are encoded with the model's ``query`` prompt, the documents with it
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     import protoembed
     from protoembed.commands.common import load_from_args
     from protoembed.data.documents import read_documents
-    from protoembed.io import write_atomic
+    from protoembed.io import write_jsonl_atomic
     from protoembed.semantic_search import check_index, check_top_k
 
     check_top_k(args.top_k, "--top-k")
@@ -117,12 +116,7 @@ def run(args: argparse.Namespace) -> int:
     )
     rows = result_rows(query_ids, queries, rankings)
     if args.output:
-
-        def write(tmp: str) -> None:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-
-        target = write_atomic(args.output, write, suffix=".jsonl")
+        target = write_jsonl_atomic(args.output, rows, suffix=".jsonl")
         print(
             f"wrote {target}: {len(rows)} ranking(s), top {args.top_k} of {len(docs)} documents",
             file=sys.stderr,
