@@ -37,7 +37,8 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: first. ``core``: errors, file writing, options checking, the run folder's names; ``data``: the data
 #: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
 #: embedder, its saved layout, the model settings (model_spec), loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
-#: model; ``report`` on results files; ``training`` on all of those; ``interface``: the command line and
+#: model; ``report`` on results files; ``training`` on all of those; ``inference``: the embeddings server
+#: (``serving``) and corpus-scale encoding (``corpus``) on the model and the data readers; ``interface``: the command line and
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("errors", "version", "io", "pydantic_util", "inputs", "precision", "prompts", "templates")
@@ -49,6 +50,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "evaluation": ("evaluation",),
     "report": ("report",),
     "training": ("training", "mining"),
+    "inference": ("serving", "corpus"),
     "interface": ("cli", "__main__", "commands", ""),
 }
 #: Layer -> the layers its modules may import (besides its own), deferred imports included.
@@ -60,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"core", "data", "model"},
     "report": {"core", "evaluation"},
     "training": {"core", "data", "model", "objectives", "evaluation"},
+    "inference": {"core", "data", "model"},
     "interface": set(LAYERS),
 }
 
