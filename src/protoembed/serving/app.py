@@ -202,6 +202,8 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
     """
     settings = settings or ServeSettings()
     name = settings.served_model_name or "default"
+    if hasattr(model, "eval"):  # as encode runs it (no dropout), whatever mode it was given in
+        model.eval()
     encoder = model.batch_encoder()
     created = int(time.time())
     metrics: Metrics
@@ -211,7 +213,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         settings.max_wait_ms,
         observe=lambda stats: metrics.observe_batch(stats),
     )
-    metrics = Metrics(lambda: batcher.depth)
+    metrics = Metrics(lambda: batcher.depth, lambda: app.state.in_flight)
     tokenizer_lock = threading.Lock()  # one tokenisation at a time: a fast tokenizer is not reentrant
 
     @asynccontextmanager
@@ -341,17 +343,9 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
             raise APIError(503, str(err), code="shutting_down", kind="server_error") from None
         vectors = await asyncio.wrap_future(future)
         tokens = sum(len(row) for row in ids)
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {"object": "embedding", "index": i, "embedding": vector}
-                    for i, vector in enumerate(_encoded(vectors, body.encoding_format))
-                ],
-                "model": name,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+        # a long list of floats takes a while to write out: off the event loop, as the tokenising
+        content = await run_in_threadpool(_response_body, vectors, body.encoding_format, name, tokens)
+        return Response(content, media_type="application/json")
 
     return app
 
@@ -377,6 +371,17 @@ def _authorize(header: str | None, key: str) -> Response | None:
     else:
         return None
     return APIError(401, message, code="invalid_api_key").response()
+
+
+def _response_body(vectors: np.ndarray, encoding_format: str, name: str, tokens: int) -> bytes:
+    """The JSON body of an embeddings response (OpenAI's shape; see the module docstring)."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": vector}
+        for i, vector in enumerate(_encoded(vectors, encoding_format))
+    ]
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    body = {"object": "list", "data": data, "model": name, "usage": usage}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 def _encoded(vectors: np.ndarray, encoding_format: str) -> list[Any]:

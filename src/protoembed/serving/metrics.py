@@ -25,7 +25,8 @@ class Metrics:
 
     - ``requests_total{endpoint,status}`` and ``request_errors_total{endpoint,status}`` (status >= 400);
     - ``request_latency_seconds{endpoint}``: from the request read to the response (histogram);
-    - ``queue_rows``: rows waiting for a batch (gauge, read at scrape time);
+    - ``requests_in_flight``: embedding requests being answered, ``queue_rows``: rows waiting for a batch
+      (gauges, read at scrape time);
     - ``batch_rows``, ``batch_requests`` (how many requests' rows one batch held), ``batch_tokens`` and
       ``batch_padded_tokens``, ``batch_seconds``: per forward pass (histograms);
     - ``tokens_total`` and ``inputs_total``: what the model encoded (its rate is the tokens per second).
@@ -33,7 +34,7 @@ class Metrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, queue_depth: Callable[[], int]) -> None:
+    def __init__(self, queue_depth: Callable[[], int], in_flight: Callable[[], int]) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -50,6 +51,10 @@ class Metrics:
         )
         self.queue = Gauge("protoembed_queue_rows", "Input rows queued for a batch", registry=r)
         self.queue.set_function(lambda: float(queue_depth()))
+        self.in_flight = Gauge(
+            "protoembed_requests_in_flight", "Embedding requests being answered", registry=r
+        )
+        self.in_flight.set_function(lambda: float(in_flight()))
         self.batch_rows = Histogram(
             "protoembed_batch_rows", "Input rows per forward pass", buckets=_SIZES, registry=r
         )
