@@ -260,14 +260,15 @@ def prepare(
                 "the same input, or choose another output folder"
             )
         manifest = existing
-        kept = []
+        kept, bad = [], set()
         for record in existing.shards:
             problem = shard_problem(folder, record)
             if problem is None:
                 kept.append(record)
             else:
                 logger.warning("%s; encoding it again", problem)
-        recorded = {record.start // fresh.shard_size for record in kept}
+                bad.add(record.start // fresh.shard_size)
+        recorded = {record.start // fresh.shard_size for record in kept} | bad
         bounds = shard_bounds(fresh.rows, fresh.shard_size)
         for index, path in sorted(shard_files(folder).items()):
             if index in recorded or index >= count:
