@@ -374,7 +374,7 @@ def test_another_runs_folder_is_refused(model, tmp_path):
 
 def test_two_workers_write_the_same_shards_as_one_process(model, model_dir, tmp_path, one_thread):
     src = write_txt(tmp_path / "in.txt")
-    encode_corpus(model, src, tmp_path / "one", shard_size=5, batch_size=4)
+    encode_corpus(model_dir, src, tmp_path / "one", shard_size=5, batch_size=4)
     vectors = encode_corpus(model_dir, src, tmp_path / "two", shard_size=5, batch_size=4, workers=2)
     assert shard_hashes(tmp_path / "two") == shard_hashes(tmp_path / "one")
     assert read_manifest(tmp_path / "two").model_digest == read_manifest(tmp_path / "one").model_digest
@@ -394,7 +394,7 @@ def test_two_torchrun_processes_write_the_same_shards_as_one_process(model, mode
     """torchrun --nproc_per_node 2 (gloo on CPU): each rank encodes its range of shards, rank 0 writes the
     manifest; the shards are byte-equal to one process's."""
     src = write_txt(tmp_path / "in.txt")
-    encode_corpus(model, src, tmp_path / "one", shard_size=5, batch_size=4)
+    encode_corpus(model_dir, src, tmp_path / "one", shard_size=5, batch_size=4)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd += ["-m", "protoembed", "encode", str(src), "-o", str(tmp_path / "two"), "--model", model_dir]
     cmd += ["--shard-size", "5", "--batch-size", "4", "--device", "cpu"]
@@ -402,7 +402,7 @@ def test_two_torchrun_processes_write_the_same_shards_as_one_process(model, mode
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("wrote ") == 1  # rank 0 only
     one, two = read_manifest(tmp_path / "one"), read_manifest(tmp_path / "two")
-    assert two.complete and two.model_digest == one.model_digest
+    assert two.complete and two.model_digest == one.model_digest  # the same folder, the same settings
     assert shard_hashes(tmp_path / "two") == shard_hashes(tmp_path / "one")
 
 

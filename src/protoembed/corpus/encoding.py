@@ -323,13 +323,18 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
     )
 
 
-def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings) -> str:
-    """SHA-256 (hex) of the model's weights digest (:func:`protoembed.export.cache.model_digest`: weights,
-    tokenisation, head, prompts; an export's files) and ``settings``: two runs with the same digest write
-    the same shards."""
-    from protoembed.export.cache import model_digest
+def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: ModelSpec | None = None) -> str:
+    """SHA-256 (hex) of the model and ``settings``: two runs with the same digest write the same shards.
 
-    payload = {"model": model_digest(model), "settings": settings.model_dump()}
+    The model is hashed by its folder's files when given as a ``spec`` (every file's name and bytes:
+    :func:`protoembed.export.cache.export_digest`, which hashes any folder so), so that every process
+    and every load agrees even where loading draws unused weights at random (a bare backbone's pooler);
+    a loaded model by its weights and tokenisation (:func:`protoembed.export.cache.model_digest`)."""
+    from protoembed.backbones import resolve_model_dir
+    from protoembed.export.cache import export_digest, model_digest
+
+    weights = export_digest(resolve_model_dir(spec.model)) if spec is not None else model_digest(model)
+    payload = {"model": weights, "settings": settings.model_dump()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -340,7 +345,7 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) 
     return CorpusManifest(
         protoembed_version=__version__,
         model=asked.model if isinstance(asked, ModelSpec) else type(asked).__name__,
-        model_digest=corpus_digest(model, settings),
+        model_digest=corpus_digest(model, settings, asked if isinstance(asked, ModelSpec) else None),
         runtime=settings.runtime,
         precision=settings.precision,
         dimension=model.dimension,
