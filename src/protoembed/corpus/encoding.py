@@ -398,7 +398,7 @@ def cpu_count() -> int:
 
 
 def encode_corpus(
-    model: Any,
+    model: SentenceEmbedder | ModelSpec | str | os.PathLike[str],
     input: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     *,
