@@ -432,6 +432,10 @@ def encode_corpus(
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device);
             given without ``workers``, one worker per device.
         show_progress: the progress bar on stderr (default: when stderr is a terminal).
+    A run given a spec is resumable by any process that loads the same spec (its digest hashes the
+    model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
+    unused pooler is drawn at random) is refused as another model.
+
     Returns:
         the vectors, memory-mapped (:class:`~protoembed.corpus.vectors.CorpusVectors`).
     Raises:
@@ -529,6 +533,9 @@ def _feed(
     except ProtoembedError as err:
         results.put(("error", str(err), True))
         return
+    except Exception as err:  # reported to the parent, which raises it
+        results.put(("error", f"reading {job.source.path} failed: {type(err).__name__}: {err}", False))
+        return
     for _ in range(workers):
         tasks.put(None)
 
@@ -569,12 +576,14 @@ def _run_workers(
             try:
                 message = results.get(timeout=1.0)
             except queue.Empty:
-                dead = [p for p in processes if p.exitcode not in (None, 0)]
-                if dead:
-                    raise ProtoembedError(
-                        f"a worker process died (exit code {dead[0].exitcode}); the finished shards are kept: "
-                        "rerun with --resume"
-                    ) from None
+                message = None
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead and message is None:  # a worker killed (out of memory, a signal) says nothing
+                raise ProtoembedError(
+                    f"a worker process died (exit code {dead[0].exitcode}); the finished shards are kept: "
+                    "rerun with --resume"
+                )
+            if message is None:
                 continue
             if message[0] == "progress":
                 bar.update(message[1])
