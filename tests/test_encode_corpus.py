@@ -232,6 +232,20 @@ def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
     assert vectors.shape == (4, 32)
 
 
+def test_a_text_without_tokens_is_named_by_its_line(model, tmp_path, one_thread):
+    """A line of control characters is not blank, but has no token: found when its shard is encoded, and
+    named by its line in the file (shard 2, line 13); the shards before it are kept."""
+    texts = [*SENTENCES[:12], "\x01\x02", *SENTENCES[12:]]
+    src = write_txt(tmp_path / "in.txt", texts)
+    with pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, tmp_path / "out", shard_size=5, batch_size=4)
+    assert str(caught.value) == (
+        f"{src}: 1 empty or blank line(s) (line 13); remove them or pass --allow-empty to encode them as the "
+        "template alone"
+    )
+    assert len(read_manifest(tmp_path / "out").shards) == 2
+
+
 class Interrupted(KeyboardInterrupt):
     pass
 
