@@ -330,10 +330,15 @@ def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: Model
     :func:`protoembed.export.cache.export_digest`, which hashes any folder so), so that every process
     and every load agrees even where loading draws unused weights at random (a bare backbone's pooler);
     a loaded model by its weights and tokenisation (:func:`protoembed.export.cache.model_digest`)."""
-    from protoembed.backbones import resolve_model_dir
-    from protoembed.export.cache import export_digest, model_digest
+    if spec is not None:
+        from protoembed.backbones import resolve_model_dir
+        from protoembed.export.cache import export_digest
 
-    weights = export_digest(resolve_model_dir(spec.model)) if spec is not None else model_digest(model)
+        weights = export_digest(resolve_model_dir(spec.model))
+    else:
+        from protoembed.export.cache import model_digest
+
+        weights = model_digest(model)
     payload = {"model": weights, "settings": settings.model_dump()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
