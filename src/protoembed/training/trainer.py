@@ -65,6 +65,7 @@ import torch
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
+from protoembed.folder_lock import hold_output_dir
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.checkpoint import (
@@ -89,7 +90,6 @@ from protoembed.training.components import (
     stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
-from protoembed.training.lock import hold_output_dir
 from protoembed.training.mixed_precision import accelerate_precision, enable_gradient_checkpointing
 from protoembed.training.model_card import write_run_card
 from protoembed.training.runlog import RunLog

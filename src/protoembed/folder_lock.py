@@ -1,6 +1,7 @@
 """One run per output folder: an exclusive OS file lock on ``output_dir/.protoembed.lock``.
 
-The main process of a run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the lock file for the whole run
+Training runs (``train --output-dir``) and corpus encodings (``encode -o OUT_DIR``) hold it. The main
+process of a run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the lock file for the whole run
 and writes its process id into it. The kernel releases the lock when the process ends however it ends
 (``kill -9`` included), so a killed run never leaves a stale lock: the file may stay, the lock does not.
 A second run on a held folder is refused at once with a one-line error naming the folder and the
@@ -31,10 +32,13 @@ def _holder(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def hold_output_dir(output_dir: str | os.PathLike[str]) -> Iterator[Path]:
+def hold_output_dir(
+    output_dir: str | os.PathLike[str], run: str = "training run", option: str = "--output-dir"
+) -> Iterator[Path]:
     """Hold the exclusive lock of ``output_dir`` (created if missing) while the ``with`` block runs.
 
-    In: the run folder. Out (yielded): the lock file's path.
+    In: the run folder; ``run`` and ``option``: how the refusal names the kind of run and the flag that
+    picks the folder. Out (yielded): the lock file's path.
     Raises :class:`ProtoembedError` naming the folder and the running process when another process
     holds the lock, or naming the folder when it cannot be created or written.
     """
@@ -52,8 +56,8 @@ def hold_output_dir(output_dir: str | os.PathLike[str]) -> Iterator[Path]:
             if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise ProtoembedError(f"cannot lock the output folder {folder}: {err.strerror}") from None
             raise ProtoembedError(
-                f"{folder} is in use by another training run ({_holder(path)}); wait for it to end or "
-                "choose another --output-dir"
+                f"{folder} is in use by another {run} ({_holder(path)}); wait for it to end or "
+                f"choose another {option}"
             ) from None
         try:
             os.ftruncate(fd, 0)
