@@ -75,6 +75,7 @@ def test_encode_into_a_folder_writes_shards_and_a_manifest(tiny_model_dirs, tmp_
     assert _main([*argv, "--batch-size", "2", "--normalize", "--no-progress"]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {out}: 7 x 32 float32 in 3 shard(s) and manifest.json"
     assert sorted(p.name for p in out.iterdir()) == [
+        ".protoembed.lock",  # the folder's lock file (the lock itself ended with the run)
         "manifest.json",
         "shard-00000.npy",
         "shard-00001.npy",

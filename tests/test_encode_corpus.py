@@ -25,6 +25,7 @@ from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
 from protoembed.corpus import encoding as corpus_encoding
 from protoembed.corpus.manifest import read_manifest
 from protoembed.errors import ProtoembedError
+from protoembed.folder_lock import LOCK_FILE
 from tiny_models import CORPUS
 
 #: 23 distinct sentences of different lengths (23 = 4 shards of 5 and one of 3)
@@ -53,7 +54,8 @@ def shard_hashes(folder: Path) -> dict[str, str]:
 
 
 def folder_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir())
+    """The files of ``folder`` but the lock file a run leaves (:mod:`protoembed.folder_lock`)."""
+    return sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
 
 
 def test_shards_equal_the_model_encode_and_read_back_as_one_array(model, tmp_path, one_thread, capsys):
@@ -435,6 +437,25 @@ def test_another_runs_folder_is_refused(model, tmp_path):
     (other / "notes.txt").write_text("mine")
     assert len(encode_corpus(model, src, other, shard_size=50)) == 23
     assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_a_folder_in_use_is_refused_and_too_many_shards_too(model, tmp_path):
+    from protoembed.folder_lock import hold_output_dir
+
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    # another run holds the folder (flock: per open file, so this process too)
+    with hold_output_dir(out), pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, out)
+    assert str(caught.value) == (
+        f"{out} is in use by another encode run (process {os.getpid()}); wait for it to end or choose "
+        "another output folder (-o)"
+    )
+    assert not read_manifest(out)  # nothing written by the refused run
+    big = write_txt(tmp_path / "big.txt", [f"s {i}" for i in range(100_001)])
+    with pytest.raises(ProtoembedError, match="more than 100000 shards .* use a shard size of at least 2$"):
+        encode_corpus(model, big, tmp_path / "big", shard_size=1)
+    assert not (tmp_path / "big").exists()
 
 
 def test_two_workers_write_the_same_shards_as_one_process(model, model_dir, tmp_path, one_thread):

@@ -22,7 +22,9 @@ Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards
 - hidden temp files of interrupted writes are removed.
 
 Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
-another run's vectors are never mixed in or overwritten.
+another run's vectors are never mixed in or overwritten. The run's main process (rank 0 under torchrun)
+holds the folder's lock (:mod:`protoembed.folder_lock`) from the check of the folder to the final
+manifest, so a second run into a folder in use is refused at once.
 
 Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
 reader feeds them shards; torch threads split between them, or one device each), or the processes of
@@ -32,6 +34,7 @@ encodes a contiguous range of the shards left to do, then rank 0 writes the fina
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -48,6 +51,7 @@ import numpy as np
 
 from protoembed.corpus.manifest import (
     MANIFEST,
+    MAX_SHARDS,
     TEMP_NAME,
     CorpusManifest,
     EncodeSettings,
@@ -64,6 +68,7 @@ from protoembed.corpus.manifest import (
 from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.folder_lock import hold_output_dir
 from protoembed.io import write_atomic
 from protoembed.model_spec import ModelSpec, model_spec
 from protoembed.version import __version__
@@ -458,6 +463,12 @@ def encode_corpus(
     scanned = scan(source)
     if scanned.blank_count and not allow_empty:
         raise blank_error(source, scanned.blank, scanned.blank_count)
+    if -(-scanned.rows // shard_size) > MAX_SHARDS:
+        raise ProtoembedError(
+            f"{source.path}: {scanned.rows} rows in shards of {shard_size} make more than {MAX_SHARDS} shards "
+            f"(their names would no longer sort in row order); use a shard size of at least "
+            f"{-(-scanned.rows // MAX_SHARDS)}"
+        )
     folder = Path(out_dir).expanduser()
     job = ShardJob(source, folder, shard_size, scanned.rows, batch_size, normalize, prompt_name, allow_empty)
     spec = _spec_of(model)
@@ -468,19 +479,41 @@ def encode_corpus(
         return _encode_distributed(
             model, spec, job, scanned.size, resume, show_progress, rank, world, local_rank
         )
-    existing = check_folder(folder, resume)
+    check_folder(folder, resume)  # refused before the folder is made (and locked)
     if workers > 1 and spec is None:
         raise ProtoembedError(
             "workers > 1 loads the model in each worker: pass the model as a spec (a name or folder), "
             "not a loaded model"
         )
+    with _locked(folder):
+        return _encode_here(model, spec, job, scanned.size, resume, workers, devices, show_progress)
+
+
+def _locked(folder: Path) -> contextlib.AbstractContextManager[Path]:
+    """The lock of the output ``folder`` (:func:`~protoembed.folder_lock.hold_output_dir`)."""
+    return hold_output_dir(folder, run="encode run", option="output folder (-o)")
+
+
+def _encode_here(
+    model: Any,
+    spec: ModelSpec | None,
+    job: ShardJob,
+    size: int,
+    resume: bool,
+    workers: int,
+    devices: list[str] | None,
+    show_progress: bool | None,
+) -> CorpusVectors:
+    """:func:`encode_corpus` in this process and its ``workers``, the folder's lock held."""
+    folder, source, shard_size = job.folder, job.source, job.shard_size
+    existing = check_folder(folder, resume)  # again: another run may have finished meanwhile
     if spec is None:
         loaded = model
     else:
         from protoembed.loading import load_model
 
         loaded = load_model(spec.model_copy(update={"device": "cpu"}) if workers > 1 else spec)
-    manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, scanned.size))
+    manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, size))
     done_rows = sum(record.stop - record.start for record in manifest.shards)
     with _progress(job.rows, done_rows, show_progress) as bar:
         if workers > 1:
@@ -639,10 +672,13 @@ def _encode_distributed(
     own_group = not dist.is_initialized()
     if own_group:
         dist.init_process_group("nccl" if loaded.device.type == "cuda" else "gloo")
+    lock = contextlib.ExitStack()  # rank 0's hold on the folder
     try:
         plan: list[Any] = [None]
         if rank == 0:
             try:
+                check_folder(job.folder, resume)
+                lock.enter_context(_locked(job.folder))
                 existing = check_folder(job.folder, resume)
                 plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, size))
             except ProtoembedError as err:
@@ -660,11 +696,13 @@ def _encode_distributed(
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, records)
         if rank == 0:
-            manifest.shards.extend(record for part in gathered for record in part)
-            manifest.complete = len(manifest.shards) == manifest.shard_count
-            write_manifest(job.folder, manifest)
+            with lock:
+                manifest.shards.extend(record for part in gathered for record in part)
+                manifest.complete = len(manifest.shards) == manifest.shard_count
+                write_manifest(job.folder, manifest)
         dist.barrier()
     finally:
+        lock.close()
         if own_group:
             dist.destroy_process_group()
     return open_corpus(job.folder)

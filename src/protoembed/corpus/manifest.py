@@ -37,8 +37,12 @@ TEMP_NAME = re.compile(r"^\.(shard-\d{5,}\.npy|manifest\.json)\.")
 _CONFIG = ConfigDict(extra="forbid")
 
 
+#: Shards a run may have: their five-digit names sort in row order.
+MAX_SHARDS = 100_000
+
+
 def shard_name(index: int) -> str:
-    """``shard-00012.npy`` for shard 12."""
+    """``shard-00012.npy`` for shard 12 (below :data:`MAX_SHARDS`, names sort in row order)."""
     return f"shard-{index:05d}.npy"
 
 
