@@ -534,3 +534,10 @@ def test_kill_9_between_shards_then_resume_gives_the_same_bytes(model, model_dir
     assert main([*argv, "--resume"]) == 0
     assert shard_hashes(out) == shard_hashes(tmp_path / "ref")
     assert folder_files(out) == folder_files(tmp_path / "ref")  # the temp file is gone
+
+
+def test_the_cores_are_split_between_the_workers(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 5})
+    assert corpus_encoding.worker_cores(2) == [[0, 1], [2, 3, 5]]
+    assert corpus_encoding.worker_cores(5) == [[0], [1], [2], [3], [5]]
+    assert corpus_encoding.worker_cores(6) == [[0, 1, 2, 3, 5]] * 6  # fewer cores than workers: shared

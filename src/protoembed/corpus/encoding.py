@@ -27,7 +27,7 @@ holds the folder's lock (:mod:`protoembed.folder_lock`) from the check of the fo
 manifest, so a second run into a folder in use is refused at once.
 
 Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
-reader feeds them shards; torch threads split between them, or one device each), or the processes of
+reader feeds them shards; the cores split between them (:func:`worker_cores`), or one device each), or the processes of
 ``torchrun`` (``WORLD_SIZE`` / ``RANK``: torch.distributed, gloo on CPU and nccl on CUDA; each rank
 encodes a contiguous range of the shards left to do, then rank 0 writes the final manifest).
 """
@@ -396,14 +396,6 @@ def _world() -> tuple[int, int, int]:
     return int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
 
 
-def cpu_count() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 # --------------------------------------------------------------------------- the entry point
 
 
@@ -532,16 +524,31 @@ def _encode_here(
 # --------------------------------------------------------------------------- workers on one machine
 
 
-def _worker(job: ShardJob, spec: ModelSpec, number: int, threads: int, tasks: Any, results: Any) -> None:
-    """Spawned worker ``number``: load the model (without a device named: on GPU ``number`` modulo the
-    GPUs when there are any), then encode and write each shard it is handed (``None``: stop); report
-    progress, finished shards and errors on ``results``."""
+def worker_cores(workers: int) -> list[list[int]]:
+    """The CPU cores of each of ``workers`` workers: this process's cores split into contiguous runs
+    (every worker at least one; with fewer cores than workers, they share them all)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux: no pinning, the threads split evenly
+        cores = list(range(os.cpu_count() or 1))
+    if len(cores) < workers:
+        return [cores] * workers
+    return [cores[k * len(cores) // workers : (k + 1) * len(cores) // workers] for k in range(workers)]
+
+
+def _worker(job: ShardJob, spec: ModelSpec, number: int, cores: list[int], tasks: Any, results: Any) -> None:
+    """Spawned worker ``number`` on ``cores``: pinned to them (so torch, ONNX Runtime and OpenVINO each
+    run one thread per core of its own, none oversubscribed), load the model (without a device named:
+    on GPU ``number`` modulo the GPUs when there are any), then encode and write each shard it is handed
+    (``None``: stop); report progress, finished shards and errors on ``results``."""
     try:
         import torch
 
         from protoembed.loading import load_model
 
-        torch.set_num_threads(threads)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
         if spec.device is None and torch.cuda.is_available():
             spec = spec.model_copy(update={"device": f"cuda:{number % torch.cuda.device_count()}"})
         model = load_model(spec)
@@ -600,12 +607,12 @@ def _run_workers(
     context = multiprocessing.get_context("spawn")
     tasks = context.Queue(maxsize=workers)
     results = context.Queue()
-    threads = max(1, cpu_count() // workers)
+    cores = worker_cores(workers)
     processes = []
     for k in range(workers):
         worker_spec = spec.model_copy(update={"device": devices[k % len(devices)]}) if devices else spec
         process = context.Process(
-            target=_worker, args=(job, worker_spec, k, threads, tasks, results), daemon=True
+            target=_worker, args=(job, worker_spec, k, cores[k], tasks, results), daemon=True
         )
         process.start()
         processes.append(process)
