@@ -35,7 +35,13 @@ logger = logging.getLogger(__name__)
 
 
 def session_options(threads: int | None = None) -> Any:
-    """ONNX Runtime options: ``threads`` intra-op threads (default: the usable cores), all optimisations."""
+    """ONNX Runtime options: ``threads`` intra-op threads (default: the usable cores), all optimisations,
+    and intra-op threads that sleep between operators instead of spinning.
+
+    Spinning threads gain nothing measurable on idle cores, and on busy ones (a server's own HTTP threads
+    and its clients, another job) a spinning thread holds the core that the thread it waits for needs:
+    small batches then take about twice as long (``benchmarks/serve.py`` runs a server and its clients on
+    the same cores)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -43,6 +49,7 @@ def session_options(threads: int | None = None) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
