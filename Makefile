@@ -64,6 +64,18 @@ $(VENV)/st-openvino/.installed: $(VENV)/.installed
 .PHONY: bench-env
 bench-env: $(VENV)/st-onnx/.installed $(VENV)/st-openvino/.installed
 
+# benchmarks/serve.py's Infinity rows: infinity-emb 0.0.78 with its server and its two CPU engines (torch:
+# sentence-transformers 3; optimum: ONNX Runtime) in a venv of its own (it pins transformers < 5, the main
+# install has 5). torch first, pinned to the CPU build, so that infinity-emb's torch requirement is met by it.
+$(VENV)/infinity/.installed:
+	$(PY) -m venv $(VENV)/infinity
+	$(VENV)/infinity/bin/pip install -q torch==2.13.0
+	$(VENV)/infinity/bin/pip install -q 'infinity-emb[server,optimum,torch]==0.0.78'
+	touch $@
+
+.PHONY: bench-serve-env
+bench-serve-env: $(VENV)/infinity/.installed
+
 bench: install bench-env
 	$(BIN)/python benchmarks/encode.py --runs 3
 
