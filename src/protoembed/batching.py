@@ -58,20 +58,14 @@ class BatchEncoder:
         from rows of similar token length (longest first) and padded to the batch's own length; the
         vectors come back in the input order.
         """
-        if normalize is False and self.normalized:
-            raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
+        extra_normalize = self.extra_normalize(normalize)
         check_batch_size(batch_size)
-        extra_normalize = bool(normalize) and not self.normalized
         single = isinstance(sentences, str)
         texts = [sentences] if single else check_sentences(sentences)
         if not texts:
             out = torch.zeros((0, self.dimension), dtype=torch.float32, device=self.device)
             return out if convert_to_tensor else out.cpu().numpy()
-        try:
-            ids, masks = self.encoder.tokenize_ids(texts, allow_empty)
-        except ProtoembedError:
-            self._raise_empty(texts)
-            raise
+        ids, masks = self.tokenize(texts, allow_empty)
         # Identical input rows (e.g. sentences that differ only in case for an uncased tokenizer) are
         # run once: ``first`` holds a row per distinct input, ``inverse`` maps every sentence to it.
         distinct: dict[tuple[int, ...], int] = {}
@@ -97,17 +91,55 @@ class BatchEncoder:
                 file=sys.stderr,
             ):
                 index = order[start : start + batch_size]
-                batch = self.encoder.collate(
-                    [ids[i] for i in index], None if masks is None else [masks[i] for i in index]
+                rows = [ids[i] for i in index]
+                vectors = self.vectors(
+                    rows, None if masks is None else [masks[i] for i in index], extra_normalize
                 )
-                vectors = self.forward({k: v.to(self.device) for k, v in batch.items()}).float()
-                if extra_normalize:  # forward already normalises when the model itself does
-                    vectors = torch.nn.functional.normalize(vectors, dim=-1)
                 out[torch.as_tensor(index, device=self.device)] = vectors
         if len(first) < len(texts):
             out = out[torch.as_tensor(inverse, device=self.device)]
         result = out if convert_to_tensor else out.cpu().numpy()
         return result[0] if single else result
+
+    def extra_normalize(self, normalize: bool | None) -> bool:
+        """Whether :meth:`encode` L2-normalises ``forward``'s vectors for its ``normalize`` argument: only
+        for ``True`` on a model whose forward does not already (``None``: the model's own setting).
+
+        Raises:
+            ProtoembedError: ``normalize=False`` on a model whose forward normalises.
+        """
+        if normalize is False and self.normalized:
+            raise ProtoembedError("this model normalises its vectors; normalize=False cannot undo it")
+        return bool(normalize) and not self.normalized
+
+    def tokenize(
+        self, texts: list[str], allow_empty: bool = False
+    ) -> tuple[list[list[int]], list[int] | None]:
+        """The encoder's input rows of ``texts`` (:meth:`~protoembed.encoder.PromptEncoder.tokenize_ids`:
+        template, truncation to ``max_seq_length``), unpadded.
+
+        Raises:
+            EmptySentenceError: sentences with no token (their indexes), unless ``allow_empty``.
+        """
+        try:
+            return self.encoder.tokenize_ids(texts, allow_empty)
+        except ProtoembedError:
+            self._raise_empty(texts)
+            raise
+
+    def vectors(
+        self, ids: list[list[int]], masks: list[int] | None = None, extra_normalize: bool = False
+    ) -> torch.Tensor:
+        """One batch of input rows (from :meth:`tokenize`) -> their vectors (len(ids), D), fp32 on
+        :attr:`device`: padded to the longest row (:meth:`~protoembed.encoder.PromptEncoder.collate`),
+        run through ``forward`` in inference mode, L2-normalised if ``extra_normalize``
+        (:meth:`extra_normalize`)."""
+        batch = self.encoder.collate(ids, masks)
+        with torch.inference_mode():
+            vectors = self.forward({k: v.to(self.device) for k, v in batch.items()}).float()
+            if extra_normalize:  # forward already normalises when the model itself does
+                vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        return vectors
 
     def _raise_empty(self, texts: list[str]) -> None:
         """Raise :class:`EmptySentenceError` (with their indexes) if some of ``texts`` have no token."""

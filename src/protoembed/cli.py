@@ -17,7 +17,7 @@ import sys
 from protoembed.errors import ProtoembedError
 from protoembed.version import __version__
 
-COMMANDS = ("encode", "search", "mine", "eval", "analyze", "report", "data", "train", "export")
+COMMANDS = ("encode", "search", "mine", "eval", "analyze", "report", "data", "train", "export", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -153,12 +153,14 @@ def add_option_flags(
         parser.add_argument(option, help=help_text, **options)
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
+def add_model_options(parser: argparse.ArgumentParser, batch_size: bool = True) -> None:
     """The model's flags, made from :class:`~protoembed.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
     ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``,
-    ``--runtime``), then ``--batch-size`` and ``--verbose``."""
+    ``--runtime``), then ``--batch-size`` (unless ``batch_size`` is False: ``serve`` batches by tokens)
+    and ``--verbose``."""
     add_option_flags(parser, ModelSpec, MODEL_FLAGS, check=True)
-    parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="default 64")
+    if batch_size:
+        parser.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="default 64")
     parser.add_argument(
         "--verbose",
         action="store_true",

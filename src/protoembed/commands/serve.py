@@ -1,0 +1,86 @@
+"""``protoembed serve [MODEL]``: an OpenAI-compatible embeddings server (``POST /v1/embeddings``, ``GET
+/v1/models``, ``GET /health``, ``GET /metrics``) with dynamic batching (:mod:`protoembed.serving`).
+
+The port is bound before the model loads (one line and exit 2 when it is in use, or when the model folder
+is not one); once the model has run a warm-up batch, one line says the URL, the model, the runtime and
+the precision. SIGTERM or Ctrl-C: no new connections, the requests in flight answered, exit 0 (130 for
+Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from protoembed.commands.common import add_model_options, add_option_flags, field_value, load_from_args
+from protoembed.errors import ProtoembedError
+from protoembed.model_spec import ModelSpec
+from protoembed.serving.settings import API_KEY_ENV, ServeSettings, served_model_name
+
+DESCRIPTION = (
+    "Serve a model over HTTP with OpenAI's embeddings API: POST /v1/embeddings (input: a string or a list "
+    "of strings; encoding_format float or base64), GET /v1/models, GET /health, GET /metrics "
+    "(Prometheus). Rows of concurrent requests share forward passes (dynamic batching) and get the "
+    "vectors protoembed encode gives. Inputs longer than the model's max_seq_length tokens are truncated "
+    "to it, exactly as protoembed encode does; usage counts the tokens after truncation. Needs pip "
+    "install 'protoembed[serve]'."
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` sub-command."""
+    parser = subparsers.add_parser(
+        "serve", help="serve a model over HTTP (OpenAI-compatible /v1/embeddings)", description=DESCRIPTION
+    )
+    parser.add_argument(
+        "model_arg",
+        nargs="?",
+        metavar="MODEL",
+        type=field_value(ModelSpec, "model"),
+        help="the model to serve, as --model (default: default)",
+    )
+    add_model_options(parser, batch_size=False)
+    add_option_flags(parser, ServeSettings, check=True)
+    parser.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    """The :class:`ServeSettings` of the flags: ``--api-key`` or ``$PROTOEMBED_API_KEY``, the served
+    name defaulting to the model's folder name."""
+    values = {name: getattr(args, name) for name in ServeSettings.model_fields}
+    values["api_key"] = values["api_key"] or os.environ.get(API_KEY_ENV) or None
+    values["served_model_name"] = values["served_model_name"] or served_model_name(args.model)
+    return ServeSettings(**values)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Bind the port, load the model, serve until SIGTERM or Ctrl-C."""
+    from protoembed.serving.settings import require
+
+    if args.model_arg is not None:
+        if args.model not in (ModelSpec.model_fields["model"].default, args.model_arg):
+            raise ProtoembedError(f"two models given: {args.model_arg} and --model {args.model}; give one")
+        args.model = args.model_arg
+    require()
+    settings = settings_from_args(args)
+    from protoembed.serving.server import bind
+
+    sock = bind(settings.host, settings.port)  # a port in use fails before the model loads
+    try:
+        model = load_from_args(args)
+        from protoembed.serving import create_app
+        from protoembed.serving.server import run as serve
+
+        url = settings.url(sock.getsockname()[1])
+
+        def ready() -> None:
+            print(
+                f"serving {settings.served_model_name} at {url}/v1 (runtime {model.runtime}, precision "
+                f"{model.precision}); stop with Ctrl-C or SIGTERM",
+                flush=True,
+            )
+
+        serve(create_app(model, settings), sock, on_started=ready)
+    finally:
+        sock.close()
+    return 0

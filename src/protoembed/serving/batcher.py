@@ -1,0 +1,210 @@
+"""Dynamic batching: the input rows of concurrent requests run together, on one inference thread.
+
+A request's sentences are tokenised by the model's :class:`~protoembed.batching.BatchEncoder` (its
+:meth:`~protoembed.batching.BatchEncoder.tokenize`: the template and the truncation of ``encode``) and
+handed to :meth:`DynamicBatcher.submit` as rows; it gets a :class:`concurrent.futures.Future` of their
+vectors, in its order. The inference thread waits until rows are queued, then up to ``max_wait_ms`` after
+the oldest one arrived (less when the queue already fills a batch), and cuts a batch:
+
+- rows of similar length, as ``encode`` sorts them: the queued rows sorted longest first, and of those a
+  run of neighbours that holds the oldest queued row (so none waits for ever) and stays within
+  ``max_batch_tokens`` padded tokens (longest row x rows; a row longer than that runs alone);
+- run by :meth:`~protoembed.batching.BatchEncoder.vectors` (padding, the model's forward, the
+  normalisation ``encode`` applies), so a row's vector is the one ``encode`` gives it, whatever rows it
+  shared the batch with (to float rounding);
+- each vector written to its request; a request whose rows are all done gets its result. A failed
+  forward fails the requests of that batch.
+
+:meth:`DynamicBatcher.close` stops taking rows, runs those queued and ends the thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protoembed.batching import BatchEncoder
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchStats:
+    """What one forward pass held: ``rows``, ``requests`` (whose rows they were), ``tokens`` (real),
+    ``padded_tokens`` (longest row x rows) and ``seconds`` (padding, forward and copying out)."""
+
+    rows: int
+    requests: int
+    tokens: int
+    padded_tokens: int
+    seconds: float
+
+
+@dataclass(eq=False)
+class _Request:
+    """One submitted request: its vectors so far and how many rows are left."""
+
+    vectors: np.ndarray
+    left: int
+    future: Future = field(default_factory=Future)
+
+
+@dataclass(eq=False)
+class _Row:
+    request: _Request
+    index: int  # in the request
+    ids: list[int]
+    mask: int | None
+    arrival: float
+    order: int  # arrival rank: ties of length keep arrival order
+
+
+class DynamicBatcher:
+    """The inference thread and its queue of rows (see the module docstring).
+
+    Args:
+        encoder: the model's encode loop (:meth:`protoembed.Embedder.batch_encoder`): its ``vectors``
+            runs a batch.
+        max_batch_tokens: padded tokens (longest row x rows) of one batch at most.
+        max_wait_ms: how long the oldest queued row waits for more rows before its batch runs.
+        normalize: as ``encode``'s argument (``None``: the model's own setting).
+        observe: called on the inference thread after each batch with its :class:`BatchStats`.
+    """
+
+    def __init__(
+        self,
+        encoder: BatchEncoder,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        normalize: bool | None = None,
+        observe: Callable[[BatchStats], None] | None = None,
+    ) -> None:
+        self.encoder = encoder
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.max_wait = float(max_wait_ms) / 1000.0
+        self.extra_normalize = encoder.extra_normalize(normalize)
+        self.observe = observe
+        self._rows: list[_Row] = []  # in arrival order
+        self._cond = threading.Condition()
+        self._closing = False
+        self._counter = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def depth(self) -> int:
+        """Rows queued, not yet in a batch."""
+        return len(self._rows)
+
+    def start(self) -> None:
+        """Start the inference thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="protoembed-batcher", daemon=True)
+            self._thread.start()
+
+    def submit(self, ids: list[list[int]], masks: list[int] | None = None) -> Future:
+        """Queue one request's input rows (from :meth:`BatchEncoder.tokenize`); returns the future of its
+        vectors, a float32 array (len(ids), D) in the order of ``ids``.
+
+        Raises:
+            RuntimeError: the batcher is closing.
+        """
+        request = _Request(np.empty((len(ids), self.encoder.dimension), dtype=np.float32), len(ids))
+        if not ids:
+            request.future.set_result(request.vectors)
+            return request.future
+        now = time.monotonic()
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the server is shutting down")
+            for i, row in enumerate(ids):
+                mask = None if masks is None else masks[i]
+                self._rows.append(_Row(request, i, row, mask, now, next(self._counter)))
+            self._cond.notify()
+        return request.future
+
+    def close(self) -> None:
+        """Take no more rows, run those queued, and wait for the inference thread to end."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    # ------------------------------------------------------------ the inference thread
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._rows and not self._closing:
+                    self._cond.wait()
+                if not self._rows:
+                    return  # closing, nothing left
+                deadline = self._rows[0].arrival + self.max_wait
+                while not self._closing and not self._full():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                batch = self._cut()
+            self._run_batch(batch)
+
+    def _full(self) -> bool:
+        """The queued rows fill a batch: their padded size reaches the budget."""
+        return max(len(row.ids) for row in self._rows) * len(self._rows) >= self.max_batch_tokens
+
+    def _cut(self) -> list[_Row]:
+        """Take the next batch off the queue (longest first; see the module docstring)."""
+        ranked = sorted(self._rows, key=lambda row: (-len(row.ids), row.order))
+        oldest = ranked.index(self._rows[0])
+        lo, hi = oldest, oldest + 1
+        budget = self.max_batch_tokens
+        while hi < len(ranked) and len(ranked[lo].ids) * (hi + 1 - lo) <= budget:
+            hi += 1  # shorter rows: the padded length stays
+        while lo > 0 and len(ranked[lo - 1].ids) * (hi - lo + 1) <= budget:
+            lo -= 1  # a longer row: the batch pads to it
+        batch = ranked[lo:hi]
+        taken = set(map(id, batch))
+        self._rows = [row for row in self._rows if id(row) not in taken]
+        return batch
+
+    def _run_batch(self, batch: list[_Row]) -> None:
+        batch = [row for row in batch if not row.request.future.done()]  # cancelled or failed already
+        if not batch:
+            return
+        requests = {id(row.request): row.request for row in batch}
+        start = time.perf_counter()
+        try:
+            masks = None if batch[0].mask is None else [row.mask for row in batch]
+            vectors = self.encoder.vectors([row.ids for row in batch], masks, self.extra_normalize)
+            vectors = vectors.cpu().numpy()
+        except Exception as err:  # the requests of this batch fail, the server goes on
+            logger.exception("a batch of %d rows failed", len(batch))
+            for request in requests.values():
+                _settle(request.future, error=err)
+            return
+        for row, vector in zip(batch, vectors):
+            row.request.vectors[row.index] = vector
+            row.request.left -= 1
+            if row.request.left == 0:
+                _settle(row.request.future, result=row.request.vectors)
+        if self.observe is not None:
+            tokens = sum(len(row.ids) for row in batch)
+            padded = len(batch[0].ids) * len(batch)
+            self.observe(BatchStats(len(batch), len(requests), tokens, padded, time.perf_counter() - start))
+
+
+def _settle(future: Future, result: object = None, error: BaseException | None = None) -> None:
+    """Set a future's result or error unless it is done already (cancelled by a client that left)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass

@@ -1,0 +1,90 @@
+"""The settings of ``protoembed serve`` (:class:`ServeSettings`) and the check of its optional packages
+(:func:`require`). Nothing here imports torch, FastAPI or uvicorn."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from protoembed.errors import ProtoembedError
+from protoembed.pydantic_util import STRICT, Flag
+
+#: The modules of the ``serve`` extra (``pip install 'protoembed[serve]'``), as imported.
+SERVE_MODULES = ("fastapi", "uvicorn", "prometheus_client")
+#: The environment variable read when ``--api-key`` is not given.
+API_KEY_ENV = "PROTOEMBED_API_KEY"
+
+
+def require() -> None:
+    """Raise a one-line :class:`ProtoembedError` with the pip command when a package of the ``serve``
+    extra is missing."""
+    missing = next((name for name in SERVE_MODULES if importlib.util.find_spec(name) is None), None)
+    if missing is not None:
+        raise ProtoembedError(
+            f"protoembed serve needs the optional package {missing} (missing): pip install 'protoembed[serve]'"
+        )
+
+
+class ServeSettings(BaseModel):
+    """How the server listens, names its model and batches; each field's description is its ``--help``.
+
+    Inputs longer than the model's ``max_seq_length`` tokens are truncated to it, exactly as
+    ``protoembed encode`` and ``Embedder.encode`` do; the response's ``usage`` counts the tokens after
+    truncation (the template's and the special tokens included).
+    """
+
+    model_config = STRICT
+
+    served_model_name: Annotated[str | None, Flag(metavar="NAME")] = Field(
+        None,
+        min_length=1,
+        description="the model's name in requests and in /v1/models (default: the model folder's name, or "
+        "default)",
+    )
+    host: Annotated[str, Flag(metavar="HOST")] = Field(
+        "127.0.0.1", min_length=1, description="address to listen on (0.0.0.0: every interface)"
+    )
+    port: Annotated[int, Flag(metavar="PORT")] = Field(
+        8000, ge=0, le=65535, description="TCP port to listen on (0: any free port)"
+    )
+    api_key: Annotated[str | None, Flag(metavar="KEY", show_default=False)] = Field(
+        None,
+        min_length=1,
+        description=f"require 'Authorization: Bearer KEY' on /v1/* (default: ${API_KEY_ENV} if set, else no "
+        "key)",
+    )
+    max_batch_tokens: Annotated[int, Flag(metavar="N")] = Field(
+        16384,
+        ge=1,
+        description="token budget of one forward pass: longest row x rows, padding included (a longer "
+        "single row runs alone)",
+    )
+    max_wait_ms: Annotated[float, Flag(metavar="MS")] = Field(
+        5.0,
+        ge=0,
+        description="how long the first queued row waits for others to join its batch, in milliseconds",
+    )
+    max_inputs_per_request: Annotated[int, Flag(metavar="N")] = Field(
+        2048, ge=1, description="most inputs in one request (more: 413)"
+    )
+    max_input_chars: Annotated[int, Flag(metavar="N")] = Field(
+        100_000, ge=1, description="most characters in one input (more: 413)"
+    )
+    max_concurrent_requests: Annotated[int, Flag(metavar="N")] = Field(
+        256, ge=1, description="most embedding requests in flight at once (more: 429)"
+    )
+
+    def url(self, port: int | None = None) -> str:
+        """``http://HOST:PORT`` (``port``: the one bound, when :attr:`port` is 0); an IPv6 host in
+        brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port if port is None else port}"
+
+
+def served_model_name(model: str) -> str:
+    """The default name of the served model: the last part of its folder or hub id, ``default`` for the
+    packaged one."""
+    return Path(model.rstrip("/\\")).name or model
