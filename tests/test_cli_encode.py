@@ -51,3 +51,75 @@ def test_the_process_prints_one_line_and_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "protoembed", *argv], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"protoembed: error: {tmp_path / 'missing.txt'}: file not found"
+
+
+# ------------------------------------------------------------------ -o OUT_DIR: a folder of shards
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        return int(exit_.code)
+
+
+def test_encode_into_a_folder_writes_shards_and_a_manifest(tiny_model_dirs, tmp_path, capsys):
+    import json
+
+    texts = [f"sentence number {i} about a guitar" for i in range(7)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "body": t}) + "\n" for i, t in enumerate(texts)))
+    out = tmp_path / "vectors"
+    model = str(tiny_model_dirs["bert"])
+    argv = ["encode", str(src), "-o", str(out), "--model", model, "--field", "body", "--shard-size", "3"]
+    assert _main([*argv, "--batch-size", "2", "--normalize", "--no-progress"]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {out}: 7 x 32 float32 in 3 shard(s) and manifest.json"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "shard-00000.npy",
+        "shard-00001.npy",
+        "shard-00002.npy",
+    ]
+    got = np.concatenate([np.load(out / f"shard-{i:05d}.npy") for i in range(3)])
+    expected = protoembed.load(model).encode(texts, batch_size=2, normalize=True)
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["field"] == "body" and manifest["settings"]["normalize"] is True
+    # the same command again: refused, the run kept; with --resume: checked and kept
+    assert _main([*argv, "--batch-size", "2", "--normalize"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "already holds a finished encoded corpus" in err and "--resume" in err
+    assert _main([*argv, "--batch-size", "2", "--normalize", "--resume", "--no-progress"]) == 0
+    # another model's resume: refused
+    assert _main([*argv, "--batch-size", "2", "--resume"]) == 2
+    assert "digest mismatch" in capsys.readouterr().err
+
+
+def test_folder_mode_errors_are_one_line_exit_2(tiny_model_dirs, tmp_path, capsys):
+    txt = tmp_path / "in.txt"
+    txt.write_text("one\ntwo\n")
+    (tmp_path / "in.csv").write_text("id,body\n1,hello\n")
+    (tmp_path / "in.jsonl").write_text('{"text": "a"}\n{"txt": "b"}\n')
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    np.save(taken / "shard-00000.npy", np.zeros((1, 2), dtype=np.float32))
+    out = str(tmp_path / "out")
+    model = ["--model", str(tiny_model_dirs["bert"])]
+    cases = [
+        (["encode", str(txt), "-o", out, "--field", "text"], "--field / --column name the text of jsonl"),
+        (["encode", str(tmp_path / "in.csv"), "-o", out, "--column", "text"], "its columns are id, body"),
+        (["encode", str(tmp_path / "in.csv"), "-o", out], "csv input needs the column that holds the text"),
+        (["encode", str(tmp_path / "in.jsonl"), "-o", out, "--field", "text"], "in.jsonl:2: no field 'text'"),
+        (["encode", str(tmp_path), "-o", out], "expected a file, found a directory"),
+        (["encode", str(txt), "-o", str(taken), *model], "holds another run's output (shard-00000.npy)"),
+        (["encode", str(txt), "-o", str(tmp_path / "o.npy"), "--resume"], "--resume needs an output folder"),
+        (["encode", str(txt), "-o", out, "--format", "xml"], "invalid choice: 'xml'"),
+        (["encode", str(txt), "-o", out, "--workers", "0"], "expected a positive integer"),
+    ]
+    for argv, message in cases:
+        assert _main(argv) == 2, argv
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert message in lines[-1] and "Traceback" not in err, (argv, err)
+        assert len(lines) == 1 or lines[0].startswith("usage:"), err  # one line, or argparse's usage
+    assert not (tmp_path / "out").exists() and not (tmp_path / "o.npy").exists()

@@ -15,6 +15,9 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   markdown page ``protoembed report`` writes from them;
 - :class:`Task`, :func:`register_task` and :func:`get_task`: a task of one's own (known by name to
   ``eval``, :func:`evaluate`, the report and training's ``test_tasks``), and looking one up;
+- :func:`encode_corpus` (a corpus file of any size -> a folder of ``.npy`` shards and a manifest, streamed,
+  resumable, over several processes; ``protoembed encode INPUT -o OUT_DIR``) and :func:`open_corpus` (a
+  finished folder as one memory-mapped array, :class:`~protoembed.corpus.CorpusVectors`);
 - :func:`mine_hard_negatives`: (anchor, positive) pairs -> (anchor, positive, negative) examples with
   hard negatives mined by an embedding model (``protoembed mine``);
 - :func:`table_name`: the name the papers' tables print for a task (``STSBenchmark`` -> ``STS-B``);
@@ -25,7 +28,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`,
-:mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search` and :mod:`protoembed.errors`), so ``import
+:mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
+:mod:`protoembed.errors`), so ``import
 protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
@@ -38,6 +42,8 @@ from protoembed.version import __version__
 
 if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
     from protoembed import run_layout as run_layout
+    from protoembed.corpus import encode_corpus as encode_corpus
+    from protoembed.corpus import open_corpus as open_corpus
     from protoembed.embedder import Embedder as Embedder
     from protoembed.errors import ProtoembedError as ProtoembedError
     from protoembed.evaluation.run import evaluate as evaluate
@@ -60,6 +66,7 @@ _HOMES = {
     "ProtoembedError": "protoembed.errors",
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",
+    "encode_corpus": "protoembed.corpus",
     "evaluate": "protoembed.evaluation.run",
     "export_embedder": "protoembed.export.graph",
     "get_task": "protoembed.evaluation.tasks",
@@ -67,6 +74,7 @@ _HOMES = {
     "load_results": "protoembed.report",
     "load_run": "protoembed.training.stages",
     "mine_hard_negatives": "protoembed.mining",
+    "open_corpus": "protoembed.corpus",
     "register_task": "protoembed.evaluation.tasks",
     "run_layout": "",
     "search": "protoembed.semantic_search",

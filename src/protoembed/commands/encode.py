@@ -1,60 +1,180 @@
-"""``protoembed encode --model SPEC [--head H] [--prompt NAME] INPUT.txt -o OUT.npy``: one sentence per line ->
-(N, D) array (``--prompt``: the model's prompt of that name, e.g. ``query``, put before each line)."""
+"""``protoembed encode INPUT -o OUT_DIR``: a corpus of any size (text lines, JSON lines, CSV, Parquet) ->
+a folder of ``.npy`` shards and ``manifest.json`` (:func:`protoembed.corpus.encode_corpus`: streamed,
+resumable with ``--resume``, in parallel with ``--workers`` or under ``torchrun``).
+
+``-o OUT.npy`` writes one (N, D) array instead, the corpus held in memory (small inputs).
+``--prompt NAME``: the model's prompt of that name (e.g. ``query``) put before each text.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from protoembed.commands.common import add_allow_empty_option, add_model_options, load_from_args, output_file
-from protoembed.data.lines import read_lines
+from protoembed.commands.common import (
+    add_allow_empty_option,
+    add_model_options,
+    load_from_args,
+    output_file,
+    output_folder,
+    positive_int,
+    spec_from_args,
+)
+from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
+from protoembed.corpus.sources import AUTO, FORMATS, blank_error, corpus_source, no_rows_error
 from protoembed.errors import EmptySentenceError, ProtoembedError
+
+#: The ending of an ``-o`` that names one array file rather than a folder of shards.
+ARRAY_SUFFIX = ".npy"
+
+
+def output_target(text: str) -> str:
+    """``argparse`` type of ``-o``: a writable ``.npy`` file in an existing folder, or a writable folder."""
+    if text.endswith(ARRAY_SUFFIX):
+        return output_file(ARRAY_SUFFIX, create_parents=False)(text)
+    return output_folder(text)
+
+
+output_target.__name__ = "output"
+
+
+def device_list(text: str) -> list[str]:
+    """``argparse`` type of ``--devices``: comma-separated device names (``cuda:0,cuda:1``)."""
+    devices = [item.strip() for item in text.split(",") if item.strip()]
+    if not devices:
+        raise argparse.ArgumentTypeError(f"expected devices such as cuda:0,cuda:1, got {text!r}")
+    return devices
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``encode`` sub-command."""
     parser = subparsers.add_parser(
-        "encode", help="encode a text file (one sentence per line) to a .npy array"
+        "encode",
+        help="encode a corpus (text lines, JSONL, CSV, Parquet) to .npy shards (or one .npy array)",
+        description="Encode a corpus file of any size into OUT_DIR: shard-00000.npy, shard-00001.npy, ... "
+        "(float32, --shard-size rows each, in row order) and manifest.json (the model's digest and settings, "
+        "the input, each shard's rows and sha256). Interrupted runs continue with --resume.",
     )
-    parser.add_argument("input", help="UTF-8 text file, one sentence per line")
+    parser.add_argument(
+        "input", help="the corpus: UTF-8 text (one sentence per line), .jsonl, .csv or .parquet"
+    )
     parser.add_argument(
         "-o",
         "--output",
         required=True,
-        type=output_file(".npy", create_parents=False),
-        help="output .npy file (float32, one row per line), in an existing writable folder",
+        type=output_target,
+        metavar="OUT_DIR|FILE.npy",
+        help="output folder of shards and manifest.json; a name ending in .npy: one float32 array (one row "
+        "per text) in an existing folder, the corpus held in memory",
     )
+    parser.add_argument(
+        "--format",
+        choices=(AUTO, *FORMATS),
+        default=AUTO,
+        help="input format (default auto: by the file name, .jsonl, .jsonl.gz, .csv, .parquet; text lines else)",
+    )
+    parser.add_argument("--field", metavar="F", help="jsonl: the field holding the text")
+    parser.add_argument("--column", metavar="C", help="csv, parquet: the column holding the text")
     add_model_options(parser)
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
     parser.add_argument(
         "--prompt",
         metavar="NAME",
-        help="put the model's prompt NAME before each line (query, document: none when the model has none)",
+        help="put the model's prompt NAME before each text (query, document: none when the model has none)",
     )
     add_allow_empty_option(parser)
+    parser.add_argument(
+        "--shard-size",
+        type=positive_int,
+        metavar="N",
+        help=f"rows per shard file (default {DEFAULT_SHARD_SIZE})",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in OUT_DIR (same model, settings and input; finished shards kept)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="encoding processes on this machine (default 1; with --devices, one per device); torch threads "
+        "are split between them. Across machines: torchrun --nproc_per_node N -m protoembed encode ...",
+    )
+    parser.add_argument(
+        "--devices",
+        type=device_list,
+        metavar="LIST",
+        help="the workers' devices, comma-separated (cuda:0,cuda:1)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
 
-def empty_lines_error(path: str, err: EmptySentenceError) -> ProtoembedError:
-    """The CLI's wording of an empty-sentence error: 1-based line numbers and ``--allow-empty``."""
-    lines = [i + 1 for i in err.indexes]
-    shown = ", ".join(map(str, lines[:10])) + (" ..." if len(lines) > 10 else "")
-    return ProtoembedError(
-        f"{path}: {len(lines)} empty or blank line(s) (line {shown}); remove them or pass --allow-empty "
-        "to encode them as the template alone"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    """Encode ``args.input`` and write ``args.output``."""
+    """Encode ``args.input`` into ``args.output`` (a folder of shards, or one ``.npy`` file)."""
+    if args.output.endswith(ARRAY_SUFFIX):
+        return _encode_to_array(args)
+    from protoembed.corpus.encoding import encode_corpus
+
+    try:
+        vectors = encode_corpus(
+            spec_from_args(args),
+            args.input,
+            args.output,
+            format=args.format,
+            field=args.field,
+            column=args.column,
+            shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
+            batch_size=args.batch_size,
+            normalize=True if args.normalize else None,
+            prompt_name=args.prompt,
+            resume=args.resume,
+            workers=args.workers or 1,
+            devices=args.devices,
+            show_progress=False if args.no_progress else None,
+            allow_empty=args.allow_empty,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"protoembed: interrupted; the finished shards are kept in {args.output}: rerun the same command "
+            "with --resume to continue",
+            file=sys.stderr,
+        )
+        return 130
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(
+            f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32 in {len(vectors.shards)} "
+            "shard(s) and manifest.json"
+        )
+    return 0
+
+
+def _encode_to_array(args: argparse.Namespace) -> int:
+    """``-o FILE.npy``: the whole input encoded in memory and written as one array."""
     import numpy as np
 
     from protoembed.io import write_atomic
 
-    sentences = read_lines(args.input)
+    for flag, given in (
+        ("--resume", args.resume),
+        ("--shard-size", args.shard_size),
+        ("--workers", args.workers),
+        ("--devices", args.devices),
+    ):
+        if given:
+            raise ProtoembedError(
+                f"{flag} needs an output folder (-o OUT_DIR), not the single file {args.output}"
+            )
+    source = corpus_source(args.input, args.format, args.field, args.column)
+    numbers: list[int] = []
+    sentences: list[str] = []
+    for number, text in source.rows():
+        numbers.append(number)
+        sentences.append(text)
     if not sentences:
-        raise ProtoembedError(f"{args.input}: no lines to encode")
+        raise no_rows_error(source)
     embedder = load_from_args(args)
     try:
         vectors = embedder.encode(
@@ -66,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             prompt_name=args.prompt,
         )
     except EmptySentenceError as err:
-        raise empty_lines_error(args.input, err) from None
-    write_atomic(args.output, lambda tmp: np.save(tmp, vectors), suffix=".npy")
+        raise blank_error(source, [numbers[i] for i in err.indexes], len(err.indexes)) from None
+    write_atomic(args.output, lambda tmp: np.save(tmp, vectors), suffix=ARRAY_SUFFIX)
     print(f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32")
     return 0

@@ -1,0 +1,661 @@
+"""Corpus-scale encoding: :func:`encode_corpus` (a file of any size -> a folder of ``.npy`` shards).
+
+The corpus is read twice, streamed (:mod:`protoembed.corpus.sources`): once to check every row and count
+them, then shard by shard while encoding, so memory holds one shard's texts and vectors per process,
+never the corpus. Shard ``k`` holds rows ``[k * shard_size, (k + 1) * shard_size)``; it is encoded on
+its own, by the model's ``encode`` in chunks of :data:`CHUNK_BATCHES` batches, so its vectors depend
+only on its rows, the model and the settings: not on which process encodes it, nor on whether the run
+was interrupted. Every shard is written atomically (temp name, then rename) and recorded in
+``manifest.json`` (:mod:`protoembed.corpus.manifest`) as it finishes.
+
+Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards and encodes the rest:
+
+- the manifest's ``model_digest`` (the model's weights digest and the settings that change vectors) must
+  equal this run's, and the input (format, field, rows, size) and ``shard_size`` too, else the resume is
+  refused with one line (``digest mismatch``);
+- a recorded shard whose file is missing or has another SHA-256 (corrupt) is logged as a warning and
+  encoded again (the result is the same bytes as the lost shard's);
+- a shard file the manifest does not list yet (a kill between its rename and the manifest's update, or
+  the other processes of a torchrun run) is complete (renamed only when written) and of this run (the
+  manifest, written before the first shard, pins the digest): it is kept when its header has the
+  expected shape, and recorded;
+- hidden temp files of interrupted writes are removed.
+
+Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
+another run's vectors are never mixed in or overwritten.
+
+Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
+reader feeds them shards; torch threads split between them, or one device each), or the processes of
+``torchrun`` (``WORLD_SIZE`` / ``RANK``: torch.distributed, gloo on CPU and nccl on CUDA; each rank
+encodes a contiguous range of the shards left to do, then rank 0 writes the final manifest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from protoembed.corpus.manifest import (
+    MANIFEST,
+    TEMP_NAME,
+    CorpusManifest,
+    EncodeSettings,
+    InputRecord,
+    ShardRecord,
+    file_sha256,
+    read_manifest,
+    shard_bounds,
+    shard_files,
+    shard_name,
+    shard_problem,
+    write_manifest,
+)
+from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
+from protoembed.corpus.vectors import CorpusVectors, open_corpus
+from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.io import write_atomic
+from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.version import __version__
+
+if TYPE_CHECKING:
+    from protoembed.protocol import SentenceEmbedder
+
+logger = logging.getLogger(__name__)
+
+#: Rows per shard unless told otherwise.
+DEFAULT_SHARD_SIZE = 100_000
+#: A shard is encoded in chunks of this many batches (one ``encode`` call each: the progress bar moves
+#: per chunk, and a chunk's rows are sorted by length into batches).
+CHUNK_BATCHES = 16
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What a process needs to encode and write shards (picklable, for spawned workers): the
+    ``source``, the output ``folder``, ``shard_size``, the corpus's ``rows``, and ``encode``'s
+    ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``."""
+
+    source: CorpusSource
+    folder: Path
+    shard_size: int
+    rows: int
+    batch_size: int
+    normalize: bool | None
+    prompt_name: str | None
+    allow_empty: bool
+
+    def start(self, index: int) -> int:
+        """The first row of shard ``index``."""
+        return index * self.shard_size
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+def iter_shards(
+    source: CorpusSource, shard_size: int, wanted: Collection[int]
+) -> Iterator[tuple[int, list[int], list[str]]]:
+    """``(shard index, positions, texts)`` of the shards in ``wanted``, in row order, read as they come
+    (the rows of other shards are skipped; reading stops after the last wanted shard).
+
+    ``positions``: each text's line or row number in the file (for messages)."""
+    wanted = set(wanted)
+    if not wanted:
+        return
+    last = max(wanted)
+    current = -1
+    numbers: list[int] = []
+    texts: list[str] = []
+    for row, (number, text) in enumerate(source.rows()):
+        index = row // shard_size
+        if index != current:
+            if texts:
+                yield current, numbers, texts
+                numbers, texts = [], []
+            if index > last:
+                return
+            current = index
+        if index in wanted:
+            numbers.append(number)
+            texts.append(text)
+    if texts:
+        yield current, numbers, texts
+
+
+def encode_shard(
+    model: SentenceEmbedder,
+    job: ShardJob,
+    numbers: Sequence[int],
+    texts: list[str],
+    progress: Callable[[int], Any] | None = None,
+) -> np.ndarray:
+    """The vectors (len(texts), D) float32 of one shard's ``texts``: ``model.encode`` on chunks of
+    :data:`CHUNK_BATCHES` batches, ``progress(rows)`` called after each.
+
+    Raises:
+        ProtoembedError: texts without tokens and no ``allow_empty`` (their lines or rows named, from
+            ``numbers``).
+    """
+    out = np.empty((len(texts), model.dimension), dtype=np.float32)
+    step = job.batch_size * CHUNK_BATCHES
+    for lo in range(0, len(texts), step):
+        chunk = texts[lo : lo + step]
+        try:
+            out[lo : lo + len(chunk)] = model.encode(
+                chunk,
+                batch_size=job.batch_size,
+                normalize=job.normalize,
+                show_progress_bar=False,
+                allow_empty=job.allow_empty,
+                prompt_name=job.prompt_name,
+            )
+        except EmptySentenceError as err:
+            raise blank_error(job.source, [numbers[lo + i] for i in err.indexes], len(err.indexes)) from None
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
+def write_shard(job: ShardJob, index: int, vectors: np.ndarray) -> ShardRecord:
+    """Write shard ``index`` atomically into ``job.folder`` and return its record (with its SHA-256).
+
+    Raises:
+        ProtoembedError: the write failed (a full disk: one line; no partial file is left)."""
+    path = job.folder / shard_name(index)
+    write_atomic(path, lambda tmp: np.save(tmp, vectors), suffix=".npy")
+    start = job.start(index)
+    return ShardRecord(name=path.name, start=start, stop=start + len(vectors), sha256=file_sha256(path))
+
+
+# --------------------------------------------------------------------------- the folder
+
+
+def check_folder(folder: Path, resume: bool) -> CorpusManifest | None:
+    """The manifest already in ``folder`` (``None``: none), after refusing what may not be written into.
+
+    Raises:
+        ProtoembedError: ``folder`` is a file; without ``resume``: it holds a finished run, or another
+            run's manifest or shards; with ``resume``: shards without a manifest.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise ProtoembedError(f"cannot write {folder}: a file of that name exists (expected a folder)")
+    manifest = read_manifest(folder)
+    shards = shard_files(folder)
+    if not resume:
+        if manifest is not None and manifest.complete:
+            raise ProtoembedError(
+                f"{folder} already holds a finished encoded corpus ({manifest.rows} rows); pass --resume to "
+                "check it and keep it, or choose another output folder"
+            )
+        if manifest is not None or shards:
+            held = MANIFEST if manifest is not None else shard_name(min(shards))
+            raise ProtoembedError(
+                f"{folder} holds another run's output ({held}); pass --resume to continue that run, or "
+                "choose another output folder"
+            )
+    elif manifest is None and shards:
+        raise ProtoembedError(
+            f"{folder} holds shard files ({shard_name(min(shards))}) but no {MANIFEST}; they are not of "
+            "a run that can be resumed: choose another output folder"
+        )
+    return manifest
+
+
+def _differences(old: CorpusManifest, new: CorpusManifest) -> list[str]:
+    """``name: old != new`` for each setting or input property that differs."""
+    pairs = [
+        *((f"settings.{k}", v, getattr(new.settings, k)) for k, v in old.settings),
+        *(
+            (f"input.{k}", getattr(old.input, k), getattr(new.input, k))
+            for k in ("format", "field", "rows", "size")
+        ),
+        ("shard_size", old.shard_size, new.shard_size),
+    ]
+    return [f"{name}: {a!r} != {b!r}" for name, a, b in pairs if a != b]
+
+
+def prepare(
+    folder: Path, existing: CorpusManifest | None, fresh: CorpusManifest
+) -> tuple[CorpusManifest, list[int]]:
+    """The manifest to continue and the shard indexes still to encode; the manifest is written.
+
+    ``existing``: the folder's manifest (a resume) or ``None`` (``fresh`` is written as it is). See the
+    module docstring for what a resume checks, keeps and redoes.
+
+    Raises:
+        ProtoembedError: a resume with another model digest (``digest mismatch``, the settings that
+            differ named), another input or shard size.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in folder.iterdir():  # temp files of writes a kill interrupted
+        if TEMP_NAME.match(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+    count = fresh.shard_count
+    if existing is None:
+        manifest = fresh
+    else:
+        if existing.model_digest != fresh.model_digest:
+            differ = _differences(existing, fresh)
+            raise ProtoembedError(
+                f"{folder}: digest mismatch: the folder was encoded by {existing.model} "
+                f"({existing.model_digest[:12]}), this run gives {fresh.model_digest[:12]}"
+                + (f" ({'; '.join(differ)})" if differ else " (other weights)")
+                + "; resume with the same model and settings, or choose another output folder"
+            )
+        differ = _differences(existing, fresh)
+        if differ:
+            raise ProtoembedError(
+                f"{folder}: the input differs from the run being resumed ({'; '.join(differ)}); resume with "
+                "the same input, or choose another output folder"
+            )
+        manifest = existing
+        kept, bad = [], set()
+        for record in existing.shards:
+            problem = shard_problem(folder, record)
+            if problem is None:
+                kept.append(record)
+            else:
+                logger.warning("%s; encoding it again", problem)
+                bad.add(record.start // fresh.shard_size)
+        recorded = {record.start // fresh.shard_size for record in kept} | bad
+        bounds = shard_bounds(fresh.rows, fresh.shard_size)
+        for index, path in sorted(shard_files(folder).items()):
+            if index in recorded or index >= count:
+                continue
+            start, stop = bounds[index]
+            try:
+                array = np.load(path, mmap_mode="r")
+                good = array.shape == (stop - start, fresh.dimension) and array.dtype == np.float32
+                del array
+            except (OSError, ValueError):
+                good = False
+            if good:
+                kept.append(ShardRecord(name=path.name, start=start, stop=stop, sha256=file_sha256(path)))
+        manifest.shards = kept
+    done = {record.start // fresh.shard_size for record in manifest.shards}
+    manifest.complete = len(done) == count
+    write_manifest(folder, manifest)
+    return manifest, [index for index in range(count) if index not in done]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _spec_of(model: Any) -> ModelSpec | None:
+    """The spec of a model given as a spec (``None`` for a loaded model)."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return model_spec(model=str(model))
+    return None
+
+
+def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
+    """The settings of ``model`` and ``job`` that change the vectors (:class:`EncodeSettings`).
+
+    Raises:
+        ProtoembedError: an unknown ``prompt_name``.
+    """
+    from protoembed.input_prompts import prompt_text, prompts_of
+
+    return EncodeSettings(
+        head=model.head,
+        template=model.encoder.template,
+        max_seq_length=model.max_seq_length,
+        runtime=model.runtime,
+        precision=model.precision,
+        normalize=bool(job.normalize) or bool(model.normalize),
+        prompt_name=job.prompt_name,
+        prompt=prompt_text(prompts_of(model), job.prompt_name),
+        allow_empty=job.allow_empty,
+        batch_size=job.batch_size,
+    )
+
+
+def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: ModelSpec | None = None) -> str:
+    """SHA-256 (hex) of the model and ``settings``: two runs with the same digest write the same shards.
+
+    The model is hashed by its folder's files when given as a ``spec`` (every file's name and bytes:
+    :func:`protoembed.export.cache.export_digest`, which hashes any folder so), so that every process
+    and every load agrees even where loading draws unused weights at random (a bare backbone's pooler);
+    a loaded model by its weights and tokenisation (:func:`protoembed.export.cache.model_digest`)."""
+    from protoembed.backbones import resolve_model_dir
+    from protoembed.export.cache import export_digest, model_digest
+
+    weights = export_digest(resolve_model_dir(spec.model)) if spec is not None else model_digest(model)
+    payload = {"model": weights, "settings": settings.model_dump()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) -> CorpusManifest:
+    """The manifest of a run that has done nothing yet."""
+    settings = encode_settings(model, job)
+    source = job.source
+    return CorpusManifest(
+        protoembed_version=__version__,
+        model=asked.model if isinstance(asked, ModelSpec) else type(asked).__name__,
+        model_digest=corpus_digest(model, settings, asked if isinstance(asked, ModelSpec) else None),
+        runtime=settings.runtime,
+        precision=settings.precision,
+        dimension=model.dimension,
+        settings=settings,
+        input=InputRecord(
+            path=str(source.path.resolve()),
+            format=source.format,
+            field=source.field,
+            rows=job.rows,
+            size=size,
+        ),
+        shard_size=job.shard_size,
+        rows=job.rows,
+        shards=[],
+    )
+
+
+def _progress(total: int, initial: int, show: bool | None):
+    """The progress bar: sentences, their rate and the ETA, on stderr (by default only on a terminal)."""
+    from tqdm.auto import tqdm
+
+    if show is None:
+        show = sys.stderr.isatty()
+    return tqdm(
+        total=total, initial=initial, unit=" sentences", desc="Encoding", disable=not show, file=sys.stderr
+    )
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProtoembedError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _world() -> tuple[int, int, int]:
+    """``(world size, rank, local rank)`` from torchrun's environment (``(1, 0, 0)`` outside it)."""
+    env = os.environ
+    return int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+
+
+def cpu_count() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def encode_corpus(
+    model: SentenceEmbedder | ModelSpec | str | os.PathLike[str],
+    input: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    field: str | None = None,
+    column: str | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    batch_size: int = 64,
+    normalize: bool | None = None,
+    prompt_name: str | None = None,
+    resume: bool = False,
+    workers: int = 1,
+    devices: Sequence[str] | None = None,
+    show_progress: bool | None = None,
+    allow_empty: bool = False,
+) -> CorpusVectors:
+    """Encode a corpus file of any size into a folder of ``.npy`` shards and ``manifest.json``.
+
+    Args:
+        model: a loaded model (:func:`protoembed.load`), or its spec: a name, folder or hub id, or a
+            :class:`~protoembed.model_spec.ModelSpec` (with ``workers > 1``: a spec, which each worker
+            loads).
+        input: the corpus file (:mod:`protoembed.corpus.sources`).
+        out_dir: the output folder (created; see the module docstring for an existing one).
+        format: ``txt``, ``jsonl``, ``csv``, ``parquet``, or ``auto`` / ``None`` (by the file name).
+        field, column: the JSONL field or CSV / Parquet column holding the text.
+        shard_size: rows per shard file.
+        batch_size, normalize, prompt_name, allow_empty: as :meth:`protoembed.Embedder.encode`.
+        resume: continue the run in ``out_dir`` (see the module docstring).
+        workers: processes on this machine (spawned; each loads the model).
+        devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device);
+            given without ``workers``, one worker per device.
+        show_progress: the progress bar on stderr (default: when stderr is a terminal).
+    A run given a spec is resumable by any process that loads the same spec (its digest hashes the
+    model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
+    unused pooler is drawn at random) is refused as another model.
+
+    Returns:
+        the vectors, memory-mapped (:class:`~protoembed.corpus.vectors.CorpusVectors`).
+    Raises:
+        ProtoembedError: bad input (the file and line or row named), an output folder that may not be
+            written into, a refused resume, a failed write (nothing partial is left).
+    """
+    _positive("shard_size", shard_size)
+    _positive("batch_size", batch_size)
+    _positive("workers", workers)
+    devices = [str(device) for device in devices] if devices else None
+    if devices and workers == 1:
+        workers = len(devices)
+    source = corpus_source(input, format, field, column)
+    scanned = scan(source)
+    if scanned.blank_count and not allow_empty:
+        raise blank_error(source, scanned.blank, scanned.blank_count)
+    folder = Path(out_dir).expanduser()
+    job = ShardJob(source, folder, shard_size, scanned.rows, batch_size, normalize, prompt_name, allow_empty)
+    spec = _spec_of(model)
+    world, rank, local_rank = _world()
+    if world > 1:
+        if workers > 1:
+            raise ProtoembedError("workers > 1 under torchrun: each torchrun process is one worker already")
+        return _encode_distributed(
+            model, spec, job, scanned.size, resume, show_progress, rank, world, local_rank
+        )
+    existing = check_folder(folder, resume)
+    if workers > 1 and spec is None:
+        raise ProtoembedError(
+            "workers > 1 loads the model in each worker: pass the model as a spec (a name or folder), "
+            "not a loaded model"
+        )
+    if spec is None:
+        loaded = model
+    else:
+        from protoembed.loading import load_model
+
+        loaded = load_model(spec.model_copy(update={"device": "cpu"}) if workers > 1 else spec)
+    manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, scanned.size))
+    done_rows = sum(record.stop - record.start for record in manifest.shards)
+    with _progress(job.rows, done_rows, show_progress) as bar:
+        if workers > 1:
+            del loaded  # the workers load their own
+            _run_workers(job, spec, pending, manifest, workers, devices, bar)
+        else:
+            for index, numbers, texts in iter_shards(source, shard_size, pending):
+                vectors = encode_shard(loaded, job, numbers, texts, bar.update)
+                manifest.shards.append(write_shard(job, index, vectors))
+                write_manifest(folder, manifest)
+    manifest.complete = True
+    write_manifest(folder, manifest)
+    return open_corpus(folder)
+
+
+# --------------------------------------------------------------------------- workers on one machine
+
+
+def _worker(job: ShardJob, spec: ModelSpec, threads: int, tasks: Any, results: Any) -> None:
+    """A spawned worker: load the model, then encode and write each shard it is handed (``None``: stop);
+    report progress, finished shards and errors on ``results``."""
+    try:
+        import torch
+
+        from protoembed.loading import load_model
+
+        torch.set_num_threads(threads)
+        model = load_model(spec)
+        while (task := tasks.get()) is not None:
+            index, numbers, texts = task
+            vectors = encode_shard(model, job, numbers, texts, lambda n: results.put(("progress", n)))
+            results.put(("done", write_shard(job, index, vectors)))
+    except ProtoembedError as err:
+        results.put(("error", str(err), True))
+    except KeyboardInterrupt:
+        pass
+    except BaseException as err:  # reported to the parent, which raises it
+        results.put(("error", f"worker failed: {type(err).__name__}: {err}", False))
+
+
+def _feed(
+    job: ShardJob, pending: list[int], tasks: Any, results: Any, workers: int, stop: threading.Event
+) -> None:
+    """The reader: put each pending shard's rows on ``tasks`` (bounded: memory holds a few shards), then
+    one ``None`` per worker."""
+    try:
+        for task in iter_shards(job.source, job.shard_size, pending):
+            while not stop.is_set():
+                try:
+                    tasks.put(task, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+    except ProtoembedError as err:
+        results.put(("error", str(err), True))
+        return
+    except Exception as err:  # reported to the parent, which raises it
+        results.put(("error", f"reading {job.source.path} failed: {type(err).__name__}: {err}", False))
+        return
+    for _ in range(workers):
+        tasks.put(None)
+
+
+def _run_workers(
+    job: ShardJob,
+    spec: ModelSpec,
+    pending: list[int],
+    manifest: CorpusManifest,
+    workers: int,
+    devices: list[str] | None,
+    bar: Any,
+) -> None:
+    """Encode the ``pending`` shards in ``workers`` spawned processes; record each in the manifest as it
+    is reported finished."""
+    import multiprocessing
+
+    if not pending:
+        return
+    context = multiprocessing.get_context("spawn")
+    tasks = context.Queue(maxsize=workers)
+    results = context.Queue()
+    threads = max(1, cpu_count() // workers)
+    processes = []
+    for k in range(workers):
+        worker_spec = spec.model_copy(update={"device": devices[k % len(devices)]}) if devices else spec
+        process = context.Process(
+            target=_worker, args=(job, worker_spec, threads, tasks, results), daemon=True
+        )
+        process.start()
+        processes.append(process)
+    stop = threading.Event()
+    feeder = threading.Thread(target=_feed, args=(job, pending, tasks, results, workers, stop), daemon=True)
+    feeder.start()
+    remaining = set(pending)
+    try:
+        while remaining:
+            try:
+                message = results.get(timeout=1.0)
+            except queue.Empty:
+                message = None
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead and message is None:  # a worker killed (out of memory, a signal) says nothing
+                raise ProtoembedError(
+                    f"a worker process died (exit code {dead[0].exitcode}); the finished shards are kept: "
+                    "rerun with --resume"
+                )
+            if message is None:
+                continue
+            if message[0] == "progress":
+                bar.update(message[1])
+            elif message[0] == "done":
+                record: ShardRecord = message[1]
+                remaining.discard(record.start // job.shard_size)
+                manifest.shards.append(record)
+                write_manifest(job.folder, manifest)
+            else:
+                raise (ProtoembedError if message[2] else RuntimeError)(message[1])
+    finally:
+        stop.set()
+        for process in processes:
+            if remaining:
+                process.terminate()
+            process.join(timeout=30)
+        feeder.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- torchrun processes
+
+
+def _encode_distributed(
+    model: Any,
+    spec: ModelSpec | None,
+    job: ShardJob,
+    size: int,
+    resume: bool,
+    show_progress: bool | None,
+    rank: int,
+    world: int,
+    local_rank: int,
+) -> CorpusVectors:
+    """This torchrun process's part of :func:`encode_corpus`: rank 0 checks the folder and plans, every
+    rank encodes a contiguous range of the pending shards, then rank 0 writes the final manifest."""
+    import torch
+    import torch.distributed as dist
+
+    from protoembed.loading import load_model
+
+    if spec is not None and spec.device is None and torch.cuda.is_available():
+        spec = spec.model_copy(update={"device": f"cuda:{local_rank}"})
+    loaded = model if spec is None else load_model(spec)
+    own_group = not dist.is_initialized()
+    if own_group:
+        dist.init_process_group("nccl" if loaded.device.type == "cuda" else "gloo")
+    try:
+        plan: list[Any] = [None]
+        if rank == 0:
+            try:
+                existing = check_folder(job.folder, resume)
+                plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, size))
+            except ProtoembedError as err:
+                plan[0] = str(err)
+        dist.broadcast_object_list(plan, src=0)
+        if isinstance(plan[0], str):
+            raise ProtoembedError(plan[0])
+        manifest, pending = plan[0]
+        mine = pending[rank * len(pending) // world : (rank + 1) * len(pending) // world]
+        records: list[ShardRecord] = []
+        my_rows = sum(min(job.rows, job.start(i) + job.shard_size) - job.start(i) for i in mine)
+        with _progress(my_rows, 0, show_progress if rank == 0 else False) as bar:
+            for index, numbers, texts in iter_shards(job.source, job.shard_size, mine):
+                records.append(write_shard(job, index, encode_shard(loaded, job, numbers, texts, bar.update)))
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, records)
+        if rank == 0:
+            manifest.shards.extend(record for part in gathered for record in part)
+            manifest.complete = len(manifest.shards) == manifest.shard_count
+            write_manifest(job.folder, manifest)
+        dist.barrier()
+    finally:
+        if own_group:
+            dist.destroy_process_group()
+    return open_corpus(job.folder)

@@ -1,0 +1,213 @@
+"""An encoded corpus folder: its shards and ``manifest.json``, their names and checks.
+
+Layout of an output folder::
+
+    shard-00000.npy   rows [0, shard_size) of the corpus, float32 (rows, dimension)
+    shard-00001.npy   the next shard_size rows, ... (the names sort in row order)
+    manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input, the shards done
+
+Every file is written under a hidden temp name and renamed (:func:`protoembed.io.write_atomic`), so a shard
+on disk is always complete. The manifest is written before the first shard (it pins the model digest of
+the folder) and again after every shard; ``complete`` says the last shard is in. Nothing here imports
+torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from protoembed.errors import ProtoembedError
+from protoembed.io import write_json_atomic
+
+#: The manifest's file name in an output folder.
+MANIFEST = "manifest.json"
+#: The version of the folder layout the manifest records.
+FORMAT_VERSION = 1
+#: A shard's file name (its index, 5 digits, so names sort in row order).
+SHARD_NAME = re.compile(r"^shard-(\d{5,})\.npy$")
+#: Hidden temp files of the atomic writes (left behind by a killed process).
+TEMP_NAME = re.compile(r"^\.(shard-\d{5,}\.npy|manifest\.json)\.")
+
+_CONFIG = ConfigDict(extra="forbid")
+
+
+def shard_name(index: int) -> str:
+    """``shard-00012.npy`` for shard 12."""
+    return f"shard-{index:05d}.npy"
+
+
+def shard_bounds(rows: int, shard_size: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` of the shards of ``rows`` rows, ``shard_size`` each (the last may be
+    shorter)."""
+    return [(start, min(start + shard_size, rows)) for start in range(0, rows, shard_size)]
+
+
+class ShardRecord(BaseModel):
+    """One finished shard: its file ``name``, the rows ``[start, stop)`` it holds, its file's ``sha256``."""
+
+    model_config = _CONFIG
+    name: str
+    start: int
+    stop: int
+    sha256: str
+
+
+class InputRecord(BaseModel):
+    """The corpus file: its ``path`` (absolute), ``format``, the ``field`` or column of the text (``None``
+    for text lines), its ``rows`` and its ``size`` in bytes."""
+
+    model_config = _CONFIG
+    path: str
+    format: str
+    field: str | None
+    rows: int
+    size: int
+
+
+class EncodeSettings(BaseModel):
+    """The settings that change the vectors, each as the model ran it: ``head``, ``template``,
+    ``max_seq_length``, ``runtime``, ``precision``, ``normalize``, the ``prompt_name`` and its ``prompt``
+    text, ``allow_empty``, and ``batch_size`` (the batches' padding changes float rounding)."""
+
+    model_config = _CONFIG
+    head: str
+    template: str | None
+    max_seq_length: int | None
+    runtime: str
+    precision: str
+    normalize: bool
+    prompt_name: str | None
+    prompt: str
+    allow_empty: bool
+    batch_size: int
+
+
+class CorpusManifest(BaseModel):
+    """``manifest.json`` of an encoded corpus folder.
+
+    Fields: ``format_version``; ``protoembed_version``; ``model`` (what was asked for: a spec, or the
+    class of a loaded model); ``model_digest`` (SHA-256 of the model's weights digest,
+    :func:`protoembed.export.cache.model_digest`, and :attr:`settings`: a resume with another model or
+    setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``;
+    ``shard_size``; ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``.
+    """
+
+    model_config = _CONFIG
+    format_version: int = FORMAT_VERSION
+    protoembed_version: str
+    model: str
+    model_digest: str
+    runtime: str
+    precision: str
+    dimension: int
+    settings: EncodeSettings
+    input: InputRecord
+    shard_size: int
+    rows: int
+    shards: list[ShardRecord]
+    complete: bool = False
+
+    @property
+    def shard_count(self) -> int:
+        """How many shards the corpus has in all (finished or not)."""
+        return len(shard_bounds(self.rows, self.shard_size))
+
+
+def read_manifest(folder: str | os.PathLike[str]) -> CorpusManifest | None:
+    """The manifest of ``folder``, or ``None`` when it has none.
+
+    Raises:
+        ProtoembedError: a manifest that is not valid JSON or not a manifest (the file and the problem).
+    """
+    path = Path(folder) / MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise ProtoembedError(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
+    try:
+        return CorpusManifest.model_validate(json.loads(text))
+    except json.JSONDecodeError as err:
+        raise ProtoembedError(f"{path}: not valid JSON ({err.msg}, line {err.lineno})") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ProtoembedError(f"{path}: not a corpus manifest ({where}: {first['msg']})") from None
+
+
+def write_manifest(folder: str | os.PathLike[str], manifest: CorpusManifest) -> Path:
+    """Write ``manifest`` to ``folder / manifest.json`` atomically; the shards sorted by their start."""
+    manifest.shards.sort(key=lambda shard: shard.start)
+    return write_json_atomic(Path(folder) / MANIFEST, manifest.model_dump(mode="json"))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shard_files(folder: str | os.PathLike[str]) -> dict[int, Path]:
+    """The shard files in ``folder`` by index (``shard-00003.npy`` -> 3)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {int(m.group(1)): entry for entry in folder.iterdir() if (m := SHARD_NAME.match(entry.name))}
+
+
+def shard_problem(folder: str | os.PathLike[str], shard: ShardRecord) -> str | None:
+    """Why the shard file of ``shard`` in ``folder`` is not the one recorded (missing, or another
+    SHA-256), or ``None`` when it is."""
+    path = Path(folder) / shard.name
+    if not path.is_file():
+        return f"{path}: missing"
+    actual = file_sha256(path)
+    if actual != shard.sha256:
+        return f"{path}: sha256 {actual[:12]}... differs from the manifest's {shard.sha256[:12]}... (corrupt)"
+    return None
+
+
+def finished_manifest(out_dir: str | os.PathLike[str]) -> CorpusManifest:
+    """The manifest of a finished corpus folder (its shards not read).
+
+    Raises:
+        ProtoembedError: no manifest, or an unfinished run (how many shards are done, and how to finish).
+    """
+    folder = Path(out_dir)
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise ProtoembedError(f"{folder}: no {MANIFEST}; not an encoded corpus folder")
+    if not manifest.complete:
+        raise ProtoembedError(
+            f"{folder}: unfinished ({len(manifest.shards)} of {manifest.shard_count} shards); "
+            "finish it with encode --resume"
+        )
+    return manifest
+
+
+def verify(out_dir: str | os.PathLike[str]) -> CorpusManifest:
+    """Check a finished corpus folder: its manifest is complete (:func:`finished_manifest`) and every
+    shard file has the SHA-256 the manifest recorded (every byte is read).
+
+    Returns:
+        the manifest.
+    Raises:
+        ProtoembedError: as :func:`finished_manifest`, or the shards that are missing or corrupt (named,
+            on one line).
+    """
+    folder = Path(out_dir)
+    manifest = finished_manifest(folder)
+    problems = [p for shard in manifest.shards if (p := shard_problem(folder, shard)) is not None]
+    if problems:
+        raise ProtoembedError(f"{folder}: {len(problems)} bad shard(s): {'; '.join(problems)}")
+    return manifest

@@ -1,0 +1,200 @@
+"""The texts of a corpus file, streamed row by row: text lines, JSON lines, CSV or Parquet.
+
+A :class:`CorpusSource` names a file, its format and (for a table) the field or column holding the text;
+:meth:`CorpusSource.rows` reads it again each time it is called, one ``(position, text)`` pair at a time,
+so memory never holds the whole file. The formats and their readers:
+
+- ``txt``: one sentence per line, by :func:`protoembed.data.lines.iter_lines` (the rules of every text
+  input: UTF-8, lines split on ``\\n`` only, CRLF ends removed); every line is a row, empty ones too
+  (they are refused when encoded, unless empty sentences are allowed);
+- ``jsonl`` (``*.jsonl``, ``*.jsonl.gz``), ``csv``, ``parquet``: the openers of
+  :mod:`protoembed.data.training.tables` (blank lines and blank CSV rows are skipped, not rows); the text
+  is the named field / column of each row, which must hold a string.
+
+``auto`` picks the format by the file name's ending (:data:`SUFFIXES`), text lines for any other.
+Errors are one line naming the file and the line (``file:12``) or row (``file: row 12``). Nothing here
+imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from protoembed.data.lines import iter_lines
+from protoembed.data.training.tables import EMPTY_LINE, Table, open_csv, open_jsonl, open_parquet, position
+from protoembed.errors import ProtoembedError
+
+#: The formats a corpus is read in.
+FORMATS = ("txt", "jsonl", "csv", "parquet")
+#: The format that picks one of :data:`FORMATS` by the file name.
+AUTO = "auto"
+#: File-name endings -> format, for ``auto`` (any other name: ``txt``).
+SUFFIXES = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "txt"}
+#: The table openers by format.
+_OPENERS = {"jsonl": open_jsonl, "csv": open_csv, "parquet": open_parquet}
+
+
+def _kind(value: object) -> str:
+    """What a non-string cell holds, for messages."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", list: "a list", dict: "an object"}.get(type(value), f"{value!r:.40}")
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """One corpus file: ``path``, its ``format`` (one of :data:`FORMATS`) and, for a table, the ``field``
+    (JSONL) or column (CSV, Parquet) that holds the text (``None`` for text lines)."""
+
+    path: Path
+    format: str
+    field: str | None = None
+
+    @property
+    def unit(self) -> str:
+        """``row`` for Parquet (messages say ``file: row N``), else ``line`` (``file:N``)."""
+        return "row" if self.format == "parquet" else "line"
+
+    def where(self, number: int) -> str:
+        """The position ``number`` (a line or row number) as messages write it."""
+        return position(self.path, self.unit, number)
+
+    def rows(self) -> Iterator[tuple[int, str]]:
+        """``(line or row number, text)`` of every row, in file order, read as it goes.
+
+        Raises:
+            ProtoembedError: a line that is not UTF-8 / not a JSON object, a row without the field or
+                with a non-string value, a table without the column (its columns listed).
+        """
+        if self.format == "txt":
+            yield from enumerate(iter_lines(self.path), start=1)
+            return
+        table: Table = _OPENERS[self.format](self.path)
+        if table.fields is not None and self.field not in table.fields:
+            raise ProtoembedError(
+                f"{self.path}: no column {self.field!r}; its columns are {', '.join(table.fields) or 'none'}"
+            )
+        for number, row in table.rows:
+            if row == EMPTY_LINE:
+                continue
+            assert not isinstance(row, str)
+            if self.field not in row:
+                keys = ", ".join(map(str, row)) or "none"
+                raise ProtoembedError(f"{self.where(number)}: no field {self.field!r} (the row has {keys})")
+            value = row[self.field]
+            if not isinstance(value, str):
+                raise ProtoembedError(
+                    f"{self.where(number)}: field {self.field!r}: expected a string, got {_kind(value)}"
+                )
+            yield number, value
+
+
+def format_of(path: str | os.PathLike[str]) -> str:
+    """The format ``auto`` picks for ``path``: by its ending (:data:`SUFFIXES`), else ``txt``."""
+    name = Path(path).name.lower()
+    return next((fmt for suffix, fmt in SUFFIXES.items() if name.endswith(suffix)), "txt")
+
+
+def corpus_source(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    field: str | None = None,
+    column: str | None = None,
+) -> CorpusSource:
+    """Check a corpus file and how to read it; nothing is read yet.
+
+    Args:
+        path: the file.
+        format: one of :data:`FORMATS`, or ``auto`` / ``None`` (by the file name: :func:`format_of`).
+        field: the JSONL field holding the text; ``column``: the CSV / Parquet column (either name is
+            taken for any table format; both must agree when both are given).
+    Raises:
+        ProtoembedError: a missing file, a folder, an unknown format, a field or column for text lines,
+            a table format without one.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise ProtoembedError(f"{path}: expected a file, found a directory")
+    if not path.exists():
+        raise ProtoembedError(f"{path}: file not found")
+    if format in (None, AUTO):
+        format = format_of(path)
+    if format not in FORMATS:
+        raise ProtoembedError(
+            f"unknown corpus format {format!r}: expected {AUTO} or one of {', '.join(FORMATS)}"
+        )
+    if field is not None and column is not None and field != column:
+        raise ProtoembedError(
+            f"{path}: give the text's field or its column, not both ({field!r}, {column!r})"
+        )
+    name = field if field is not None else column
+    if format == "txt":
+        if name is not None:
+            raise ProtoembedError(
+                f"{path}: --field / --column name the text of jsonl, csv or parquet input; this file is read "
+                "as text lines (format txt), one sentence per line"
+            )
+        return CorpusSource(path, format)
+    if name is None:
+        flag = "--field" if format == "jsonl" else "--column"
+        raise ProtoembedError(
+            f"{path}: {format} input needs the {'field' if format == 'jsonl' else 'column'} "
+            f"that holds the text ({flag} NAME)"
+        )
+    return CorpusSource(path, format, name)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one pass over a source found: ``rows`` (the row count), ``blank`` (the positions of empty or
+    blank texts, at most :data:`BLANKS_KEPT`), ``blank_count`` (all of them) and the file's ``size`` in
+    bytes."""
+
+    rows: int
+    blank: tuple[int, ...]
+    blank_count: int
+    size: int
+
+
+#: Positions of blank texts a :class:`Scan` keeps for its message.
+BLANKS_KEPT = 10
+
+
+def scan(source: CorpusSource) -> Scan:
+    """Read ``source`` once (checking every row, :meth:`CorpusSource.rows`) and count it.
+
+    Raises:
+        ProtoembedError: as :meth:`CorpusSource.rows`, or no row at all (``file: no rows to encode``).
+    """
+    rows, blank_count = 0, 0
+    blank: list[int] = []
+    for number, text in source.rows():
+        rows += 1
+        if not text.strip():
+            blank_count += 1
+            if len(blank) < BLANKS_KEPT:
+                blank.append(number)
+    if rows == 0:
+        raise no_rows_error(source)
+    return Scan(rows, tuple(blank), blank_count, source.path.stat().st_size)
+
+
+def no_rows_error(source: CorpusSource) -> ProtoembedError:
+    """The one-line error for an input without rows (``file: no lines to encode``)."""
+    return ProtoembedError(f"{source.path}: no {'lines' if source.format == 'txt' else 'rows'} to encode")
+
+
+def blank_error(source: CorpusSource, positions: list[int] | tuple[int, ...], count: int) -> ProtoembedError:
+    """The one-line error for ``count`` empty or blank texts (the first of them at ``positions``): which
+    lines or rows, and that ``allow_empty`` / ``--allow-empty`` encodes them as the template alone."""
+    shown = ", ".join(map(str, positions[:BLANKS_KEPT])) + (
+        " ..." if count > len(positions[:BLANKS_KEPT]) else ""
+    )
+    what = "line" if source.format == "txt" else source.unit
+    return ProtoembedError(
+        f"{source.path}: {count} empty or blank {'line' if source.format == 'txt' else 'text'}(s) ({what} "
+        f"{shown}); remove them or pass --allow-empty to encode them as the template alone"
+    )

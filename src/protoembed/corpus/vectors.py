@@ -1,0 +1,150 @@
+"""A finished corpus folder as one array: :class:`CorpusVectors`, memory-mapped shard by shard."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protoembed.corpus.manifest import CorpusManifest, finished_manifest
+from protoembed.corpus.manifest import verify as verify_folder
+from protoembed.errors import ProtoembedError
+
+
+class CorpusVectors:
+    """The vectors of an encoded corpus, (rows, dimension) float32, read from its shards on demand.
+
+    Each shard is opened with ``np.load(mmap_mode="r")``, so nothing is read until indexed. Indexing
+    returns in-memory arrays: ``v[i]`` a row (dimension,), ``v[a:b]`` / ``v[a:b:s]`` and ``v[index array]``
+    (integers, negative ones counted from the end, or a boolean mask of ``len(v)``) the rows in that
+    order, across shards; a further index applies to the columns (``v[:, :8]``). ``len(v)`` is the row
+    count; iterating yields the shards in row order (memory maps, one at a time);
+    ``np.asarray(v)`` reads everything.
+
+    Attributes:
+        folder: the output folder.
+        manifest: its :class:`~protoembed.corpus.manifest.CorpusManifest`.
+        shards: the memory-mapped shard arrays, in row order.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], manifest: CorpusManifest) -> None:
+        self.folder = Path(folder)
+        self.manifest = manifest
+        self.shards: list[np.ndarray] = []
+        for record in manifest.shards:
+            path = self.folder / record.name
+            try:
+                array = np.load(path, mmap_mode="r")
+            except (OSError, ValueError) as err:
+                raise ProtoembedError(f"{path}: cannot read the shard ({err})") from None
+            if array.shape != (record.stop - record.start, manifest.dimension) or array.dtype != np.float32:
+                raise ProtoembedError(
+                    f"{path}: expected float32 ({record.stop - record.start}, {manifest.dimension}), "
+                    f"found {array.dtype} {array.shape}"
+                )
+            self.shards.append(array)
+        self._starts = np.array(
+            [record.start for record in manifest.shards] + [manifest.rows], dtype=np.int64
+        )
+
+    def __len__(self) -> int:
+        return self.manifest.rows
+
+    @property
+    def dimension(self) -> int:
+        """Width of the vectors."""
+        return self.manifest.dimension
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, dimension)``."""
+        return (self.manifest.rows, self.manifest.dimension)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Always float32."""
+        return np.dtype(np.float32)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """The shards, in row order (memory maps)."""
+        return iter(self.shards)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        return f"CorpusVectors({str(self.folder)!r}, shape={self.shape}, shards={len(self.shards)})"
+
+    def _rows(self, index: np.ndarray) -> np.ndarray:
+        """The rows at ``index`` (a 1-D array of in-range non-negative integers), in that order."""
+        out = np.empty((len(index), self.dimension), dtype=np.float32)
+        which = np.searchsorted(self._starts, index, side="right") - 1
+        for shard in np.unique(which):
+            mask = which == shard
+            out[mask] = self.shards[shard][index[mask] - self._starts[shard]]
+        return out
+
+    def _span(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``[start, stop)`` (in range), copied from the shards that hold them."""
+        if stop <= start:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        first = int(np.searchsorted(self._starts, start, side="right")) - 1
+        pieces = []
+        for shard in range(first, len(self.shards)):
+            lo = self._starts[shard]
+            if lo >= stop:
+                break
+            pieces.append(self.shards[shard][max(start - lo, 0) : stop - lo])
+        return (
+            np.concatenate(pieces).astype(np.float32, copy=False) if len(pieces) > 1 else np.array(pieces[0])
+        )
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        rest: tuple[Any, ...] = ()
+        if isinstance(key, tuple):
+            key, rest = (key[0] if key else slice(None)), key[1:]
+        n = len(self)
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (n if key < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"row {int(key)} out of range for {n} rows")
+            row = self._rows(np.array([i]))[0]
+            return row[rest] if rest else row
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            out = self._span(start, stop) if step == 1 else self._rows(np.arange(start, stop, step))
+        else:
+            index = np.asarray(key)
+            if index.dtype == bool:
+                if index.shape != (n,):
+                    raise IndexError(f"boolean index of shape {index.shape} for {n} rows")
+                index = np.flatnonzero(index)
+            elif not np.issubdtype(index.dtype, np.integer) and index.size:
+                raise IndexError(f"rows are indexed by integers, slices or a boolean mask, got {index.dtype}")
+            shape = index.shape
+            flat = index.reshape(-1).astype(np.int64)
+            flat = np.where(flat < 0, flat + n, flat)
+            if flat.size and (flat.min() < 0 or flat.max() >= n):
+                raise IndexError(f"row index out of range for {n} rows")
+            out = self._rows(flat).reshape(*shape, self.dimension)
+        return out[(slice(None), *rest)] if rest else out
+
+
+def open_corpus(out_dir: str | os.PathLike[str], verify: bool = False) -> CorpusVectors:
+    """Open a finished corpus folder (written by :func:`~protoembed.corpus.encode_corpus` or ``protoembed
+    encode``) as :class:`CorpusVectors`.
+
+    Args:
+        out_dir: the folder.
+        verify: check every shard's SHA-256 against the manifest first
+            (:func:`~protoembed.corpus.manifest.verify`; reads every byte).
+    Raises:
+        ProtoembedError: no manifest, an unfinished run, a missing or (with ``verify``) corrupt shard, a
+            shard of the wrong shape.
+    """
+    folder = Path(out_dir)
+    return CorpusVectors(folder, verify_folder(folder) if verify else finished_manifest(folder))

@@ -1,0 +1,451 @@
+"""Corpus-scale encoding (:mod:`protoembed.corpus`): shards equal the model's own ``encode``; every format;
+shard boundaries; resume after an interruption, a full disk or ``kill -9`` gives the same bytes as an
+uninterrupted run; another model's resume, another run's folder and a corrupt shard are caught; 2 worker
+processes and 2 torchrun (gloo) processes write the same shards as one process."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import protoembed
+from protoembed.cli import main
+from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
+from protoembed.corpus import encoding as corpus_encoding
+from protoembed.corpus.manifest import read_manifest
+from protoembed.errors import ProtoembedError
+from tiny_models import CORPUS
+
+#: 23 distinct sentences of different lengths (23 = 4 shards of 5 and one of 3)
+SENTENCES = [f"{CORPUS[i % 11]} number {i}" if i % 3 else f"short {i}" for i in range(23)]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_model_dirs) -> str:
+    return str(tiny_model_dirs["bert"])
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    return protoembed.load(model_dir, device="cpu")
+
+
+def write_txt(path: Path, texts: list[str] = SENTENCES) -> Path:
+    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def shard_hashes(folder: Path) -> dict[str, str]:
+    """Shard name -> SHA-256, from the manifest, after checking the files against it."""
+    manifest = verify(folder)
+    return {shard.name: shard.sha256 for shard in manifest.shards}
+
+
+def folder_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_shards_equal_the_model_encode_and_read_back_as_one_array(model, tmp_path, one_thread, capsys):
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    vectors = encode_corpus(model, src, out, shard_size=5, batch_size=4, show_progress=True)
+    bar = capsys.readouterr().err
+    assert "23/23" in bar and " sentences/s]" in bar  # the bar counts sentences
+    expected = model.encode(SENTENCES, batch_size=4)
+    assert folder_files(out) == ["manifest.json", *(f"shard-{i:05d}.npy" for i in range(5))]
+    shards = [np.load(out / f"shard-{i:05d}.npy") for i in range(5)]
+    assert [s.shape for s in shards] == [(5, 32)] * 4 + [(3, 32)] and all(
+        s.dtype == np.float32 for s in shards
+    )
+    np.testing.assert_allclose(np.concatenate(shards), expected, atol=1e-6, rtol=0)
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["rows"] == 23 and manifest["dimension"] == 32
+    assert manifest["input"] == {
+        "path": str(src.resolve()),
+        "format": "txt",
+        "field": None,
+        "rows": 23,
+        "size": src.stat().st_size,
+    }
+    assert [(s["start"], s["stop"]) for s in manifest["shards"]] == [
+        (0, 5),
+        (5, 10),
+        (10, 15),
+        (15, 20),
+        (20, 23),
+    ]
+    assert manifest["runtime"] == "torch" and manifest["precision"] == "fp32" and manifest["shard_size"] == 5
+    assert manifest["settings"]["head"] == "mean" and manifest["settings"]["batch_size"] == 4
+
+    # the memory-mapped view, and the same folder reopened
+    for view in (vectors, open_corpus(out), open_corpus(out, verify=True)):
+        assert isinstance(view, CorpusVectors)
+        assert len(view) == 23 and view.shape == (23, 32) and view.dimension == 32
+        assert all(isinstance(s, np.memmap) for s in view)  # iteration by shard
+        assert [len(s) for s in view] == [5, 5, 5, 5, 3]
+        whole = np.concatenate(shards)
+        np.testing.assert_array_equal(np.asarray(view), whole)
+        np.testing.assert_array_equal(view[7], whole[7])
+        np.testing.assert_array_equal(view[-1], whole[-1])
+        np.testing.assert_array_equal(view[3:17], whole[3:17])  # across three shards
+        np.testing.assert_array_equal(view[::4], whole[::4])
+        np.testing.assert_array_equal(view[20:], whole[20:])
+        index = np.array([22, 0, 5, 5, -2, 13])
+        np.testing.assert_array_equal(view[index], whole[index])
+        np.testing.assert_array_equal(view[[[1, 2], [3, 4]]], whole[[[1, 2], [3, 4]]])
+        mask = np.arange(23) % 3 == 0
+        np.testing.assert_array_equal(view[mask], whole[mask])
+        np.testing.assert_array_equal(view[4:9, :3], whole[4:9, :3])
+        np.testing.assert_array_equal(view[6, 1:4], whole[6, 1:4])
+        assert view[10:10].shape == (0, 32)
+        with pytest.raises(IndexError):
+            view[23]
+        with pytest.raises(IndexError):
+            view[np.array([0, 23])]
+
+
+@pytest.mark.parametrize(("rows", "shard_size"), [(12, 5), (1, 5), (10, 5), (7, 7), (3, 1)])
+def test_shard_boundaries(model, tmp_path, one_thread, rows, shard_size):
+    texts = SENTENCES[:rows]
+    out = tmp_path / "out"
+    vectors = encode_corpus(
+        model, write_txt(tmp_path / "in.txt", texts), out, shard_size=shard_size, batch_size=4
+    )
+    count = -(-rows // shard_size)
+    assert folder_files(out) == ["manifest.json", *(f"shard-{i:05d}.npy" for i in range(count))]
+    sizes = [min(shard_size, rows - start) for start in range(0, rows, shard_size)]
+    assert [len(s) for s in vectors] == sizes
+    np.testing.assert_allclose(vectors[:], model.encode(texts, batch_size=4), atol=1e-6, rtol=0)
+
+
+def test_every_format_gives_the_same_shards(model, tmp_path, one_thread):
+    """JSON lines (a blank line skipped, other fields ignored), CSV (quoted commas), Parquet: byte-equal
+    shards to the text-lines run of the same texts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [*SENTENCES[:10], 'with "quotes", and a comma', *SENTENCES[10:]]
+    runs = {"txt": write_txt(tmp_path / "in.txt", texts)}
+    lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(texts)]
+    lines.insert(4, "")
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runs["jsonl"] = tmp_path / "in.jsonl"
+    with open(tmp_path / "in.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "sentence"])
+        writer.writerows(enumerate(texts))
+    runs["csv"] = tmp_path / "in.csv"
+    pq.write_table(pa.table({"sentence": texts, "n": list(range(len(texts)))}), tmp_path / "in.parquet")
+    runs["parquet"] = tmp_path / "in.parquet"
+    hashes = {}
+    for fmt, path in runs.items():
+        options = {"field": "text"} if fmt == "jsonl" else {"column": "sentence"} if fmt != "txt" else {}
+        out = tmp_path / f"out-{fmt}"
+        encode_corpus(model, path, out, shard_size=6, batch_size=4, **options)
+        assert read_manifest(out).input.format == fmt  # picked by the file name
+        hashes[fmt] = shard_hashes(out)
+    assert len(hashes["txt"]) == 4
+    assert (
+        hashes["jsonl"] == hashes["txt"]
+        and hashes["csv"] == hashes["txt"]
+        and hashes["parquet"] == hashes["txt"]
+    )
+    # an explicit format overrides the name
+    (tmp_path / "lines.data").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    encode_corpus(
+        model,
+        tmp_path / "lines.data",
+        tmp_path / "o2",
+        format="jsonl",
+        field="text",
+        shard_size=6,
+        batch_size=4,
+    )
+    assert shard_hashes(tmp_path / "o2") == hashes["txt"]
+
+
+def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"body": "no text", "id": 2}\n', encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n{"text": 3}\n', encoding="utf-8")
+    (tmp_path / "a.csv").write_text("id,body\n1,hello\n", encoding="utf-8")
+    pq.write_table(pa.table({"body": ["x"], "id": [1]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"text": ["x", None]}), tmp_path / "b.parquet")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    (tmp_path / "blank.txt").write_text("one\n\nthree\n  \n", encoding="utf-8")
+    txt = write_txt(tmp_path / "in.txt", ["x"])
+    cases = [
+        (
+            tmp_path / "a.jsonl",
+            {"field": "text"},
+            f"{tmp_path / 'a.jsonl'}:2: no field 'text' (the row has body, id)",
+        ),
+        (
+            tmp_path / "b.jsonl",
+            {"field": "text"},
+            f"{tmp_path / 'b.jsonl'}:2: field 'text': expected a string, got 3",
+        ),
+        (tmp_path / "a.jsonl", {}, "jsonl input needs the field that holds the text (--field NAME)"),
+        (
+            tmp_path / "a.csv",
+            {"column": "text"},
+            f"{tmp_path / 'a.csv'}: no column 'text'; its columns are id, body",
+        ),
+        (tmp_path / "a.parquet", {"column": "text"}, "a.parquet: no column 'text'; its columns are body, id"),
+        (
+            tmp_path / "b.parquet",
+            {"column": "text"},
+            "b.parquet: row 2: field 'text': expected a string, got null",
+        ),
+        (tmp_path / "empty.txt", {}, f"{tmp_path / 'empty.txt'}: no lines to encode"),
+        (
+            tmp_path / "blank.txt",
+            {},
+            "2 empty or blank line(s) (line 2, 4); remove them or pass --allow-empty",
+        ),
+        (tmp_path / "missing.txt", {}, f"{tmp_path / 'missing.txt'}: file not found"),
+        (tmp_path, {}, f"{tmp_path}: expected a file, found a directory"),
+        (txt, {"field": "text"}, "--field / --column name the text of jsonl, csv or parquet input"),
+        (txt, {"format": "xml"}, "unknown corpus format 'xml'"),
+    ]
+    for path, options, message in cases:
+        with pytest.raises(ProtoembedError) as caught:
+            encode_corpus(model, path, tmp_path / "out", **options)
+        assert message in str(caught.value) and "\n" not in str(caught.value), (path, options)
+    assert not (tmp_path / "out").exists()  # every input error comes before the folder is made
+    # blank lines pass with allow_empty
+    vectors = encode_corpus(model, tmp_path / "blank.txt", tmp_path / "out", allow_empty=True)
+    assert vectors.shape == (4, 32)
+
+
+class Interrupted(KeyboardInterrupt):
+    pass
+
+
+def _stop_after(monkeypatch, shards: int) -> None:
+    """Make the run stop (as on Ctrl-C) once ``shards`` shards are written."""
+    real = corpus_encoding.write_shard
+    written = []
+
+    def write_shard(*args, **kwargs):
+        if len(written) == shards:
+            raise Interrupted
+        written.append(real(*args, **kwargs))
+        return written[-1]
+
+    monkeypatch.setattr(corpus_encoding, "write_shard", write_shard)
+
+
+def test_resume_after_an_interruption_gives_the_same_bytes(model, tmp_path, one_thread, monkeypatch):
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        with pytest.raises(Interrupted):
+            encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    manifest = read_manifest(out)
+    assert not manifest.complete and [s.name for s in manifest.shards] == [
+        "shard-00000.npy",
+        "shard-00001.npy",
+    ]
+    with pytest.raises(ProtoembedError, match="pass --resume to continue that run"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    with pytest.raises(ProtoembedError, match=r"unfinished \(2 of 5 shards\)"):
+        open_corpus(out)
+    encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert shard_hashes(out) == shard_hashes(reference)
+    assert folder_files(out) == folder_files(reference)
+    # a finished folder: refused without --resume, kept as it is with it
+    with pytest.raises(ProtoembedError, match="already holds a finished encoded corpus .* or choose another"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*")}
+    encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*")} == before
+
+
+def test_a_resume_with_another_model_or_setting_is_refused(
+    model, tiny_model_dirs, tmp_path, one_thread, monkeypatch
+):
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 1)
+        with pytest.raises(Interrupted):
+            encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    other = protoembed.load(str(tiny_model_dirs["albert"]), device="cpu")
+    refusals = [
+        (dict(model=model, normalize=True), "digest mismatch: .*settings.normalize: False != True"),
+        (dict(model=model, batch_size=8), "digest mismatch: .*settings.batch_size: 4 != 8"),
+        (dict(model=other), r"digest mismatch: .*\(other weights\)"),
+        (dict(model=model, shard_size=6), "the input differs .*shard_size: 5 != 6"),
+    ]
+    for options, message in refusals:
+        options = {"shard_size": 5, "batch_size": 4, **options}
+        with pytest.raises(ProtoembedError, match=message) as caught:
+            encode_corpus(options.pop("model"), src, out, resume=True, **options)
+        assert "\n" not in str(caught.value)
+    write_txt(src, SENTENCES[:-1])
+    with pytest.raises(ProtoembedError, match="the input differs .*input.rows: 23 != 22"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+
+
+def test_a_corrupt_shard_is_found_and_encoded_again(model, tmp_path, one_thread, caplog):
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    good = shard_hashes(out)
+    shard = out / "shard-00002.npy"
+    data = bytearray(shard.read_bytes())
+    data[-5] ^= 0xFF  # one float of the last row
+    shard.write_bytes(bytes(data))
+    for check in (lambda: verify(out), lambda: open_corpus(out, verify=True)):
+        with pytest.raises(
+            ProtoembedError, match=r"1 bad shard\(s\): .*shard-00002.npy: sha256 .* \(corrupt\)"
+        ):
+            check()
+    with caplog.at_level(logging.WARNING, logger="protoembed"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert "shard-00002.npy: sha256" in caplog.text and "encoding it again" in caplog.text
+    assert shard_hashes(out) == good
+
+
+def test_a_full_disk_leaves_no_partial_shard_and_resumes(model, tmp_path, one_thread, monkeypatch):
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    out = tmp_path / "out"
+    real_save = np.save
+    saves = []
+
+    def save(path, array, *args, **kwargs):
+        saves.append(path)
+        if len(saves) == 3:  # half a shard written, then the disk is full
+            with open(path, "wb") as handle:
+                handle.write(b"\x93NUMPY half a shard")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_save(path, array, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(np, "save", save)
+        with pytest.raises(ProtoembedError) as caught:
+            encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    message = str(caught.value)
+    assert "\n" not in message and "No space left on device" in message and "shard-00002.npy" in message
+    assert folder_files(out) == ["manifest.json", "shard-00000.npy", "shard-00001.npy"]  # no temp file either
+    assert len(read_manifest(out).shards) == 2
+    encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
+def test_another_runs_folder_is_refused(model, tmp_path):
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    out.mkdir()
+    np.save(out / "shard-00000.npy", np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(ProtoembedError, match="holds another run's output \\(shard-00000.npy\\)"):
+        encode_corpus(model, src, out)
+    with pytest.raises(ProtoembedError, match="holds shard files .* but no manifest.json"):
+        encode_corpus(model, src, out, resume=True)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ProtoembedError, match="a file of that name exists"):
+        encode_corpus(model, src, tmp_path / "file")
+    # a folder holding other files only is fine
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert len(encode_corpus(model, src, other, shard_size=50)) == 23
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_two_workers_write_the_same_shards_as_one_process(model, model_dir, tmp_path, one_thread):
+    src = write_txt(tmp_path / "in.txt")
+    encode_corpus(model_dir, src, tmp_path / "one", shard_size=5, batch_size=4)
+    vectors = encode_corpus(model_dir, src, tmp_path / "two", shard_size=5, batch_size=4, workers=2)
+    assert shard_hashes(tmp_path / "two") == shard_hashes(tmp_path / "one")
+    assert read_manifest(tmp_path / "two").model_digest == read_manifest(tmp_path / "one").model_digest
+    assert vectors.shape == (23, 32)
+    with pytest.raises(ProtoembedError, match="pass the model as a spec"):
+        encode_corpus(model, src, tmp_path / "three", workers=2)
+
+
+def _cpu_env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    tests = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join([src, tests, os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+
+
+def test_two_torchrun_processes_write_the_same_shards_as_one_process(model, model_dir, tmp_path, one_thread):
+    """torchrun --nproc_per_node 2 (gloo on CPU): each rank encodes its range of shards, rank 0 writes the
+    manifest; the shards are byte-equal to one process's."""
+    src = write_txt(tmp_path / "in.txt")
+    encode_corpus(model_dir, src, tmp_path / "one", shard_size=5, batch_size=4)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "protoembed", "encode", str(src), "-o", str(tmp_path / "two"), "--model", model_dir]
+    cmd += ["--shard-size", "5", "--batch-size", "4", "--device", "cpu"]
+    done = subprocess.run(cmd, env=_cpu_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("wrote ") == 1  # rank 0 only
+    one, two = read_manifest(tmp_path / "one"), read_manifest(tmp_path / "two")
+    assert two.complete and two.model_digest == one.model_digest  # the same folder, the same settings
+    assert shard_hashes(tmp_path / "two") == shard_hashes(tmp_path / "one")
+
+
+#: A CLI process that pauses for good in the middle of writing its 4th shard (a partial temp file on
+#: disk), after touching the file named by argv[1]; the test then kills it with SIGKILL.
+PAUSING_CLI = """
+import sys, time
+import numpy as np
+from protoembed.cli import main
+real, calls = np.save, []
+def save(path, array, *args, **kwargs):
+    calls.append(path)
+    if len(calls) == 4:
+        with open(path, "wb") as handle:
+            handle.write(b"\\x93NUMPY partial")
+        open(sys.argv[1], "w").close()
+        time.sleep(600)
+    return real(path, array, *args, **kwargs)
+np.save = save
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_kill_9_between_shards_then_resume_gives_the_same_bytes(model, model_dir, tmp_path, one_thread):
+    src = write_txt(tmp_path / "in.txt")
+    encode_corpus(model, src, tmp_path / "ref", shard_size=5, batch_size=4)
+    out, marker = tmp_path / "out", tmp_path / "paused"
+    argv = ["encode", str(src), "-o", str(out), "--model", model_dir, "--device", "cpu"]
+    argv += ["--shard-size", "5", "--batch-size", "4", "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_CLI, str(marker), *argv], env=_cpu_env())
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), f"the CLI did not reach its 4th shard (exit code {proc.poll()})"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert len(read_manifest(out).shards) == 3
+    assert any(name.startswith(".shard-00003.npy.") for name in folder_files(out))  # the interrupted write
+    assert main([*argv, "--resume"]) == 0
+    assert shard_hashes(out) == shard_hashes(tmp_path / "ref")
+    assert folder_files(out) == folder_files(tmp_path / "ref")  # the temp file is gone
