@@ -8,7 +8,9 @@ Servers, each started as a subprocess on 127.0.0.1, waited for by its health end
   ``--serve-args`` are passed on, e.g. ``--max-batch-tokens 8192 --max-wait-ms 2``);
 - ``Infinity torch`` / ``Infinity optimum``: ``infinity_emb v2`` (infinity-emb 0.0.78, from the side install
   ``make bench-serve-env`` makes, ``--infinity-env``), engine torch (sentence-transformers) and optimum (ONNX
-  Runtime), batch size 32 (its default), no vector cache, ``HF_HUB_OFFLINE=1``. Infinity loads ONNX files
+  Runtime), batch size 32 (its default), no vector cache, ``HF_HUB_OFFLINE=1``; the optimum engine with
+  ``--pooling-method mean`` (the model's pooling: that engine's ``auto`` pools the CLS token, whose vectors
+  are far from the model's). Infinity loads ONNX files
   only from a model folder that holds them, so the benchmark prepares one in a temporary folder: the model
   folder with its fp32 ONNX export by optimum (``model.onnx``, what the hub's copy ships); Infinity's own
   graph optimisation (ONNX Runtime's level 99 fusions for CPU, fp32) fails on the optimum 2.x release
@@ -296,6 +298,8 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
                 "127.0.0.1",
             ]
             command += ["--port", str(port), "--no-vector-disk-cache", "--log-level", "warning"]
+            if name == "infinity-optimum":  # its "auto" pooling is CLS on this engine; the model's is mean
+                command += ["--pooling-method", "mean"]
             env = {
                 **base,
                 "HF_HUB_CACHE": str(cache),
@@ -478,6 +482,7 @@ def main() -> None:
                             )
                         )
                         merge(results.setdefault((server.name, length, c), Cell()), cell)
+                        print(f"  {length}, concurrency {c}, {server.name}: {cell.rate:.1f}/s", flush=True)
         probe = pools["short"][0][:8] + pools["long"][0][:2]
         vectors = {s.name: s.embed(probe) for s in servers}
     finally:
