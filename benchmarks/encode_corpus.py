@@ -5,16 +5,19 @@ the same lines and the same cores: sentences/s and the peak memory of each side'
 The corpus is generated in a temporary folder (deleted afterwards) from the staged Wikipedia sample
 (``$PROTOEMBED_DATA/unsup/wiki1m_sample``): line ``i`` is the first ``--words`` words of the sample's
 sentence ``i mod n``, followed by `` (c)`` from its second cycle on (``c`` the cycle), so that every line
-is distinct. Short lines keep the default run within about 15 minutes on a 2-core CPU: the text length
-is printed (characters and word pieces with [CLS] and [SEP]).
+is distinct. With the default 6 words a line is about 33 characters, 9 word pieces with [CLS] and [SEP]
+(printed with each run). On a 2-core CPU the model encodes such lines at about 200 a second on either
+side, so the default run (100,000 lines on each side and 10,000 more on protoembed's, plus each command's
+start) takes about 15 minutes; a million lines takes about 80 minutes a side (``--lines 1000000``).
 
 Each measurement is one fresh command, timed from its start to its exit (interpreter start, imports,
 model load, reading, encoding and writing included):
 
-- ``protoembed``: ``python -m protoembed encode INPUT -o OUT_DIR --runtime R --workers W --batch-size B``
-  (shard-00000.npy ... and manifest.json; its fp32 ONNX export is made once before, by a small untimed
-  run, as any later run finds it cached); at ``--lines`` and at ``--small-lines`` (default a tenth), to
-  show whether its peak memory stays flat as the corpus grows;
+- ``protoembed``: ``python -m protoembed encode INPUT -o OUT_DIR --runtime R --workers W --batch-size B
+  --shard-size S`` (shard-00000.npy ... and manifest.json; shards of 10,000 rows by default, so that both
+  workers have shards to encode at any ``--lines``; its fp32 ONNX export is made once before, by a small
+  untimed run, as any later run finds it cached); at ``--lines`` and at ``--small-lines`` (default a
+  tenth), to show whether its peak memory stays flat as the corpus grows;
 - ``sentence-transformers``: this file in a child process: the lines read into a list (its ``encode``
   takes one), ``SentenceTransformer(model, device="cpu")``, ``start_multi_process_pool(["cpu"] * W)``,
   ``encode(lines, pool=pool, batch_size=B)``, ``np.save`` of the (N, D) float32 array; torch backend
@@ -31,8 +34,8 @@ alike on both sides.
 Also checked: the vectors of both sides agree (largest absolute difference over ``--check-rows`` rows
 drawn at random).
 
-    python benchmarks/encode_corpus.py [--lines 1000000] [--small-lines N] [--words 6] [--workers 2]
-        [--batch-size 64] [--runtime onnx] [--shard-size N] [--data-dir ../shared/data]
+    python benchmarks/encode_corpus.py [--lines 100000] [--small-lines N] [--words 6] [--workers 2]
+        [--batch-size 64] [--runtime onnx] [--shard-size 10000] [--data-dir ../shared/data]
 
 Prints the CPU line and the load average before and after. Last line:
 ``ratio=<protoembed's / sentence-transformers' sentences/s at --lines>``.
@@ -171,7 +174,7 @@ def protoembed_command(corpus: Path, out: Path, args: argparse.Namespace) -> lis
         "--batch-size",
         str(args.batch_size),
     ]
-    return command + (["--shard-size", str(args.shard_size)] if args.shard_size else [])
+    return command + ["--shard-size", str(args.shard_size)]
 
 
 def st_child(corpus: str, out: str, workers: int, batch_size: int) -> None:
@@ -205,7 +208,7 @@ def shard_rows(folder: Path, rows: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument(
         "--small-lines", type=int, default=None, help="the second protoembed size (default lines/10)"
     )
@@ -213,7 +216,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes on each side")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--runtime", default="onnx", help="protoembed encode's --runtime")
-    parser.add_argument("--shard-size", type=int, default=None, help="protoembed encode's --shard-size")
+    parser.add_argument("--shard-size", type=int, default=10_000, help="protoembed encode's --shard-size")
     parser.add_argument("--check-rows", type=int, default=1000)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--st-child", nargs=2, help=argparse.SUPPRESS)
