@@ -4,11 +4,12 @@ A request's sentences are tokenised by the model's :class:`~protoembed.batching.
 :meth:`~protoembed.batching.BatchEncoder.tokenize`: the template and the truncation of ``encode``) and
 handed to :meth:`DynamicBatcher.submit` as rows; it gets a :class:`concurrent.futures.Future` of their
 vectors, in its order. The inference thread waits until rows are queued, then up to ``max_wait_ms`` after
-the oldest one arrived (less when the queue already fills a batch), and cuts a batch:
+the oldest one arrived (less once the queued rows hold ``max_batch_tokens`` tokens), and cuts a batch:
 
-- rows of similar length, as ``encode`` sorts them: the queued rows sorted longest first, and of those a
-  run of neighbours that holds the oldest queued row (so none waits for ever) and stays within
-  ``max_batch_tokens`` padded tokens (longest row x rows; a row longer than that runs alone);
+- rows of similar length, as ``encode`` sorts them: the oldest queued rows (:data:`CANDIDATES` at most)
+  sorted longest first, and of those a run of neighbours that holds the oldest queued row (so none waits
+  for ever) and stays within ``max_batch_tokens`` padded tokens (longest row x rows; a row longer than
+  that runs alone);
 - run by :meth:`~protoembed.batching.BatchEncoder.vectors` (padding, the model's forward, the
   normalisation ``encode`` applies), so a row's vector is the one ``encode`` gives it, whatever rows it
   shared the batch with (to float rounding);
@@ -24,6 +25,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
@@ -33,6 +35,9 @@ import numpy as np
 from protoembed.batching import BatchEncoder
 
 logger = logging.getLogger(__name__)
+
+#: How many of the oldest queued rows a batch is cut from (sorted by length each time).
+CANDIDATES = 4096
 
 
 @dataclass
@@ -64,6 +69,7 @@ class _Row:
     mask: int | None
     arrival: float
     order: int  # arrival rank: ties of length keep arrival order
+    taken: bool = False  # in a batch already
 
 
 class DynamicBatcher:
@@ -91,7 +97,9 @@ class DynamicBatcher:
         self.max_wait = float(max_wait_ms) / 1000.0
         self.extra_normalize = encoder.extra_normalize(normalize)
         self.observe = observe
-        self._rows: list[_Row] = []  # in arrival order
+        self._queue: deque[_Row] = deque()  # arrival order; rows already in a batch leave it lazily
+        self._queued = 0  # rows waiting for a batch
+        self._tokens = 0  # and their tokens
         self._cond = threading.Condition()
         self._closing = False
         self._counter = itertools.count()
@@ -100,7 +108,7 @@ class DynamicBatcher:
     @property
     def depth(self) -> int:
         """Rows queued, not yet in a batch."""
-        return len(self._rows)
+        return self._queued
 
     def start(self) -> None:
         """Start the inference thread (once)."""
@@ -125,7 +133,9 @@ class DynamicBatcher:
                 raise RuntimeError("the server is shutting down")
             for i, row in enumerate(ids):
                 mask = None if masks is None else masks[i]
-                self._rows.append(_Row(request, i, row, mask, now, next(self._counter)))
+                self._queue.append(_Row(request, i, row, mask, now, next(self._counter)))
+            self._queued += len(ids)
+            self._tokens += sum(map(len, ids))
             self._cond.notify()
         return request.future
 
@@ -141,12 +151,12 @@ class DynamicBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._rows and not self._closing:
+                while not self._queued and not self._closing:
                     self._cond.wait()
-                if not self._rows:
+                if not self._queued:
                     return  # closing, nothing left
-                deadline = self._rows[0].arrival + self.max_wait
-                while not self._closing and not self._full():
+                deadline = self._queue[0].arrival + self.max_wait
+                while not self._closing and self._tokens < self.max_batch_tokens:  # not a full batch yet
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
@@ -154,14 +164,12 @@ class DynamicBatcher:
                 batch = self._cut()
             self._run_batch(batch)
 
-    def _full(self) -> bool:
-        """The queued rows fill a batch: their padded size reaches the budget."""
-        return max(len(row.ids) for row in self._rows) * len(self._rows) >= self.max_batch_tokens
-
     def _cut(self) -> list[_Row]:
-        """Take the next batch off the queue (longest first; see the module docstring)."""
-        ranked = sorted(self._rows, key=lambda row: (-len(row.ids), row.order))
-        oldest = ranked.index(self._rows[0])
+        """Take the next batch off the queue (longest first, of the oldest :data:`CANDIDATES` rows; see
+        the module docstring)."""
+        candidates = list(itertools.islice((row for row in self._queue if not row.taken), CANDIDATES))
+        ranked = sorted(candidates, key=lambda row: (-len(row.ids), row.order))
+        oldest = ranked.index(candidates[0])
         lo, hi = oldest, oldest + 1
         budget = self.max_batch_tokens
         while hi < len(ranked) and len(ranked[lo].ids) * (hi + 1 - lo) <= budget:
@@ -169,8 +177,12 @@ class DynamicBatcher:
         while lo > 0 and len(ranked[lo - 1].ids) * (hi - lo + 1) <= budget:
             lo -= 1  # a longer row: the batch pads to it
         batch = ranked[lo:hi]
-        taken = set(map(id, batch))
-        self._rows = [row for row in self._rows if id(row) not in taken]
+        for row in batch:
+            row.taken = True
+        self._queued -= len(batch)
+        self._tokens -= sum(len(row.ids) for row in batch)
+        while self._queue and self._queue[0].taken:
+            self._queue.popleft()
         return batch
 
     def _run_batch(self, batch: list[_Row]) -> None:
@@ -196,7 +208,12 @@ class DynamicBatcher:
         if self.observe is not None:
             tokens = sum(len(row.ids) for row in batch)
             padded = len(batch[0].ids) * len(batch)
-            self.observe(BatchStats(len(batch), len(requests), tokens, padded, time.perf_counter() - start))
+            try:
+                self.observe(
+                    BatchStats(len(batch), len(requests), tokens, padded, time.perf_counter() - start)
+                )
+            except Exception:  # a failing observer must not stop the inference thread
+                logger.exception("observing a batch failed")
 
 
 def _settle(future: Future, result: object = None, error: BaseException | None = None) -> None:

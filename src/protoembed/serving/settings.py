@@ -85,6 +85,7 @@ class ServeSettings(BaseModel):
 
 
 def served_model_name(model: str) -> str:
-    """The default name of the served model: the last part of its folder or hub id, ``default`` for the
-    packaged one."""
-    return Path(model.rstrip("/\\")).name or model
+    """The default name of the served model: its folder's name (``.`` too), the last part of a hub id,
+    ``default`` for the packaged one."""
+    path = Path(model).expanduser()
+    return (path.resolve() if path.is_dir() else path).name or model
