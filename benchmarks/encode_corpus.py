@@ -6,9 +6,10 @@ The corpus is generated in a temporary folder (deleted afterwards) from the stag
 (``$PROTOEMBED_DATA/unsup/wiki1m_sample``): line ``i`` is the first ``--words`` words of the sample's
 sentence ``i mod n``, followed by `` (c)`` from its second cycle on (``c`` the cycle), so that every line
 is distinct. With the default 6 words a line is about 33 characters, 9 word pieces with [CLS] and [SEP]
-(printed with each run). On a 2-core CPU the model encodes such lines at about 200 a second on either
-side, so the default run (100,000 lines on each side and 10,000 more on protoembed's, plus each command's
-start) takes about 15 minutes; a million lines takes about 80 minutes a side (``--lines 1000000``).
+(printed with each run). On a 2-core AVX2 CPU shared with other jobs, protoembed encoded such lines at
+about 200 a second and sentence-transformers at about 120, so the default run (50,000 lines on each side
+and 5,000 more on protoembed's, plus each command's start) takes about 12 to 15 minutes; a million lines
+would take about 1.5 hours on protoembed's side and 2.5 on sentence-transformers' (``--lines 1000000``).
 
 Each measurement is one fresh command, timed from its start to its exit (interpreter start, imports,
 model load, reading, encoding and writing included):
@@ -34,7 +35,7 @@ alike on both sides.
 Also checked: the vectors of both sides agree (largest absolute difference over ``--check-rows`` rows
 drawn at random).
 
-    python benchmarks/encode_corpus.py [--lines 100000] [--small-lines N] [--words 6] [--workers 2]
+    python benchmarks/encode_corpus.py [--lines 50000] [--small-lines N] [--words 6] [--workers 2]
         [--batch-size 64] [--runtime onnx] [--shard-size 10000] [--data-dir ../shared/data]
 
 Prints the CPU line and the load average before and after. Last line:
@@ -160,6 +161,7 @@ def run_measured(command: list[str], what: str, env: dict[str, str] | None = Non
     reader.join()
     if process.returncode:
         raise SystemExit(f"{what} failed ({process.returncode}): {output['err'].strip()[-3000:]}")
+    print(f"  {what}: {seconds:.1f} s, tree peak {tree_peak / 1024:.0f} MiB", flush=True)
     return Measured(seconds, tree_peak / 1024, sum(peaks.values()) / 1024, len(peaks))
 
 
@@ -208,7 +210,7 @@ def shard_rows(folder: Path, rows: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument(
         "--small-lines", type=int, default=None, help="the second protoembed size (default lines/10)"
     )
@@ -241,11 +243,12 @@ def main() -> None:
         )
         run_measured(protoembed_command(tmp / "warm.txt", tmp / "warm", args), "protoembed encode (warm-up)")
         results = {}
+        print("measuring ...", flush=True)
         results["protoembed", small_lines] = run_measured(
-            protoembed_command(small, tmp / "ours-small", args), "protoembed encode"
+            protoembed_command(small, tmp / "ours-small", args), f"protoembed encode, {small_lines} lines"
         )
         results["protoembed", args.lines] = run_measured(
-            protoembed_command(corpus, tmp / "ours", args), "protoembed encode"
+            protoembed_command(corpus, tmp / "ours", args), f"protoembed encode, {args.lines} lines"
         )
         st = [sys.executable, __file__, "--st-child", str(corpus), str(tmp / "st.npy")]
         st += ["--workers", str(args.workers), "--batch-size", str(args.batch_size)]
