@@ -79,6 +79,7 @@ LENGTHS = ("short", "long")
 LONG_TOKENS = 190  # a long passage: consecutive sentences joined until at least this many word pieces
 AGREE = 0.9999  # cosine to protoembed onnx's vector above which a server's vector agrees
 INFINITY_NAME = "minilm"
+PORT = "{port}"  # in a server's command: its port
 
 
 # ----------------------------------------------------------------------------------------------- statistics
@@ -156,28 +157,39 @@ def inputs(data_dir: Path, model_dir: Path) -> dict[str, tuple[list[str], list[i
 # ------------------------------------------------------------------------------------------------- servers
 @dataclass
 class Server:
-    """A server subprocess: its name, port, embeddings path and model name in requests."""
+    """A server subprocess: its name, command (``PORT`` in it: the port, picked at start), embeddings
+    path and model name in requests."""
 
     name: str
     command: list[str]
-    port: int
     path: str
     model: str
     env: dict[str, str]
     cwd: str | None = None
+    port: int = 0
     process: subprocess.Popen | None = None
     log: Path | None = None
 
-    def start(self, workdir: Path) -> None:
-        self.log = workdir / f"{self.name}.log"
-        self.process = subprocess.Popen(
-            self.command,
-            cwd=self.cwd,
-            env=self.env,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    def start(self, workdir: Path, timeout: float, tries: int = 3) -> float:
+        """Start the server on a free port and wait until it is ready; seconds taken. A port taken by
+        another process between its pick and the server's bind (the machine is shared) is picked again."""
+        for attempt in range(tries):
+            self.port = free_port()
+            self.log = workdir / f"{self.name}.log"
+            self.process = subprocess.Popen(
+                [str(self.port) if part == PORT else part for part in self.command],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=self.log.open("w"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                return self.wait_ready(timeout)
+            except SystemExit:
+                if attempt + 1 == tries or "in use" not in self.tail():
+                    raise
+        raise AssertionError("unreachable")
 
     def wait_ready(self, timeout: float) -> float:
         """Seconds until GET /health answers 200. Raises SystemExit when the process ends or time runs out."""
@@ -268,17 +280,16 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
     servers = []
     infinity = None
     for name in args.servers:
-        port = free_port()
         if name.startswith("protoembed-"):
             command = [sys.executable, "-m", "protoembed", "serve", str(model_dir), "--host", "127.0.0.1"]
             command += [
                 "--port",
-                str(port),
+                PORT,
                 "--runtime",
                 name.split("-", 1)[1],
                 *shlex.split(args.serve_args),
             ]
-            servers.append(Server(name, command, port, "/v1/embeddings", model_dir.name, base))
+            servers.append(Server(name, command, "/v1/embeddings", model_dir.name, base))
         elif name.startswith("infinity-"):
             env_dir = Path(args.infinity_env).resolve()
             if not (env_dir / "bin" / "infinity_emb").is_file():
@@ -297,7 +308,7 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
                 "--host",
                 "127.0.0.1",
             ]
-            command += ["--port", str(port), "--no-vector-disk-cache", "--log-level", "warning"]
+            command += ["--port", PORT, "--no-vector-disk-cache", "--log-level", "warning"]
             if name == "infinity-optimum":  # its "auto" pooling is CLS on this engine; the model's is mean
                 command += ["--pooling-method", "mean"]
             env = {
@@ -308,14 +319,12 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
             }
             # the model id "." (run in the folder): Infinity passes the ONNX file's path as found under
             # the model id to optimum, which matches it against file names relative to the folder
-            servers.append(Server(name, command, port, "/embeddings", INFINITY_NAME, env, cwd=str(folder)))
+            servers.append(Server(name, command, "/embeddings", INFINITY_NAME, env, cwd=str(folder)))
         elif name == "naive":
             command = [sys.executable, "-m", "uvicorn", "naive_server:app", "--app-dir", str(HERE)]
-            command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+            command += ["--host", "127.0.0.1", "--port", PORT, "--log-level", "warning"]
             servers.append(
-                Server(
-                    name, command, port, "/v1/embeddings", "naive", {**base, "NAIVE_MODEL": str(model_dir)}
-                )
+                Server(name, command, "/v1/embeddings", "naive", {**base, "NAIVE_MODEL": str(model_dir)})
             )
         else:
             raise SystemExit(f"unknown server {name!r}: expected some of {', '.join(ALL_SERVERS)}")
@@ -454,8 +463,7 @@ def main() -> None:
     results: dict[tuple[str, str, int], Cell] = {}
     try:
         for server in servers:  # one at a time: a loading server takes the cores
-            server.start(workdir)
-            print(f"{server.name}: ready in {server.wait_ready(args.start_timeout):.1f} s", flush=True)
+            print(f"{server.name}: ready in {server.start(workdir, args.start_timeout):.1f} s", flush=True)
         positions = {(s.name, length): 0 for s in servers for length in LENGTHS}
         for length in LENGTHS:
             for server in servers:

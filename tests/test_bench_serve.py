@@ -74,7 +74,7 @@ def test_answer_reads_content_length_and_chunked_responses(bench) -> None:
 
 
 def test_request_bytes_frame_the_json_body(bench) -> None:
-    server = bench.Server("s", [], 8123, "/v1/embeddings", "m", {})
+    server = bench.Server("s", [], "/v1/embeddings", "m", {}, port=8123)
     payload = bench.request_bytes(server, ["a", "b é"])
     head, body = payload.split(b"\r\n\r\n", 1)
     assert head.startswith(b"POST /v1/embeddings HTTP/1.1\r\n")
