@@ -232,6 +232,70 @@ def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
     assert vectors.shape == (4, 32)
 
 
+def test_a_text_without_tokens_is_named_by_its_line(model, tmp_path, one_thread):
+    """A line of control characters is not blank, but has no token: found when its shard is encoded, and
+    named by its line in the file (shard 2, line 13); the shards before it are kept."""
+    texts = [*SENTENCES[:12], "\x01\x02", *SENTENCES[12:]]
+    src = write_txt(tmp_path / "in.txt", texts)
+    with pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, tmp_path / "out", shard_size=5, batch_size=4)
+    assert str(caught.value) == (
+        f"{src}: 1 empty or blank line(s) (line 13); remove them or pass --allow-empty to encode them as the "
+        "template alone"
+    )
+    assert len(read_manifest(tmp_path / "out").shards) == 2
+
+
+class CountingModel:
+    """A stand-in model for the memory test: a text's vector is its length and a hash of it (no torch
+    forward: the test measures the reading and the shards, not a model)."""
+
+    head, normalize, runtime, precision, prompts, dimension = "mean", False, "torch", "fp32", {}, 4
+    max_seq_length = None
+    encoder = type(
+        "Encoder", (), {"template": None, "max_seq_length": None, "n_soft_prompt": 0, "do_lower_case": False}
+    )()
+    tokenizer: list = []
+    similarity_fn_name = "cosine"
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def encode(self, texts, batch_size, **_) -> np.ndarray:
+        self.calls.append(len(texts))
+        return np.array([[len(t), hash(t) % 97, 0, 1] for t in texts], dtype=np.float32)
+
+
+def test_memory_is_bounded_by_the_shard_not_the_corpus(tmp_path):
+    """60,000 lines (over 6 MB as Python strings): the peak of traced memory while encoding them in shards
+    of 1,000 stays under 3 MB; each ``encode`` call gets at most CHUNK_BATCHES batches."""
+    import tracemalloc
+
+    src = tmp_path / "big.txt"
+    rows = 60_000
+    with open(src, "w", encoding="utf-8") as handle:
+        for i in range(rows):
+            handle.write(f"line {i:07d} of a corpus too large to hold at once\n")
+    fake = CountingModel()
+    encode_corpus(fake, write_txt(tmp_path / "warm.txt"), tmp_path / "warm")  # imports done before tracing
+    fake.calls.clear()
+    tracemalloc.start()
+    try:
+        vectors = encode_corpus(fake, src, tmp_path / "out", shard_size=1000, batch_size=50)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 2**20, peak
+    assert len(vectors) == rows and len(vectors.shards) == 60
+    assert max(fake.calls) == 50 * corpus_encoding.CHUNK_BATCHES and sum(fake.calls) == rows
+    np.testing.assert_array_equal(
+        vectors[[0, 43_456, rows - 1], 0], [len("line 0000000 of a corpus too large to hold at once")] * 3
+    )
+
+
 class Interrupted(KeyboardInterrupt):
     pass
 

@@ -330,10 +330,15 @@ def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: Model
     :func:`protoembed.export.cache.export_digest`, which hashes any folder so), so that every process
     and every load agrees even where loading draws unused weights at random (a bare backbone's pooler);
     a loaded model by its weights and tokenisation (:func:`protoembed.export.cache.model_digest`)."""
-    from protoembed.backbones import resolve_model_dir
-    from protoembed.export.cache import export_digest, model_digest
+    if spec is not None:
+        from protoembed.backbones import resolve_model_dir
+        from protoembed.export.cache import export_digest
 
-    weights = export_digest(resolve_model_dir(spec.model)) if spec is not None else model_digest(model)
+        weights = export_digest(resolve_model_dir(spec.model))
+    else:
+        from protoembed.export.cache import model_digest
+
+        weights = model_digest(model)
     payload = {"model": weights, "settings": settings.model_dump()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -429,8 +434,9 @@ def encode_corpus(
         batch_size, normalize, prompt_name, allow_empty: as :meth:`protoembed.Embedder.encode`.
         resume: continue the run in ``out_dir`` (see the module docstring).
         workers: processes on this machine (spawned; each loads the model).
-        devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device);
-            given without ``workers``, one worker per device.
+        devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
+            without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
+            one worker per device.
         show_progress: the progress bar on stderr (default: when stderr is a terminal).
     A run given a spec is resumable by any process that loads the same spec (its digest hashes the
     model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
@@ -493,15 +499,18 @@ def encode_corpus(
 # --------------------------------------------------------------------------- workers on one machine
 
 
-def _worker(job: ShardJob, spec: ModelSpec, threads: int, tasks: Any, results: Any) -> None:
-    """A spawned worker: load the model, then encode and write each shard it is handed (``None``: stop);
-    report progress, finished shards and errors on ``results``."""
+def _worker(job: ShardJob, spec: ModelSpec, number: int, threads: int, tasks: Any, results: Any) -> None:
+    """Spawned worker ``number``: load the model (without a device named: on GPU ``number`` modulo the
+    GPUs when there are any), then encode and write each shard it is handed (``None``: stop); report
+    progress, finished shards and errors on ``results``."""
     try:
         import torch
 
         from protoembed.loading import load_model
 
         torch.set_num_threads(threads)
+        if spec.device is None and torch.cuda.is_available():
+            spec = spec.model_copy(update={"device": f"cuda:{number % torch.cuda.device_count()}"})
         model = load_model(spec)
         while (task := tasks.get()) is not None:
             index, numbers, texts = task
@@ -563,7 +572,7 @@ def _run_workers(
     for k in range(workers):
         worker_spec = spec.model_copy(update={"device": devices[k % len(devices)]}) if devices else spec
         process = context.Process(
-            target=_worker, args=(job, worker_spec, threads, tasks, results), daemon=True
+            target=_worker, args=(job, worker_spec, k, threads, tasks, results), daemon=True
         )
         process.start()
         processes.append(process)
