@@ -15,8 +15,8 @@ Each measurement is one fresh command, timed from its start to its exit (interpr
 model load, reading, encoding and writing included):
 
 - ``protoembed``: ``python -m protoembed encode INPUT -o OUT_DIR --runtime R --workers W --batch-size B
-  --shard-size S`` (shard-00000.npy ... and manifest.json; shards of 10,000 rows by default, so that both
-  workers have shards to encode at any ``--lines``; its fp32 ONNX export is made once before, by a small
+  --shard-size S`` (shard-00000.npy ... and manifest.json; shards of 2,500 rows by default, so that every
+  worker has shards to encode at both sizes: the two peaks then compare the same processes, all busy; its fp32 ONNX export is made once before, by a small
   untimed run, as any later run finds it cached); at ``--lines`` and at ``--small-lines`` (default a
   tenth), to show whether its peak memory stays flat as the corpus grows;
 - ``sentence-transformers``: this file in a child process: the lines read into a list (its ``encode``
@@ -36,7 +36,7 @@ Also checked: the vectors of both sides agree (largest absolute difference over 
 drawn at random).
 
     python benchmarks/encode_corpus.py [--lines 50000] [--small-lines N] [--words 6] [--workers 2]
-        [--batch-size 64] [--runtime onnx] [--shard-size 10000] [--data-dir ../shared/data]
+        [--batch-size 64] [--runtime onnx] [--shard-size 2500] [--data-dir ../shared/data]
 
 Prints the CPU line and the load average before and after. Last line:
 ``ratio=<protoembed's / sentence-transformers' sentences/s at --lines>``.
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes on each side")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--runtime", default="onnx", help="protoembed encode's --runtime")
-    parser.add_argument("--shard-size", type=int, default=10_000, help="protoembed encode's --shard-size")
+    parser.add_argument("--shard-size", type=int, default=2_500, help="protoembed encode's --shard-size")
     parser.add_argument("--check-rows", type=int, default=1000)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--st-child", nargs=2, help=argparse.SUPPRESS)
