@@ -64,6 +64,25 @@ $(VENV)/st-openvino/.installed: $(VENV)/.installed
 .PHONY: bench-env
 bench-env: $(VENV)/st-onnx/.installed $(VENV)/st-openvino/.installed
 
+# benchmarks/serve.py's Infinity rows: infinity-emb 0.0.78 with its server and its two CPU engines (torch:
+# sentence-transformers 3; optimum: ONNX Runtime) in a venv of its own (it pins transformers < 5, the main
+# install has 5). torch first, pinned to the CPU build, so that infinity-emb's torch requirement is met by it;
+# the rest pinned to the releases measured (optimum 1.x, which Infinity's ONNX graph optimisation was written
+# for, does not import with torch 2.13: benchmarks/serve.py runs that optimisation itself).
+$(VENV)/infinity/.installed:
+	$(PY) -m venv $(VENV)/infinity
+	$(VENV)/infinity/bin/pip install -q torch==2.13.0
+	$(VENV)/infinity/bin/pip install -q 'infinity-emb[server,optimum,torch]==0.0.78' 'transformers>=4.57,<4.58' \
+	  'sentence-transformers>=3.4,<3.5' 'optimum>=2.1,<2.2' 'optimum-onnx>=0.1,<0.2'
+	touch $@
+
+.PHONY: bench-serve-env bench-serve
+bench-serve-env: $(VENV)/infinity/.installed
+
+# protoembed serve against Infinity and a naive server (about 10 minutes); encode_corpus.py needs no side install.
+bench-serve: install bench-serve-env
+	$(BIN)/python benchmarks/serve.py
+
 bench: install bench-env
 	$(BIN)/python benchmarks/encode.py --runs 3
 
