@@ -339,3 +339,29 @@ def test_a_request_beyond_max_concurrent_requests_gets_429(mean_model):
         assert second.json()["error"]["code"] == "rate_limit_exceeded"
         np.testing.assert_allclose(vectors, mean_model.encode(["the cat"]), atol=1e-6, rtol=0)
         assert embeddings(base, ["a dog"]).shape == (1, 32)  # free again
+
+
+def test_connections_of_the_bound_socket_send_at_once():
+    """Every connection the server accepts has TCP_NODELAY, as asyncio gives its own listeners' (without,
+    a response's body waits for the client's delayed ACK of its headers: about 40 ms a request)."""
+    import socket
+
+    async def accepted_nodelay() -> int:
+        sock = bind("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
