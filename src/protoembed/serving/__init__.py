@@ -8,7 +8,7 @@
   budget on one inference thread;
 - :mod:`protoembed.serving.server`: the listening socket (bound before the model loads) and uvicorn.
 
-The server needs the ``serve`` extra (fastapi, uvicorn, prometheus-client): :func:`require` says the pip
+The server needs the ``serve`` extra (fastapi, uvicorn, prometheus-client, orjson): :func:`require` says the pip
 command when one is missing. :class:`ServeSettings` is imported without them (and without torch), so
 ``protoembed --help`` stays fast; :func:`create_app` on first use.
 """

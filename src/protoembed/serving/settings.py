@@ -13,7 +13,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.pydantic_util import STRICT, Flag
 
 #: The modules of the ``serve`` extra (``pip install 'protoembed[serve]'``), as imported.
-SERVE_MODULES = ("fastapi", "uvicorn", "prometheus_client")
+SERVE_MODULES = ("fastapi", "uvicorn", "prometheus_client", "orjson")
 #: The environment variable read when ``--api-key`` is not given.
 API_KEY_ENV = "PROTOEMBED_API_KEY"
 
