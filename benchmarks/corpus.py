@@ -41,11 +41,15 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def generate(path: Path, lines: int, data_dir: Path) -> int:
-    """Write ``lines`` lines cycled from the staged sample to ``path``; returns its size in bytes."""
+def generate(path: Path, lines: int, data_dir: Path, words: int | None = None) -> int:
+    """Write ``lines`` lines cycled from the staged sample to ``path`` (with ``words``: each sample sentence
+    cut to its first ``words`` words); returns its size in bytes."""
     sample = []
     for source in sorted((data_dir / "unsup" / "wiki1m_sample").glob("*.txt")):
-        sample += [x.strip() for x in source.read_text(encoding="utf-8").splitlines() if x.strip()]
+        for line in source.read_text(encoding="utf-8").splitlines():
+            head = line.strip() if words is None else " ".join(line.split()[:words])
+            if head:
+                sample.append(head)
     if not sample:
         raise SystemExit(f"no Wikipedia sample under {data_dir / 'unsup' / 'wiki1m_sample'}")
     with path.open("w", encoding="utf-8") as handle:

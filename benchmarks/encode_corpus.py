@@ -56,29 +56,13 @@ from pathlib import Path
 
 import numpy as np
 
+from corpus import generate
 from machine import cpu_line, load_line
 
 SAMPLE_SECONDS = 0.1
 
 
 # ------------------------------------------------------------------------------------------------ the corpus
-def generate(path: Path, lines: int, words: int, data_dir: Path) -> int:
-    """Write ``lines`` distinct lines (the first ``words`` words of the staged sample's sentences, cycled and
-    tagged with the cycle) to ``path``; returns its size in bytes."""
-    sample = []
-    for source in sorted((data_dir / "unsup" / "wiki1m_sample").glob("*.txt")):
-        for line in source.read_text(encoding="utf-8").splitlines():
-            if head := " ".join(line.split()[:words]):
-                sample.append(head)
-    if not sample:
-        raise SystemExit(f"no Wikipedia sample under {data_dir / 'unsup' / 'wiki1m_sample'}")
-    with path.open("w", encoding="utf-8") as handle:
-        for i in range(lines):
-            cycle, k = divmod(i, len(sample))
-            handle.write(sample[k] + (f" ({cycle})" if cycle else "") + "\n")
-    return path.stat().st_size
-
-
 def word_pieces(path: Path, count: int = 10000) -> float:
     """Mean word pieces (with [CLS] and [SEP]) of the first ``count`` lines of ``path``."""
     from transformers import AutoTokenizer
@@ -232,9 +216,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="protoembed-bench-corpus-") as tmp:
         tmp = Path(tmp)
         corpus, small = tmp / "corpus.txt", tmp / "small.txt"
-        size = generate(corpus, args.lines, args.words, Path(args.data_dir))
-        generate(small, small_lines, args.words, Path(args.data_dir))
-        generate(tmp / "warm.txt", 200, args.words, Path(args.data_dir))
+        size = generate(corpus, args.lines, Path(args.data_dir), args.words)
+        generate(small, small_lines, Path(args.data_dir), args.words)
+        generate(tmp / "warm.txt", 200, Path(args.data_dir), args.words)
         print(
             f"{args.lines} lines, {size / 2**20:.1f} MiB ({size / args.lines:.1f} bytes a line, "
             f"{word_pieces(corpus):.1f} word pieces with [CLS] and [SEP]); first {args.words} words of "
