@@ -9,7 +9,6 @@ resumable with ``--resume``, in parallel with ``--workers`` or under ``torchrun`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from protoembed.commands.common import (
@@ -99,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--workers",
         type=positive_int,
         metavar="N",
-        help="encoding processes on this machine (default 1; with --devices, one per device); torch threads "
+        help="encoding processes on this machine (default 1; with --devices, one per device); the CPU cores "
         "are split between them. Across machines: torchrun --nproc_per_node N -m protoembed encode ...",
     )
     parser.add_argument(
@@ -116,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     """Encode ``args.input`` into ``args.output`` (a folder of shards, or one ``.npy`` file)."""
     if args.output.endswith(ARRAY_SUFFIX):
         return _encode_to_array(args)
-    from protoembed.corpus.encoding import encode_corpus
+    from protoembed.corpus.encoding import encode_corpus, world
 
     try:
         vectors = encode_corpus(
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    if int(os.environ.get("RANK", "0")) == 0:
+    if world()[1] == 0:  # under torchrun: rank 0 says it once
         print(
             f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32 in {len(vectors.shards)} "
             "shard(s) and manifest.json"

@@ -57,7 +57,7 @@ from protoembed.corpus.manifest import (
     EncodeSettings,
     InputRecord,
     ShardRecord,
-    file_sha256,
+    open_shard,
     read_manifest,
     shard_bounds,
     shard_files,
@@ -67,6 +67,7 @@ from protoembed.corpus.manifest import (
 )
 from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
+from protoembed.data.download.fetch import sha256_file
 from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.folder_lock import hold_output_dir
 from protoembed.io import write_atomic
@@ -180,7 +181,7 @@ def write_shard(job: ShardJob, index: int, vectors: np.ndarray) -> ShardRecord:
     path = job.folder / shard_name(index)
     write_atomic(path, lambda tmp: np.save(tmp, vectors), suffix=".npy")
     start = job.start(index)
-    return ShardRecord(name=path.name, start=start, stop=start + len(vectors), sha256=file_sha256(path))
+    return ShardRecord(name=path.name, start=start, stop=start + len(vectors), sha256=sha256_file(path))
 
 
 # --------------------------------------------------------------------------- the folder
@@ -280,13 +281,10 @@ def prepare(
                 continue
             start, stop = bounds[index]
             try:
-                array = np.load(path, mmap_mode="r")
-                good = array.shape == (stop - start, fresh.dimension) and array.dtype == np.float32
-                del array
-            except (OSError, ValueError):
-                good = False
-            if good:
-                kept.append(ShardRecord(name=path.name, start=start, stop=stop, sha256=file_sha256(path)))
+                open_shard(path, stop - start, fresh.dimension)
+            except ProtoembedError:
+                continue  # not a whole shard of this run: encoded again
+            kept.append(ShardRecord(name=path.name, start=start, stop=stop, sha256=sha256_file(path)))
         manifest.shards = kept
     done = {record.start // fresh.shard_size for record in manifest.shards}
     manifest.complete = len(done) == count
@@ -390,7 +388,7 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
-def _world() -> tuple[int, int, int]:
+def world() -> tuple[int, int, int]:
     """``(world size, rank, local rank)`` from torchrun's environment (``(1, 0, 0)`` outside it)."""
     env = os.environ
     return int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
@@ -464,12 +462,12 @@ def encode_corpus(
     folder = Path(out_dir).expanduser()
     job = ShardJob(source, folder, shard_size, scanned.rows, batch_size, normalize, prompt_name, allow_empty)
     spec = _spec_of(model)
-    world, rank, local_rank = _world()
-    if world > 1:
+    world_size, rank, local_rank = world()
+    if world_size > 1:
         if workers > 1:
             raise ProtoembedError("workers > 1 under torchrun: each torchrun process is one worker already")
         return _encode_distributed(
-            model, spec, job, scanned.size, resume, show_progress, rank, world, local_rank
+            model, spec, job, scanned.size, resume, show_progress, rank, world_size, local_rank
         )
     check_folder(folder, resume)  # refused before the folder is made (and locked)
     if workers > 1 and spec is None:

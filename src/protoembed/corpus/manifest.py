@@ -14,14 +14,15 @@ torch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from protoembed.data.download.fetch import sha256_file
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
@@ -96,9 +97,9 @@ class CorpusManifest(BaseModel):
     """``manifest.json`` of an encoded corpus folder.
 
     Fields: ``format_version``; ``protoembed_version``; ``model`` (what was asked for: a spec, or the
-    class of a loaded model); ``model_digest`` (SHA-256 of the model's weights digest,
-    :func:`protoembed.export.cache.model_digest`, and :attr:`settings`: a resume with another model or
-    setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``;
+    class of a loaded model); ``model_digest`` (SHA-256 of the model, by its folder's files when given as a spec or its
+    weights when given loaded, and :attr:`settings`: :func:`protoembed.corpus.encoding.corpus_digest`; a
+    resume with another model or setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``;
     ``shard_size``; ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``.
     """
 
@@ -152,13 +153,21 @@ def write_manifest(folder: str | os.PathLike[str], manifest: CorpusManifest) -> 
     return write_json_atomic(Path(folder) / MANIFEST, manifest.model_dump(mode="json"))
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """SHA-256 (hex) of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def open_shard(path: str | os.PathLike[str], rows: int, dimension: int) -> np.ndarray:
+    """The shard file ``path`` memory-mapped, checked to hold ``rows`` x ``dimension`` float32.
+
+    Raises:
+        ProtoembedError: the file cannot be read as an array, or holds another shape or type.
+    """
+    try:
+        array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise ProtoembedError(f"{path}: cannot read the shard ({err})") from None
+    if array.shape != (rows, dimension) or array.dtype != np.float32:
+        raise ProtoembedError(
+            f"{path}: expected float32 ({rows}, {dimension}), found {array.dtype} {array.shape}"
+        )
+    return array
 
 
 def shard_files(folder: str | os.PathLike[str]) -> dict[int, Path]:
@@ -175,7 +184,7 @@ def shard_problem(folder: str | os.PathLike[str], shard: ShardRecord) -> str | N
     path = Path(folder) / shard.name
     if not path.is_file():
         return f"{path}: missing"
-    actual = file_sha256(path)
+    actual = sha256_file(path)
     if actual != shard.sha256:
         return f"{path}: sha256 {actual[:12]}... differs from the manifest's {shard.sha256[:12]}... (corrupt)"
     return None

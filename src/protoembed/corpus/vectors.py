@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.corpus.manifest import CorpusManifest, finished_manifest
+from protoembed.corpus.manifest import CorpusManifest, finished_manifest, open_shard
 from protoembed.corpus.manifest import verify as verify_folder
-from protoembed.errors import ProtoembedError
 
 
 class CorpusVectors:
@@ -35,17 +34,8 @@ class CorpusVectors:
         self.manifest = manifest
         self.shards: list[np.ndarray] = []
         for record in manifest.shards:
-            path = self.folder / record.name
-            try:
-                array = np.load(path, mmap_mode="r")
-            except (OSError, ValueError) as err:
-                raise ProtoembedError(f"{path}: cannot read the shard ({err})") from None
-            if array.shape != (record.stop - record.start, manifest.dimension) or array.dtype != np.float32:
-                raise ProtoembedError(
-                    f"{path}: expected float32 ({record.stop - record.start}, {manifest.dimension}), "
-                    f"found {array.dtype} {array.shape}"
-                )
-            self.shards.append(array)
+            rows = record.stop - record.start
+            self.shards.append(open_shard(self.folder / record.name, rows, manifest.dimension))
         self._starts = np.array(
             [record.start for record in manifest.shards] + [manifest.rows], dtype=np.int64
         )
