@@ -39,3 +39,14 @@ class WriteError(ProtoembedError):
     def __init__(self, message: str, path: object = None, reason: str = "") -> None:
         super().__init__(message)
         self.path, self.reason = path, reason
+
+
+def pip_extra(extra: str) -> str:
+    """The pip command that installs protoembed's optional ``extra`` (``pip install 'protoembed[onnx]'``)."""
+    return f"pip install 'protoembed[{extra}]'"
+
+
+def missing_package(what: str, module: str, extra: str) -> ProtoembedError:
+    """The one-line error of ``what`` (``ONNX Runtime``, ``protoembed serve``) finding the optional
+    package ``module`` missing, with the pip command of the ``extra`` that installs it."""
+    return ProtoembedError(f"{what} needs the optional package {module} (missing): {pip_extra(extra)}")

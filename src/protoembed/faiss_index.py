@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.errors import ProtoembedError, missing_package, pip_extra
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ TRAIN_PER_CELL = 64
 #: Default ``nprobe``: this fraction of the cells (at least one).
 NPROBE_FRACTION = 1 / 16
 #: The pip command that installs FAISS.
-PIP_FAISS = "pip install 'protoembed[faiss]'"
+PIP_FAISS = pip_extra("faiss")
 
 
 def require_faiss() -> Any:
@@ -42,9 +42,7 @@ def require_faiss() -> Any:
     try:
         import faiss
     except ImportError:
-        raise ProtoembedError(
-            f"the faiss index needs the optional package faiss (missing): {PIP_FAISS}"
-        ) from None
+        raise missing_package("the faiss index", "faiss", "faiss") from None
     return faiss
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.errors import ProtoembedError, missing_package
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -110,10 +110,7 @@ class RuntimeSpec:
         missing."""
         missing = self.missing()
         if missing is not None:
-            raise ProtoembedError(
-                f"{self.label} needs the optional package {missing} (missing): pip install "
-                f"'protoembed[{self.extra}]'"
-            )
+            raise missing_package(self.label, missing, str(self.extra))
 
     def picked_by_auto(self, config: dict[str, Any]) -> bool:
         """Whether ``--runtime auto`` picks this runtime for an export with ``config`` (see

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from protoembed.errors import ProtoembedError
+from protoembed.errors import missing_package
 from protoembed.pydantic_util import STRICT, Flag
 
 #: The modules of the ``serve`` extra (``pip install 'protoembed[serve]'``), as imported.
@@ -23,9 +23,7 @@ def require() -> None:
     extra is missing."""
     missing = next((name for name in SERVE_MODULES if importlib.util.find_spec(name) is None), None)
     if missing is not None:
-        raise ProtoembedError(
-            f"protoembed serve needs the optional package {missing} (missing): pip install 'protoembed[serve]'"
-        )
+        raise missing_package("protoembed serve", missing, "serve")
 
 
 class ServeSettings(BaseModel):
