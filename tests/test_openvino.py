@@ -4,6 +4,8 @@ the runtime switch of a torch model and an ONNX folder, the results' protocol, b
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 
 import numpy as np
@@ -144,13 +146,23 @@ def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypa
     assert protoembed.load(str(onnx_folder)).runtime == "onnx"  # auto is load's default
 
 
-def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capsys):
+def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd):
+    """Stdout holds the command's one line only (OpenVINO's converter and NNCF's bars, printed on file
+    descriptor 1, go to the DEBUG log); --verbose adds no second line about the folder; 16 distinct
+    sentences (one batch) calibrate with a WARNING naming the file."""
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("\n".join(CALIBRATION) + "\n", encoding="utf-8")
     saved = mean_model.save(tmp_path / "saved")
     argv = ["export", str(saved), "-o", str(tmp_path / "int8"), "--format", "openvino", "--quantize", "int8"]
-    assert main([*argv, "--calibration", str(calibration)]) == 0
-    assert "openvino, int8" in capsys.readouterr().out
+    assert main(["--verbose", *argv, "--calibration", str(calibration)]) == 0
+    captured = capfd.readouterr()
+    assert captured.out == f"wrote {tmp_path / 'int8'}: mean head, openvino, int8, dimension 32\n"
+    err = captured.err.splitlines()  # (and the tiny model's max_seq_length 12 truncates, said below)
+    assert err[0] == (
+        f"protoembed: {calibration}: 16 distinct non-blank sentences in 16 lines: int8 calibration on 1 batch "
+        "instead of 32 (512 distinct sentences wanted); the int8 scales may be off"
+    )
+    assert all("truncated" in line for line in err[1:]) and str(tmp_path / "int8") not in captured.err
     out = tmp_path / "int8"
     ir = (out / IR_FILE).read_text(encoding="utf-8")
     assert ir.count('type="FakeQuantize"') + ir.count('element_type="i8"') > 0  # quantised layers in the IR
@@ -164,15 +176,61 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capsy
         protoembed.load(str(out), precision="bf16")
 
 
-def test_calibration_defaults_to_the_staged_wiki_sample(data_dir):
+def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):
     from protoembed.export.openvino import CALIBRATION_BATCH, CALIBRATION_BATCHES, calibration_sentences
 
     sentences = calibration_sentences(None, data_dir)
     corpus = (data_dir / "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt").read_text(
         encoding="utf-8"
     )
-    first = [line for line in corpus.splitlines() if line.strip()][: CALIBRATION_BATCH * CALIBRATION_BATCHES]
-    assert sentences == first
+    distinct = list(dict.fromkeys(line for line in corpus.splitlines() if line.strip()))
+    assert sentences == distinct[: CALIBRATION_BATCH * CALIBRATION_BATCHES]
+    assert not caplog.records  # a full 32 batches: nothing to say
+
+
+def test_calibration_counts_distinct_sentences(tmp_path, caplog):
+    """Repeats count once: 21 lines of 2 sentences are refused (one batch is 16), naming the file; 40
+    distinct in 85 lines calibrate on 3 batches with a WARNING; a list is named as such."""
+    from protoembed.export.openvino import calibration_sentences
+
+    two = tmp_path / "two.txt"
+    two.write_text(
+        "\n".join(["a man is playing a guitar .", "the cat sat on the mat ."] * 10 + ["a man"]) + "\n"
+    )
+    with pytest.raises(ProtoembedError) as info:
+        calibration_sentences(two)
+    assert str(info.value) == (
+        f"{two}: int8 calibration needs at least 16 distinct non-blank sentences (one batch); found 3 "
+        "distinct non-blank sentences in 21 lines"
+    )
+    forty = [f"sentence number {i} about the cat ." for i in range(40)]
+    many = tmp_path / "many.txt"
+    many.write_text("\n".join([*forty, *(f" {s} " for s in forty), *[""] * 5]) + "\n")
+    assert calibration_sentences(many) == forty
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"{many}: 40 distinct non-blank sentences in 85 lines: int8 calibration on 3 batches instead of 32 "
+        "(512 distinct sentences wanted); the int8 scales may be off"
+    ]
+    caplog.clear()
+    assert calibration_sentences(forty * 2) == forty
+    assert (
+        caplog.records[0].getMessage().startswith("calibration texts: 40 distinct non-blank sentences in 80")
+    )
+
+
+def test_stdout_to_log_captures_native_and_python_writes(capfd, caplog):
+    """What a converter writes to file descriptor 1 (native code) or sys.stdout (Python) is logged at
+    DEBUG, line by line; nothing reaches stdout, and stdout works again afterwards."""
+    from protoembed.export.quiet import stdout_to_log
+
+    log = logging.getLogger("protoembed.test_quiet")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    with stdout_to_log(log, "tool"):
+        os.write(1, b"native line\n\n")
+        print("python line")
+    print("after")
+    assert capfd.readouterr().out == "after\n"
+    assert sorted(r.getMessage() for r in caplog.records) == ["tool: native line", "tool: python line"]
 
 
 def test_eval_records_the_openvino_runtime(openvino_mean, data_dir, tmp_path):

@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--calibration",
         default=None,
         metavar="FILE",
-        help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line (default: "
-        "the first 512 lines of the staged Wikipedia sample under --data-dir)",
+        help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line, repeats counted once "
+        "(default: the first 512 distinct lines of the staged Wikipedia sample under --data-dir)",
     )
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
@@ -66,11 +66,6 @@ def run(args: argparse.Namespace) -> int:
         raise ProtoembedError(
             f"--calibration: only an int8 export (--format {formats} --quantize int8) reads it"
         )
-    calibration = None
-    if args.calibration is not None:
-        from protoembed.data.lines import read_lines
-
-        calibration = read_lines(args.calibration)
     if Path(args.model).is_dir() and is_export_dir(args.model):
         raise ProtoembedError(f"{args.model}: already an export; export the torch model instead")
     try:
@@ -82,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         args.output,
         quantize=args.quantize,
         format=args.format,
-        calibration=calibration,
+        calibration=args.calibration,  # the file: read (and named) by the format's calibration
         data_dir=args.data_dir,
     )
     kind = f"{args.format}, {args.quantize or 'fp32'}"

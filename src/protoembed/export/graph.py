@@ -89,7 +89,7 @@ def export_embedder(
     quantize: str | None = None,
     optimize: bool = True,
     format: str = DEFAULT_FORMAT,
-    calibration: Sequence[str] | None = None,
+    calibration: Sequence[str] | str | os.PathLike | None = None,
     data_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Export ``embedder`` to the folder ``path`` (atomically: temp folder, then rename).
@@ -105,8 +105,9 @@ def export_embedder(
         optimize: let the writer optimise the graph (``onnx``: fuse attention / LayerNorm / GELU).
         format: an export format of :func:`protoembed.runtimes.export_formats` (``onnx``:
             ``onnx/model.onnx``; ``openvino``: ``openvino/openvino_model.xml`` + ``.bin``).
-        calibration: sentences the int8 scales are calibrated on, for a format that calibrates (default:
-            the format's own, e.g. the staged Wikipedia sample under ``data_dir`` / ``$PROTOEMBED_DATA``).
+        calibration: sentences the int8 scales are calibrated on (a list, or a file of one per line), for
+            a format that calibrates (default: the format's own, e.g. the staged Wikipedia sample under
+            ``data_dir`` / ``$PROTOEMBED_DATA``).
     Returns:
         the folder written.
     Raises:
@@ -166,7 +167,8 @@ def export_embedder(
         replace_dir(target, build)
     finally:  # tracing runs in eval mode; the caller's model keeps its own
         embedder.train(was_training)
-    logger.info("exported %s head (%s, %s) to %s", head, format, quantize or "fp32", target)
+    # DEBUG: the caller reports the folder (the command prints it; --verbose would show it twice)
+    logger.debug("exported %s head (%s, %s) to %s", head, format, quantize or "fp32", target)
     return target
 
 

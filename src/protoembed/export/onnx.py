@@ -13,7 +13,6 @@ layers: parallel execution only adds scheduling).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch
 from protoembed.errors import ProtoembedError
 from protoembed.export import graph as tracing
 from protoembed.export.layout import GRAPH_FILE
+from protoembed.export.quiet import stdout_to_log
 from protoembed.export.runtime import ExportedEmbedder
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def _fuse(raw: Path, path: Path, config: Any, feeds: dict[str, np.ndarray]) -> b
     from onnxruntime.transformers.optimizer import optimize_model
 
     try:
-        with contextlib.redirect_stdout(None):
+        with stdout_to_log(logger, "onnxruntime"):
             model = optimize_model(
                 str(raw),
                 model_type="bert",

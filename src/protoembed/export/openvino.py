@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,12 +120,16 @@ def compile_graph(
 
 def convert_to_ir(onnx_graph: Path, target: Path, calibration: list[dict[str, np.ndarray]] | None) -> None:
     """Convert the traced ONNX graph to fp32 IR at ``target`` (``.xml`` + ``.bin``); with
-    ``calibration`` (feeds of padded batches), NNCF int8 post-training quantisation first."""
+    ``calibration`` (feeds of padded batches), NNCF int8 post-training quantisation first. What the
+    converter and NNCF print on stdout is logged at DEBUG instead."""
     import openvino as ov
 
-    model = ov.convert_model(str(onnx_graph))
-    if calibration is not None:
-        model = _quantize(model, calibration)
+    from protoembed.export.quiet import stdout_to_log
+
+    with stdout_to_log(logger, "openvino"):  # its arguments and timings, NNCF's bars and log lines
+        model = ov.convert_model(str(onnx_graph))
+        if calibration is not None:
+            model = _quantize(model, calibration)
     target.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(model, str(target), compress_to_fp16=False)
 
@@ -152,19 +156,39 @@ def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
         nncf_logger.setLevel(level)
 
 
+def _distinct(lines: Iterable[str], wanted: int) -> tuple[list[str], int]:
+    """The first ``wanted`` distinct non-blank ``lines`` (compared without their surrounding spaces; the
+    first spelling kept) and how many lines were read to find them (all of them when fewer)."""
+    kept: dict[str, str] = {}
+    read = 0
+    for line in lines:
+        read += 1
+        key = line.strip()
+        if key and key not in kept:
+            kept[key] = line
+            if len(kept) == wanted:
+                break
+    return list(kept.values()), read
+
+
 def calibration_sentences(
-    texts: Sequence[str] | None, data_dir: str | os.PathLike | None = None
+    texts: Sequence[str] | str | os.PathLike | None, data_dir: str | os.PathLike | None = None
 ) -> list[str]:
-    """The int8 calibration sentences: ``texts`` if given, else the first
-    ``CALIBRATION_BATCHES * CALIBRATION_BATCH`` lines of the staged Wikipedia sample under the data dir.
+    """The int8 calibration sentences: the first ``CALIBRATION_BATCHES * CALIBRATION_BATCH`` distinct
+    non-blank lines of ``texts`` (a list of sentences, or a file of one sentence per line), else of the
+    staged Wikipedia sample under the data dir. Repeated sentences count once: they add no new activation
+    statistics. Fewer than that many calibrate on fewer batches, with a WARNING naming the source, its
+    distinct sentences and the batches used.
 
     Raises:
         ProtoembedError: no texts given and the sample is not under the data dir (with the command that
-            fetches it), or fewer than one batch of non-blank texts.
+            fetches it), a file that cannot be read, or fewer than one batch (:data:`CALIBRATION_BATCH`)
+            of distinct non-blank sentences (the source named).
     """
+    from protoembed.data.lines import iter_lines
+
     wanted = CALIBRATION_BATCHES * CALIBRATION_BATCH
     if texts is None:
-        from protoembed.data.lines import read_lines
         from protoembed.data.paths import resolve_data_dir
 
         corpus = resolve_data_dir(data_dir) / CALIBRATION_CORPUS
@@ -173,11 +197,30 @@ def calibration_sentences(
                 f"{corpus}: int8 calibration text not found; fetch it with `protoembed data download "
                 "wiki1m-sample` or pass your own sentences (--calibration FILE)"
             )
-        texts = read_lines(corpus)[:wanted]
-    sentences = [t for t in texts if t.strip()][:wanted]
+        texts = corpus
+    if isinstance(texts, (str, os.PathLike)):
+        source = str(texts)
+        sentences, read = _distinct(iter_lines(texts), wanted)
+    else:
+        source = "calibration texts"
+        sentences, read = _distinct(texts, wanted)
+    found = f"{len(sentences)} distinct non-blank sentences in {read} lines"
     if len(sentences) < CALIBRATION_BATCH:
         raise ProtoembedError(
-            f"int8 calibration needs at least {CALIBRATION_BATCH} non-blank sentences; got {len(sentences)}"
+            f"{source}: int8 calibration needs at least {CALIBRATION_BATCH} distinct non-blank sentences "
+            f"(one batch); found {found}"
+        )
+    if len(sentences) < wanted:
+        batches = -(-len(sentences) // CALIBRATION_BATCH)
+        logger.warning(
+            "%s: %s: int8 calibration on %d batch%s instead of %d (%d distinct sentences wanted); "
+            "the int8 scales may be off",
+            source,
+            found,
+            batches,
+            "" if batches == 1 else "es",
+            CALIBRATION_BATCHES,
+            wanted,
         )
     return sentences
 

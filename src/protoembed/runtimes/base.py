@@ -51,8 +51,8 @@ class RuntimeSpec:
         quantize_help: what ``--quantize int8`` does in :attr:`format`, for ``export --quantize``'s help.
         writer: ``"module:function"`` ``(model, folder, with_states, *, quantize, optimize, calibration)
             -> (inputs, outputs, config entries)`` writing the graph of :attr:`format` into ``folder``.
-        calibration: ``"module:function"`` ``(texts or None, data_dir) -> sentences`` for an int8 export
-            that calibrates on text; ``None``: its int8 export reads no text.
+        calibration: ``"module:function"`` ``(texts, a file of them, or None; data_dir) -> sentences`` for
+            an int8 export that calibrates on text; ``None``: its int8 export reads no text.
         reads: the export formats it runs (none: it runs torch models only).
         loader: ``"module:function"`` ``(root, config, encoder, normalize, threads, precision) ->
             ExportedEmbedder`` opening an export folder; ``None`` for the torch runtime.
@@ -133,7 +133,7 @@ class RuntimeSpec:
         self.require()
         return resolve(self.loader)(root, config, encoder, normalize, threads, precision)
 
-    def calibrate(self, texts: Sequence[str] | None, data_dir: str | os.PathLike | None) -> list[str]:
+    def calibrate(self, texts: Sequence[str] | str | os.PathLike | None, data_dir: str | os.PathLike | None) -> list[str]:
         """The sentences an int8 export in :attr:`format` calibrates on (see :attr:`calibration`)."""
         if self.calibration is None:
             raise ProtoembedError(f"an int8 {self.format} export reads no calibration text")
