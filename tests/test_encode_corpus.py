@@ -220,7 +220,11 @@ def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
             "2 empty or blank line(s) (line 2, 4); remove them or pass --allow-empty",
         ),
         (tmp_path / "missing.txt", {}, f"{tmp_path / 'missing.txt'}: file not found"),
-        (tmp_path, {}, f"{tmp_path}: expected a file, found a directory"),
+        (
+            tmp_path,
+            {},
+            f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), .jsonl, .jsonl.gz, .csv, .parquet",
+        ),
         (txt, {"field": "text"}, "--field / --column name the text of jsonl, csv or parquet input"),
         (txt, {"format": "xml"}, "unknown corpus format 'xml'"),
     ]

@@ -129,6 +129,13 @@ def test_corpus_paths_relative_to_the_data_dir(tmp_path, monkeypatch, data_dir):
     assert wiki.dropped_last_line and len(wiki.sentences) > 10000  # the byte-cut sample ends mid-sentence
     with pytest.raises(ProtoembedError, match="not found"):
         resolve_corpus_path("unsup/nothing.txt", None)
+    # a directory, here or under the data dir, is said to be one (not "not found")
+    (tmp_path / "texts").mkdir()
+    expected = "a directory; expected one UTF-8 text file, one sentence per line"
+    for given, found in (("texts", tmp_path / "texts"), ("unsup", data_dir.absolute() / "unsup")):
+        with pytest.raises(ProtoembedError) as info:
+            resolve_corpus_path(given, None)
+        assert str(info.value) == f"corpus file {found}: {expected}"
 
 
 def _shipped_configs():

@@ -21,7 +21,7 @@ from protoembed.commands.common import (
     spec_from_args,
 )
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
-from protoembed.corpus.sources import AUTO, FORMATS, blank_error, corpus_source, no_rows_error
+from protoembed.corpus.sources import AUTO, CORPUS_FILES, FORMATS, blank_error, corpus_source, no_rows_error
 from protoembed.errors import EmptySentenceError, ProtoembedError
 
 #: The ending of an ``-o`` that names one array file rather than a folder of shards.
@@ -55,9 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(float32, --shard-size rows each, in row order) and manifest.json (the model's digest and settings, "
         "the input, each shard's rows and sha256). Interrupted runs continue with --resume.",
     )
-    parser.add_argument(
-        "input", help="the corpus: UTF-8 text (one sentence per line), .jsonl, .csv or .parquet"
-    )
+    parser.add_argument("input", help=f"the corpus file: {CORPUS_FILES}")
     parser.add_argument(
         "-o",
         "--output",

@@ -33,6 +33,10 @@ FORMATS = ("txt", "jsonl", "csv", "parquet")
 AUTO = "auto"
 #: File-name endings -> format, for ``auto`` (any other name: ``txt``).
 SUFFIXES = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "txt"}
+#: What a corpus file may be, for help and messages.
+CORPUS_FILES = "UTF-8 text (one sentence per line), " + ", ".join(
+    suffix for suffix, fmt in SUFFIXES.items() if fmt != "txt"
+)
 #: The table openers by format.
 _OPENERS = {"jsonl": open_jsonl, "csv": open_csv, "parquet": open_parquet}
 
@@ -117,7 +121,10 @@ def corpus_source(
     """
     path = Path(path).expanduser()
     if path.is_dir():
-        raise ProtoembedError(f"{path}: expected a file, found a directory")
+        raise ProtoembedError(
+            f"{path}: a directory; expected one corpus file: {CORPUS_FILES} (encode each file of the "
+            "directory, or join them into one)"
+        )
     if not path.exists():
         raise ProtoembedError(f"{path}: file not found")
     if format in (None, AUTO):

@@ -47,6 +47,13 @@ class Corpus:
         }
 
 
+def _directory(path: Path) -> ProtoembedError:
+    """The one-line error for a corpus path that names a directory."""
+    return ProtoembedError(
+        f"corpus file {path.absolute()}: a directory; expected one UTF-8 text file, one sentence per line"
+    )
+
+
 def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) -> Path:
     """Absolute path of the corpus: as given if absolute or existing, else under the data directory.
 
@@ -54,6 +61,8 @@ def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) ->
     config's ``data.data_dir``, else ``$PROTOEMBED_DATA``).
     """
     path = Path(corpus).expanduser()
+    if path.is_dir():
+        raise _directory(path)
     if path.is_absolute() or path.exists():
         if not path.is_file():
             raise ProtoembedError(f"corpus file {path.absolute()} not found")
@@ -64,6 +73,8 @@ def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) ->
         candidate = Path(base).expanduser().absolute() / path
         if candidate.is_file():
             return candidate
+        if candidate.is_dir():
+            raise _directory(candidate)
         tried.append(str(candidate))
     hint = (
         "" if base else " (relative corpus paths are also looked up under $PROTOEMBED_DATA, which is not set)"
