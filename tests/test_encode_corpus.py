@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import protoembed
+from protoembed import progress
 from protoembed.cli import main
 from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
 from protoembed.corpus import encoding as corpus_encoding
@@ -58,12 +59,19 @@ def folder_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
 
 
-def test_shards_equal_the_model_encode_and_read_back_as_one_array(model, tmp_path, one_thread, capsys):
+def test_shards_equal_the_model_encode_and_read_back_as_one_array(
+    model, tmp_path, one_thread, capsys, monkeypatch
+):
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"
+    monkeypatch.setattr(progress, "LINE_EVERY", 0)  # stderr is no terminal: a line per shard, then the last
     vectors = encode_corpus(model, src, out, shard_size=5, batch_size=4, show_progress=True)
-    bar = capsys.readouterr().err
-    assert "23/23" in bar and " sentences/s]" in bar  # the bar counts sentences
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        *(f"Encoding: {n}/23 sentences" for n in (5, 10, 15, 20, 23)),
+        "Encoding: 23/23 sentences",
+    ]
+    assert lines[0].endswith(" left)") and lines[-1].endswith(" in all)") and "/s, " in lines[-1]
     expected = model.encode(SENTENCES, batch_size=4)
     assert folder_files(out) == ["manifest.json", *(f"shard-{i:05d}.npy" for i in range(5))]
     shards = [np.load(out / f"shard-{i:05d}.npy") for i in range(5)]

@@ -9,17 +9,16 @@ batches, same order.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.inputs import check_batch_size, check_sentences
+from protoembed.progress import Progress
 
 #: Padded batch features (``input_ids``, ``attention_mask`` [, ``mask_index``]) -> vectors (B, D).
 Forward = Callable[[dict[str, torch.Tensor]], torch.Tensor]
@@ -80,22 +79,19 @@ class BatchEncoder:
         masks = None if masks is None else [masks[i] for i in first]
         order = np.argsort([-len(x) for x in ids], kind="stable")
         out = torch.empty((len(ids), self.dimension), dtype=torch.float32, device=self.device)
-        if show_progress_bar is None:  # never into a log file
-            show_progress_bar = len(texts) > 1000 and sys.stderr.isatty()
-        with torch.inference_mode():
-            for start in tqdm(
-                range(0, len(ids), batch_size),
-                desc="Encoding",
-                disable=not show_progress_bar,
-                unit="batch",
-                file=sys.stderr,
-            ):
+        if show_progress_bar is None:
+            show_progress_bar = len(texts) > 1000
+        # every sentence counted (repeats are run once: counted when done)
+        with Progress(len(texts), show=show_progress_bar) as progress, torch.inference_mode():
+            for start in range(0, len(ids), batch_size):
                 index = order[start : start + batch_size]
                 rows = [ids[i] for i in index]
                 vectors = self.vectors(
                     rows, None if masks is None else [masks[i] for i in index], extra_normalize
                 )
                 out[torch.as_tensor(index, device=self.device)] = vectors
+                progress.update(len(index))
+            progress.update(len(texts) - len(ids))
         if len(first) < len(texts):
             out = out[torch.as_tensor(inverse, device=self.device)]
         result = out if convert_to_tensor else out.cpu().numpy()

@@ -163,8 +163,9 @@ class Embedder(torch.nn.Module):
             sentences: the sentences (a single string gives a single vector).
             batch_size: sentences per forward pass.
             normalize: L2-normalise the vectors (default: the model's own setting).
-            show_progress_bar: show a progress bar on stderr (default: for more than 1000 sentences
-                when stderr is a terminal).
+            show_progress_bar: report progress on stderr (:class:`~protoembed.progress.Progress`: a bar
+                with sentences/s on a terminal, a line every 10 s elsewhere; default: for more than 1000
+                sentences).
             convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
             allow_empty: encode empty sentences as the bare template instead of raising an error.
             precision: ``fp32`` or ``bf16`` for this call (default: :attr:`precision`).

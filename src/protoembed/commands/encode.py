@@ -105,7 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="the workers' devices, comma-separated (cuda:0,cuda:1)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, a line every 10 s elsewhere)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -178,7 +182,7 @@ def _encode_to_array(args: argparse.Namespace) -> int:
             sentences,
             batch_size=args.batch_size,
             normalize=True if args.normalize else None,
-            show_progress_bar=not args.no_progress and sys.stderr.isatty(),
+            show_progress_bar=not args.no_progress,  # a bar on a terminal, a line every 10 s elsewhere
             allow_empty=args.allow_empty,
             prompt_name=args.prompt,
         )

@@ -34,14 +34,14 @@ if TYPE_CHECKING:
 
 def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
     """A :class:`~protoembed.evaluation.encoders.LazyEncoder` for the model (``--runtime`` and
-    ``--precision`` included), ``--batch-size``, ``--allow-empty`` and ``--cache-embeddings`` options of ``args`` (a progress bar when
-    stderr is a terminal)."""
+    ``--precision`` included), ``--batch-size``, ``--allow-empty`` and ``--cache-embeddings`` options of
+    ``args`` (progress on stderr: a bar on a terminal, a line every 10 s elsewhere)."""
     return LazyEncoder(
         functools.partial(load_from_args, args),
         batch_size=args.batch_size,
         allow_empty=args.allow_empty,
         cache_embeddings=getattr(args, "cache_embeddings", False),
-        show_progress_bar=sys.stderr.isatty(),
+        show_progress_bar=True,
     )
 
 

@@ -40,7 +40,6 @@ import json
 import logging
 import os
 import queue
-import sys
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.folder_lock import hold_output_dir
 from protoembed.io import write_atomic
 from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.progress import Progress
 from protoembed.version import __version__
 
 if TYPE_CHECKING:
@@ -371,15 +371,10 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) 
     )
 
 
-def _progress(total: int, initial: int, show: bool | None):
-    """The progress bar: sentences, their rate and the ETA, on stderr (by default only on a terminal)."""
-    from tqdm.auto import tqdm
-
-    if show is None:
-        show = sys.stderr.isatty()
-    return tqdm(
-        total=total, initial=initial, unit=" sentences", desc="Encoding", disable=not show, file=sys.stderr
-    )
+def _progress(total: int, initial: int, show: bool | None) -> Progress:
+    """The progress on stderr (:class:`~protoembed.progress.Progress`: sentences, their rate and the time
+    left; a bar on a terminal, a line every 10 s elsewhere); ``show=False``: none."""
+    return Progress(total, initial=initial, show=show is not False)
 
 
 def _positive(name: str, value: Any) -> int:
@@ -432,7 +427,8 @@ def encode_corpus(
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
             without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
             one worker per device.
-        show_progress: the progress bar on stderr (default: when stderr is a terminal).
+        show_progress: ``False``: no progress on stderr (default: a bar with sentences/s on a terminal,
+            a line every 10 s elsewhere; :class:`~protoembed.progress.Progress`).
     A run given a spec is resumable by any process that loads the same spec (its digest hashes the
     model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
     unused pooler is drawn at random) is refused as another model.

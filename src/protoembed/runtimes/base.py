@@ -133,7 +133,9 @@ class RuntimeSpec:
         self.require()
         return resolve(self.loader)(root, config, encoder, normalize, threads, precision)
 
-    def calibrate(self, texts: Sequence[str] | str | os.PathLike | None, data_dir: str | os.PathLike | None) -> list[str]:
+    def calibrate(
+        self, texts: Sequence[str] | str | os.PathLike | None, data_dir: str | os.PathLike | None
+    ) -> list[str]:
         """The sentences an int8 export in :attr:`format` calibrates on (see :attr:`calibration`)."""
         if self.calibration is None:
             raise ProtoembedError(f"an int8 {self.format} export reads no calibration text")
