@@ -9,7 +9,9 @@
 #      sentence-transformers' own trainer with CachedMultipleNegativesRankingLoss: steps/s, tokens/s,
 #      peak memory per row, ratio=<protoembed steps/s / sentence-transformers steps/s>.
 # Usage: benchmarks/device_check.sh [--device cuda|cpu]   (cpu: the same steps on tiny settings)
-# Needs: the project installed with its bench extra (datasets), PROTOEMBED_DATA with the staged sample.
+# Needs: the project installed with its bench extra (`make install` does: its dev extra takes datasets in; else
+# pip install -e '.[bench]'), PROTOEMBED_DATA with the staged Wikipedia sample. All checked up front: each
+# thing missing is named with the one command that brings it, before anything runs.
 set -euo pipefail
 device=cuda
 while [ $# -gt 0 ]; do
@@ -22,7 +24,36 @@ cd "$(dirname "$0")"
 python="${PYTHON:-../.venv/bin/python}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
 export PROTOEMBED_DATA="${PROTOEMBED_DATA:-../../shared/data}"
-"$python" -c "import datasets" 2>/dev/null || { echo "device_check: the datasets package is missing (pip install -e '.[bench]')" >&2; exit 1; }
+missing=()
+if ! "$python" -c "" 2>/dev/null; then
+    missing+=("no Python at $python: run 'make install' in the repository (or set PYTHON=/path/to/python)")
+else
+    # the packages the three benchmarks import: the project's own (make install) and the bench extra's
+    absent=$("$python" -c "
+import importlib
+for name in ('torch', 'protoembed', 'transformers', 'sentence_transformers', 'accelerate', 'datasets'):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        print(name)
+" 2>/dev/null)
+    if [ -n "$absent" ]; then
+        names=$(echo $absent | tr ' ' ',')
+        if [ "$absent" = datasets ]; then
+            fix="$python -m pip install -e '.[bench]' (in the repository)"
+        else
+            fix="run 'make install' in the repository (or $python -m pip install -e '.[bench]')"
+        fi
+        missing+=("$python lacks ${names//,/, }: $fix")
+    fi
+fi
+if ! compgen -G "$PROTOEMBED_DATA/unsup/wiki1m_sample/*.txt" >/dev/null; then
+    missing+=("no Wikipedia sample under $PROTOEMBED_DATA/unsup/wiki1m_sample: protoembed data download wiki1m-sample (or set PROTOEMBED_DATA)")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    for line in "${missing[@]}"; do echo "device_check: $line" >&2; done
+    exit 1
+fi
 start=$SECONDS
 if [ "$device" = cuda ]; then
     "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
