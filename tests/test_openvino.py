@@ -326,3 +326,27 @@ def test_bad_openvino_input(openvino_mean, mean_model, tmp_path, capsys, monkeyp
     err = _one_line_cli_error([*argv, "--runtime", "openvino"], capsys)
     assert "pip install 'protoembed[openvino]'" in err
     assert not (tmp_path / "v.npy").exists()
+
+
+def test_nncf_log_lines_go_through_logging_not_stdout(monkeypatch, capfd, caplog):
+    """During quantisation NNCF's logger (its own stdout handler) is routed through logging from WARNING
+    up; its handler and settings come back afterwards."""
+    import nncf
+
+    from protoembed.export import openvino as ov_export
+
+    nncf_logger = logging.getLogger("nncf")
+    before = (nncf_logger.level, nncf_logger.propagate, list(nncf_logger.handlers))
+
+    def quantize(model, *args, **kwargs):
+        nncf_logger.info("an info line")
+        nncf_logger.warning("a warning line")
+        return model
+
+    monkeypatch.setattr(nncf, "quantize", quantize)
+    assert ov_export._quantize("model", []) == "model"
+    assert capfd.readouterr().out == ""
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("nncf", "WARNING", "a warning line")
+    ]
+    assert (nncf_logger.level, nncf_logger.propagate, list(nncf_logger.handlers)) == before

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.errors import ProtoembedError, missing_package
 from protoembed.export import graph as tracing
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.runtime import ExportedEmbedder
@@ -135,16 +135,19 @@ def convert_to_ir(onnx_graph: Path, target: Path, calibration: list[dict[str, np
 
 
 def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
-    """NNCF post-training int8 quantisation with the transformer preset over ``calibration``."""
+    """NNCF post-training int8 quantisation with the transformer preset over ``calibration``. NNCF's own
+    log lines (its logger writes them to stdout) go through logging instead, from WARNING up: to stderr
+    like protoembed's warnings."""
     try:
         import nncf
     except ImportError:
-        raise ProtoembedError(
-            "int8 OpenVINO export needs NNCF (nncf is missing): pip install 'protoembed[openvino]'"
-        ) from None
+        raise missing_package("an int8 OpenVINO export", "nncf", "openvino") from None
     nncf_logger = logging.getLogger("nncf")
-    level = nncf_logger.level
+    saved = nncf_logger.level, nncf_logger.propagate, list(nncf_logger.handlers)
     nncf_logger.setLevel(logging.WARNING)
+    nncf_logger.propagate = True
+    for handler in saved[2]:
+        nncf_logger.removeHandler(handler)
     try:
         return nncf.quantize(
             model,
@@ -153,7 +156,10 @@ def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             subset_size=len(calibration),
         )
     finally:
-        nncf_logger.setLevel(level)
+        nncf_logger.setLevel(saved[0])
+        nncf_logger.propagate = saved[1]
+        for handler in saved[2]:
+            nncf_logger.addHandler(handler)
 
 
 def _distinct(lines: Iterable[str], wanted: int) -> tuple[list[str], int]:
