@@ -23,6 +23,7 @@ from protoembed.commands.common import (
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
 from protoembed.corpus.sources import AUTO, CORPUS_FILES, FORMATS, blank_error, corpus_source, no_rows_error
 from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.progress import LINE_EVERY
 
 #: The ending of an ``-o`` that names one array file rather than a folder of shards.
 ARRAY_SUFFIX = ".npy"
@@ -108,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-progress",
         action="store_true",
-        help="no progress on stderr (default: a bar on a terminal, a line every 10 s elsewhere)",
+        help=f"no progress on stderr (default: a bar on a terminal, a line every {LINE_EVERY:.0f} s elsewhere)",
     )
     parser.set_defaults(func=run)
 
