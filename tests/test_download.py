@@ -322,6 +322,22 @@ def test_resume_after_a_cut_fetches_each_byte_once(server, tmp_path: Path) -> No
     assert state.sent["big.bin"] == len(payload)  # 400,000 + 648,576: nothing before the cut sent twice
 
 
+def test_a_download_into_a_log_writes_progress_lines(server, tmp_path, capsys, monkeypatch) -> None:
+    """stderr not a terminal: lines of bytes (here one per read, LINE_EVERY 0); the attempt cut short
+    writes no "in all" line, the resumed one ends with the whole file."""
+    from protoembed import progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY", 0)
+    base, state = server
+    (state.root / "big.bin").write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    state.cut["big.bin"] = 400_000
+    fetch(f"{base}/big.bin", tmp_path / "big.bin.part", sleep=lambda s: None, backoff=0.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("big.bin: ") and "/1.0 MiB (" in line for line in lines)
+    assert [line.endswith(" in all)") for line in lines].count(True) == 1 and lines[-1].endswith(" in all)")
+    assert lines[-1].startswith("big.bin: 1.0 MiB/1.0 MiB (") and "/s, " in lines[-1]
+
+
 def test_server_without_ranges_restarts_and_5xx_are_retried(server, tmp_path: Path) -> None:
     base, state = server
     payload = b"x" * 300_000

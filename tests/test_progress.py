@@ -106,3 +106,22 @@ def test_the_encode_command_reports_progress_unless_told_not(tiny_model_dirs, tm
     ]
     assert main([*argv, "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_bytes_with_and_without_a_total():
+    clock, log = Clock(), io.StringIO()
+    with Progress(120 * 2**20, "wiki.txt", progress.BYTES, initial=2**20, stream=log, clock=clock) as bar:
+        clock.now += 12
+        bar.update(48 * 2**20)
+    assert log.getvalue().splitlines() == [
+        "wiki.txt: 49.0 MiB/120.0 MiB (4.0 MiB/s, 18 s left)",
+        "wiki.txt: 49.0 MiB/120.0 MiB (4.0 MiB/s, 12 s in all)",
+    ]
+    unknown = io.StringIO()
+    with Progress(None, "f.bin", progress.BYTES, stream=unknown, clock=clock) as bar:
+        clock.now += 10
+        bar.update(1000)
+    assert unknown.getvalue().splitlines() == [
+        "f.bin: 1000 B (100 B/s)",
+        "f.bin: 1000 B (100 B/s, 10 s in all)",
+    ]

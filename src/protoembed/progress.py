@@ -1,4 +1,5 @@
-"""Progress of a long loop on stderr, for every loop that counts sentences (encode, eval, corpus encoding).
+"""Progress of a long loop on stderr: the sentences of encode, eval and corpus encoding, the bytes of a
+download.
 
 On a terminal, a tqdm bar: the count, its rate (``sentences/s``) and the time left. Elsewhere (CI, a pipe,
 a log file), where a bar would be a stream of carriage returns, one line every :data:`LINE_EVERY`
@@ -6,6 +7,8 @@ seconds::
 
     Encoding: 12,800/18,850 sentences (1,020/s, 6 s left)
 
+(bytes: ``wiki.txt: 12.5 MiB/120.0 MiB (4.1 MiB/s, 26 s left)``; without a known total, the count
+and the rate)
 and a last line when the loop ends, only when a line was written before (a loop shorter than
 :data:`LINE_EVERY` writes nothing). Like the bar, the lines go to stderr: they are the bar's form in a
 log, never a command's output.
@@ -20,6 +23,19 @@ from typing import Any, TextIO
 
 #: Seconds between two progress lines when stderr is not a terminal.
 LINE_EVERY = 10.0
+#: The unit counted in bytes (shown in KiB, MiB, GiB).
+BYTES = "B"
+
+
+def _amount(value: float, unit: str) -> str:
+    """``12,800`` (any unit), ``12.5 MiB`` (:data:`BYTES`)."""
+    if unit != BYTES:
+        return f"{value:,.0f}"
+    for name in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or name == "GiB":
+            return f"{value:.0f} B" if name == "B" else f"{value:.1f} {name}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def _seconds(value: float) -> str:
@@ -38,9 +54,9 @@ class Progress:
     items each step finished.
 
     Args:
-        total: the items the loop will have done at its end.
+        total: the items the loop will have done at its end (``None``: not known).
         desc: what the loop does (``Encoding``), the start of the bar and of each line.
-        unit: what it counts, plural.
+        unit: what it counts, plural; :data:`BYTES` for bytes.
         initial: items done before this run (not counted in the rate).
         show: ``False``: nothing at all.
         every: seconds between two lines when ``stream`` is not a terminal (default: :data:`LINE_EVERY`).
@@ -50,7 +66,7 @@ class Progress:
 
     def __init__(
         self,
-        total: int,
+        total: int | None,
         desc: str = "Encoding",
         unit: str = "sentences",
         initial: int = 0,
@@ -71,7 +87,12 @@ class Progress:
         if show and _isatty(self.stream):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, unit=f" {unit}", desc=desc, file=self.stream)
+            scale: dict[str, Any] = (
+                {"unit": BYTES, "unit_scale": True, "unit_divisor": 1024}
+                if unit == BYTES
+                else {"unit": f" {unit}"}
+            )
+            self.bar = tqdm(total=total, initial=initial, desc=desc, file=self.stream, **scale)
 
     def update(self, n: int) -> None:
         """``n`` more items done: the bar moves, or a line is written if :attr:`every` seconds passed
@@ -85,17 +106,26 @@ class Progress:
             self._line(final=False)
 
     def line(self, final: bool = False) -> str:
-        """The progress line now: ``<desc>: <done>/<total> <unit> (<rate>/s, <time> left)``, or at the end
-        ``(<rate>/s, <time> in all)``."""
+        """The progress line now: ``<desc>: <done>/<total> <unit> (<rate>/s, <time> left)``, at the end
+        ``(<rate>/s, <time> in all)``; without a total, ``<done> <unit> (<rate>/s)``."""
         elapsed = max(self.clock() - self.started, 1e-9)
         rate = (self.done - self.initial) / elapsed
-        if final:
-            tail = f"{_seconds(elapsed)} in all"
-        elif rate > 0:
-            tail = f"{_seconds((self.total - self.done) / rate)} left"
+        if self.unit == BYTES:
+            done = _amount(self.done, BYTES)
+            done += f"/{_amount(self.total, BYTES)}" if self.total is not None else ""
+            speed = f"{_amount(rate, BYTES)}/s"
         else:
-            tail = "starting"
-        return f"{self.desc}: {self.done:,}/{self.total:,} {self.unit} ({rate:,.0f}/s, {tail})"
+            done = f"{self.done:,}" + (f"/{self.total:,}" if self.total is not None else "") + f" {self.unit}"
+            speed = f"{rate:,.0f}/s"
+        if final:
+            tail = f", {_seconds(elapsed)} in all"
+        elif self.total is None:
+            tail = ""
+        elif rate > 0:
+            tail = f", {_seconds((self.total - self.done) / rate)} left"
+        else:
+            tail = ", starting"
+        return f"{self.desc}: {done} ({speed}{tail})"
 
     def _line(self, final: bool) -> None:
         print(self.line(final), file=self.stream, flush=True)

@@ -175,7 +175,7 @@ def run_download(args: argparse.Namespace) -> int:
             force=args.force,
             on_step=report,
             verify_hashes=not args.no_verify,
-            progress=not args.quiet and sys.stderr.isatty(),
+            progress=not args.quiet,  # a bar on a terminal, a line every 10 s elsewhere
         )
     except KeyboardInterrupt:
         print(
@@ -234,7 +234,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="accept files whose sha256 differs from the pinned or recorded one",
     )
-    download.add_argument("--quiet", action="store_true", help="no progress bar")
+    download.add_argument("--quiet", action="store_true", help="no download progress on stderr")
     download.set_defaults(func=run_download)
 
     check = actions.add_parser("verify", help="re-hash installed datasets against the manifest and the pins")

@@ -21,7 +21,6 @@ import http.client
 import logging
 import os
 import socket
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protoembed.errors import ProtoembedError
+from protoembed.progress import BYTES, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +90,6 @@ def _open(url: str, have: int, timeout: float):
 
 def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
     """One request: append the rest of ``url`` to ``part`` (or rewrite it). Raises :class:`_Transient`."""
-    from tqdm.auto import tqdm
-
     have = part.stat().st_size if part.exists() else 0
     try:
         response = _open(url, have, timeout)
@@ -119,16 +117,7 @@ def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
             mode, start = "wb", 0  # no range support (or a fresh start): the whole file comes
         total = start + int(length) if length and length.isdigit() else None
         received = start
-        bar = tqdm(
-            total=total,
-            initial=start,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            desc=part.name.removesuffix(".part"),
-            disable=not progress,
-            file=sys.stderr,
-        )
+        bar = Progress(total, part.name.removesuffix(".part"), BYTES, initial=start, show=progress)
         try:
             with bar, part.open(mode) as out:
                 while True:
@@ -141,10 +130,10 @@ def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
                     out.write(chunk)
                     received += len(chunk)
                     bar.update(len(chunk))
+                if total is not None and received < total:  # raised inside: the progress says no "in all"
+                    raise _Transient(f"connection cut after {received} of {total} bytes")
         except OSError as err:  # disk full, read-only: the .part keeps what was written
             raise ProtoembedError(f"cannot write {part}: {err.strerror or err}") from None
-    if total is not None and received < total:
-        raise _Transient(f"connection cut after {received} of {total} bytes")
 
 
 def fetch(
