@@ -211,6 +211,11 @@ def test_calibration_counts_distinct_sentences(tmp_path, caplog):
         f"{many}: 40 distinct non-blank sentences in 85 lines: int8 calibration on 3 batches instead of 32 "
         "(512 distinct sentences wanted); the int8 scales may be off"
     ]
+    with pytest.raises(ProtoembedError) as info:
+        calibration_sentences(tmp_path / "none.txt")
+    assert str(info.value) == (
+        f"{tmp_path / 'none.txt'}: file not found; expected the int8 calibration sentences, one per line"
+    )
     caplog.clear()
     assert calibration_sentences(forty * 2) == forty
     assert (

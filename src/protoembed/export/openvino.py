@@ -206,7 +206,8 @@ def calibration_sentences(
         texts = corpus
     if isinstance(texts, (str, os.PathLike)):
         source = str(texts)
-        sentences, read = _distinct(iter_lines(texts), wanted)
+        hint = "expected the int8 calibration sentences, one per line"
+        sentences, read = _distinct(iter_lines(texts, missing_hint=hint), wanted)
     else:
         source = "calibration texts"
         sentences, read = _distinct(texts, wanted)
