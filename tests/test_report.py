@@ -25,10 +25,16 @@ CLUSTERING = ("AgNews", "Tweet")
 RNG = np.random.default_rng(7)
 
 
-def sts_result(model: str, variant: str = "senteval") -> dict:
+def sts_result(
+    model: str, variant: str = "senteval", runtime: str | None = "torch", precision: str | None = "fp32"
+) -> dict:
+    """What ``protoembed eval sts --output`` writes (``runtime``/``precision`` ``None``: a file written
+    before they were recorded)."""
     tasks = {t: {"spearman": RNG.uniform(60, 85), "pearson": RNG.uniform(60, 85), "n": 10} for t in STS}
     avg = float(np.mean([r["spearman"] for r in tasks.values()]))
-    return {"suite": "sts", "variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
+    encoding = {k: v for k, v in (("runtime", runtime), ("precision", precision)) if v is not None}
+    data = {"model": model, "head": "mean", **encoding, "suite": "sts", "variant": variant, "split": "test"}
+    return {**data, "tasks": tasks, "avg": avg}
 
 
 def transfer_result(model: str, folds: int = 10, tasks=TRANSFER) -> dict:
