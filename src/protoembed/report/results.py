@@ -251,7 +251,8 @@ def by_table(results: Sequence[Result]) -> list[Table]:
             first = next(iter(tables[0].groups.values()))[0]
             raise ProtoembedError(
                 f"{result.path}: {result.suite} results of protocol {_show(record)} cannot share a "
-                f"table with {first.path} ({_show(tables[0].protocol)})"
+                f"table with {first.path} ({_show(tables[0].protocol)}); only another runtime or precision "
+                "gets a table of its own on the page"
             )
         encoding = [record.get(key) for key in ENCODING]
         table = next((t for t in tables if [t.protocol.get(k) for k in ENCODING] == encoding), None)
