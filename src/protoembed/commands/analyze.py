@@ -22,7 +22,7 @@ from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
 from protoembed.model_spec import ModelSpec
-from protoembed.report.results import by_suite, load_results
+from protoembed.report.results import by_table, load_results
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")
 #: File names of ``compare``'s figures in ``--out-dir`` (the JSON beside each, same stem).
@@ -152,7 +152,8 @@ def _fewshot(args: argparse.Namespace) -> int:
     other = next((r for r in results if r.suite != "fewshot"), None)
     if other is not None:
         raise ProtoembedError(f"{other.path}: {other.suite} results, not few-shot results")
-    groups = by_suite(results)["fewshot"]
+    (table,) = by_table(results)  # few-shot's protocol record has no runtime: one table
+    groups = table.groups
     from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
 
     drawn = plot_fewshot_comparison(

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 #: How a report cell spreads over a model's runs (the end of most protocol lines).
 OVER_SEEDS = "mean ± std over a model's runs (seeds)"
+#: The keys of a results file that say what computed its vectors (the model's description ``eval``
+#: writes). In a suite's protocol record they are not a refusal: the report gives each combination its
+#: own table on the page (``None`` where a file did not record it).
+ENCODING = ("runtime", "precision")
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,14 @@ class ReportLayout:
     protocol: Callable[[dict[str, Any]], dict[str, Any]] = result_protocol
     figure: Callable[[Sequence[tuple[str, Sequence[dict[str, Any]]]], Path], dict[str, Any]] | None = None
     figure_caption: tuple[int, str] | None = None
+
+    @property
+    def read_keys(self) -> tuple[str, ...]:
+        """The per-task keys the page reads, so every task of a results file must have them: the list of
+        draws (``pooled``), else each table's and each summary column's metric."""
+        if self.pooled:
+            return (self.pooled,)
+        return tuple(dict.fromkeys([m for _, m in self.tables] + [m for m, _ in self.summary]))
 
 
 @dataclass(frozen=True)
