@@ -2,8 +2,8 @@
 
 ``download NAME... | --all | --for CONFIG|TASK|SUITE...`` fetches registry datasets
 (:mod:`protoembed.data.download.registry`) into the data directory (``--data-dir`` / ``--dest``, else
-``$PROTOEMBED_DATA``, else the user data directory: :mod:`protoembed.data.paths`); ``--for`` takes exactly what a training config reads (its stages and ``base:`` files
-included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
+``$PROTOEMBED_DATA``, else the user data directory: :mod:`protoembed.data.paths`); ``--for`` takes
+exactly what a training config reads (its stages and ``base:`` files included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
 entry names (:data:`protoembed.evaluation.tasks.TASKS`; a suite name: its default tasks); ``--dry-run``
 prints the plan and fetches nothing.
 """
