@@ -20,7 +20,7 @@ DATA_ENV = "PROTOEMBED_DATA"
 #: The application name of the default data directory (``platformdirs.user_data_dir(APP_NAME)``).
 APP_NAME = "protoembed"
 #: The lookup in words, for the ``--data-dir`` help of every command and the config field's description.
-DATA_DIR_DEFAULT = f"${DATA_ENV}, else the user data directory (e.g. ~/.local/share/{APP_NAME})"
+DATA_DIR_DEFAULT = f"${DATA_ENV}, else the user data directory, e.g. ~/.local/share/{APP_NAME}"
 
 Source = Literal["flag", "env", "default"]
 
