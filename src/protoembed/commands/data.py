@@ -35,6 +35,11 @@ def _header(chosen: DataDir) -> str:
     return f"data directory: {chosen.path} ({chosen.why})"
 
 
+def _shown(size: object) -> str:
+    """A :class:`~protoembed.data.download.registry.Size` as printed; ``?`` for none."""
+    return "?" if size is None else str(size)
+
+
 def run_list(args: argparse.Namespace) -> int:
     """``protoembed data list``: every dataset with installed / missing / corrupt, size and license."""
     from protoembed.data.download.installed import read_manifest, status
@@ -48,7 +53,7 @@ def run_list(args: argparse.Namespace) -> int:
     print(f"{'dataset':<15} {'state':<10} {'size':>9}  license / note")
     for dataset in DATASETS.values():
         st = status(root, dataset, manifest)
-        size = "?" if st.size is None else str(st.size)
+        size = _shown(st.size)
         detail = f" ({st.detail})" if st.detail else ""
         print(f"{dataset.name:<15} {st.state:<10} {size:>9}  {dataset.license}{detail}")
     return 0
@@ -131,7 +136,7 @@ def run_download(args: argparse.Namespace) -> int:
     """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
     from protoembed.data.download.fetch import check_mirror
     from protoembed.data.download.install import damaged, install, install_steps
-    from protoembed.data.download.installed import read_manifest
+    from protoembed.data.download.installed import read_manifest, recorded_size
     from protoembed.data.download.registry import DATASETS, format_size, get_dataset
 
     mirror = check_mirror(args.mirror)
@@ -159,12 +164,8 @@ def run_download(args: argparse.Namespace) -> int:
                 state = "installed but its files differ: --force downloads it again"
             else:
                 state = "installed" if step.installed else "to fetch"
-            recorded = manifest.get(step.source.target, {}).get("size")
-            size = step.source.download_size(recorded if isinstance(recorded, int) else None)
-            print(
-                f"{step.dataset.name:<15} {'?' if size is None else str(size):>9}  {step.url} -> {step.target} "
-                f"({state})"
-            )
+            size = _shown(step.source.download_size(recorded_size(manifest, step.source.target)))
+            print(f"{step.dataset.name:<15} {size:>9}  {step.url} -> {step.target} ({state})")
         return 0
 
     def report(step, result) -> None:

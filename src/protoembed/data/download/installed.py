@@ -69,6 +69,12 @@ def hash_tree(path: Path) -> dict[str, list[Any]]:
     }
 
 
+def recorded_size(manifest: dict[str, dict[str, Any]], target: str) -> int | None:
+    """The download bytes the manifest recorded for ``target`` (``None``: no record)."""
+    size = manifest.get(target, {}).get("size")
+    return size if isinstance(size, int) else None
+
+
 @dataclass(frozen=True)
 class Status:
     """A dataset's state in a data directory: ``state`` installed | missing | corrupt, why, and its download
@@ -89,10 +95,7 @@ def status(data_dir: Path, dataset: Dataset, manifest: dict[str, dict[str, Any]]
     recorded file is missing or of another size, or only some targets are there; else missing. Cheap:
     sizes, not hashes (``verify`` re-hashes)."""
     present = [t for t in dataset.targets if _present(data_dir / t)]
-    sizes = {
-        t: manifest[t]["size"] for t in dataset.targets if isinstance(manifest.get(t, {}).get("size"), int)
-    }
-    download = dataset.download_size(sizes)
+    download = dataset.download_size({t: recorded_size(manifest, t) for t in dataset.targets})
     if not present:
         return Status(dataset, "missing", "", download)
     for target in present:

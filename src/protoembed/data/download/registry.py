@@ -122,7 +122,7 @@ class Dataset:
         """The paths the dataset installs, relative to the data directory."""
         return tuple(s.target for s in self.sources)
 
-    def download_size(self, recorded: Mapping[str, int] | None = None) -> Size | None:
+    def download_size(self, recorded: Mapping[str, int | None] | None = None) -> Size | None:
         """Total download size of the sources (:meth:`Source.download_size`; ``recorded``: target -> the
         bytes a download recorded), exact when every part is; ``None`` when a source's size is unknown."""
         sizes = [s.download_size((recorded or {}).get(s.target)) for s in self.sources]
