@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.commands.common import add_model_options, load_from_args
+from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
@@ -195,7 +196,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out-dir", default=None, metavar="DIR", help="compare: folder of the figures")
     parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
     )
     parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="STS data variant")
     parser.add_argument(

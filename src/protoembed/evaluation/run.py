@@ -159,7 +159,7 @@ def evaluate(
             :data:`protoembed.evaluation.tasks.TASKS`); each goes to its first suite (MR: ``transfer``)
             unless ``suite`` is given. ``None``: the default tasks of ``suite``.
         suite: run every task in this suite (``fewshot`` for MR, CR, ...).
-        data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         name: the results' ``model`` field (default: ``model`` when it is a spec, else its class name).
         batch_size, allow_empty, cache_embeddings: as ``protoembed eval``'s ``--batch-size``,
             ``--allow-empty``, ``--cache-embeddings``.

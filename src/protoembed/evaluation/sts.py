@@ -71,7 +71,7 @@ def evaluate_sts(
     Args:
         encode: ``encode(sentences) -> array (len(sentences), dim)``, called exactly once on the
             deduplicated sentences of all ``tasks``.
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         variant: ``senteval`` or ``raw``.
         tasks: task names (entries of :data:`protoembed.evaluation.tasks.TASKS` with the ``sts`` suite);
             the papers' table names (``STS-B``, ``SICK-R``) are accepted too. ``None``: the suite's

@@ -39,7 +39,7 @@ ENCODING = ("runtime", "precision")
 @dataclass(frozen=True)
 class Inputs:
     """What every suite's evaluation gets besides its own options: ``encode(sentences) -> array (n, d)``,
-    the data directory (``None``: ``$PROTOEMBED_DATA``), whether to print a line per finished task
+    the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory), whether to print a line per finished task
     (stderr), and the model's spec, batch size and device (only STS's cross-encoder reads those: it scores
     a pair as one input and never calls ``encode``)."""
 

@@ -231,7 +231,8 @@ def read_examples(
     """Read one training file into :class:`Examples`.
 
     Args:
-        path: the file (relative paths: working directory, then ``data_dir`` / ``$PROTOEMBED_DATA``).
+        path: the file (relative paths: working directory, then the data directory of ``data_dir``:
+            :func:`protoembed.data.paths.choose_data_dir`).
         format: a key of :data:`FORMATS`; ``None`` = :func:`infer_format`.
         data_dir: base of relative paths.
         columns: a column mapping ``{example column: the file's column}`` (table formats only; see
