@@ -427,7 +427,7 @@ def test_list_shows_every_size_says_it_checks_sizes_and_tidies_the_path(
     assert lines[:3] == [
         f"data directory: {dest} (from --data-dir)",
         "state: files present with their recorded sizes (sizes only: `protoembed data verify` checks the sha256)",
-        "size: the download's (~: as published, until a download records the exact bytes)",
+        "size: the download's (~: approximate, until a download records the exact bytes)",
     ]
     sizes = {line.split()[0]: line.split(maxsplit=2)[2].split("  ")[0] for line in lines[4:]}
     assert set(sizes) == set(DATASETS)

@@ -20,7 +20,7 @@ from protoembed.errors import ProtoembedError
 #: What ``list`` checks, said in its header: sizes only (cheap), the hashes are ``verify``'s.
 LIST_CHECKS = (
     "state: files present with their recorded sizes (sizes only: `protoembed data verify` checks the sha256)\n"
-    "size: the download's (~: as published, until a download records the exact bytes)"
+    "size: the download's (~: approximate, until a download records the exact bytes)"
 )
 
 
