@@ -1,0 +1,98 @@
+"""Griffe extension for the API reference (mkdocs.yml: mkdocstrings' ``extensions``).
+
+protoembed's docstrings are Markdown-friendly prose with Google-style sections (``Args:``, ``Returns:``,
+``Raises:``, ``Attributes:``) and Sphinx roles (``:func:`load```, ``:class:`~protoembed.embedder.Embedder```).
+mkdocstrings renders the first two itself; this extension turns each role into a link to the object's
+entry in the reference when the object has one (an optional cross-reference: plain code otherwise, no
+warning), its text the name as Sphinx shows it (``~``: the last part only).
+
+It also lists the options of each registered objective (:data:`protoembed.objectives.registry.REGISTRY`)
+as a table under its class: at run time the class's docstring gets them from the registry
+(``Objective.__init_subclass__``), which a static read of the source does not see.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import griffe
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+if str(SRC) not in sys.path:  # this checkout's registry, not an installed copy's
+    sys.path.insert(0, str(SRC))
+
+#: ``:role:`target``` (``:py:func:``... too); ``target`` may start with ``~`` or ``.``, or be ``title <target>``.
+ROLE = re.compile(r":(?:py:)?(?:func|meth|class|data|attr|mod|obj|exc|const|type):`([^`]+)`")
+
+
+def _full_path(obj: griffe.Object, target: str) -> str:
+    """``target`` as a full dotted path, resolved from ``obj``'s scope where it is relative."""
+    if target.startswith("protoembed."):
+        return target
+    head, _, rest = target.lstrip(".").partition(".")
+    scope: griffe.Object | None = obj
+    while scope is not None:
+        try:
+            resolved = scope.resolve(head)
+        except griffe.NameResolutionError:
+            scope = scope.parent
+            continue
+        return f"{resolved}.{rest}" if rest else resolved
+    return target
+
+
+def _link(obj: griffe.Object, match: re.Match[str]) -> str:
+    text = match[1].strip()
+    explicit = re.fullmatch(r"(.+?)\s*<(.+)>", text)
+    if explicit:
+        title, target = explicit[1], explicit[2]
+    else:
+        target = text
+        title = text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip(".")
+    target = target.lstrip("~")
+    identifier = _full_path(obj, target)
+    return f'<autoref identifier="{html.escape(identifier)}" optional><code>{html.escape(title)}</code></autoref>'
+
+
+def _options_table(options: Any) -> str:
+    """A Markdown table of an objective's options model: key, default, description."""
+    rows = ["| Option | Default | Description |", "|---|---|---|"]
+    for name, field in options.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+        description = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{shown}` | {description} |")
+    return "\n".join(rows)
+
+
+class ProtoembedDocstrings(griffe.Extension):
+    """Sphinx roles -> cross-references; each registered objective's options as a table."""
+
+    def __init__(self) -> None:
+        from protoembed.objectives.registry import REGISTRY  # no torch: the registry is a table
+
+        #: the class's full path -> (its registry name, its options model)
+        self.objectives = {
+            entry.target.replace(":", "."): (name, entry.options) for name, entry in REGISTRY.items()
+        }
+
+    def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        """Rewrite ``obj``'s docstring (run once the whole package is loaded, so names resolve)."""
+        if obj.is_alias or obj.docstring is None:
+            return
+        docstring = obj.docstring
+        docstring.value = ROLE.sub(lambda match: _link(obj, match), docstring.value)
+        if obj.path in self.objectives and "Registered as" not in docstring.value:
+            name, options = self.objectives[obj.path]
+            docstring.value += (
+                f"\n\nRegistered as `{name}` (a config's `objective: {{name: {name}}}`). Its options, the "
+                "other keys of `objective:`:\n\n" + _options_table(options)
+            )
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """The package's own docstring (``on_object`` runs for the objects inside it)."""
+        self.on_object(obj=pkg)
