@@ -44,7 +44,7 @@ def _article(path: Path) -> str:
 
 def _text(markup: str) -> str:
     """HTML as its text, whitespace collapsed."""
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", markup)).split())
 
 
 def _parsers() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
@@ -74,7 +74,8 @@ def test_every_command_and_flag_is_on_its_cli_page(site: Path) -> None:
                 for name in action.choices:  # each sub-command linked from its group's page
                     assert f'href="{name}/"' in article, (page, name)
                 continue
-            names = action.option_strings or [action.metavar or action.dest]
+            # a positional by the name --help shows it under (its metavar, choices or dest)
+            names = action.option_strings or [parser._get_formatter()._format_action_invocation(action)]
             for name in names:
                 # a flag's cell: <code>--flag</code> or <code>--flag METAVAR</code>
                 assert re.search(rf"<code>{re.escape(html.escape(str(name)))}[ <]", article), (page, name)
@@ -92,9 +93,10 @@ def _first_line(path: str, function: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("source", "function"), [("protoembed/loading.py", "load"), ("protoembed/corpus/encoding.py", "encode_corpus")]
+    ("source", "function"),
+    [("protoembed/loading.py", "load"), ("protoembed/corpus/encoding.py", "encode_corpus")],
 )
 def test_the_api_page_shows_the_docstrings(site: Path, source: str, function: str) -> None:
     article = _article(site / "reference" / "api" / "index.html")
-    assert re.search(rf'<h2 id="protoembed\.[\w.]*\b{function}"', article), function
+    assert re.search(rf'<h[23] id="protoembed\.[\w.]*\b{function}"', article), function
     assert _first_line(source, function) in _text(article)

@@ -28,6 +28,24 @@ if str(SRC) not in sys.path:  # this checkout's registry, not an installed copy'
 #: ``:role:`target``` (``:py:func:``... too); ``target`` may start with ``~`` or ``.``, or be ``title <target>``.
 ROLE = re.compile(r":(?:py:)?(?:func|meth|class|data|attr|mod|obj|exc|const|type):`([^`]+)`")
 
+#: A reST literal-block marker ending a line (``Example::``, ``the layout::``): the indented block after it
+#: is already a Markdown code block; the marker becomes ``:`` (a bold title when it is the whole line, so
+#: that ``Example:`` is not read as a Google section).
+LITERAL = re.compile(r"^(\s*)(.*?)::$", re.MULTILINE)
+
+#: A Google section title (``Args:``, ``Returns:``...) on its own line; griffe reads one only after a blank
+#: line, which protoembed's docstrings do not leave (``Returns:`` right after the ``Args:`` lines).
+SECTION = re.compile(
+    r"\n(?=[ \t]*(?:Args|Arguments|Parameters|Returns|Yields|Raises|Attributes|Examples|Warns|Note|Notes):[ \t]*\n)"
+)
+
+
+def _literal(match: re.Match[str]) -> str:
+    indent, text = match[1], match[2]
+    if not text:
+        return ""
+    return f"{indent}**{text}**" if re.fullmatch(r"\w+", text) else f"{indent}{text}:"
+
 
 def _full_path(obj: griffe.Object, target: str) -> str:
     """``target`` as a full dotted path, resolved from ``obj``'s scope where it is relative."""
@@ -70,7 +88,8 @@ def _options_table(options: Any) -> str:
 
 
 class ProtoembedDocstrings(griffe.Extension):
-    """Sphinx roles -> cross-references; each registered objective's options as a table."""
+    """Sphinx roles -> cross-references, reST ``::`` -> Markdown, a blank line above each section; each
+    registered objective's options as a table."""
 
     def __init__(self) -> None:
         from protoembed.objectives.registry import REGISTRY  # no torch: the registry is a table
@@ -85,7 +104,8 @@ class ProtoembedDocstrings(griffe.Extension):
         if obj.is_alias or obj.docstring is None:
             return
         docstring = obj.docstring
-        docstring.value = ROLE.sub(lambda match: _link(obj, match), docstring.value)
+        value = ROLE.sub(lambda match: _link(obj, match), docstring.value)
+        docstring.value = SECTION.sub("\n\n", LITERAL.sub(_literal, value))
         if obj.path in self.objectives and "Registered as" not in docstring.value:
             name, options = self.objectives[obj.path]
             docstring.value += (

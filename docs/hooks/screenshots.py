@@ -3,7 +3,8 @@ take one PNG per page with headless Chromium, to see how the pages render withou
 
     python docs/hooks/screenshots.py [--site site] [--out site-screenshots] [--chromium PATH] [PAGE ...]
 
-PAGE: a path inside the site (default: the home page, the API overview and a CLI page). Each PNG is named
+PAGE: a path inside the site (default: the home page, the API overview and a CLI page). The window is
+1280 pixels wide and ``--height`` tall (900; a taller one shows more of a long page). Each PNG is named
 after its page (``index.png``, ``reference-api.png``...). Needs Chromium (``/usr/bin/chromium`` or
 ``--chromium``); nothing is fetched from the network (the site's fonts fall back to the system's).
 """
@@ -33,7 +34,6 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
-    "--window-size=1280,900",
 )
 
 
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, default=ROOT / "site", help="the built site (make docs)")
     parser.add_argument("--out", type=Path, default=ROOT / "site-screenshots", help="where the PNGs go")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--height", type=int, default=900, help="window height in pixels")
     parser.add_argument("--timeout", type=float, default=60, help="seconds per page")
     args = parser.parse_args(argv)
     if not (args.site / "index.html").is_file():
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                     [
                         args.chromium,
                         *CHROMIUM_FLAGS,
+                        f"--window-size=1280,{args.height}",
                         f"--user-data-dir={profile}",
                         f"--screenshot={target}",
                         f"http://127.0.0.1:{port}/{page}",
