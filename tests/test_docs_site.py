@@ -100,3 +100,10 @@ def test_the_api_page_shows_the_docstrings(site: Path, source: str, function: st
     article = _article(site / "reference" / "api" / "index.html")
     assert re.search(rf'<h[23] id="protoembed\.[\w.]*\b{function}"', article), function
     assert _first_line(source, function) in _text(article)
+
+
+def test_the_configs_page_is_the_committed_readme(site: Path) -> None:
+    readme = (ROOT / "configs" / "README.md").read_text(encoding="utf-8")
+    article = _text(_article(site / "reference" / "configs" / "index.html"))
+    assert readme.splitlines()[0].lstrip("# ") in article
+    assert "model: default" in article  # a line of the schema block

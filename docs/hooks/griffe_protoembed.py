@@ -6,13 +6,16 @@ mkdocstrings renders the first two itself; this extension turns each role into a
 entry in the reference when the object has one (an optional cross-reference: plain code otherwise, no
 warning), its text the name as Sphinx shows it (``~``: the last part only).
 
-It also lists the options of each registered objective (:data:`protoembed.objectives.registry.REGISTRY`)
+A pydantic model's fields get their ``Field(description=...)`` as their docstring, so that the reference
+lists them (``ServeSettings``, ``Task``, the objectives' options). It also lists the options of each
+registered objective (:data:`protoembed.objectives.registry.REGISTRY`)
 as a table under its class: at run time the class's docstring gets them from the registry
 (``Objective.__init_subclass__``), which a static read of the source does not see.
 """
 
 from __future__ import annotations
 
+import ast
 import html
 import re
 import sys
@@ -76,6 +79,50 @@ def _link(obj: griffe.Object, match: re.Match[str]) -> str:
     return f'<autoref identifier="{html.escape(identifier)}" optional><code>{html.escape(title)}</code></autoref>'
 
 
+def _field_description(attr: griffe.Attribute) -> str | None:
+    """A pydantic field's ``Field(..., description=...)`` text (an f-string's names looked up among its
+    module's string constants), or ``None``."""
+    if not isinstance(attr.value, griffe.ExprCall) or not str(attr.value.function).endswith("Field"):
+        return None
+    try:
+        call = ast.parse(str(attr.value), mode="eval").body
+    except SyntaxError:
+        return None
+    node = next((k.value for k in getattr(call, "keywords", []) if k.arg == "description"), None)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    parts = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            parts.append(str(part.value))
+            continue
+        name = ast.unparse(part.value)
+        constant = attr.module.members.get(name)
+        value = getattr(constant, "value", None)
+        parts.append(value.strip("'\"") if isinstance(value, str) else f"{{{name}}}")
+    return "".join(parts)
+
+
+def _plain_field(attr: griffe.Attribute) -> None:
+    """Show a pydantic field as ``name: type = default``: the ``Field(...)`` call as its default, and an
+    ``Annotated[type, ...]`` as its type."""
+    call = ast.parse(str(attr.value), mode="eval").body
+    default = next(
+        (k.value for k in call.keywords if k.arg == "default"), call.args[0] if call.args else None
+    )
+    if default is not None and not (isinstance(default, ast.Constant) and default.value is Ellipsis):
+        attr.value = ast.unparse(default)
+    else:
+        attr.value = None
+    if attr.annotation is not None:
+        annotation = ast.parse(str(attr.annotation), mode="eval").body
+        if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value).endswith("Annotated"):
+            inner = annotation.slice.elts[0] if isinstance(annotation.slice, ast.Tuple) else annotation.slice
+            attr.annotation = ast.unparse(inner)
+
+
 def _options_table(options: Any) -> str:
     """A Markdown table of an objective's options model: key, default, description."""
     rows = ["| Option | Default | Description |", "|---|---|---|"]
@@ -101,7 +148,15 @@ class ProtoembedDocstrings(griffe.Extension):
 
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         """Rewrite ``obj``'s docstring (run once the whole package is loaded, so names resolve)."""
-        if obj.is_alias or obj.docstring is None:
+        if obj.is_alias:
+            return
+        if obj.is_attribute and obj.docstring is None and obj.parent is not None and obj.parent.is_class:
+            description = _field_description(obj)  # a pydantic field: its description is its docstring
+            if description:
+                obj.docstring = griffe.Docstring(description, parent=obj)
+                _plain_field(obj)
+            return
+        if obj.docstring is None:
             return
         docstring = obj.docstring
         value = ROLE.sub(lambda match: _link(obj, match), docstring.value)
