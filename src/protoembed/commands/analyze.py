@@ -174,7 +174,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""),
         conflict_handler="resolve",
     )
-    parser.add_argument("analysis", choices=ANALYSES)
+    parser.add_argument(
+        "analysis",
+        choices=ANALYSES,
+        help="the figure: similarity (Fig. 4), frequent-tokens (Fig. 5), tsne (Fig. 6), fewshot (Fig. 7, from "
+        "results files), compare (Figs. 4-6 for several models)",
+    )
     parser.add_argument("results", nargs="*", metavar="RESULTS.json", help="fewshot: few-shot results files")
     add_model_options(parser)
     parser.add_argument(
