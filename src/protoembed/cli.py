@@ -35,13 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
-    handler = None
-    if args.verbose:  # protoembed's own info lines on stderr, whatever else configured logging
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("protoembed: %(message)s"))
-        logger = logging.getLogger("protoembed")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    # protoembed's own warnings (--verbose: and info lines) on stderr, whatever else configured logging
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("protoembed: %(message)s"))
+    logger = logging.getLogger("protoembed")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except ProtoembedError as err:
@@ -51,9 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print("protoembed: interrupted", file=sys.stderr)
         return 130
     finally:
-        if handler is not None:
-            logging.getLogger("protoembed").removeHandler(handler)
-            logging.getLogger("protoembed").setLevel(logging.NOTSET)
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
 
 
 if __name__ == "__main__":
