@@ -65,8 +65,10 @@ def check_rows(stages: Stages, whole_files: bool = False) -> list[str]:
                         file.path, fmt, data.data_dir, file.columns, **data.reader_options(file)
                     )
                     rows = sum(1 for _ in itertools.islice(stream, FIRST_ROWS))
-                    if not rows:
-                        raise ProtoembedError(f"{stream.path}: no usable example ({fmt} format)")
+                    if not rows:  # the reader says why (empty lines, skipped rows), as a run would
+                        read_examples(
+                            file.path, fmt, data.data_dir, file.columns, **data.reader_options(file)
+                        )
                     said.append(
                         f"{stream.path}: {fmt}, the first {rows} example(s) parse (columns "
                         f"{', '.join(stream.names)})"
