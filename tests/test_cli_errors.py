@@ -896,8 +896,8 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
 
 def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
     """A bad key, a bad objective option, a missing base: file, a read-only output folder, a base model
-    that is not there, a training file whose second row does not parse and an output folder held by
-    another run: each a one-line error (exit 2) from an interpreter that never imported torch,
+    that is not there, a training file whose second row does not parse, an output folder held by another
+    run and one that holds a finished run: each a one-line error (exit 2) from an interpreter that never imported torch,
     transformers or sentence-transformers (they take most of a minute to import on a busy machine), and
     no output folder left behind; ``--check`` of a good fp32 run passes, says what it checked and imports
     none of them either."""
@@ -919,6 +919,10 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
     runs = [["train", "--config", str(tmp_path / f"{name}.yaml"), "--output-dir", str(out)] for name in bad]
     runs.append(["train", "--config", str(config), "--output-dir", f"{BLOCK}/o"])
     runs.append(["train", "--config", str(config), "--output-dir", str(busy)])
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "results.json").write_text("{}", encoding="utf-8")
+    runs.append(["train", "--config", str(config), "--output-dir", str(done)])
     runs.append(["train", "--config", str(config), "--output-dir", str(out), "--check"])
     code = (
         "import contextlib, fcntl, io, json, os, sys\nfrom protoembed.cli import main\nout = []\n"
@@ -946,6 +950,7 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "not writable",
         f"{busy} is in use by another training run (another process); wait for it to end or choose another "
         "--output-dir",
+        f"{done} already holds a training run; pass --resume",
     ]
     *refused, (status, err, said) = report["runs"]
     for (status_, err_, _), needle in zip(refused, needles, strict=True):
@@ -955,16 +960,18 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         f"protoembed train --check: {line}"
         for line in (
             f"config {config}: valid (run: simcse)",
-            f"output folder {out}: writable, not in use",
+            f"output folder {out}: writable; a new run",
             "3 file(s) the run reads are present",
             f"base model {tiny_model_dirs['bert']}: found ({tiny_model_dirs['bert']})",
             f"{tmp_path / 'corpus.txt'}: text, the first 32 example(s) parse (columns text)",
+            f"output folder {out}: not in use by another run (its lock taken)",
             "training.precision fp32: runs on any machine",
             "all checks passed; nothing trained",
         )
     ]
     assert not out.exists()  # no refused run, nor the check, leaves its folder (or a lone lock file)
     assert [p.name for p in busy.iterdir()] == [".protoembed.lock"]  # the other run's folder is untouched
+    assert [p.name for p in done.iterdir()] == ["results.json"]
 
 
 def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, monkeypatch):

@@ -48,9 +48,12 @@ def dev_score(results: Mapping[str, Any]) -> Any:
 
 
 def dev_score_name(results: Mapping[str, Any]) -> str:
-    """What a run's dev score is (:data:`DEV_SCORERS` of the results' :data:`DEV_SCORER`; results written
-    before that key: the default scorer's, the embeddings')."""
-    return DEV_SCORERS.get(results.get(DEV_SCORER) or "embedder", "unknown scorer")
+    """What a run's dev score is: :data:`DEV_SCORERS` of the results' :data:`DEV_SCORER` (results written
+    before that key, or by a run that scored nothing: said so)."""
+    scorer = results.get(DEV_SCORER)
+    if scorer in DEV_SCORERS:
+        return DEV_SCORERS[scorer]
+    return "scorer not recorded: STS-B dev Spearman x100 unless the run was given another"
 
 
 def fmt_score(value: float | None) -> str:

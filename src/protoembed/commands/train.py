@@ -46,7 +46,7 @@ def run_train(args: argparse.Namespace) -> int:
     top = os.path.dirname(str(stages[0][1].output_dir)) if staged else str(stages[0][1].output_dir)
     if stages[0][1].output_dir:  # before any data is read or model loaded (--output-dir: at parse time)
         check_output_folder(top)
-    checked = preflight(stages, args.config, whole_files=args.check)
+    checked = preflight(stages, args.config, whole_files=args.check, resume=args.resume)
     folders = output_folders(stages)
     with hold_output_dirs(folders):  # a busy folder is refused here, before torch is imported
         if args.check:
@@ -59,8 +59,8 @@ def _print_check(args: argparse.Namespace, stages: Stages, checked: list[str], f
     precisions = dict.fromkeys(cfg.training.precision for _, cfg in stages)
     kinds = ", ".join(f"{name or 'run'}: {cfg.objective.name}" for name, cfg in stages)
     lines = [f"config {args.config}: valid ({kinds})"]
-    lines += [f"output folder {folder}: writable, not in use" for folder in folders]
     lines += checked
+    lines += [f"output folder {folder}: not in use by another run (its lock taken)" for folder in folders]
     for precision in precisions:
         if precision == "fp32":  # runs everywhere: no torch imported for it
             lines.append("training.precision fp32: runs on any machine")

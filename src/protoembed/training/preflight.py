@@ -2,7 +2,7 @@
 
 Those imports take seconds on an idle machine and most of a minute on a busy one, so every mistake that
 can be found without them is found first (:func:`preflight`): the config (already validated when read),
-the output folders (writable), the files the run reads (present: :mod:`protoembed.training.needs`), the
+the output folders (writable; a finished or interrupted run there only with ``--resume``), the files the run reads (present: :mod:`protoembed.training.needs`), the
 base model (a model folder, a cached hub id or ``default``: :func:`protoembed.backbones.resolve_model_dir`)
 and the first rows of each training file (they parse and give columns). The output folders' locks are
 taken right after, by the command (:func:`protoembed.folder_lock.hold_output_dirs`), still before the
@@ -86,20 +86,42 @@ def check_rows(stages: Stages, whole_files: bool = False) -> list[str]:
     return said
 
 
-def preflight(stages: Stages, config: str, whole_files: bool = False) -> list[str]:
+def check_run_folders(stages: Stages, resume: bool) -> list[str]:
+    """Each run folder checked as the trainer checks it (:func:`protoembed.training.checkpoint.check_output_dir`:
+    no finished or interrupted run overwritten without ``--resume``, the same config to resume); returns
+    one line per folder saying what the run does there."""
+    from protoembed.training.checkpoint import check_output_dir, find_checkpoint
+
+    said = []
+    for folder, (_, cfg) in zip(output_folders(stages), stages):
+        finished = check_output_dir(folder.absolute(), cfg.to_dict(), resume)
+        checkpoint = find_checkpoint(folder) if resume else None
+        what = (
+            "a finished run (--resume returns its results)"
+            if finished is not None
+            else f"resumes from {checkpoint}"
+            if checkpoint is not None
+            else "a new run"
+        )
+        said.append(f"output folder {folder}: writable; {what}")
+    return said
+
+
+def preflight(stages: Stages, config: str, whole_files: bool = False, resume: bool = False) -> list[str]:
     """The checks of the module docstring but the output folders and their locks (the command's), in
     order; returns one line per check made.
 
     In: the run (:func:`protoembed.training.stages.load_run`), the config file's path (for the fetch
-    command of a missing file), ``whole_files`` (:func:`check_rows`).
+    command of a missing file), ``whole_files`` (:func:`check_rows`), ``resume`` (:func:`check_run_folders`).
     Raises :class:`ProtoembedError` (one line) at the first problem.
     """
     from protoembed.data.needs import check_present
     from protoembed.training.needs import config_needs
 
+    said = check_run_folders(stages, resume)
     needs = config_needs(stages)
     check_present(needs, config)  # every stage's files, before any model is loaded
-    said = [f"{len(needs)} file(s) the run reads are present"]
+    said.append(f"{len(needs)} file(s) the run reads are present")
     said.append(check_model(stages))
     said += check_rows(stages, whole_files)
     return said

@@ -68,7 +68,14 @@ from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
 from protoembed.folder_lock import hold_output_dirs
 from protoembed.io import write_atomic, write_json_atomic
-from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, DEV_SCORERS, RESULTS_FILE, fmt_score
+from protoembed.run_layout import (
+    BEST_DIR,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    RESULTS_FILE,
+    dev_score_name,
+    fmt_score,
+)
 from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
@@ -426,7 +433,7 @@ class Trainer:
                 remove_checkpoint(self.output_dir)
             self._say(
                 f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
-                f"({DEV_SCORERS.get(self.state.best_scorer or '', 'no score')}); STS test avg "
+                f"({dev_score_name(results)}); STS test avg "
                 f"{fmt_score(_nan_to_none(results['avg']))} (Spearman x100 of the embeddings' cosine "
                 f"similarities); model in {self.output_dir / BEST_DIR}"
             )
