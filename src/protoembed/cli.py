@@ -2,7 +2,9 @@
 
 Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
-User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. Command modules
+User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. protoembed's own
+warnings (such as bf16 emulated on this CPU) print on stderr as ``protoembed: ...`` at the default level,
+its info lines too with ``--verbose``. Command modules
 import torch and the models only inside their ``func``, so ``--help`` and ``--version`` are fast.
 """
 
