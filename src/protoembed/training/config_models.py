@@ -361,7 +361,7 @@ class TrainConfig(ModelSettings):
     max_seq_length: MaxSeqLength = Field(
         32,
         description="training inputs only: sentence tokens (prompt heads; template tokens come on top) / all "
-        "tokens (plain heads); evaluation and the saved model read whole sentences",
+        "tokens (plain heads); evaluation and the saved model keep the base model's own limit",
     )
     objective: ObjectiveConfig = Field(description=f"name ({', '.join(REGISTRY)}), and its options (below)")
     data: DataConfig = Field(description="the training examples")

@@ -221,6 +221,16 @@ def _source(
     return name, located if located is not None else resolve_corpus_path(str(path), data_dir)
 
 
+def format_of(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> str:
+    """The format :func:`read_examples` reads ``path`` in (arguments and errors as there)."""
+    return _source(path, format, data_dir, columns)[0]
+
+
 def read_examples(
     path: str | os.PathLike[str],
     format: str | None = None,
