@@ -5,8 +5,10 @@ DATA ?= $(abspath ../shared/data)
 export PROTOEMBED_DATA ?= $(DATA)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+# mkdocs-material's notice about MkDocs 2 on every build: not about this site.
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean docs docs-serve docs-screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,13 +31,27 @@ demo: install
 	$(BIN)/protoembed eval sts --model default --variant raw
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks experiments
-	$(BIN)/ruff format --check src tests benchmarks experiments
+	$(BIN)/ruff check src tests benchmarks experiments docs/hooks
+	$(BIN)/ruff format --check src tests benchmarks experiments docs/hooks
 
 # The full suite (what CI runs): pyproject's testpaths, the library's tests and the experiments'
 # (experiments/tests: the studies and the pages they write); the 15 slowest tests are listed at the end.
+# The documentation site's strict build is one of them (tests/test_docs_site.py).
 test: install lint
 	$(BIN)/python -m pytest -q
+
+# The documentation site (mkdocs.yml) into site/, strict: a warning (a broken link, a docstring griffe cannot
+# read) fails it. The API reference is read from src/, the CLI reference generated from the parsers.
+docs: install
+	$(BIN)/mkdocs build --strict
+
+# The site on http://127.0.0.1:8000, rebuilt when docs/, mkdocs.yml or src/ change.
+docs-serve: install
+	$(BIN)/mkdocs serve --strict
+
+# Screenshots of the built site (headless Chromium) into site-screenshots/, to check how pages render.
+docs-screenshots: docs
+	$(BIN)/python docs/hooks/screenshots.py
 
 # The edit loop: no default backbone, no benchmark data, no spawned interpreters.
 .PHONY: test-fast
@@ -110,7 +126,7 @@ eval-clustering: install
 	$(BIN)/protoembed eval clustering --model default --output docs/results/clustering-default.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache site site-screenshots
 
 # Unsupervised CPU study (experiments/unsup_cpu.py): configs/cpu x seeds 1-3 -> runs/unsup-cpu/
 # (weights, ignored), docs/results/unsup-cpu/<run>/ (each run's results, config, log and environment,

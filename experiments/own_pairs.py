@@ -26,7 +26,6 @@ data goes to ``runs/own-pairs/data/<set>/``, runs train into ``runs/own-pairs/<m
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -169,13 +168,14 @@ def main(argv: list[str] | None = None) -> int:
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
     from protoembed import load_run
+    from protoembed.data.paths import resolve_data_dir
 
     data = {name: args.runs_dir / "data" / name for name in args.sets}  # the configs name these folders
     configs = {(m, name): args.configs / f"{m}-{name}.yaml" for name in args.sets for m in args.methods}
     failed = []
     if not args.report_only:
         for name in args.sets:
-            stats = prepare(name, Path(os.environ.get("PROTOEMBED_DATA", "")), data[name])
+            stats = prepare(name, resolve_data_dir(None), data[name])
             write_json(args.records_dir / f"data-{name}.json", stats)
         for path in configs.values():
             load_run(path, [])  # every config checked before the first run

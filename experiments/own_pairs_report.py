@@ -132,7 +132,7 @@ def main_table(data: dict[str, Any]) -> list[str]:
 
 def summary_table(records_dir: Path) -> list[str]:
     """One row per set: the untrained model's nDCG@10 / STS-B test, then each method's change of the two
-    means (the README's table; the page has it too)."""
+    means (the table of docs/training/your-data.md; the page has it too)."""
     head = " | ".join(METHODS[m] for m in METHODS)
     lines = [f"| Set: nDCG@10 / STS-B test | untrained | {head} |", "|---|---:|" + "---:|" * len(METHODS)]
     main = METRICS[0][0]

@@ -1,4 +1,5 @@
-"""Rewrite the README's result tables that ``protoembed report --summary`` makes, or check they are current.
+"""Rewrite the result tables that ``protoembed report --summary`` makes in the README and the documentation
+pages (docs/), or check they are current.
 
 A generated table sits between two HTML comments: the first holds the ``protoembed report`` arguments
 (inputs, ``--label`` renames, ``--summary``), the second closes the block::
@@ -10,8 +11,8 @@ A generated table sits between two HTML comments: the first holds the ``protoemb
 The table is what the command itself writes (``protoembed report ARGS -o FILE``, run from the repository
 root, so paths are relative to it).
 
-Usage: ``python experiments/readme_tables.py [--check] [README.md]``; with ``--check`` nothing is written and
-the exit code is 1 when a table differs from what its records give now.
+Usage: ``python experiments/readme_tables.py [--check] [FILE.md ...]`` (default: :func:`pages`); with
+``--check`` nothing is written and the exit code is 1 when a table differs from what its records give now.
 """
 
 from __future__ import annotations
@@ -61,28 +62,42 @@ def render(text: str, origin: str) -> str:
     return BLOCK.sub(replace, text)
 
 
+def pages() -> list[Path]:
+    """The README and every page under docs/ that holds a generated table, in path order."""
+    found = sorted(
+        path for path in (ROOT / "docs").rglob("*.md") if "<!-- protoembed report " in path.read_text("utf-8")
+    )
+    return [ROOT / "README.md", *found]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or with ``--check`` compare) the README's generated tables; 0 when current or rewritten."""
+    """Rewrite (or with ``--check`` compare) the generated tables of each page; 0 when all are current or
+    rewritten, 1 when ``--check`` finds one stale, 2 on an error."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("readme", nargs="?", default=str(ROOT / "README.md"))
+    parser.add_argument(
+        "files", nargs="*", help="markdown files (default: the README and the docs pages with a table)"
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table is stale")
     args = parser.parse_args(argv)
-    path = Path(args.readme)
-    try:
-        text = path.read_text(encoding="utf-8")
-        new = render(text, os.path.relpath(path))
-    except (OSError, ProtoembedError) as err:
-        print(f"readme_tables: {err}", file=sys.stderr)
-        return 2
-    if new == text:
-        print(f"readme_tables: {path.name} is current", file=sys.stderr)
-        return 0
-    if args.check:
-        print(f"readme_tables: {path.name} differs from its records; run python experiments/readme_tables.py")
-        return 1
-    write_text(path, new)
-    print(f"readme_tables: rewrote {path}", file=sys.stderr)
-    return 0
+    stale = False
+    for path in [Path(name) for name in args.files] or pages():
+        try:
+            text = path.read_text(encoding="utf-8")
+            new = render(text, os.path.relpath(path))
+        except (OSError, ProtoembedError) as err:
+            print(f"readme_tables: {err}", file=sys.stderr)
+            return 2
+        if new == text:
+            print(f"readme_tables: {path.name} is current", file=sys.stderr)
+        elif args.check:
+            print(
+                f"readme_tables: {path.name} differs from its records; run python experiments/readme_tables.py"
+            )
+            stale = True
+        else:
+            write_text(path, new)
+            print(f"readme_tables: rewrote {path}", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ SUBPROCESS_TESTS = (
     "test_training_cli.py::test_train_command_two_processes",  # also ..._two_processes_cached
     "test_training_cli.py::test_sigterm_stops_cleanly_and_says_how_to_resume",
     "test_distributed.py",
+    "test_download.py::test_a_new_user_s_data_list_reads_platformdirs",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_encode_corpus.py::test_two_workers_write_the_same_shards_as_one_process",
     "test_encode_corpus.py::test_two_torchrun_processes_write_the_same_shards_as_one_process",
@@ -55,6 +56,7 @@ SUBPROCESS_TESTS = (
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
     "test_bench_device_check.py",
+    "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",
     "test_serve_cli.py::test_sigterm_answers_the_requests_in_flight_and_exits_0",

@@ -417,6 +417,37 @@ def test_a_second_run_on_a_held_folder_is_refused(run_alone, data_dir, tmp_path)
     assert _run_outputs(out) == alone
 
 
+def test_a_run_that_leaves_only_its_lock_removes_it_and_the_folders_it_made(tmp_path, monkeypatch):
+    """A run refused or failed at start leaves no folder it created holding only ``.protoembed.lock``; a
+    folder that was there stays (empty), one with the run's files keeps the lock file too; a refused run
+    leaves the holder's folder alone; only the main process of a launcher's run takes the locks."""
+    from protoembed.folder_lock import LOCK_FILE, hold_output_dir, hold_output_dirs
+
+    deep = tmp_path / "a" / "b" / "run"
+    with pytest.raises(ProtoembedError, match="^failed at start$"), hold_output_dir(deep):
+        assert [p.name for p in deep.iterdir()] == [LOCK_FILE]
+        raise ProtoembedError("failed at start")
+    assert list(tmp_path.iterdir()) == []  # a/, a/b/ and a/b/run/ all made by the run: all gone
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    with hold_output_dir(mine):
+        pass
+    assert list(mine.iterdir()) == []  # the user's folder stays, the lock file does not
+    with hold_output_dir(mine):
+        (mine / "results.json").write_text("{}")
+    assert sorted(p.name for p in mine.iterdir()) == [LOCK_FILE, "results.json"]
+    held = tmp_path / "held"
+    with hold_output_dir(held) as lock:
+        refused = pytest.raises(ProtoembedError, match=f"^{held} is in use by another training run")
+        with refused, hold_output_dir(held):  # flock is per open file: this process too is another run
+            pass
+        assert [p.name for p in held.iterdir()] == [LOCK_FILE] and lock.read_text() == f"{os.getpid()}\n"
+    assert not held.exists()
+    monkeypatch.setenv("RANK", "1")  # a launcher's other process: the main one holds the folder
+    with hold_output_dirs([tmp_path / "other"]):
+        assert not (tmp_path / "other").exists()
+
+
 def test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes(run_alone, data_dir, tmp_path):
     config, alone, _ = run_alone
     out = tmp_path / "run"
@@ -814,7 +845,9 @@ def test_a_trained_models_card_holds_the_runs_own_numbers(run_alone):
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     start = json.loads((run / "training_log.jsonl").read_text().splitlines()[0])
     rows = dict(_card_table(card, "## Training"))
-    assert float(rows["dev score there (STS-B dev Spearman x100 by default)"]) == round(dev_score(results), 2)
+    assert rows["dev score there"] == (
+        f"{dev_score(results):.2f} (STS-B dev Spearman x100 of the embeddings' cosine similarities)"
+    )
     assert int(rows["selected at step"]) == results["best_step"]
     corpus = Path(start["data"]["files"][0]["path"])
     lines = len(corpus.read_bytes().splitlines())
@@ -862,31 +895,46 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
 
 
 def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
-    """A bad key, a bad objective option, a missing base: file and a read-only output folder: each a
-    one-line error (exit 2) from an interpreter that never imported torch, transformers or
-    sentence-transformers (they take most of a minute to import on a busy machine)."""
+    """A bad key, a bad objective option, a missing base: file, a read-only output folder, a base model
+    that is not there, a training file whose second row does not parse, an output folder held by another
+    run and one that holds a finished run: each a one-line error (exit 2) from an interpreter that never imported torch,
+    transformers or sentence-transformers (they take most of a minute to import on a busy machine), and
+    no output folder left behind; ``--check`` of a good fp32 run passes, says what it checked and imports
+    none of them either."""
     config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
     text = config.read_text(encoding="utf-8")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "a first row"}\n"just a string"\n', encoding="utf-8")
     bad = {
         "key": text.replace("batch_size:", "bacth_size:"),
         "option": text.replace("{name: simcse}", "{name: simcse, tau: 0.1}"),
         "base": "base: missing.yaml\n" + text,
+        "model": text.replace(f"model: {tiny_model_dirs['bert']}", f"model: {tmp_path / 'no-model'}"),
+        "rows": text.replace(f"corpus: {tmp_path / 'corpus.txt'}", f"corpus: {rows}"),
     }
     for name, content in bad.items():
+        assert content != text
         (tmp_path / f"{name}.yaml").write_text(content, encoding="utf-8")
-    runs = [
-        ["train", "--config", str(tmp_path / f"{name}.yaml"), "--output-dir", str(tmp_path / "o")]
-        for name in bad
-    ]
+    out, busy = tmp_path / "o", tmp_path / "busy"
+    runs = [["train", "--config", str(tmp_path / f"{name}.yaml"), "--output-dir", str(out)] for name in bad]
     runs.append(["train", "--config", str(config), "--output-dir", f"{BLOCK}/o"])
+    runs.append(["train", "--config", str(config), "--output-dir", str(busy)])
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "results.json").write_text("{}", encoding="utf-8")
+    runs.append(["train", "--config", str(config), "--output-dir", str(done)])
+    runs.append(["train", "--config", str(config), "--output-dir", str(out), "--check"])
     code = (
-        "import contextlib, io, json, sys\nfrom protoembed.cli import main\nout = []\n"
+        "import contextlib, fcntl, io, json, os, sys\nfrom protoembed.cli import main\nout = []\n"
+        f"os.makedirs({str(busy)!r})\n"
+        f"held = os.open({str(busy / '.protoembed.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(held, fcntl.LOCK_EX)  # another run's lock (flock: per open file)\n"
         f"for argv in {runs!r}:\n"
-        "    err = io.StringIO()\n"
-        "    with contextlib.redirect_stderr(err):\n"
+        "    err, said = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(said):\n"
         "        try:\n            status = main(argv)\n"
         "        except SystemExit as exit_:\n            status = exit_.code\n"
-        "    out.append([status, err.getvalue()])\n"
+        "    out.append([status, err.getvalue(), said.getvalue()])\n"
         "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
         "print(json.dumps({'runs': out, 'imported': heavy}))\n"
     )
@@ -897,10 +945,33 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "unknown config key 'training.bacth_size'",
         "objective 'simcse': unknown option 'tau'",
         "base file 'missing.yaml' not found",
+        f"model '{tmp_path / 'no-model'}': no such directory, and not a Hugging Face hub id",
+        f"{rows}:2: expected a JSON object",
         "not writable",
+        f"{busy} is in use by another training run (another process); wait for it to end or choose another "
+        "--output-dir",
+        f"{done} already holds a training run; pass --resume",
     ]
-    for (status, err), needle in zip(report["runs"], needles, strict=True):
-        assert_failed_in_one_line((status, err), needle)
+    *refused, (status, err, said) = report["runs"]
+    for (status_, err_, _), needle in zip(refused, needles, strict=True):
+        assert_failed_in_one_line((status_, err_), needle)
+    assert (status, err) == (0, "")
+    assert said.splitlines() == [
+        f"protoembed train --check: {line}"
+        for line in (
+            f"config {config}: valid (run: simcse)",
+            f"output folder {out}: writable; a new run",
+            "3 file(s) the run reads are present",
+            f"base model {tiny_model_dirs['bert']}: found ({tiny_model_dirs['bert']})",
+            f"{tmp_path / 'corpus.txt'}: text, the first 32 example(s) parse (columns text)",
+            f"output folder {out}: not in use by another run (its lock taken)",
+            "training.precision fp32: runs on any machine",
+            "all checks passed; nothing trained",
+        )
+    ]
+    assert not out.exists()  # no refused run, nor the check, leaves its folder (or a lone lock file)
+    assert [p.name for p in busy.iterdir()] == [".protoembed.lock"]  # the other run's folder is untouched
+    assert [p.name for p in done.iterdir()] == ["results.json"]
 
 
 def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, monkeypatch):

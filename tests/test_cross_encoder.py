@@ -298,7 +298,7 @@ def test_training_run_writes_the_embedder_and_the_cross_encoder(
 
 
 def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
-    tiny_model_dirs, stsb_data, tmp_path, monkeypatch
+    tiny_model_dirs, stsb_data, tmp_path, monkeypatch, caplog
 ):
     """best/ of a regression run is the checkpoint whose pair scores correlate best with STS-B dev (not
     the one whose encoder embeds single sentences best): each logged dev score equals, for the kept
@@ -312,12 +312,29 @@ def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
     corpus = stsb_data / "senteval" / "STS" / "STSBenchmark" / "sts-train.csv"
     out = tmp_path / "run"
     settings = {"max_steps": 6, "eval_steps": 2, "batch_size": 4, "lr": 3e-3}
-    train(
-        tiny_config(tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", **settings)
-    )
+    with caplog.at_level("INFO", logger="protoembed.training"):
+        train(
+            tiny_config(
+                tiny_model_dirs["bert"], corpus, out, objective="cross_encoder", head="cls", **settings
+            )
+        )
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     evals = [e for e in log if e["event"] == "eval"]
     assert [e["step"] for e in evals] == [2, 4, 6] and {e["dev_scorer"] for e in evals} == {"objective"}
+    # the log line and the card say the dev score is the pair scores', the STS average the embeddings'
+    results = json.loads((out / "results.json").read_text())
+    assert results["best_dev_scorer"] == "objective"
+    said = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("best dev score"))
+    assert said.startswith(
+        f"best dev score {results['best_dev_score']:.2f} at step {results['best_step']} (STS-B dev Spearman "
+        f"x100 of the cross-encoder's pair scores); STS test avg {results['avg']:.2f} (Spearman x100 of "
+        "the embeddings' cosine similarities)"
+    )
+    card = (out / "best" / "README.md").read_text(encoding="utf-8")
+    assert (
+        f"| dev score there | {results['best_dev_score']:.2f} (STS-B dev Spearman x100 of the cross-encoder's "
+        "pair scores) |" in card
+    )
     best = max(evals, key=lambda e: e["dev_score"])
     assert evals[-1]["best_step"] == best["step"]
     folder = out / "best" / "cross_encoder"
@@ -338,7 +355,7 @@ def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
     )
     train(cfg, evaluator=lambda embedder: calls.append(embedder) or 1.0)
     log = [json.loads(x) for x in (custom / "training_log.jsonl").read_text().splitlines()]
-    assert len(calls) == 3 and {e["dev_scorer"] for e in log if e["event"] == "eval"} == {"embedder"}
+    assert len(calls) == 3 and {e["dev_scorer"] for e in log if e["event"] == "eval"} == {"evaluator"}
     # classification has no similarity score of its own: None, so the encoder's embeddings are scored
     objective = _objective(tiny_model_dirs["bert"], "classification")
     objective(_batch("classification"))

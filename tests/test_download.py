@@ -8,8 +8,11 @@ import hashlib
 import http.server
 import io
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import tarfile
 import threading
 import urllib.parse
@@ -21,7 +24,7 @@ import pytest
 
 from protoembed.cli import main
 from protoembed.data.download.fetch import fetch
-from protoembed.data.download.registry import DATASETS
+from protoembed.data.download.registry import DATASETS, format_size
 from protoembed.errors import ProtoembedError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -260,6 +263,14 @@ def test_every_dataset_through_the_mirror(server, data_dir: Path, tmp_path: Path
     assert re.search(r"^snli\s+corrupt.*snli_1.0_dev.jsonl changed size", capsys.readouterr().out, re.M)
     assert main(["data", "verify", "--data-dir", str(dest), "snli"]) == 1
     assert "snli: CORRUPT, nli/snli_1.0/snli_1.0_dev.jsonl differs" in capsys.readouterr().out
+    # the download of a damaged dataset is refused without --force, before anything is fetched
+    before = sum(state.sent.values())
+    code = main(["data", "download", "--all", "--data-dir", str(dest), "--mirror", base])
+    _one_line_error(capsys, code, "snli is installed but its files differ", "pass --force to download snli")
+    assert sum(state.sent.values()) == before
+    assert main(["data", "download", "snli", "--force", "--data-dir", str(dest), "--mirror", base]) == 0
+    assert main(["data", "verify", "--data-dir", str(dest), "snli"]) == 0
+    capsys.readouterr()
 
     # a second run fetches nothing: every target is there
     before = sum(state.sent.values())
@@ -304,6 +315,163 @@ def test_installed_data_trains_two_steps(
         assert code == 0, capsys.readouterr().err[-2000:]
         results = json.loads((out / "results.json").read_text())
         assert results["best_step"] == 2 and "STSBenchmark" in results["tasks"]
+
+
+# --------------------------------------------------------------------------- the data directory; data list
+
+DEFAULT_WHY = "the default: neither --data-dir nor $PROTOEMBED_DATA is set"
+
+
+@pytest.fixture()
+def user_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """platformdirs' user data directory moved under ``tmp_path``, ``$PROTOEMBED_DATA`` unset: the default
+    data directory applies; returns it (not created)."""
+    import platformdirs
+
+    home = tmp_path / "user-data"
+    monkeypatch.setattr(platformdirs, "user_data_dir", lambda appname=None, *a, **k: str(home / appname))
+    monkeypatch.delenv("PROTOEMBED_DATA", raising=False)
+    return home / "protoembed"
+
+
+def test_without_flag_or_env_every_command_uses_the_user_data_directory(
+    server, data_dir: Path, user_data: Path, monkeypatch, capsys
+) -> None:
+    from protoembed.data.training.corpus import resolve_corpus_path
+    from protoembed.evaluation.tasks import get_task
+
+    base, state = server
+    build_mirror(state.root, data_dir)
+    header = f"data directory: {user_data} ({DEFAULT_WHY})"
+    assert main(["data", "list"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == header and re.search(r"^tweet\s+missing", out, re.M)
+    _one_line_error(
+        capsys,
+        main(["data", "verify"]),
+        f"benchmark data directory {user_data} ({DEFAULT_WHY}) does not exist",
+    )
+    # a reader names the file, where it looked (and why there), and the command that fetches it
+    with pytest.raises(ProtoembedError) as info:
+        get_task("Tweet").load()
+    assert str(info.value) == (
+        f"task Tweet: 'clustering/tweet/tweet-original-order.txt' not found under {user_data} ({DEFAULT_WHY}); "
+        "fetch it with `protoembed data download tweet`"
+    )
+    assert main(["data", "download", "tweet", "wiki1m-sample", "--mirror", base, "--quiet"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == header
+    assert main(["data", "verify", "tweet"]) == 0
+    assert capsys.readouterr().out.splitlines() == [header, "tweet: ok, 1 file(s) match"]
+    # the readers: an evaluation task, a training corpus
+    tweet = get_task("Tweet").load()
+    assert (len(tweet.texts), tweet.n_classes) == (2472, 89)
+    corpus = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
+    assert resolve_corpus_path(corpus, None) == user_data / corpus
+    # $PROTOEMBED_DATA, then --data-dir, come first
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    assert main(["data", "list"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == f"data directory: {data_dir.resolve()} (from $PROTOEMBED_DATA)"
+    )
+    assert main(["data", "list", "--data-dir", str(user_data)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"data directory: {user_data} (from --data-dir)"
+
+
+def test_a_new_user_s_data_list_reads_platformdirs(tmp_path: Path, monkeypatch) -> None:
+    """The real command in a fresh environment (no PROTOEMBED_DATA, no XDG_DATA_HOME, HOME elsewhere)."""
+    import platformdirs
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("PROTOEMBED_DATA", raising=False)
+    expected = Path(platformdirs.user_data_dir("protoembed")).resolve()
+    assert expected.is_relative_to(tmp_path.resolve())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "protoembed", "data", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == f"data directory: {expected} ({DEFAULT_WHY})"
+
+
+def test_format_size() -> None:
+    assert [format_size(n) for n in (512, 156_097, 1_280_000, 2_500_000_000)] == [
+        "512 B",
+        "156.1 KB",
+        "1.3 MB",
+        "2.5 GB",
+    ]
+    assert [format_size(n, exact=False) for n in (94_550_081, 226_850_426, 1_676_000, 900)] == [
+        "~95 MB",
+        "~227 MB",
+        "~1.7 MB",
+        "~900 B",
+    ]
+
+
+def test_list_shows_every_size_says_it_checks_sizes_and_tidies_the_path(
+    server, data_dir: Path, tmp_path: Path, capsys
+) -> None:
+    base, state = server
+    build_mirror(state.root, data_dir)
+    (tmp_path / "a").mkdir()
+    dest = tmp_path / "data"
+    given = ["--data-dir", str(tmp_path / "a" / ".." / "data")]
+    assert main(["data", "list", *given]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [
+        f"data directory: {dest} (from --data-dir)",
+        "state: files present with their recorded sizes (sizes only: `protoembed data verify` checks the sha256)",
+        "size: the download's (~: approximate, until a download records the exact bytes)",
+    ]
+    sizes = {line.split()[0]: line.split(maxsplit=2)[2].split("  ")[0] for line in lines[4:]}
+    assert set(sizes) == set(DATASETS)
+    assert {n: sizes[n] for n in ("senteval", "sts-raw", "wiki1m", "nli-simcse", "snli", "multinli")} == {
+        "senteval": "~90 MB",
+        "sts-raw": "~1.7 MB",
+        "wiki1m": "~121 MB",
+        "nli-simcse": "~47 MB",
+        "snli": "~95 MB",
+        "multinli": "~227 MB",
+    }
+    assert sizes["tweet"] == "156.1 KB" and not any("?" in s for s in sizes.values())
+    # once downloaded: the exact bytes
+    assert main(["data", "download", "snli", *given, "--mirror", base, "--quiet"]) == 0
+    zip_bytes = mirror_path(state.root, "https://nlp.stanford.edu/projects/snli/snli_1.0.zip").stat().st_size
+    capsys.readouterr()
+    assert main(["data", "list", *given]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^snli\s+installed\s+{re.escape(format_size(zip_bytes))}  CC BY-SA 4.0$", out, re.M), (
+        out
+    )
+
+    # a same-size edit: list (sizes only, as its header says) still says installed; verify and download do not
+    dev = dest / "nli/snli_1.0/snli_1.0_dev.jsonl"
+    dev.write_bytes(dev.read_bytes().replace(b"guitar", b"violin"))
+    assert main(["data", "list", *given]) == 0
+    assert re.search(r"^snli\s+installed\s", capsys.readouterr().out, re.M)
+    assert main(["data", "verify", "snli", *given]) == 1
+    assert "snli: CORRUPT, nli/snli_1.0/snli_1.0_dev.jsonl differs from its recorded sha256" in (
+        capsys.readouterr().out
+    )
+    assert main(["data", "download", "snli", *given, "--mirror", base, "--dry-run"]) == 0
+    assert "(installed but its files differ: --force downloads it again)" in capsys.readouterr().out
+    sent = state.sent.copy()
+    code = main(["data", "download", "snli", *given, "--mirror", base])
+    err = _one_line_error(capsys, code)
+    assert err == (
+        "protoembed: error: snli is installed but its files differ from the download: "
+        "nli/snli_1.0/snli_1.0_dev.jsonl differs from its recorded sha256; nothing was fetched; "
+        "pass --force to download snli again (replacing its installed files)"
+    )
+    assert state.sent == sent
+    assert main(["data", "download", "snli", *given, "--mirror", base, "--force", "--quiet"]) == 0
+    assert main(["data", "verify", "snli", *given]) == 0
 
 
 # --------------------------------------------------------------------------- the network as it is
@@ -540,15 +708,36 @@ def test_bad_input_is_one_line(server, tmp_path: Path, capsys) -> None:
         "cannot download",
         "HTTP 404",
     )
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     _one_line_error(
         capsys,
-        main(["data", "download", "snli", "--data-dir", str(dest), "--mirror", f"http://127.0.0.1:{port}"]),
+        main(["data", "download", "snli", "--data-dir", str(dest), "--mirror", _refusing_url()]),
         "cannot download",
         "refused",
     )
+    assert not dest.exists()
+
+
+def _refusing_url() -> str:
+    """An http:// URL on 127.0.0.1 where nothing listens (the connection is refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_a_refused_connection_names_the_mirror_that_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    """With --mirror, the hint names that mirror (never "pass --mirror"); without, it suggests one."""
+    dest = tmp_path / "data"
+    mirror = _refusing_url()
+    code = main(["data", "download", "tweet", "--data-dir", str(dest), "--mirror", mirror + "/"])
+    err = _one_line_error(
+        capsys, code, f"the mirror {mirror} refused the connection: is it running at that address?"
+    )
+    assert "pass --mirror" not in err
+    monkeypatch.setenv("HF_ENDPOINT", _refusing_url())  # no mirror: the Hugging Face host refuses
+    code = main(["data", "download", "wiki1m", "--data-dir", str(dest)])
+    err = _one_line_error(capsys, code, "refused", "network unreachable? pass --mirror URL")
+    assert "the mirror" not in err
     assert not dest.exists()
 
 

@@ -25,10 +25,16 @@ CLUSTERING = ("AgNews", "Tweet")
 RNG = np.random.default_rng(7)
 
 
-def sts_result(model: str, variant: str = "senteval") -> dict:
+def sts_result(
+    model: str, variant: str = "senteval", runtime: str | None = "torch", precision: str | None = "fp32"
+) -> dict:
+    """What ``protoembed eval sts --output`` writes (``runtime``/``precision`` ``None``: a file written
+    before they were recorded)."""
     tasks = {t: {"spearman": RNG.uniform(60, 85), "pearson": RNG.uniform(60, 85), "n": 10} for t in STS}
     avg = float(np.mean([r["spearman"] for r in tasks.values()]))
-    return {"suite": "sts", "variant": variant, "split": "test", "tasks": tasks, "avg": avg, "model": model}
+    encoding = {k: v for k, v in (("runtime", runtime), ("precision", precision)) if v is not None}
+    data = {"model": model, "head": "mean", **encoding, "suite": "sts", "variant": variant, "split": "test"}
+    return {**data, "tasks": tasks, "avg": avg}
 
 
 def transfer_result(model: str, folds: int = 10, tasks=TRANSFER) -> dict:
@@ -343,3 +349,137 @@ def test_summary_is_the_pages_average_cells(inputs, tmp_path):
     assert summary["conpvp"]["Transfer (Table 5)"] == cell(
         [np.mean([t["acc"] for t in r.values()]) for r in per_run]
     )
+
+
+def test_results_files_are_checked_when_read(inputs, tmp_path, capsys):
+    """A field the page reads that is missing, or any per-task field that is not a number (or a list of
+    them), is a one-line error naming the file, the task and the field; nothing is written."""
+
+    def edited(name: str, data: dict, task: str, key: str, value: object = KeyError) -> Path:
+        if value is KeyError:
+            del data["tasks"][task][key]
+        else:
+            data["tasks"][task][key] = value
+        return write(tmp_path / "in" / name, data)
+
+    typed = edited("typed.json", sts_result("m"), "STS13", "spearman", "abc")
+    missing = edited("missing.json", sts_result("m"), "STS14", "spearman")
+    flag = edited("flag.json", sts_result("m"), "STS12", "pearson", True)
+    size = edited("size.json", sts_result("m"), "SICKRelatedness", "n", "ten")
+    no_nmi = edited("no-nmi.json", clustering_result("m"), "Tweet", "nmi")
+    draws = edited("draws.json", fewshot_result("m"), "TREC", "seeds_acc", [70.0, "x"])
+    no_draws = edited("no-draws.json", fewshot_result("m"), "MR", "seeds_acc")
+    avg = write(tmp_path / "in" / "avg.json", {**sts_result("m"), "avg": "high"})
+    run = write(tmp_path / "run" / "results.json", json.loads(typed.read_text()))  # in a folder: not skipped
+    out = tmp_path / "r.md"
+    cases = [
+        ([typed], f'{typed}: sts task STS13: "spearman" is "abc"; expected a number'),
+        (
+            [inputs["base-sts"], missing],
+            f'{missing}: sts task STS14: no "spearman"; expected a number (as protoembed eval sts --output writes)',
+        ),
+        ([flag], f'{flag}: sts task STS12: "pearson" is true; expected a number or a list of numbers'),
+        ([size], f'{size}: sts task SICKRelatedness: "n" is "ten"; expected a number or a list of numbers'),
+        (
+            [no_nmi],
+            f'{no_nmi}: clustering task Tweet: no "nmi"; expected a number (as protoembed eval clustering --output writes)',
+        ),
+        ([draws], f'{draws}: fewshot task TREC: "seeds_acc" is [70.0, "x"]; expected a list of numbers'),
+        (
+            [no_draws],
+            f'{no_draws}: fewshot task MR: no "seeds_acc"; expected a list of numbers (as protoembed eval fewshot --output writes)',
+        ),
+        ([avg], f'{avg}: "avg" is "high"; expected a number'),
+        ([run.parent], f'{run}: sts task STS13: "spearman" is "abc"; expected a number'),
+    ]
+    for paths, message in cases:
+        assert main(["report", *map(str, paths), "-o", str(out)]) == 2
+        assert capsys.readouterr().err == f"protoembed: error: {message}\n"
+        assert main(["report", *map(str, paths), "-o", str(out), "--summary"]) == 2
+        assert capsys.readouterr().err == f"protoembed: error: {message}\n"
+    assert not out.exists()
+
+
+def test_a_nan_score_is_an_na_cell(tmp_path):
+    """``null`` is how eval writes a NaN score (a correlation of constant predictions): an ``n/a`` cell,
+    the other tasks shown."""
+    data = sts_result("m")
+    data["tasks"]["STS12"]["spearman"] = None
+    data["avg"] = None
+    (row,) = tables(build_report(load_results([write(tmp_path / "nan.json", data)]), tmp_path / "r.md"))[
+        "STS (ConPVP Table 3)"
+    ]
+    assert row["STS12"] == "n/a" and row["Avg."] == "n/a"
+    assert row["STS13"] == f"{data['tasks']['STS13']['spearman']:.2f}"
+
+
+def test_the_page_states_only_the_recorded_runtime_and_precision(tmp_path):
+    """A file that never recorded its runtime or precision is not said to be torch or fp32."""
+    line = "Protocol: Spearman x100 of the cosine against gold, senteval data, test split (STS12-16: all "
+    line += "subsets of a year pooled); {}; mean ± std over a model's runs (seeds)."
+    for runtime, precision, said in (
+        (None, None, "runtime/precision not recorded"),
+        ("onnx", None, "encoded by onnx (precision not recorded)"),
+        (None, "bf16", "runtime not recorded, in bf16"),
+        ("onnx", "int8", "encoded by onnx in int8"),
+    ):
+        path = write(tmp_path / "r.json", sts_result("m", runtime=runtime, precision=precision))
+        page = build_report(load_results([path]), tmp_path / "r.md")
+        assert line.format(said) in page.splitlines()
+        assert ("torch" in page, "fp32" in page) == (False, False)
+
+
+def test_runtimes_and_precisions_get_a_table_each(tmp_path, capsys):
+    """torch fp32, ONNX int8 and unrecorded results of one STS protocol: a section each on one page (and
+    an ablation section each), headed by its protocol, each cell the mean of that table's files only;
+    ``--summary`` has a column each. Another data variant is still refused (test_bad_input_names_the_file)."""
+    torch = [write(tmp_path / f"t{s}.json", sts_result(f"runs/conpvp-seed{s}/best")) for s in (1, 2)]
+    torch.append(write(tmp_path / "t-no-neg.json", sts_result("runs/no-neg-seed1/best")))
+    onnx = write(tmp_path / "o.json", sts_result("runs/conpvp-seed1/best", runtime="onnx", precision="int8"))
+    old = write(tmp_path / "old.json", sts_result("runs/conpvp-seed1/best", runtime=None, precision=None))
+    transfer = write(tmp_path / "transfer.json", transfer_result("runs/conpvp-seed1/best"))
+    files = [*torch, onnx, old, transfer]
+    out = tmp_path / "page.md"
+    assert main(["report", *map(str, files), "-o", str(out), "--ablation", "conpvp,no-neg"]) == 0
+    page = out.read_text()
+    protocol = "variant senteval, split test, runtime {}, precision {}"
+    kinds = [("torch", "fp32"), ("onnx", "int8"), ("not recorded", "not recorded")]
+    headings = [
+        f"## {s}: {protocol.format(*k)}"
+        for k in kinds
+        for s in ("STS (ConPVP Table 3)", "Ablation (ConPVP Table 4)")
+    ]
+    assert [line for line in page.splitlines() if line.startswith("## ")] == [
+        *headings,
+        "## Transfer (ConPVP Table 5)",
+        "## Inputs",
+    ]
+    said = ["encoded by torch in fp32", "encoded by onnx in int8", "runtime/precision not recorded"]
+    lines = [line for line in page.splitlines() if line.startswith("Protocol: Spearman")]
+    assert [next(s for s in said if s in line) for line in lines] == [s for s in said for _ in "12"]
+    parsed = tables(page)
+    seeds = [json.loads(p.read_text()) for p in torch[:2]]
+    one = {p: json.loads(p.read_text()) for p in (onnx, old)}
+    for (runtime, precision), runs in zip(kinds, [seeds, [one[onnx]], [one[old]]]):
+        (row,) = parsed[f"STS (ConPVP Table 3): {protocol.format(runtime, precision)}"]
+        assert row["Model"] == "conpvp"
+        assert row["STS16"] == cell([r["tasks"]["STS16"]["spearman"] for r in runs])
+        assert row["Avg."] == cell([r["avg"] for r in runs])
+    ablation = parsed[f"Ablation (ConPVP Table 4): {protocol.format('torch', 'fp32')}"]
+    assert [r["Model"] for r in ablation] == ["conpvp", "no-neg"]
+    (row,) = parsed[f"Ablation (ConPVP Table 4): {protocol.format('onnx', 'int8')}"]
+    assert row == parsed[f"STS (ConPVP Table 3): {protocol.format('onnx', 'int8')}"][0]
+    assert main(["report", *map(str, files), "-o", str(tmp_path / "summary.md"), "--summary"]) == 0
+    (summary,) = tables((tmp_path / "summary.md").read_text()).values()
+    averages = [cell([r["avg"] for r in runs]) for runs in (seeds, [one[onnx]], [one[old]])]
+    columns = [f"STS (Table 3): {protocol.format(*k)}" for k in kinds]
+    assert [list(row) for row in summary] == [["Model", *columns, "Transfer (Table 5)"]] * 2
+    assert [row["Model"] for row in summary] == ["conpvp", "no-neg"]
+    assert [summary[0][c] for c in columns] == averages
+    assert [summary[1][c] for c in columns] == [
+        f"{json.loads(torch[2].read_text())['avg']:.2f}",
+        "–",
+        "–",
+    ]
+    assert summary[0]["Transfer (Table 5)"] == f"{json.loads(transfer.read_text())['avg']:.2f}"
+    capsys.readouterr()

@@ -167,18 +167,16 @@ def test_the_report_refuses_to_mix_the_two_classifiers(tmp_path):
     from pathlib import Path
 
     from protoembed.errors import ProtoembedError
-    from protoembed.report.results import Result, by_suite
+    from protoembed.report.results import Result, by_table
 
     def result(name, protocol):
         data = {"suite": "transfer", "protocol": protocol, "tasks": {"MR": {"acc": 80.0}}, "avg": 80.0}
         return Result(Path(name), "transfer", name, data)
 
     old = result("old.json", {"classifier": "sklearn", "folds": 10})
-    assert list(by_suite([old, result("new.json", {"classifier": "sklearn", "folds": 10})])["transfer"]) == [
-        "old.json",
-        "new.json",
-    ]
+    (table,) = by_table([old, result("new.json", {"classifier": "sklearn", "folds": 10})])
+    assert list(table.groups) == ["old.json", "new.json"]
     with pytest.raises(
         ProtoembedError, match=r"torch.json: transfer results of protocol .*pytorch.* cannot share"
     ):
-        by_suite([old, result("torch.json", {"classifier": "pytorch", "folds": 10})])
+        by_table([old, result("torch.json", {"classifier": "pytorch", "folds": 10})])

@@ -262,8 +262,21 @@ def test_resolve_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert resolve_data_dir(str(other)) == other
     with pytest.raises(ProtoembedError, match="does not exist.*data download"):
         resolve_data_dir(str(tmp_path / "absent"))
+    # neither: the user data directory (platformdirs), named with why it was chosen when it is missing
+    import platformdirs
+
+    default = tmp_path / "user" / "protoembed"
+    monkeypatch.setattr(
+        platformdirs, "user_data_dir", lambda appname=None, *a, **k: str(tmp_path / "user" / appname)
+    )
     monkeypatch.delenv("PROTOEMBED_DATA")
     with pytest.raises(ProtoembedError) as info:
         resolve_data_dir(None)
-    message = str(info.value)
-    assert "--data-dir" in message and "PROTOEMBED_DATA" in message and "protoembed data download" in message
+    assert str(info.value) == (
+        f"benchmark data directory {default} (the default: neither --data-dir nor $PROTOEMBED_DATA is set) does "
+        "not exist; fetch data into it with `protoembed data download NAME...` (`protoembed data list` names the "
+        "datasets), or pass --data-dir DIR / set PROTOEMBED_DATA=DIR to use another"
+    )
+    default.mkdir(parents=True)
+    assert resolve_data_dir(None) == default
+    assert resolve_data_dir(str(other / ".." / "other")) == other  # normalised

@@ -22,7 +22,7 @@ from protoembed.evaluation.suite import SUITES, CommandLine, Inputs, ReportLayou
 from protoembed.evaluation.tables import papers_row
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name
 from protoembed.report import build_report, load_results, summary_table
-from protoembed.report.results import by_suite, suite_of
+from protoembed.report.results import by_table, suite_of
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "protoembed"
 
@@ -197,7 +197,7 @@ def test_a_new_suite_is_its_declaration_and_one_registry_line(
     page = build_report(results, tmp_path / "report.md", figures=False)
     assert "## Toy (Table 4.5)\n\nProtocol: mean length x2.0.\n\n| Model | S | Long | Avg. |" in page
     assert f"| toy | {short:.2f} ± 0.00 | {long:.2f} ± 0.00 | {(short + long) / 2:.2f} ± 0.00 |" in page
-    assert summary_table(by_suite(results)) == [
+    assert summary_table(by_table(results)) == [
         "| Model | Toy |",
         "|---|---:|",
         f"| toy | {(short + long) / 2:.2f} ± 0.00 |",

@@ -124,7 +124,7 @@ def test_corpus_paths_relative_to_the_data_dir(tmp_path, monkeypatch, data_dir):
     rel = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
     path = resolve_corpus_path(rel, None)
-    assert path == data_dir.absolute() / rel
+    assert path == data_dir.resolve() / rel
     wiki = read_corpus(path)
     assert wiki.dropped_last_line and len(wiki.sentences) > 10000  # the byte-cut sample ends mid-sentence
     with pytest.raises(ProtoembedError, match="not found"):

@@ -161,7 +161,53 @@ def test_fp16_without_cuda_is_a_one_line_error_before_step_one(
     steps: list[int] = []
     with pytest.raises(ProtoembedError, match=r"^training.precision fp16 needs a CUDA GPU[^\n]*$"):
         train(cfg, callback=lambda event: steps.append(event["step"]))
-    assert steps == [] and not (tmp_path / "fp16" / "training_log.jsonl").exists()
+    assert steps == [] and not (tmp_path / "fp16").exists()  # not even the folder, nor its lock file
+
+
+def test_emulated_bf16_is_said_once_at_the_default_level_in_train_and_eval(
+    tiny_model_dirs, tmp_path, data_dir, monkeypatch, capsys
+):
+    """On a CPU without native bf16 (its flags those of an AVX2-only CPU here), ``train`` and ``eval`` with
+    bf16 each print the warning once on stderr, without ``--verbose``; ``train --check`` says it too."""
+    from protoembed import precision
+    from protoembed.cli import main
+    from test_training_cli import _config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    notice = (
+        "protoembed: bf16 on this CPU is emulated (no AVX512-BF16 / AMX): correct, but several times slower "
+        "than fp32; use fp32 here"
+    )
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", precision="bf16")
+    out = tmp_path / "run"
+    runs = {
+        "check": ["train", "--config", str(config), "--output-dir", str(out), "--check"],
+        "train": ["train", "--config", str(config), "--output-dir", str(out)],
+        "eval": [
+            "eval",
+            "sts",
+            "--model",
+            str(out / "best"),
+            "--precision",
+            "bf16",
+            "--tasks",
+            "STSBenchmark",
+        ],
+    }
+    said = {}
+    for name, argv in runs.items():
+        precision.warn_emulated_bf16.cache_clear()  # once per process: each command here is a new one
+        assert main(argv) == 0, name
+        captured = capsys.readouterr()
+        assert [line for line in captured.err.splitlines() if "is emulated (" in line] == [notice], name
+        said[name] = captured.out.splitlines()
+    assert (
+        "protoembed train --check: training.precision bf16: bf16 on the CPU, emulated (no AVX512-BF16 / AMX): "
+        "several times slower than fp32"
+    ) in said["check"]
+    precision.warn_emulated_bf16.cache_clear()
 
 
 def _grads(model_dir: Path, checkpointing: bool) -> tuple[float, dict[str, torch.Tensor], int]:

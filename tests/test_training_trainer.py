@@ -81,7 +81,8 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
     # to 1e-3: the evaluation's float32 cosines rank pairs of equal vectors (texts tokenised alike) by
     # rounding, these float64 ones by theirs (1.6e-4 apart on the untrained tiny BERT)
     assert spearmanr(cosines, dev.scores)[0] * 100 == pytest.approx(saved["best_dev_score"], abs=1e-3)
-    # max_seq_length truncates training inputs only: the saved model reads whole sentences
+    # max_seq_length truncates training inputs only: the saved model keeps the base's limit (a bare
+    # Hugging Face backbone: none, whole sentences)
     assert model.encoder.max_seq_length is None
     # a second run into the same folder is refused; --resume on a finished run returns its results
     with pytest.raises(ProtoembedError, match="already holds a training run"):
@@ -90,6 +91,34 @@ def test_run_writes_best_model_results_and_log(tiny_model_dirs, corpus, tmp_path
         tiny_config(tiny_model_dirs["bert"], corpus, out), resume=True, objective_factory=standin_factory()
     )
     assert again["avg"] == saved["avg"]
+
+
+def test_a_trained_model_keeps_the_base_models_limit_and_names_its_dev_score(
+    tiny_model_dirs, corpus, tmp_path, caplog
+):
+    """A base saved with max_seq_length 20 (as the default backbone's 256): best/ truncates at 20, not at
+    the backbone's position limit, whatever the config's training max_seq_length (16); the log line gives
+    the dev score with 2 decimals and says what it scored, the card too (results.json: every digit)."""
+    from protoembed.run_layout import DEV_SCORERS
+
+    base = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=20).save(tmp_path / "b")
+    assert json.loads((base / "sentence_bert_config.json").read_text())["max_seq_length"] == 20
+    out = tmp_path / "run"
+    with caplog.at_level("INFO", logger="protoembed.training"):
+        results = train(tiny_config(base, corpus, out, max_steps=2), objective_factory=standin_factory())
+    assert json.loads((out / "best" / "sentence_bert_config.json").read_text())["max_seq_length"] == 20
+    assert protoembed.load(str(out / "best")).max_seq_length == 20
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["best_dev_scorer"] == "embedder" and saved["best_dev_score"] == results["best_dev_score"]
+    name = DEV_SCORERS["embedder"]
+    assert name == "STS-B dev Spearman x100 of the embeddings' cosine similarities"
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("best dev score")]
+    assert said == [
+        f"best dev score {saved['best_dev_score']:.2f} at step 2 ({name}); STS test avg {saved['avg']:.2f} "
+        f"(Spearman x100 of the embeddings' cosine similarities); model in {out / 'best'}"
+    ]
+    card = (out / "best" / "README.md").read_text(encoding="utf-8")
+    assert f"| dev score there | {saved['best_dev_score']:.2f} ({name}) |" in card
 
 
 @pytest.mark.parametrize(

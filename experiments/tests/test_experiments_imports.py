@@ -17,7 +17,7 @@ PUBLIC = frozenset(protoembed.__all__)
 
 #: The only internal imports of experiments/: script -> (the protoembed modules it may import, why).
 #: Each is a diagnostic of the trainer's inner parts, which the public API deliberately does not expose
-#: (the README cites them by these paths).
+#: (the documentation cites them by these paths).
 INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
     "cross_encoder_curve.py": (
         frozenset({"protoembed.training.components", "protoembed.training.trainer"}),

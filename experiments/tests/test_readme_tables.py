@@ -1,20 +1,27 @@
-"""experiments/readme_tables.py: the README's generated tables are what `protoembed report --summary` writes."""
+"""experiments/readme_tables.py: the generated tables of the README and docs/ are what `protoembed report --summary` writes."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 #: every table is made by `protoembed report` in a child interpreter
 
 
 def test_readme_tables_are_current():
-    """The README's generated tables equal what `protoembed report --summary` makes from the records now."""
+    """The generated tables of the README and the docs pages equal what `protoembed report --summary`
+    makes from the records now."""
     from experiments import readme_tables
 
-    readme = Path(readme_tables.ROOT / "README.md").read_text(encoding="utf-8")
-    # two generated tables (the unsupervised study, and before its fixes), each opened and closed once
-    assert readme.count("<!-- protoembed report ") == readme.count("<!-- end report -->") == 2
-    assert readme_tables.render(readme, "README.md") == readme
+    root = readme_tables.ROOT
+    pages = {
+        path.relative_to(root).as_posix(): path.read_text(encoding="utf-8") for path in readme_tables.pages()
+    }
+    # the README's summary of the unsupervised study; the study page's: the same, and before its fixes
+    counts = {
+        name: (text.count("<!-- protoembed report "), text.count("<!-- end report -->"))
+        for name, text in pages.items()
+    }
+    assert counts == {"README.md": (1, 1), "docs/papers.md": (2, 2)}
+    for name, text in pages.items():
+        assert readme_tables.render(text, name) == text, name
 
 
 def test_readme_tables_rewrite_and_check(tmp_path, capsys):

@@ -2,7 +2,9 @@
 
 Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
-User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. Command modules
+User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. protoembed's own
+warnings (such as bf16 emulated on this CPU) print on stderr as ``protoembed: ...`` at the default level,
+its info lines too with ``--verbose``. Command modules
 import torch and the models only inside their ``func``, so ``--help`` and ``--version`` are fast.
 """
 
@@ -35,13 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
-    handler = None
-    if args.verbose:  # protoembed's own info lines on stderr, whatever else configured logging
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("protoembed: %(message)s"))
-        logger = logging.getLogger("protoembed")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    # protoembed's own warnings (--verbose: and info lines) on stderr, whatever else configured logging
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("protoembed: %(message)s"))
+    logger = logging.getLogger("protoembed")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except ProtoembedError as err:
@@ -51,9 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         print("protoembed: interrupted", file=sys.stderr)
         return 130
     finally:
-        if handler is not None:
-            logging.getLogger("protoembed").removeHandler(handler)
-            logging.getLogger("protoembed").setLevel(logging.NOTSET)
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
 
 
 if __name__ == "__main__":

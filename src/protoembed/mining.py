@@ -239,13 +239,16 @@ def mine_hard_negatives(
 ) -> tuple[Examples, MiningSummary]:
     """Mine hard negatives for (anchor, positive) pairs (the rules: the module docstring).
 
+    ``num_negatives``, ``range_min``, ``range_max``, ``margin``, ``relative_margin``, ``max_score``,
+    ``min_score``, ``sampling``, ``seed``, ``score_function`` and ``output_format`` are the fields of
+    :class:`MineOptions`.
+
     Args:
         model: the embedding model (a protoembed ``Embedder``, an exported one, or anything with
             ``encode`` and optionally ``prompts``).
-        anchors, positives: the pairs, row by row (an anchor may repeat with other positives).
+        anchors: the pairs' first texts, row by row (an anchor may repeat with other positives).
+        positives: the pairs' second texts, row by row with ``anchors``.
         corpus: further candidate texts (the positives are always candidates of the other anchors).
-        num_negatives, range_min, range_max, margin, relative_margin, max_score, min_score, sampling,
-            seed, score_function, output_format: :class:`MineOptions`.
         cross_encoder: rescores the window's candidates and the positives (``predict`` of text pairs,
             one score each), e.g. ``sentence_transformers.CrossEncoder`` of a protoembed
             ``cross_encoder`` run's ``cross_encoder/`` folder.

@@ -67,9 +67,11 @@ def check_precision(precision: str) -> str:
 
 @functools.cache
 def warn_emulated_bf16(device_type: str) -> None:
-    """Log once per device type that bf16 is emulated there (slower than fp32, still correct)."""
+    """Log once per device type (a WARNING: the command line says it at its default level) that bf16 is
+    emulated there (correct, but several times slower than fp32: 2-4x in training, 2.6x in evaluation
+    as measured on an AVX2-only CPU)."""
     logger.warning(
-        "bf16 requested on a %s without native bf16 (no AVX512-BF16 / AMX): it is emulated, correct but "
-        "slower than fp32",
-        device_type,
+        "bf16 on this %s is emulated (no AVX512-BF16 / AMX): correct, but several times slower than fp32; "
+        "use fp32 here",
+        device_type.upper() if device_type == "cpu" else device_type,
     )

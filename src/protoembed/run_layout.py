@@ -30,10 +30,36 @@ RESULTS_FILE = "results.json"
 DEV_SCORE = "best_dev_score"
 
 
+#: ``results.json``'s key of who scored the dev set (a key of :data:`DEV_SCORERS`)
+DEV_SCORER = "best_dev_scorer"
+#: The trainer's dev scorers (``training_log.jsonl``'s ``dev_scorer``) -> what their score is, as the
+#: training log line and the model card name it.
+DEV_SCORERS = {
+    "embedder": "STS-B dev Spearman x100 of the embeddings' cosine similarities",
+    "objective": "STS-B dev Spearman x100 of the cross-encoder's pair scores",
+    "evaluator": "the run's own evaluator's score of the embeddings",
+}
+
+
 def dev_score(results: Mapping[str, Any]) -> Any:
     """The dev score that selected a run's ``best/`` (:data:`DEV_SCORE`; ``None`` when the results hold
     none)."""
     return results.get(DEV_SCORE)
+
+
+def dev_score_name(results: Mapping[str, Any]) -> str:
+    """What a run's dev score is: :data:`DEV_SCORERS` of the results' :data:`DEV_SCORER` (results written
+    before that key, or by a run that scored nothing: said so)."""
+    scorer = results.get(DEV_SCORER)
+    if scorer in DEV_SCORERS:
+        return DEV_SCORERS[scorer]
+    return "scorer not recorded: STS-B dev Spearman x100 unless the run was given another"
+
+
+def fmt_score(value: float | None) -> str:
+    """A x100 score as the logs and prints show it: two decimals (``-`` for none); the JSON files keep
+    every digit."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 __all__ = [
@@ -41,7 +67,11 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "DEV_SCORE",
+    "DEV_SCORER",
+    "DEV_SCORERS",
     "LOG_FILE",
     "RESULTS_FILE",
     "dev_score",
+    "dev_score_name",
+    "fmt_score",
 ]

@@ -133,7 +133,8 @@ def similarity(
     (1-d) counts as one row.
 
     Args:
-        a, b: ``(rows, d)`` or ``(d,)`` vectors (numpy or torch).
+        a: ``(rows, d)`` or ``(d,)`` vectors (numpy or torch).
+        b: the other set, the same way.
         score_function: ``cosine`` (default: :data:`DEFAULT_SCORE_FUNCTION`) or ``dot`` (for a model
             whose vectors are not normalised; :func:`score_function_of` gives a model's own).
     Raises:

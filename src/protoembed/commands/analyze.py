@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.commands.common import add_model_options, load_from_args
+from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
 from protoembed.model_spec import ModelSpec
-from protoembed.report.results import by_suite, load_results
+from protoembed.report.results import by_table, load_results
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")
 #: File names of ``compare``'s figures in ``--out-dir`` (the JSON beside each, same stem).
@@ -152,7 +153,8 @@ def _fewshot(args: argparse.Namespace) -> int:
     other = next((r for r in results if r.suite != "fewshot"), None)
     if other is not None:
         raise ProtoembedError(f"{other.path}: {other.suite} results, not few-shot results")
-    groups = by_suite(results)["fewshot"]
+    (table,) = by_table(results)  # few-shot's protocol record has no runtime: one table
+    groups = table.groups
     from protoembed.evaluation.fewshot_figure import plot_fewshot_comparison
 
     drawn = plot_fewshot_comparison(
@@ -172,7 +174,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""),
         conflict_handler="resolve",
     )
-    parser.add_argument("analysis", choices=ANALYSES)
+    parser.add_argument(
+        "analysis",
+        choices=ANALYSES,
+        help="the figure: similarity (Fig. 4), frequent-tokens (Fig. 5), tsne (Fig. 6), fewshot (Fig. 7, from "
+        "results files), compare (Figs. 4-6 for several models)",
+    )
     parser.add_argument("results", nargs="*", metavar="RESULTS.json", help="fewshot: few-shot results files")
     add_model_options(parser)
     parser.add_argument(
@@ -194,7 +201,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out-dir", default=None, metavar="DIR", help="compare: folder of the figures")
     parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
     )
     parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="STS data variant")
     parser.add_argument(

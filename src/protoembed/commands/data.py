@@ -2,8 +2,8 @@
 
 ``download NAME... | --all | --for CONFIG|TASK|SUITE...`` fetches registry datasets
 (:mod:`protoembed.data.download.registry`) into the data directory (``--data-dir`` / ``--dest``, else
-``$PROTOEMBED_DATA``); ``--for`` takes exactly what a training config reads (its stages and ``base:`` files
-included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
+``$PROTOEMBED_DATA``, else the user data directory: :mod:`protoembed.data.paths`); ``--for`` takes
+exactly what a training config reads (its stages and ``base:`` files included) and the STS data its evaluation reads, or the ``protoembed data`` entry that an evaluation task's
 entry names (:data:`protoembed.evaluation.tasks.TASKS`; a suite name: its default tasks); ``--dry-run``
 prints the plan and fetches nothing.
 """
@@ -11,36 +11,33 @@ prints the plan and fetches nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from protoembed.data.paths import DATA_ENV
+from protoembed.data.paths import DATA_DIR_DEFAULT, DATA_ENV, DataDir, check_data_dir, choose_data_dir
 from protoembed.errors import ProtoembedError
 
-
-def _data_dir(args: argparse.Namespace, must_exist: bool) -> Path:
-    value = args.data_dir or os.environ.get(DATA_ENV)
-    if not value:
-        raise ProtoembedError(f"which data directory? pass --data-dir DIR or set {DATA_ENV}=DIR")
-    path = Path(value).expanduser().absolute()
-    if path.exists() and not path.is_dir():
-        raise ProtoembedError(f"data directory {path} is a file, not a directory")
-    if must_exist and not path.is_dir():
-        raise ProtoembedError(
-            f"data directory {path} does not exist; fetch data with `protoembed data download`"
-        )
-    return path
+#: What ``list`` checks, said in its header: sizes only (cheap), the hashes are ``verify``'s.
+LIST_CHECKS = (
+    "state: files present with their recorded sizes (sizes only: `protoembed data verify` checks the sha256)\n"
+    "size: the download's (~: approximate, until a download records the exact bytes)"
+)
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return "?"
+def _data_dir(args: argparse.Namespace, must_exist: bool) -> DataDir:
+    """The data directory of ``--data-dir`` / ``$PROTOEMBED_DATA`` / the default, checked."""
+    chosen = choose_data_dir(args.data_dir)
+    check_data_dir(chosen, must_exist)
+    return chosen
+
+
+def _header(chosen: DataDir) -> str:
+    return f"data directory: {chosen.path} ({chosen.why})"
+
+
+def _shown(size: object) -> str:
+    """A :class:`~protoembed.data.download.registry.Size` as printed; ``?`` for none."""
+    return "?" if size is None else str(size)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -48,13 +45,15 @@ def run_list(args: argparse.Namespace) -> int:
     from protoembed.data.download.installed import read_manifest, status
     from protoembed.data.download.registry import DATASETS
 
-    root = _data_dir(args, must_exist=False)
+    chosen = _data_dir(args, must_exist=False)
+    root = chosen.path
     manifest = read_manifest(root) if root.is_dir() else {}
-    print(f"data directory: {root}")
+    print(_header(chosen))
+    print(LIST_CHECKS)
     print(f"{'dataset':<15} {'state':<10} {'size':>9}  license / note")
     for dataset in DATASETS.values():
         st = status(root, dataset, manifest)
-        size = _size(st.recorded_size if st.recorded_size is not None else dataset.size)
+        size = _shown(st.size)
         detail = f" ({st.detail})" if st.detail else ""
         print(f"{dataset.name:<15} {st.state:<10} {size:>9}  {dataset.license}{detail}")
     return 0
@@ -65,9 +64,11 @@ def run_verify(args: argparse.Namespace) -> int:
     from protoembed.data.download.installed import read_manifest, verify
     from protoembed.data.download.registry import DATASETS, get_dataset
 
-    root = _data_dir(args, must_exist=True)
+    chosen = _data_dir(args, must_exist=True)
+    root = chosen.path
     manifest = read_manifest(root)
     datasets = [get_dataset(n) for n in args.names] if args.names else list(DATASETS.values())
+    print(_header(chosen))
     bad = 0
     for dataset in datasets:
         if not any((root / t).exists() for t in dataset.targets):
@@ -134,8 +135,9 @@ def _for(values: list[str]) -> tuple[list, list]:
 def run_download(args: argparse.Namespace) -> int:
     """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
     from protoembed.data.download.fetch import check_mirror
-    from protoembed.data.download.install import install, install_steps
-    from protoembed.data.download.registry import DATASETS, get_dataset
+    from protoembed.data.download.install import damaged, install, install_steps
+    from protoembed.data.download.installed import read_manifest, recorded_size
+    from protoembed.data.download.registry import DATASETS, format_size, get_dataset
 
     mirror = check_mirror(args.mirror)
     chosen = {n: get_dataset(n) for n in args.names}
@@ -149,23 +151,28 @@ def run_download(args: argparse.Namespace) -> int:
         raise ProtoembedError(
             f"name the datasets to fetch ({', '.join(DATASETS)}), or pass --all or --for CONFIG.yaml / TASK / SUITE"
         )
-    root = _data_dir(args, must_exist=False)
+    where = _data_dir(args, must_exist=False)
+    root = where.path
     datasets = list(chosen.values())
     for line in own:
         print(f"not fetched (your own file): {line}")
     if args.dry_run:
+        manifest = read_manifest(root) if root.is_dir() else {}
+        bad = set() if args.force else {d.name for d, _ in damaged(datasets, root, manifest)}
         for step in install_steps(datasets, root, mirror):
-            state = "installed" if step.installed else "to fetch"
-            print(
-                f"{step.dataset.name:<15} {_size(step.source.size):>9}  {step.url} -> {step.target} ({state})"
-            )
+            if step.dataset.name in bad:
+                state = "installed but its files differ: --force downloads it again"
+            else:
+                state = "installed" if step.installed else "to fetch"
+            size = _shown(step.source.download_size(recorded_size(manifest, step.source.target)))
+            print(f"{step.dataset.name:<15} {size:>9}  {step.url} -> {step.target} ({state})")
         return 0
 
     def report(step, result) -> None:
         if result is None:
             print(f"{step.dataset.name}: {step.target} already installed (--force replaces it)")
         else:
-            print(f"{step.dataset.name}: {step.target} ({_size(result.size)}, {result.checked})")
+            print(f"{step.dataset.name}: {step.target} ({format_size(result.size)}, {result.checked})")
 
     try:
         install(
@@ -183,14 +190,21 @@ def run_download(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    if os.environ.get(DATA_ENV) != str(root):
+    if where.source == "flag" and choose_data_dir(None).path != root:
         print(f"use it with --data-dir {root} or: export {DATA_ENV}={root}")
+    elif where.source == "default":
+        print(_header(where))
     return 0
 
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--data-dir", "--dest", dest="data_dir", default=None, metavar="DIR", help=f"default: ${DATA_ENV}"
+        "--data-dir",
+        "--dest",
+        dest="data_dir",
+        default=None,
+        metavar="DIR",
+        help=f"default: {DATA_DIR_DEFAULT}",
     )
 
 

@@ -25,6 +25,7 @@ from protoembed.commands.common import (
     load_from_args,
     output_file,
 )
+from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Suite
 
@@ -136,7 +137,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
     parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
     )
     parser.add_argument(
         "--tasks", nargs="+", type=task_name(suite.name), default=None, metavar="TASK", help=tasks_help

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from protoembed.commands.common import add_option_flags
+from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import QUANTIZE
 from protoembed.model_spec import ModelSpec
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: the first 512 distinct lines of the staged Wikipedia sample under --data-dir)",
     )
     parser.add_argument(
-        "--data-dir", default=None, metavar="D", help="benchmark data (default: $PROTOEMBED_DATA)"
+        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
     )
     add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
     parser.set_defaults(func=run)

@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--summary",
         action="store_true",
-        help="write only one table: each model's average on every suite given (the Avg. cells of the page)",
+        help="write only one table: each model's average on every suite given (the Avg. cells of the page; "
+        "a column per table, so one per runtime/precision of a suite's results)",
     )
     parser.add_argument("--no-figures", action="store_true", help="do not draw the few-shot figure")
     parser.add_argument("--command", default=None, help=argparse.SUPPRESS)

@@ -12,24 +12,33 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protoembed.commands.common import check_output_folder, output_folder
 from protoembed.errors import WriteError
 
+if TYPE_CHECKING:
+    from protoembed.training.preflight import Stages
+
 
 def _print_progress() -> logging.Handler:
-    """Print the trainer's ``protoembed.training`` log records on stderr, one line each."""
+    """Print the trainer's ``protoembed.training`` log records on stderr, one line each (only there: not
+    also through the command line's ``protoembed`` handler)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("protoembed train: %(message)s"))
     log = logging.getLogger("protoembed.training")
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    log.propagate = False
     return handler
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Load and validate the config, then train."""
-    from protoembed.training.stages import load_run, train_stages
+    """Check the run before the heavy imports (:mod:`protoembed.training.preflight`) and take its output
+    folders' locks, then train (``--check``: print what was checked and stop)."""
+    from protoembed.folder_lock import hold_output_dirs
+    from protoembed.training.preflight import output_folders, preflight
+    from protoembed.training.stages import load_run
 
     # --output-dir: a path is not YAML, so it is kept verbatim. Validated before torch is imported.
     stages = load_run(args.config, list(args.set or []), args.output_dir)
@@ -37,15 +46,42 @@ def run_train(args: argparse.Namespace) -> int:
     top = os.path.dirname(str(stages[0][1].output_dir)) if staged else str(stages[0][1].output_dir)
     if stages[0][1].output_dir:  # before any data is read or model loaded (--output-dir: at parse time)
         check_output_folder(top)
-    from protoembed.data.needs import check_present
-    from protoembed.training.needs import config_needs
+    checked = preflight(stages, args.config, whole_files=args.check, resume=args.resume)
+    folders = output_folders(stages)
+    with hold_output_dirs(folders):  # a busy folder is refused here, before torch is imported
+        if args.check:
+            return _print_check(args, stages, checked, folders)
+        return _train(args, stages, staged, top)
 
-    check_present(config_needs(stages), args.config)  # every stage's files, before any model is loaded
+
+def _print_check(args: argparse.Namespace, stages: Stages, checked: list[str], folders: list[Path]) -> int:
+    """``--check``: the precision checked against this machine, then one line per check on stdout."""
+    precisions = dict.fromkeys(cfg.training.precision for _, cfg in stages)
+    kinds = ", ".join(f"{name or 'run'}: {cfg.objective.name}" for name, cfg in stages)
+    lines = [f"config {args.config}: valid ({kinds})"]
+    lines += checked
+    lines += [f"output folder {folder}: not in use by another run (its lock taken)" for folder in folders]
+    for precision in precisions:
+        if precision == "fp32":  # runs everywhere: no torch imported for it
+            lines.append("training.precision fp32: runs on any machine")
+            continue
+        from protoembed.training.mixed_precision import check_precision_here
+
+        lines.append(f"training.precision {precision}: {check_precision_here(precision)}")
+    for line in lines:
+        print(f"protoembed train --check: {line}")
+    print("protoembed train --check: all checks passed; nothing trained")
+    return 0
+
+
+def _train(args: argparse.Namespace, stages: Stages, staged: bool, top: str) -> int:
+    """Train the checked, locked run; the exit code (a stopped or interrupted run: the signal's)."""
+    from protoembed.training.stages import train_stages
     from protoembed.training.stopping import TrainingInterrupted  # torch, transformers, ...
 
     handler = _print_progress()
     try:
-        train_stages(stages, resume=args.resume)
+        train_stages(stages, resume=args.resume, hold_lock=False)
     except TrainingInterrupted as stop:
         if stop.main_process:
             out = os.path.dirname(str(stop.output_dir)) if staged else str(stop.output_dir)
@@ -67,7 +103,9 @@ def run_train(args: argparse.Namespace) -> int:
             )
         return 128 + 2  # the shell's status for a process ended by SIGINT
     finally:
-        logging.getLogger("protoembed.training").removeHandler(handler)
+        log = logging.getLogger("protoembed.training")
+        log.removeHandler(handler)
+        log.propagate = True
     return 0
 
 
@@ -121,5 +159,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume",
         action="store_true",
         help="continue from OUTPUT_DIR/checkpoint (a finished run is left as is)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the run and stop: the config, every file it reads (present, its rows parse), the base "
+        "model, the precision on this machine and the output folder (writable, not in use); trains nothing",
     )
     parser.set_defaults(func=run_train)

@@ -419,9 +419,13 @@ def encode_corpus(
         input: the corpus file (:mod:`protoembed.corpus.sources`).
         out_dir: the output folder (created; see the module docstring for an existing one).
         format: ``txt``, ``jsonl``, ``csv``, ``parquet``, or ``auto`` / ``None`` (by the file name).
-        field, column: the JSONL field or CSV / Parquet column holding the text.
+        field: the JSONL field holding the text.
+        column: the CSV / Parquet column holding the text.
         shard_size: rows per shard file.
-        batch_size, normalize, prompt_name, allow_empty: as :meth:`protoembed.Embedder.encode`.
+        batch_size: as :meth:`protoembed.Embedder.encode`'s.
+        normalize: as :meth:`protoembed.Embedder.encode`'s.
+        prompt_name: as :meth:`protoembed.Embedder.encode`'s.
+        allow_empty: as :meth:`protoembed.Embedder.encode`'s.
         resume: continue the run in ``out_dir`` (see the module docstring).
         workers: processes on this machine (spawned; each loads the model).
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or

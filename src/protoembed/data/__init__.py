@@ -1,8 +1,9 @@
 """Readers for the benchmark data formats, the data-directory lookup, and the dataset registry.
 
-Benchmark data lives outside the repository in a *data directory* (``--data-dir`` or
-``$PROTOEMBED_DATA``) laid out as ``senteval/`` (SentEval's ``data/downstream``), ``sts_raw/`` (the
-original STS releases), ``nli/``, ``unsup/`` and ``clustering/``: the targets of
+Benchmark data lives outside the repository in a *data directory* (``--data-dir``, else
+``$PROTOEMBED_DATA``, else the user data directory: :mod:`protoembed.data.paths`) laid out as
+``senteval/`` (SentEval's ``data/downstream``), ``sts_raw/`` (the original STS releases), ``nli/``,
+``unsup/`` and ``clustering/``: the targets of
 :data:`protoembed.data.download.registry.DATASETS`, which ``protoembed data download`` installs.
 """
 

@@ -4,12 +4,12 @@ names the file and the command that fetches it (:func:`check_present`).
 An evaluation reads the files of its tasks, as their entries declare them (:func:`task_needs`; STS: in
 ``--variant``); a training config's needs are :func:`protoembed.training.needs.config_needs`. A path is resolved as the readers resolve it: an absolute
 path or one that exists from the working directory is the user's own file; any other relative path lies
-under the data directory (``data.data_dir``, ``--data-dir``, else ``$PROTOEMBED_DATA``).
+under the data directory (``data.data_dir``, ``--data-dir``, else ``$PROTOEMBED_DATA``, else the user data
+directory: :func:`protoembed.data.paths.choose_data_dir`).
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protoembed.data.download.registry import Dataset, dataset_for_path
+from protoembed.data.paths import check_data_dir, choose_data_dir
 from protoembed.errors import ProtoembedError
 
 if TYPE_CHECKING:
@@ -71,9 +72,8 @@ def task_needs(
     return needs
 
 
-def _root(data_dir: str | None) -> Path | None:
-    base = data_dir or os.environ.get("PROTOEMBED_DATA")
-    return Path(base).expanduser().absolute() if base else None
+def _root(data_dir: str | None) -> Path:
+    return choose_data_dir(data_dir).path
 
 
 def missing(needs: Iterable[Need]) -> list[Need]:
@@ -85,8 +85,7 @@ def missing(needs: Iterable[Need]) -> list[Need]:
             if not Path(need.path).expanduser().exists():
                 out.append(need)
             continue
-        root = _root(need.data_dir)
-        if root is None or not (root / need.path).exists():
+        if not (_root(need.data_dir) / need.path).exists():
             out.append(need)
     return out
 
@@ -103,12 +102,9 @@ def check_present(needs: Iterable[Need], config: str | None = None) -> None:
         raise ProtoembedError(
             f"{first.what}: {first.path!r} not found{more}; give the path of an existing file"
         )
-    root = _root(first.data_dir)
-    if root is not None and root.exists() and not root.is_dir():
-        from protoembed.data.paths import resolve_data_dir
-
-        resolve_data_dir(first.data_dir)  # the one-line "is a file, not a directory" error
-    where = f"under {root}" if root else "($PROTOEMBED_DATA is not set and no data directory was given)"
+    chosen = choose_data_dir(first.data_dir)
+    check_data_dir(chosen, must_exist=False)  # the one-line "is a file, not a directory" error
+    where = f"under {chosen.path}" + (f" ({chosen.why})" if chosen.source == "default" else "")
     names = list(dict.fromkeys(n.dataset.name for n in gone if n.dataset))
     if first.dataset is None:
         fix = "it is not a dataset protoembed fetches: give the file's path, or place it under the data directory"

@@ -108,7 +108,7 @@ def evaluate_clustering(
 
     Args:
         encode: ``encode(texts) -> array (len(texts), dim)``, called once per dataset on its distinct texts.
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         tasks: the datasets (``None``: the suite's default run).
         runs: the number of k-means runs.
         progress: one stderr line per finished dataset.

@@ -111,7 +111,7 @@ def evaluate_cross_encoder_sts(
 
     Args:
         path: a ``CrossEncoder`` folder, or a saved run's model folder holding one in ``cross_encoder/``.
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         tasks: STS task names (``STSBenchmark`` / ``STS-B``, ``SICK-R``, ``STS12``...; ``None``: the sts
             suite's default run for ``split``).
         split: for STSBenchmark / SICKRelatedness (``test``, ``dev``, ``train``).

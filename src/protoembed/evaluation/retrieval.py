@@ -139,7 +139,7 @@ def evaluate_retrieval(
         encode: ``encode(texts) -> array (len(texts), dim)``, called once per task on its distinct
             prompted queries and documents; its ``prompts`` attribute (if any) gives the query and
             document prompts.
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``; a task of absolute paths needs none).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory; a task of absolute paths needs none).
         tasks: the tasks (``None``: the suite's default run for ``split``).
         split: the qrels split.
         score_function: ``cosine`` or ``dot``.

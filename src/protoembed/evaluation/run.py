@@ -159,10 +159,11 @@ def evaluate(
             :data:`protoembed.evaluation.tasks.TASKS`); each goes to its first suite (MR: ``transfer``)
             unless ``suite`` is given. ``None``: the default tasks of ``suite``.
         suite: run every task in this suite (``fewshot`` for MR, CR, ...).
-        data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         name: the results' ``model`` field (default: ``model`` when it is a spec, else its class name).
-        batch_size, allow_empty, cache_embeddings: as ``protoembed eval``'s ``--batch-size``,
-            ``--allow-empty``, ``--cache-embeddings``.
+        batch_size: as ``protoembed eval``'s ``--batch-size``.
+        allow_empty: as ``protoembed eval``'s ``--allow-empty``.
+        cache_embeddings: as ``protoembed eval``'s ``--cache-embeddings``.
         progress: a stderr line per finished task (what the command prints).
         **options: the model's settings (the keyword arguments of ``protoembed.load``: the fields of
             :class:`~protoembed.model_spec.ModelSpec`, ``head``, ``template``, ``max_seq_length``,

@@ -20,9 +20,16 @@ from protoembed.data.benchmarks.sts import StsPairs, Variant, check_variant
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
-from protoembed.evaluation.suite import OVER_SEEDS, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
+from protoembed.evaluation.suite import (
+    ENCODING,
+    OVER_SEEDS,
+    CommandLine,
+    Inputs,
+    ReportLayout,
+    Suite,
+    SuiteOptions,
+)
 from protoembed.evaluation.tasks import Split, Task, get_tasks, main_score, table_names
-from protoembed.runtimes import TORCH
 
 
 def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
@@ -64,7 +71,7 @@ def evaluate_sts(
     Args:
         encode: ``encode(sentences) -> array (len(sentences), dim)``, called exactly once on the
             deduplicated sentences of all ``tasks``.
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         variant: ``senteval`` or ``raw``.
         tasks: task names (entries of :data:`protoembed.evaluation.tasks.TASKS` with the ``sts`` suite);
             the papers' table names (``STS-B``, ``SICK-R``) are accepted too. ``None``: the suite's
@@ -159,21 +166,33 @@ def evaluate_suite(
 
 def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
     """What two STS results must share to share a table: the data variant, the split, and the runtime
-    and precision that encoded the vectors (results written before these were recorded: torch, fp32)."""
+    and precision that encoded the vectors (:data:`~protoembed.evaluation.suite.ENCODING`; ``None``
+    where the file did not record them, as results written before they were recorded)."""
     return {
         "variant": data.get("variant"),
         "split": data.get("split", "test"),
-        "runtime": data.get("runtime", TORCH),
-        "precision": data.get("precision", "fp32"),
+        **{key: data.get(key) for key in ENCODING},
     }
+
+
+def encoded_by(p: dict[str, Any]) -> str:
+    """What a protocol record says computed the vectors: ``encoded by onnx in int8``, or what of it was
+    not recorded (never a default)."""
+    runtime, precision = (p.get(key) for key in ENCODING)
+    if runtime is None and precision is None:
+        return "runtime/precision not recorded"
+    if runtime is None:
+        return f"runtime not recorded, in {precision}"
+    return f"encoded by {runtime}" + (
+        " (precision not recorded)" if precision is None else f" in {precision}"
+    )
 
 
 def sts_protocol_line(p: dict[str, Any]) -> str:
     """The report's line under the STS tables (ConPVP Tables 3 and 4)."""
     return (
         f"Protocol: Spearman x100 of the cosine against gold, {p.get('variant')} data, {p.get('split')} "
-        f"split (STS12-16: all subsets of a year pooled); encoded by {p.get('runtime', TORCH)} in "
-        f"{p.get('precision', 'fp32')}; {OVER_SEEDS}."
+        f"split (STS12-16: all subsets of a year pooled); {encoded_by(p)}; {OVER_SEEDS}."
     )
 
 

@@ -30,12 +30,16 @@ if TYPE_CHECKING:
 
 #: How a report cell spreads over a model's runs (the end of most protocol lines).
 OVER_SEEDS = "mean ± std over a model's runs (seeds)"
+#: The keys of a results file that say what computed its vectors (the model's description ``eval``
+#: writes). In a suite's protocol record they are not a refusal: the report gives each combination its
+#: own table on the page (``None`` where a file did not record it).
+ENCODING = ("runtime", "precision")
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What every suite's evaluation gets besides its own options: ``encode(sentences) -> array (n, d)``,
-    the data directory (``None``: ``$PROTOEMBED_DATA``), whether to print a line per finished task
+    the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory), whether to print a line per finished task
     (stderr), and the model's spec, batch size and device (only STS's cross-encoder reads those: it scores
     a pair as one input and never calls ``encode``)."""
 
@@ -119,6 +123,14 @@ class ReportLayout:
     protocol: Callable[[dict[str, Any]], dict[str, Any]] = result_protocol
     figure: Callable[[Sequence[tuple[str, Sequence[dict[str, Any]]]], Path], dict[str, Any]] | None = None
     figure_caption: tuple[int, str] | None = None
+
+    @property
+    def read_keys(self) -> tuple[str, ...]:
+        """The per-task keys the page reads, so every task of a results file must have them: the list of
+        draws (``pooled``), else each table's and each summary column's metric."""
+        if self.pooled:
+            return (self.pooled,)
+        return tuple(dict.fromkeys([m for _, m in self.tables] + [m for m, _ in self.summary]))
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,8 @@ class Task(BaseModel):
         self, data_dir: str | os.PathLike[str] | None = None, variant: str = "senteval", split: str = "test"
     ) -> Any:
         """The suite's input for ``split`` (a task without that split: its one set), read from the data
-        directory (``None``: ``$PROTOEMBED_DATA``; a task whose files are all absolute paths needs none).
+        directory (``None``: :func:`protoembed.data.paths.choose_data_dir`'s default; a task whose files are
+        all absolute paths needs none).
         A missing file is the one-line error that names it and the ``protoembed data download`` command
         that fetches it, before anything is read."""
         from protoembed.data.needs import check_present, task_needs
@@ -143,13 +144,10 @@ class Task(BaseModel):
             raise ProtoembedError(
                 f"{self.name} has only a {' / '.join(self.splits)} split (asked for {split!r})"
             )
-        files = self.files(variant, split if self.splits else "test")
-        own = bool(files) and all(Path(f).expanduser().is_absolute() for f in files)
-        if own and data_dir is None and not os.environ.get("PROTOEMBED_DATA"):
-            root = Path.cwd()  # never read: every file is absolute
-        else:
-            root = resolve_data_dir(data_dir)
-        check_present(task_needs([self], os.fspath(root), variant, split))
+        # not required to exist: check_present names the first missing file and the command that fetches it
+        root = resolve_data_dir(data_dir, must_exist=False)
+        given = None if data_dir is None else os.fspath(data_dir)  # the error says where root came from
+        check_present(task_needs([self], given, variant, split))
         return self.read(root, variant, split)
 
 

@@ -364,7 +364,7 @@ def evaluate_transfer(
 
     In: ``encode(sentences) -> array (len(sentences), dim)`` (called once, on the distinct sentences
     of all the tasks together: one pass of the model, and a sentence shared by tasks is encoded once);
-    the data directory (``None``: ``$PROTOEMBED_DATA``); the tasks; the fold counts and seed; MRPC's
+    the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory); the tasks; the fold counts and seed; MRPC's
     features (:data:`MRPC_FEATURES`).
     Every task's data is read (and checked) before the encoding.
     Out: ``{"protocol", "tasks": {task: {"acc", "dev_acc", "C", sizes..., ["f1"]}}, "avg"}``, accuracies

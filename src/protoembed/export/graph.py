@@ -106,8 +106,8 @@ def export_embedder(
         format: an export format of :func:`protoembed.runtimes.export_formats` (``onnx``:
             ``onnx/model.onnx``; ``openvino``: ``openvino/openvino_model.xml`` + ``.bin``).
         calibration: sentences the int8 scales are calibrated on (a list, or a file of one per line), for
-            a format that calibrates (default: the format's own, e.g. the staged Wikipedia sample under
-            ``data_dir`` / ``$PROTOEMBED_DATA``).
+            a format that calibrates (default: the format's own, e.g. the staged Wikipedia sample under the
+            data directory: ``data_dir``, ``$PROTOEMBED_DATA`` or the default).
     Returns:
         the folder written.
     Raises:

@@ -5,12 +5,13 @@
 """
 
 from protoembed.report.page import build_report, summary_table, write_report, write_summary
-from protoembed.report.results import Result, by_suite, load_results
+from protoembed.report.results import Result, Table, by_table, load_results
 
 __all__ = [
     "Result",
+    "Table",
     "build_report",
-    "by_suite",
+    "by_table",
     "load_results",
     "summary_table",
     "write_report",

@@ -3,7 +3,10 @@
 Sections (each present when some input has its suite): STS (Table 3), the ablation (Table 4: the STS
 layout for the ``ablation`` labels), transfer (Table 5), clustering (Table 6, accuracy, then NMI),
 few-shot (Fig. 7 and its table), the figures of the analysis JSON given, and the inputs. Each table states
-its protocol in one line, taken from the results' own protocol record. A cell is the mean over a model's
+its protocol in one line, taken from the results' own protocol record. Results of one suite computed by
+different runtimes or precisions get a section each (:func:`protoembed.report.results.by_table`), its
+heading naming its protocol record (``STS (ConPVP Table 3): variant senteval, split test, runtime onnx,
+precision int8``); the summary a column each, named the same way. A cell is the mean over a model's
 runs (its seeds) of the run's number, ``± std`` (sample) when the model has more than one run; ``Avg.``
 is the same over each run's mean over the table's tasks. Few-shot cells pool every draw of every run (what
 the violins show). Each suite's section (title, tables, protocol line, summary columns, figure) comes
@@ -26,7 +29,7 @@ from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
 from protoembed.evaluation.tasks import table_names
 from protoembed.io import check_writable, write_atomic, write_json_atomic
-from protoembed.report.results import Result, by_suite, protocol
+from protoembed.report.results import Result, Table, by_table
 
 #: Analysis (or suite, for the figure the report draws of it) -> the paper's figure number and caption.
 FIGURES = {
@@ -98,33 +101,50 @@ def pooled_table(groups: Groups, key: str) -> list[str]:
 NOT_RUN = "–"
 
 
-def summary_columns() -> list[tuple[Suite, str, str]]:
-    """The summary's columns: (suite, metric, heading) of each suite's ``summary``, in the registry's order."""
-    return [
-        (suite, metric, heading) for suite in DECLARED.values() for metric, heading in suite.report.summary
-    ]
+def protocol_heading(record: dict[str, object]) -> str:
+    """A protocol record as a heading's words: ``variant senteval, split test, runtime onnx, precision
+    int8`` (``runtime not recorded`` for a ``None``; per-task records, such as C grids, left out)."""
+    return ", ".join(
+        f"{key} not recorded" if value is None else f"{key} {value}"
+        for key, value in record.items()
+        if not isinstance(value, dict | list)
+    )
 
 
-def summary_table(grouped: dict[str, Groups]) -> list[str]:
-    """One row per label, one column per suite (and metric) present: the ``Avg.`` cell of that suite's
-    table on the full page, computed the same way; :data:`NOT_RUN` where the label has no results of the suite.
+def _headed(title: str, table: Table, tables: Sequence[Table]) -> str:
+    """``title``, followed by the table's protocol when its suite has more than one table."""
+    alone = sum(t.suite == table.suite for t in tables) == 1
+    return title if alone else f"{title}: {protocol_heading(table.protocol)}"
 
-    In: :func:`protoembed.report.results.by_suite`'s grouping. Out: the markdown table's lines.
+
+def summary_table(tables: Sequence[Table]) -> list[str]:
+    """One row per label, one column per table (and metric of its suite's ``summary``): the ``Avg.`` cell
+    of that table on the full page, computed the same way; :data:`NOT_RUN` where the label has no
+    results in the table. A suite with several tables (runtimes, precisions) has a column each, its
+    heading followed by the table's protocol.
+
+    In: :func:`protoembed.report.results.by_table`'s tables. Out: the markdown table's lines.
     """
-    columns = [c for c in summary_columns() if c[0].name in grouped]
-    tasks = {suite: _tasks(groups) for suite, groups in grouped.items()}
-    labels = list(dict.fromkeys(label for groups in grouped.values() for label in groups))
+    order = {suite.name: n for n, suite in enumerate(DECLARED.values())}  # the registry's order
+    columns = [
+        (table, metric, _headed(heading, table, tables))
+        for table in sorted(tables, key=lambda t: order[t.suite])  # stable: a suite's tables stay in order
+        for metric, heading in DECLARED[table.suite].report.summary
+    ]
+    tasks = [_tasks(table.groups) for table, _, _ in columns]
+    labels = list(dict.fromkeys(label for table in tables for label in table.groups))
     rows = []
     for label in labels:
         cells = []
-        for suite, metric, _ in columns:
-            runs = grouped[suite.name].get(label)
+        for (table, metric, _), names in zip(columns, tasks):
+            runs = table.groups.get(label)
+            pooled = DECLARED[table.suite].report.pooled
             if not runs:
                 cells.append(NOT_RUN)
-            elif suite.report.pooled:
-                cells.append(_pooled_average(_pooled_draws(runs, tasks[suite.name], suite.report.pooled)))
+            elif pooled:
+                cells.append(_pooled_average(_pooled_draws(runs, names, pooled)))
             else:
-                cells.append(_average_cell(_per_run(runs, tasks[suite.name], metric)))
+                cells.append(_average_cell(_per_run(runs, names, metric)))
         rows.append([label, *cells])
     return markdown_table(["Model", *(c[2] for c in columns)], rows, "l" + "r" * len(columns))
 
@@ -157,24 +177,29 @@ def _section(title: str, line: str, table: list[str]) -> list[str]:
     return [f"## {title}", "", line, "", *table, ""]
 
 
-def _suite_sections(
-    suite: Suite, groups: Groups, ablation: Sequence[str], out: Path, figures: bool
+def _table_sections(
+    table: Table, tables: Sequence[Table], ablation: Sequence[str], out: Path, figures: bool
 ) -> list[str]:
-    """A suite's section(s) with the protocol line of its first file: its tables (the ``ablation`` labels
-    but the first left out when the suite has an ablation section, which then follows), and its figure
-    (with ``figures``) drawn beside ``out`` as ``<name>-<suite>.png`` with its JSON."""
+    """A table's section(s), headed by its protocol when its suite has several tables (``tables``: all
+    of the page), with the protocol line of its first file: its tables (the ``ablation`` labels but the
+    first left out when the suite has an ablation section, which then follows), and its figure (with
+    ``figures``) drawn beside ``out`` as ``<name>-<suite>.png`` (the suite's n-th table from the second
+    on: ``<name>-<suite>-<n>.png``) with its JSON."""
+    suite, groups = DECLARED[table.suite], table.groups
     layout = suite.report
-    line = layout.protocol_line(protocol(next(iter(groups.values()))[0]))
+    line = layout.protocol_line(table.protocol)
     lines: list[str] = []
     main = {k: v for k, v in groups.items() if layout.ablation_title is None or k not in ablation[1:]}
     if main:
-        lines += _section(layout.title, line, suite_tables(suite, main))
+        lines += _section(_headed(layout.title, table, tables), line, suite_tables(suite, main))
     if layout.ablation_title is not None:
         chosen = {k: groups[k] for k in ablation if k in groups}
         if chosen:
-            lines += _section(layout.ablation_title, line, suite_tables(suite, chosen))
+            title = _headed(layout.ablation_title, table, tables)
+            lines += _section(title, line, suite_tables(suite, chosen))
     if figures and layout.figure is not None:
-        png = out.with_name(f"{out.stem}-{suite.name}.png")
+        nth = [t for t in tables if t.suite == table.suite].index(table) + 1
+        png = out.with_name(f"{out.stem}-{suite.name}{'' if nth == 1 else f'-{nth}'}.png")
         drawn = layout.figure([(k, [r.data for r in v]) for k, v in groups.items()], png)
         write_json_atomic(png.with_suffix(".json"), {"analysis": suite.name, **drawn})
         number, caption = FIGURES[suite.name]
@@ -193,12 +218,12 @@ def build_report(
     written at ``output``: links are relative to its folder, and Fig. 7 (with ``figures`` and few-shot
     results) is drawn beside it as ``<name>-fewshot.png`` with its JSON."""
     out = Path(output)
-    grouped = by_suite(results)
+    tables = by_table(results)
     lines = ["# Results", ""]
     if command:
         lines += [f"Made by `{command}`.", ""]
-    for name, groups in grouped.items():  # in the page's order (by_suite's: the paper's)
-        lines += _suite_sections(DECLARED[name], groups, ablation, out, figures)
+    for table in tables:  # in the page's order (by_table's: the paper's)
+        lines += _table_sections(table, tables, ablation, out, figures)
     analyses = [r for r in results if r.suite == "analysis"]
     if analyses:
         lines += ["## Figures", ""]
@@ -215,10 +240,10 @@ def build_report(
                 "",
             ]
     rows = []
-    for suite, groups in grouped.items():
-        for label, runs in groups.items():
+    for table in tables:
+        for label, runs in table.groups.items():
             rows.append(
-                [label, suite, str(len(runs)), ", ".join(_relative(r.path, out.parent) for r in runs)]
+                [label, table.suite, str(len(runs)), ", ".join(_relative(r.path, out.parent) for r in runs)]
             )
     lines += ["## Inputs", "", *markdown_table(["Model", "Suite", "Runs", "Files"], rows, "llrl"), ""]
     return "\n".join(lines)
@@ -240,7 +265,7 @@ def write_report(
 def write_summary(results: Sequence[Result], output: str | os.PathLike[str]) -> Path:
     """Write :func:`summary_table` of ``results`` (a markdown table and nothing else) to ``output``
     atomically; mixed protocols fail before anything is written."""
-    return _write_markdown(results, output, lambda _: "\n".join(summary_table(by_suite(results))) + "\n")
+    return _write_markdown(results, output, lambda _: "\n".join(summary_table(by_table(results))) + "\n")
 
 
 def _write_markdown(
@@ -249,7 +274,7 @@ def _write_markdown(
     """Check ``output`` and the results' protocols before any work, then write ``text(output)`` atomically
     (missing folders are created)."""
     out = check_writable(output)
-    by_suite(results)  # mixed protocols fail before anything is written
+    by_table(results)  # mixed protocols fail before anything is written
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -1,5 +1,5 @@
-"""Reading results JSON for the report: which suite a file holds, which model (label) it belongs to, and
-checks that one table never mixes protocols.
+"""Reading results JSON for the report: which suite a file holds, which model (label) it belongs to,
+checks of its numbers, and its table: one table never mixes protocols.
 
 A results file is what ``protoembed eval <suite> --output`` or ``protoembed train`` (``results.json`` in
 the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
@@ -11,6 +11,15 @@ Labels: from the folder name when a folder was given, else from the file's ``mod
 path part, or the part before ``best`` for a trained run's kept model), else from the file's folder or
 name; a trailing ``-seed<N>`` / ``_seed<N>`` is dropped, so the seeds of one method share a label and are
 shown as mean ± std. ``--label`` overrides: one label per input in order, or ``OLD=NEW`` renames.
+
+Checks (a one-line error naming the file, the task and the field): every task of a results file has
+the fields the page reads (:attr:`protoembed.evaluation.suite.ReportLayout.read_keys`); every per-task
+field is a number or a list of numbers, and ``avg`` a number (``null`` is how ``eval`` writes a NaN
+score; the page shows it as ``n/a``); the draws the page pools are numbers.
+
+Tables: results of one suite must share its protocol record, except for the keys that say what computed
+the vectors (:data:`protoembed.evaluation.suite.ENCODING`: runtime, precision): each combination of
+those gets its own table (:class:`Table`).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.errors import ProtoembedError
+from protoembed.evaluation.suite import ENCODING
 from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.run_layout import BEST_DIR, RESULTS_FILE
 
@@ -55,6 +65,47 @@ def suite_of(data: Any, path: Path) -> str:
         said = 'no "suite"' if recorded is None else f"unknown suite {recorded!r}"
         raise ProtoembedError(f"{path}: {said}; expected one of: {', '.join(DECLARED)}")
     return recorded
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_fields(data: dict[str, Any], path: Path, suite: str) -> None:
+    """The checks of a ``suite`` results file's numbers (module docstring); a one-line error naming
+    ``path``, the task and the field, and what was expected, for the first that fails."""
+    avg = data.get("avg")
+    if avg is not None and not _is_number(avg):
+        raise ProtoembedError(f'{path}: "avg" is {_shown(avg)}; expected a number')
+    layout = DECLARED[suite].report
+    for task, record in data["tasks"].items():
+        where = f"{path}: {suite} task {task}:"
+        for key in layout.read_keys:
+            if key not in record:
+                what = "a list of numbers" if key == layout.pooled else "a number"
+                raise ProtoembedError(
+                    f'{where} no "{key}"; expected {what} (as protoembed eval {suite} --output writes)'
+                )
+        for key, value in record.items():
+            if key == layout.pooled:
+                if not (isinstance(value, list) and value and all(map(_is_number, value))):
+                    raise ProtoembedError(f'{where} "{key}" is {_shown(value)}; expected a list of numbers')
+            elif key in layout.read_keys:
+                if value is not None and not _is_number(value):
+                    raise ProtoembedError(f'{where} "{key}" is {_shown(value)}; expected a number')
+            elif not (value is None or _is_number(value) or _is_numbers(value)):
+                raise ProtoembedError(
+                    f'{where} "{key}" is {_shown(value)}; expected a number or a list of numbers'
+                )
+
+
+def _is_numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(v is None or _is_number(v) for v in value)
 
 
 def _not_results(path: Path) -> ProtoembedError:
@@ -168,26 +219,54 @@ def load_results(inputs: Sequence[str | Path], labels: Sequence[str] = ()) -> li
             origin.append(n)
     defaults = [default_label(path, data, folder) for path, data, folder in files]
     chosen = _labels(defaults, origin, labels, len(inputs))
-    return [Result(p, suite_of(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
+    results = [Result(p, suite_of(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
+    for result in results:
+        if result.suite != "analysis":
+            check_fields(result.data, result.path, result.suite)
+    return results
 
 
-def by_suite(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
-    """``{suite: {label: [results]}}`` in the order of first appearance, after checking that every
-    suite's files share one protocol (else a one-line error naming both files)."""
-    grouped: dict[str, dict[str, list[Result]]] = {}
+@dataclass
+class Table:
+    """One table of the page (with its ablation section, figure and summary column): a suite's results
+    of one protocol record (``protocol``: its first file's), ``{label: [results]}`` in the order given."""
+
+    suite: str
+    protocol: dict[str, Any]
+    groups: dict[str, list[Result]]
+
+
+def by_table(results: Sequence[Result]) -> list[Table]:
+    """The tables of ``results`` (analysis JSON left out) in the page's order (the paper's), a suite's
+    tables in order of first appearance: one per combination of the :data:`ENCODING` keys, after checking
+    that every suite's files agree on the rest of their protocol record (else a one-line error naming
+    both files)."""
+    found: dict[str, list[Table]] = {}
     for result in results:
         if result.suite == "analysis":
             continue
-        table = grouped.setdefault(result.suite, {})
-        first = next((r for rs in table.values() for r in rs), None)
-        if first is not None and not same_protocol(protocol(result), protocol(first)):
+        record = protocol(result)
+        tables = found.setdefault(result.suite, [])
+        if tables and not same_protocol(_rest(record), _rest(tables[0].protocol)):
+            first = next(iter(tables[0].groups.values()))[0]
             raise ProtoembedError(
-                f"{result.path}: {result.suite} results of protocol {_show(protocol(result))} cannot share a "
-                f"table with {first.path} ({_show(protocol(first))})"
+                f"{result.path}: {result.suite} results of protocol {_show(record)} cannot share a "
+                f"table with {first.path} ({_show(tables[0].protocol)}); only another runtime or precision "
+                "gets a table of its own on the page"
             )
-        table.setdefault(result.label, []).append(result)
+        encoding = [record.get(key) for key in ENCODING]
+        table = next((t for t in tables if [t.protocol.get(k) for k in ENCODING] == encoding), None)
+        if table is None:
+            table = Table(result.suite, record, {})
+            tables.append(table)
+        table.groups.setdefault(result.label, []).append(result)
     order = sorted(DECLARED, key=lambda name: DECLARED[name].report.page_order)  # the paper's table order
-    return {suite: grouped[suite] for suite in order if suite in grouped}
+    return [table for suite in order for table in found.get(suite, [])]
+
+
+def _rest(record: dict[str, Any]) -> dict[str, Any]:
+    """A protocol record less its :data:`ENCODING` keys."""
+    return {k: v for k, v in record.items() if k not in ENCODING}
 
 
 def _show(record: dict[str, Any]) -> str:

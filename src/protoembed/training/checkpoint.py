@@ -41,6 +41,8 @@ class TrainerState:
         step: optimizer steps done.
         best_score: best dev score so far (``None``: none yet, or only NaN scores).
         best_step: step of ``best/`` (``None`` before the first evaluation).
+        best_scorer: who scored ``best/``'s dev score (a key of
+            :data:`protoembed.run_layout.DEV_SCORERS`; ``None`` before the first evaluation).
         last_score: dev score of the latest evaluation.
         wall_time_s: training wall time up to ``step``, over every (resumed) process.
         world_size: number of processes that wrote the checkpoint.
@@ -50,6 +52,7 @@ class TrainerState:
     step: int = 0
     best_score: float | None = None
     best_step: int | None = None
+    best_scorer: str | None = None
     last_score: float | None = None
     wall_time_s: float = 0.0
     world_size: int = 1

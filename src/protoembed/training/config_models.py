@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.data.training.columns import mapping_problem
 from protoembed.data.training.streaming import DEFAULT_SHUFFLE_BUFFER
 from protoembed.errors import ProtoembedError
@@ -173,7 +174,7 @@ class DataConfig(BaseModel):
         True, description='text format: a file not ending in "\\n" may be cut mid-sentence: drop that line'
     )
     data_dir: OptionalText = Field(
-        None, description="benchmark data + base of relative corpus paths (default $PROTOEMBED_DATA)"
+        None, description=f"benchmark data + base of relative corpus paths (default {DATA_DIR_DEFAULT})"
     )
     streaming: bool = Field(
         False,
@@ -360,7 +361,7 @@ class TrainConfig(ModelSettings):
     max_seq_length: MaxSeqLength = Field(
         32,
         description="training inputs only: sentence tokens (prompt heads; template tokens come on top) / all "
-        "tokens (plain heads); evaluation and the saved model read whole sentences",
+        "tokens (plain heads); evaluation and the saved model keep the base model's own limit",
     )
     objective: ObjectiveConfig = Field(description=f"name ({', '.join(REGISTRY)}), and its options (below)")
     data: DataConfig = Field(description="the training examples")

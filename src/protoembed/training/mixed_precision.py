@@ -18,6 +18,7 @@ import logging
 import torch
 
 from protoembed.errors import ProtoembedError
+from protoembed.precision import native_bf16, warn_emulated_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +26,10 @@ logger = logging.getLogger(__name__)
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
-def accelerate_precision(precision: str) -> str:
-    """Accelerate's ``mixed_precision`` for ``training.precision``, checked against this machine.
-
-    Accelerate keeps one process-wide state that refuses a second ``Accelerator`` with another mixed
-    precision; a run with a different precision from the previous run in this process (a staged run, a
-    test session) resets that state first (the process group, if any, is kept).
+def check_precision_here(precision: str) -> str:
+    """``training.precision`` checked against this machine; returns how it runs here (``bf16 on CUDA
+    (NAME)``, ``bf16 on the CPU, emulated: ...``). ``bf16`` on a CPU without native bf16 is logged once
+    (:func:`protoembed.precision.warn_emulated_bf16`).
 
     Raises:
         ProtoembedError: ``fp16`` without a CUDA GPU, ``bf16`` on a GPU without bf16 (one line, before
@@ -46,6 +45,23 @@ def accelerate_precision(precision: str) -> str:
         raise ProtoembedError(
             f"training.precision bf16: the GPU {torch.cuda.get_device_name()} has no bf16; use fp16 or fp32"
         )
+    if cuda:
+        return f"{precision} on CUDA ({torch.cuda.get_device_name()})"
+    if precision == "bf16" and not native_bf16("cpu"):
+        warn_emulated_bf16("cpu")
+        return "bf16 on the CPU, emulated (no AVX512-BF16 / AMX): several times slower than fp32"
+    return f"{precision} on the CPU" + (" (native bf16)" if precision == "bf16" else "")
+
+
+def accelerate_precision(precision: str) -> str:
+    """Accelerate's ``mixed_precision`` for ``training.precision``, checked against this machine
+    (:func:`check_precision_here`).
+
+    Accelerate keeps one process-wide state that refuses a second ``Accelerator`` with another mixed
+    precision; a run with a different precision from the previous run in this process (a staged run, a
+    test session) resets that state first (the process group, if any, is kept).
+    """
+    check_precision_here(precision)
     mixed = MIXED_PRECISION[precision]
     from accelerate.state import AcceleratorState
 

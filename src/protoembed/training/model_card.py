@@ -3,7 +3,7 @@
 - ``config.yaml`` (the resolved config, less ``output_dir``; its ``model`` is the card's backbone);
 - ``training_log.jsonl``'s ``start`` entry (the objective's options, each training file and its example
   count, steps and processes);
-- ``results.json`` (best step, the dev score that chose ``best/``, STS test results).
+- ``results.json`` (best step, the dev score that chose ``best/`` and what it scored, STS test results).
 
 :func:`write_run_card` writes the card (:func:`protoembed.model_card.write_model_card`) with them.
 This module imports no torch.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.model_card import fmt_cell, read_json, write_model_card
-from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score
+from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score, dev_score_name
 
 
 def _start_entry(run_dir: Path) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def _training_section(run_dir: Path) -> list[str]:
         rows.append(("steps", f"{start.get('total_steps')} on {start.get('world_size')} process(es)"))
     if isinstance(results, dict):
         rows.append(("selected at step", fmt_cell(results.get("best_step"))))
-        rows.append(("dev score there (STS-B dev Spearman x100 by default)", fmt_cell(dev_score(results))))
+        rows.append(("dev score there", f"{fmt_cell(dev_score(results))} ({dev_score_name(results)})"))
     lines += ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
     if isinstance(results, dict) and isinstance(results.get("tasks"), dict):
         split = results.get("split", "test")

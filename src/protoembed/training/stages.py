@@ -192,6 +192,7 @@ def train_stages(
                 "output_dir": str(cfg.output_dir),
                 "best_step": results.get("best_step"),
                 "best_dev_score": results.get("best_dev_score"),
+                "best_dev_scorer": results.get("best_dev_scorer"),
                 "avg": results.get("avg"),
                 "train_wall_time_s": results.get("train_wall_time_s"),
             }

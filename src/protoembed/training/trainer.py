@@ -9,7 +9,7 @@ evaluation embedder's sentence embeddings.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
 (STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
-``best_step``, ``best_dev_score``, ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
+``best_step``, ``best_dev_score``, ``best_dev_scorer`` (what scored it), ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
 logged step, evaluation and event), ``config.yaml`` (the resolved config) and, while running,
 ``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
 
@@ -27,8 +27,10 @@ Each step is one :func:`protoembed.training.step.forward_backward`: plain, or wi
 the GradCache step of the contrastive objectives (:mod:`protoembed.objectives.cache`); the DataLoader's
 collate function (``num_workers`` processes) hands the step the tokenised, padded views.
 The dev score every ``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
-``max_seq_length`` truncates training inputs only (the objective owns it); like SimCSE's and the ConPVP
-authors' evaluation, the dev set and the saved model read whole sentences.
+``max_seq_length`` truncates training inputs only (the objective owns it); the dev set and the saved model
+read sentences up to the base model's own limit (its ``sentence_bert_config.json``'s ``max_seq_length``,
+256 for the default backbone; whole sentences for a bare Hugging Face backbone, as SimCSE's and the ConPVP
+authors' evaluation).
 
 Processes: ``torchrun --nproc_per_node N -m protoembed train ...`` or ``accelerate launch -m protoembed
 train ...`` (on a CPU-only machine: ``accelerate launch --multi_gpu --num_processes N``, the processes then
@@ -53,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -65,9 +66,16 @@ import torch
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
-from protoembed.folder_lock import hold_output_dir
+from protoembed.folder_lock import hold_output_dirs
 from protoembed.io import write_atomic, write_json_atomic
-from protoembed.run_layout import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
+from protoembed.run_layout import (
+    BEST_DIR,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    RESULTS_FILE,
+    dev_score_name,
+    fmt_score,
+)
 from protoembed.training.checkpoint import (
     TrainerState,
     check_output_dir,
@@ -127,6 +135,7 @@ class Trainer:
         progress: bool | None = None,
         evaluator: Evaluator | None = None,
         examples: Examples | None = None,
+        hold_lock: bool = True,
     ) -> None:
         if not cfg.output_dir:
             raise ProtoembedError("no output directory: set output_dir in the config or pass --output-dir")
@@ -134,6 +143,7 @@ class Trainer:
         self.resume = resume
         self.objective_factory = objective_factory or build_objective_from_config
         self.callback = callback
+        self.hold_lock = hold_lock
         self.output_dir = Path(cfg.output_dir).expanduser().absolute()
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.data_dir = cfg.data.data_dir
@@ -174,8 +184,7 @@ class Trainer:
         self.accelerator = accelerator
         self.log = TrackedLog(RunLog(self.output_dir, enabled=accelerator.is_main_process), accelerator)
         set_seed(tcfg.seed)
-        embedder = embedder_for(cfg, accelerator.device)
-        embedder.encoder.max_seq_length = None  # evaluation and the saved model read whole sentences
+        embedder = embedder_for(cfg, accelerator.device)  # the base's limit: evaluation, the saved model
         objective: TrainableObjective = self.objective_factory(cfg, embedder)  # truncates training inputs
         if not isinstance(objective, torch.nn.Module):
             raise TypeError(
@@ -240,6 +249,7 @@ class Trainer:
             if improved:
                 objective.save(self.output_dir / BEST_DIR)
                 state.best_score, state.best_step = _nan_to_none(score), step
+                state.best_scorer = scorer
             state.last_score = _nan_to_none(score)
             self.log.write(
                 {
@@ -257,7 +267,8 @@ class Trainer:
         """``(dev score, who scored)``: when no evaluator was passed and the objective scores pairs itself
         (``dev_pair_scores`` not ``None``: the regression cross-encoder), the Spearman x100 of its scores of
         the STS-B dev pairs against gold (``"objective"``), else the evaluator's on the evaluation embedder
-        (``"embedder"``)."""
+        (``"embedder"``: the default STS-B dev Spearman, ``"evaluator"``: the one passed in); the scorers
+        are :data:`protoembed.run_layout.DEV_SCORERS`."""
         own = getattr(objective, "dev_pair_scores", None) if self.custom_evaluator is None else None
         if own is not None:
             from protoembed.evaluation.correlation import correlations
@@ -268,7 +279,8 @@ class Trainer:
             scores = own(pairs.sentences1, pairs.sentences2, tcfg.eval_batch_size)
             if scores is not None:
                 return float(correlations(scores, pairs.scores)[0]), "objective"
-        return float(self.evaluator(objective.eval_embedder())), "embedder"
+        scorer = "embedder" if self.custom_evaluator is None else "evaluator"
+        return float(self.evaluator(objective.eval_embedder())), scorer
 
     def _checkpoint(self, step: int) -> None:
         self.state.step = step
@@ -294,6 +306,7 @@ class Trainer:
             suite=SUITE.name,  # how the report reads the file
             best_step=self.state.best_step,
             best_dev_score=self.state.best_score,
+            best_dev_scorer=self.state.best_scorer,
             train_wall_time_s=round(self.state.wall_time_s, 1),
         )
         return results
@@ -325,10 +338,9 @@ class Trainer:
         return "training stopped: " + ", ".join(kept)
 
     def _lock(self) -> contextlib.AbstractContextManager:
-        """The output folder's exclusive lock, held by the main process (``RANK`` 0 or unset) for the run."""
-        if int(os.environ.get("RANK", "0")) != 0:
-            return contextlib.nullcontext()
-        return hold_output_dir(self.output_dir)
+        """The output folder's exclusive lock, held by the main process for the run (none when the caller
+        holds it: ``hold_lock=False``)."""
+        return hold_output_dirs([self.output_dir] if self.hold_lock else [])
 
     def _check_stop(self, step: int) -> None:
         """Raise :class:`TrainingInterrupted` if any process received a stop signal (collective)."""
@@ -420,8 +432,10 @@ class Trainer:
             if not tcfg.keep_checkpoint:
                 remove_checkpoint(self.output_dir)
             self._say(
-                f"best dev score {results['best_dev_score']} at step {results['best_step']}; "
-                f"STS avg {results['avg']:.2f}; model in {self.output_dir / BEST_DIR}"
+                f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
+                f"({dev_score_name(results)}); STS test avg "
+                f"{fmt_score(_nan_to_none(results['avg']))} (Spearman x100 of the embeddings' cosine "
+                f"similarities); model in {self.output_dir / BEST_DIR}"
             )
         acc.wait_for_everyone()
         return results
@@ -460,7 +474,7 @@ class Trainer:
                     step += 1
                     window.append(value)
                     bar.update(1)
-                    bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.last_score), refresh=False)
+                    bar.set_postfix(loss=f"{value:.4f}", dev=fmt_score(self.state.last_score), refresh=False)
                     if step % tcfg.log_steps == 0 or step == self.total_steps:
                         self.log.write(
                             {
@@ -478,7 +492,7 @@ class Trainer:
                     if step % tcfg.eval_steps == 0 or step == self.total_steps:
                         self._evaluate(step)
                         self._checkpoint(step)
-                        bar.set_postfix(loss=f"{value:.4f}", dev=_fmt(self.state.last_score))
+                        bar.set_postfix(loss=f"{value:.4f}", dev=fmt_score(self.state.last_score))
                     if step >= self.total_steps:
                         break
         finally:
@@ -508,10 +522,6 @@ class Trainer:
         raise ProtoembedError(f"loss is {value} at step {step} (epoch {epoch + 1}); training stopped, {kept}")
 
 
-def _fmt(score: float | None) -> str:
-    return "-" if score is None else f"{score:.2f}"
-
-
 def train(
     cfg: TrainConfig,
     resume: bool = False,
@@ -520,6 +530,7 @@ def train(
     progress: bool | None = None,
     evaluator: Evaluator | None = None,
     examples: Examples | None = None,
+    hold_lock: bool = True,
 ) -> dict[str, Any]:
     """Run a training described by ``cfg`` (see the module docstring); returns the results dict.
 
@@ -527,6 +538,8 @@ def train(
     ``callback(event)`` is called after every optimizer step with ``{"step", "loss", "epoch"}`` (an
     exception from it stops the run); ``evaluator(embedder) -> float`` replaces the default dev score
     that selects ``best/`` (higher is better; the default: the objective's own ``dev_score`` if it gives
-    one, else the embedder's STS-B dev Spearman); ``examples`` replaces reading ``cfg.data`` (already read).
+    one, else the embedder's STS-B dev Spearman); ``examples`` replaces reading ``cfg.data`` (already read);
+    ``hold_lock=False``: the caller holds the output folder's lock
+    (:func:`protoembed.folder_lock.hold_output_dirs`, as ``protoembed train`` does before loading anything).
     """
-    return Trainer(cfg, resume, objective_factory, callback, progress, evaluator, examples).run()
+    return Trainer(cfg, resume, objective_factory, callback, progress, evaluator, examples, hold_lock).run()

@@ -129,7 +129,7 @@ def read_sts_subset(
     """Read one subset of an STS year (e.g. ``("STS15", "belief")``).
 
     Args:
-        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``).
+        data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         year: ``STS12``..``STS16``.
         subset: a subset name from :data:`STS_YEAR_SUBSETS`.
         variant: ``senteval`` or ``raw``.

@@ -6,6 +6,7 @@ for the rest with an HTTP ``Range: bytes=<have>-`` request, so the bytes already
 fetched again; a server that ignores the range (answers 200) sends the whole file and the ``.part`` is
 rewritten. After ``retries`` such failures it stops with one line naming the URL; the ``.part`` stays,
 and the next call continues from it. A 4xx answer, a refused connection or an unknown host fail at once.
+The line's hint depends on whether the URL is a ``--mirror``'s (:func:`_hint`).
 
 Why not ``huggingface_hub.hf_hub_download`` for the Hugging Face files: it needs the Hub's own response
 headers (ETag, X-Repo-Commit), which an offline mirror laid out by host (``--mirror``) does not send; it
@@ -81,6 +82,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _hint(mirror: str | None, reason: object = None) -> str:
+    """What to try when a URL cannot be fetched: without a mirror, a mirror; with one (the ``--mirror``
+    URL the source's URL was built from), that mirror named and what to check about it."""
+    if mirror is None:
+        return "network unreachable? pass --mirror URL to fetch from a mirror"
+    if isinstance(reason, ConnectionRefusedError):
+        return f"the mirror {mirror} refused the connection: is it running at that address? check --mirror"
+    if isinstance(reason, FileNotFoundError):
+        return f"not in the mirror {mirror}, which must be laid out as HOST/PATH of each source"
+    return f"the mirror {mirror} could not be reached: check --mirror"
+
+
 def _open(url: str, have: int, timeout: float):
     headers = {"User-Agent": "protoembed-data-download"}
     if have:
@@ -88,7 +101,7 @@ def _open(url: str, have: int, timeout: float):
     return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
-def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
+def _attempt(url: str, part: Path, timeout: float, progress: bool, mirror: str | None) -> None:
     """One request: append the rest of ``url`` to ``part`` (or rewrite it). Raises :class:`_Transient`."""
     have = part.stat().st_size if part.exists() else 0
     try:
@@ -103,9 +116,7 @@ def _attempt(url: str, part: Path, timeout: float, progress: bool) -> None:
         reason = err.reason
         if isinstance(reason, (TimeoutError, socket.timeout, ConnectionResetError)):
             raise _Transient(f"{type(reason).__name__}: {reason}") from None
-        raise ProtoembedError(
-            f"cannot download {url}: {reason} (network unreachable? pass --mirror URL to fetch from a mirror)"
-        ) from None
+        raise ProtoembedError(f"cannot download {url}: {reason} ({_hint(mirror, reason)})") from None
     except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
         raise _Transient(f"{type(err).__name__}: {err}") from None
     with response:
@@ -145,8 +156,10 @@ def fetch(
     backoff: float = BACKOFF_S,
     progress: bool = True,
     sleep: Callable[[float], None] | None = None,
+    mirror: str | None = None,
 ) -> None:
     """Download ``url`` into ``part`` (resumed from what ``part`` already holds; see the module docstring).
+    ``mirror``: the ``--mirror`` URL that ``url`` lies under, named in the error's hint.
 
     Raises:
         ProtoembedError: one line naming ``url`` (an HTTP error, an unreachable host, or ``retries``
@@ -156,15 +169,16 @@ def fetch(
     failures = 0
     while True:
         try:
-            _attempt(url, part, timeout, progress)
+            _attempt(url, part, timeout, progress, mirror)
             return
         except _Transient as err:
             failures += 1
             if failures > retries:
                 have = part.stat().st_size if part.exists() else 0
+                other = f"check the mirror {mirror}" if mirror else "pass --mirror URL"
                 raise ProtoembedError(
                     f"cannot download {url}: {err} ({failures} attempts; {have} bytes kept, rerun the same "
-                    "command to continue, or pass --mirror URL)"
+                    f"command to continue, or {other})"
                 ) from None
             wait = backoff * 2 ** (failures - 1)
             logger.warning(

@@ -1,7 +1,8 @@
 """Download, check and install registry datasets into a data directory, never leaving half a dataset.
 
 For each :class:`~protoembed.data.download.registry.Source` of a dataset (a target already there is skipped unless
-``force``):
+``force``; without ``force``, a dataset whose installed files differ from their recorded or pinned sha256,
+as ``protoembed data verify`` finds them, stops the run before anything is fetched: :func:`damaged`):
 
 1. :func:`~protoembed.data.download.fetch.fetch` streams it into ``<data>/.protoembed-partial/<file>.part`` (the
    only place a partial download lives; a rerun resumes from it).
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.download.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
-from protoembed.data.download.installed import MANIFEST, hash_tree, read_manifest, write_manifest
+from protoembed.data.download.installed import MANIFEST, hash_tree, read_manifest, verify, write_manifest
 from protoembed.data.download.registry import Dataset, Source
 from protoembed.data.download.unpack import extract, pick_folder
 from protoembed.errors import ProtoembedError
@@ -42,13 +43,15 @@ PARTIAL_DIR = ".protoembed-partial"
 
 @dataclass(frozen=True)
 class Step:
-    """One source of a planned download: where from, where to, and whether it is there already."""
+    """One source of a planned download: where from (``mirror``: the ``--mirror`` that ``url`` lies under),
+    where to, and whether it is there already."""
 
     dataset: Dataset
     source: Source
     url: str
     target: Path
     installed: bool
+    mirror: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,37 @@ class Installed:
 def install_steps(datasets: list[Dataset], data_dir: Path, mirror: str | None = None) -> list[Step]:
     """Every source of ``datasets`` with the URL it is fetched from and its target in ``data_dir``."""
     return [
-        Step(d, s, source_url(s.url, mirror), data_dir / s.target, (data_dir / s.target).exists())
+        Step(d, s, source_url(s.url, mirror), data_dir / s.target, (data_dir / s.target).exists(), mirror)
         for d in datasets
         for s in d.sources
     ]
+
+
+def damaged(
+    datasets: list[Dataset], data_dir: Path, manifest: dict[str, dict[str, Any]]
+) -> list[tuple[Dataset, str]]:
+    """The datasets whose installed files differ from their recorded or pinned sha256 (re-hashed as
+    ``protoembed data verify`` does: :func:`~protoembed.data.download.installed.verify`), each with the
+    first difference."""
+    out = []
+    for dataset in datasets:
+        ok, detail = verify(data_dir, dataset, manifest)
+        if not ok:
+            out.append((dataset, detail))
+    return out
+
+
+def damaged_error(bad: list[tuple[Dataset, str]]) -> ProtoembedError:
+    """The one-line refusal to skip (or silently replace) damaged datasets: the first difference, and
+    ``--force``."""
+    names = " ".join(d.name for d, _ in bad)
+    first, detail = bad[0]
+    more = f" ({len(bad) - 1} more damaged: {' '.join(d.name for d, _ in bad[1:])})" if len(bad) > 1 else ""
+    whose = "its" if len(bad) == 1 else "their"
+    return ProtoembedError(
+        f"{first.name} is installed but its files differ from the download: {detail}{more}; nothing was "
+        f"fetched; pass --force to download {names} again (replacing {whose} installed files)"
+    )
 
 
 def _partial(data_dir: Path, step: Step) -> Path:
@@ -134,7 +164,16 @@ def _install_step(
 ) -> Installed:
     source = step.source
     part = _partial(data_dir, step)
-    fetch(step.url, part, timeout=timeout, retries=retries, backoff=backoff, progress=progress, sleep=sleep)
+    fetch(
+        step.url,
+        part,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        progress=progress,
+        sleep=sleep,
+        mirror=step.mirror,
+    )
     digest, size = sha256_file(part), part.stat().st_size
     recorded = manifest.get(source.target, {}).get("sha256")
     expected = source.sha256 or recorded
@@ -203,12 +242,15 @@ def install(
     :func:`install_step`.
 
     Raises:
-        ProtoembedError: the data directory is not writable, the manifest is invalid, or a download fails
-            (the targets installed before it stay).
+        ProtoembedError: the data directory is not writable, the manifest is invalid, a dataset's installed
+            files differ from their sha256 and ``force`` is not set (:func:`damaged`; nothing is fetched), or
+            a download fails (the targets installed before it stay).
     """
     data_dir = Path(data_dir).expanduser().absolute()
     check_writable(data_dir / MANIFEST)
     manifest = read_manifest(data_dir)
+    if not force and (bad := damaged(datasets, data_dir, manifest)):
+        raise damaged_error(bad)
     done: list[Installed] = []
     for step in install_steps(datasets, data_dir, mirror):
         if step.installed and not force:

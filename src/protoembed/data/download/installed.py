@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.download.fetch import sha256_file
-from protoembed.data.download.registry import Dataset
+from protoembed.data.download.registry import Dataset, Size
 from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
@@ -69,14 +69,21 @@ def hash_tree(path: Path) -> dict[str, list[Any]]:
     }
 
 
+def recorded_size(manifest: dict[str, dict[str, Any]], target: str) -> int | None:
+    """The download bytes the manifest recorded for ``target`` (``None``: no record)."""
+    size = manifest.get(target, {}).get("size")
+    return size if isinstance(size, int) else None
+
+
 @dataclass(frozen=True)
 class Status:
-    """A dataset's state in a data directory: ``state`` installed | missing | corrupt, and why."""
+    """A dataset's state in a data directory: ``state`` installed | missing | corrupt, why, and its download
+    size (exact once a download recorded it: :meth:`Dataset.download_size`)."""
 
     dataset: Dataset
     state: str
     detail: str
-    recorded_size: int | None
+    size: Size | None
 
 
 def _present(path: Path) -> bool:
@@ -88,23 +95,22 @@ def status(data_dir: Path, dataset: Dataset, manifest: dict[str, dict[str, Any]]
     recorded file is missing or of another size, or only some targets are there; else missing. Cheap:
     sizes, not hashes (``verify`` re-hashes)."""
     present = [t for t in dataset.targets if _present(data_dir / t)]
-    sizes = [manifest[t].get("size") for t in dataset.targets if t in manifest]
-    recorded = sum(sizes) if sizes and len(sizes) == len(dataset.targets) else None
+    download = dataset.download_size({t: recorded_size(manifest, t) for t in dataset.targets})
     if not present:
-        return Status(dataset, "missing", "", recorded)
+        return Status(dataset, "missing", "", download)
     for target in present:
-        for rel, (_, size) in (manifest.get(target, {}).get("files") or {}).items():
+        for rel, (_, nbytes) in (manifest.get(target, {}).get("files") or {}).items():
             path = data_dir / target / rel if rel else data_dir / target
             if not path.is_file():
-                return Status(dataset, "corrupt", f"{path.relative_to(data_dir)} is missing", recorded)
-            if path.stat().st_size != size:
-                return Status(dataset, "corrupt", f"{path.relative_to(data_dir)} changed size", recorded)
+                return Status(dataset, "corrupt", f"{path.relative_to(data_dir)} is missing", download)
+            if path.stat().st_size != nbytes:
+                return Status(dataset, "corrupt", f"{path.relative_to(data_dir)} changed size", download)
     if len(present) < len(dataset.targets):
         missing = [t for t in dataset.targets if t not in present]
         detail = f"{len(present)} of {len(dataset.targets)} parts; missing {', '.join(missing)}"
-        return Status(dataset, "corrupt", detail, recorded)
+        return Status(dataset, "corrupt", detail, download)
     hand = [t for t in present if t not in manifest]
-    return Status(dataset, "installed", "not downloaded by protoembed" if hand else "", recorded)
+    return Status(dataset, "installed", "not downloaded by protoembed" if hand else "", download)
 
 
 def verify(data_dir: Path, dataset: Dataset, manifest: dict[str, dict[str, Any]]) -> tuple[bool, str]:

@@ -6,7 +6,9 @@ readers and configs use). sha256 are pinned where known: the whole download (``s
 fetched from a pinned Git commit), or files inside an archive (``file_sha256``: SentEval's STS files,
 the official STS releases). A download with no pinned sha256 has it recorded, with its size and URL, in
 the data directory's manifest at first download, and later runs check against that record
-(:mod:`protoembed.data.download.installed`).
+(:mod:`protoembed.data.download.installed`). A download whose size is not pinned has the size its host
+publishes (or an estimate) as ``approx_size``, shown as approximate (:class:`Size`) until a download
+records the exact bytes.
 
 Adding a dataset is one entry in :data:`DATASETS`. Nothing here touches the network or the disk.
 """
@@ -38,6 +40,33 @@ STS_WIKI = "http://ixa2.si.ehu.es/stswiki/images"
 Unpack = Literal["file", "tar", "zip"]
 
 
+def format_size(n: int, exact: bool = True) -> str:
+    """``n`` bytes for people, in powers of 1000: ``512 B``, ``156.1 KB``, ``1.3 MB``; approximate
+    (``exact`` False): ``~`` and whole units from 10 up (``~95 MB``, ``~1.7 MB``)."""
+    value, unit = float(n), "B"
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            break
+        value /= 1000
+    if unit == "B":
+        text = f"{n} B"
+    else:
+        text = f"{value:.0f} {unit}" if not exact and value >= 10 else f"{value:.1f} {unit}"
+    return text if exact else f"~{text}"
+
+
+@dataclass(frozen=True)
+class Size:
+    """A download's size: ``bytes``, and ``exact`` (pinned, or recorded by a download) or not (as published
+    or estimated). ``str()``: :func:`format_size`."""
+
+    bytes: int
+    exact: bool
+
+    def __str__(self) -> str:
+        return format_size(self.bytes, self.exact)
+
+
 @dataclass(frozen=True)
 class Source:
     """One download and where it lands.
@@ -46,6 +75,7 @@ class Source:
     it becomes, relative to the data directory. ``member``: the archive folder installed as ``target``
     (``""``: the archive's root; ``None``: the folder that holds ``marker``, found up to 2 levels down).
     ``sha256`` / ``size``: the download's, when pinned (``None``: recorded at first download).
+    ``approx_size``: the download's bytes as published (or estimated) when ``size`` is not pinned.
     ``file_sha256``: pinned sha256 of installed files (paths relative to the data directory).
     """
 
@@ -57,6 +87,16 @@ class Source:
     sha256: str | None = None
     size: int | None = None
     file_sha256: Mapping[str, str] = field(default_factory=dict)
+    approx_size: int | None = None
+
+    def download_size(self, recorded: int | None = None) -> Size | None:
+        """The download's size: ``recorded`` (the bytes a download recorded in the manifest) or the pinned
+        ``size``, exact; else ``approx_size``, approximate; ``None`` when none is known."""
+        if recorded is not None:
+            return Size(recorded, True)
+        if self.size is not None:
+            return Size(self.size, True)
+        return None if self.approx_size is None else Size(self.approx_size, False)
 
     @property
     def filename(self) -> str:
@@ -82,17 +122,19 @@ class Dataset:
         """The paths the dataset installs, relative to the data directory."""
         return tuple(s.target for s in self.sources)
 
-    @property
-    def size(self) -> int | None:
-        """Total download size in bytes when every source's size is pinned, else ``None``."""
-        sizes = [s.size for s in self.sources]
-        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+    def download_size(self, recorded: Mapping[str, int | None] | None = None) -> Size | None:
+        """Total download size of the sources (:meth:`Source.download_size`; ``recorded``: target -> the
+        bytes a download recorded), exact when every part is; ``None`` when a source's size is unknown."""
+        sizes = [s.download_size((recorded or {}).get(s.target)) for s in self.sources]
+        if any(s is None for s in sizes):
+            return None
+        return Size(sum(s.bytes for s in sizes), all(s.exact for s in sizes))  # type: ignore[union-attr]
 
 
-def _sts_raw(year: str, zip_name: str, member: str) -> Source:
+def _sts_raw(year: str, zip_name: str, member: str, approx_size: int) -> Source:
     target = f"sts_raw/{year}-en-test"
     pins = {k: v for k, v in STS_RAW_SHA256.items() if k.startswith(target + "/")}
-    return Source(f"{STS_WIKI}/{zip_name}", target, "zip", member, file_sha256=pins)
+    return Source(f"{STS_WIKI}/{zip_name}", target, "zip", member, file_sha256=pins, approx_size=approx_size)
 
 
 def _clustering(name: str, title: str, path: str, target: str, size: int, sha256: str) -> Dataset:
@@ -122,6 +164,7 @@ DATASETS: dict[str, Dataset] = {
                     member=None,
                     marker="STS",
                     file_sha256={f"senteval/{k}": v for k, v in SENTEVAL_STS_SHA256.items()},
+                    approx_size=90_000_000,  # estimated from its files (an uncompressed tar)
                 ),
             ),
             "sts, transfer, fewshot; stsb, sick, senteval_nli",
@@ -131,17 +174,19 @@ DATASETS: dict[str, Dataset] = {
             "STS12-16 and STS Benchmark, the official (cased, untokenised) releases",
             "SemEval STS research use (per source; see each release's readme)",
             (
-                _sts_raw("STS12", "4/40/STS2012-en-test.zip", "test-gold"),
-                _sts_raw("STS13", "2/2f/STS2013-en-test.zip", "test-gs"),
-                _sts_raw("STS14", "8/8c/STS2014-en-test.zip", "sts-en-test-gs-2014"),
-                _sts_raw("STS15", "d/da/STS2015-en-test.zip", "test_evaluation_task2a"),
-                _sts_raw("STS16", "9/98/STS2016-en-test.zip", "sts2016-english-with-gs-v1.0"),
+                # sizes estimated from their installed files, compressed
+                _sts_raw("STS12", "4/40/STS2012-en-test.zip", "test-gold", 120_000),
+                _sts_raw("STS13", "2/2f/STS2013-en-test.zip", "test-gs", 61_000),
+                _sts_raw("STS14", "8/8c/STS2014-en-test.zip", "sts-en-test-gs-2014", 141_000),
+                _sts_raw("STS15", "d/da/STS2015-en-test.zip", "test_evaluation_task2a", 360_000),
+                _sts_raw("STS16", "9/98/STS2016-en-test.zip", "sts2016-english-with-gs-v1.0", 585_000),
                 Source(
                     f"{STS_WIKI}/4/48/Stsbenchmark.tar.gz",
                     "sts_raw/stsbenchmark",
                     "tar",
                     "stsbenchmark",
                     file_sha256={k: v for k, v in STS_RAW_SHA256.items() if k.startswith("sts_raw/stsb")},
+                    approx_size=409_000,
                 ),
             ),
             "sts (--variant raw); stsb",
@@ -150,7 +195,13 @@ DATASETS: dict[str, Dataset] = {
             "wiki1m",
             "SimCSE's 1M English Wikipedia sentences (unsupervised training corpus)",
             "Wikipedia text, CC BY-SA 3.0",
-            (Source(f"{SIMCSE_HF}/wiki1m_for_simcse.txt", "unsup/wiki1m_for_simcse.txt"),),
+            (
+                Source(
+                    f"{SIMCSE_HF}/wiki1m_for_simcse.txt",
+                    "unsup/wiki1m_for_simcse.txt",
+                    approx_size=121_000_000,
+                ),
+            ),
             "text",
         ),
         Dataset(
@@ -172,7 +223,8 @@ DATASETS: dict[str, Dataset] = {
             "nli-simcse",
             "SimCSE's NLI triplets (premise, entailment, contradiction) from SNLI + MultiNLI",
             "CC BY-SA 4.0 (SNLI), MultiNLI's OANC / CC BY-SA 3.0 terms",
-            (Source(f"{SIMCSE_HF}/nli_for_simcse.csv", "nli/nli_for_simcse.csv"),),
+            # estimated: 275,601 triplets of SNLI + MultiNLI sentences
+            (Source(f"{SIMCSE_HF}/nli_for_simcse.csv", "nli/nli_for_simcse.csv", approx_size=47_000_000),),
             "simcse_nli",
         ),
         Dataset(
@@ -181,7 +233,11 @@ DATASETS: dict[str, Dataset] = {
             "CC BY-SA 4.0",
             (
                 Source(
-                    "https://nlp.stanford.edu/projects/snli/snli_1.0.zip", "nli/snli_1.0", "zip", "snli_1.0"
+                    "https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
+                    "nli/snli_1.0",
+                    "zip",
+                    "snli_1.0",
+                    approx_size=94_550_081,  # as the host serves it (the datasets library's recorded checksum)
                 ),
             ),
             "snli_jsonl, nli_txt",
@@ -196,6 +252,7 @@ DATASETS: dict[str, Dataset] = {
                     "nli/multinli_1.0",
                     "zip",
                     "multinli_1.0",
+                    approx_size=226_850_426,  # as the host serves it (the datasets library's recorded checksum)
                 ),
             ),
             "snli_jsonl, nli_txt",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.data.lines import iter_lines
+from protoembed.data.paths import choose_data_dir
 from protoembed.data.training.tables import EMPTY_LINE, Row, Table
 from protoembed.errors import ProtoembedError
 
@@ -57,8 +58,8 @@ def _directory(path: Path) -> ProtoembedError:
 def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) -> Path:
     """Absolute path of the corpus: as given if absolute or existing, else under the data directory.
 
-    A relative path is tried against the working directory first, then against ``data_dir`` (the
-    config's ``data.data_dir``, else ``$PROTOEMBED_DATA``).
+    A relative path is tried against the working directory first, then against the data directory
+    (:func:`protoembed.data.paths.choose_data_dir` of ``data_dir``, the config's ``data.data_dir``).
     """
     path = Path(corpus).expanduser()
     if path.is_dir():
@@ -67,19 +68,12 @@ def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) ->
         if not path.is_file():
             raise ProtoembedError(f"corpus file {path.absolute()} not found")
         return path.absolute()
-    base = data_dir or os.environ.get("PROTOEMBED_DATA")
-    tried = [str(path.absolute())]
-    if base:
-        candidate = Path(base).expanduser().absolute() / path
-        if candidate.is_file():
-            return candidate
-        if candidate.is_dir():
-            raise _directory(candidate)
-        tried.append(str(candidate))
-    hint = (
-        "" if base else " (relative corpus paths are also looked up under $PROTOEMBED_DATA, which is not set)"
-    )
-    raise ProtoembedError(f"corpus file {corpus!r} not found (tried {', '.join(tried)}){hint}")
+    candidate = choose_data_dir(data_dir).path / path
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir():
+        raise _directory(candidate)
+    raise ProtoembedError(f"corpus file {corpus!r} not found (tried {path.absolute()}, {candidate})")
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -221,6 +221,16 @@ def _source(
     return name, located if located is not None else resolve_corpus_path(str(path), data_dir)
 
 
+def format_of(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> str:
+    """The format :func:`read_examples` reads ``path`` in (arguments and errors as there)."""
+    return _source(path, format, data_dir, columns)[0]
+
+
 def read_examples(
     path: str | os.PathLike[str],
     format: str | None = None,
@@ -231,7 +241,8 @@ def read_examples(
     """Read one training file into :class:`Examples`.
 
     Args:
-        path: the file (relative paths: working directory, then ``data_dir`` / ``$PROTOEMBED_DATA``).
+        path: the file (relative paths: working directory, then the data directory of ``data_dir``:
+            :func:`protoembed.data.paths.choose_data_dir`).
         format: a key of :data:`FORMATS`; ``None`` = :func:`infer_format`.
         data_dir: base of relative paths.
         columns: a column mapping ``{example column: the file's column}`` (table formats only; see

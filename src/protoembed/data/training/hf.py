@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from protoembed.data.paths import choose_data_dir
 from protoembed.data.training.columns import NO_LABEL
 from protoembed.data.training.tables import Row, Table, require
 from protoembed.errors import ProtoembedError
@@ -54,15 +55,14 @@ def is_saved_dataset(path: Path) -> bool:
 
 def locate_dataset(path: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None) -> str | None:
     """``path`` as ``hf_dataset`` reads it when it is a hub id (``hub:owner/name``, returned as is) or a
-    ``save_to_disk`` folder (relative: working directory, then ``data_dir`` / ``$PROTOEMBED_DATA``;
+    ``save_to_disk`` folder (relative: working directory, then the data directory of ``data_dir``;
     returned absolute); ``None`` otherwise."""
     text = str(path)
     if text.startswith(HUB_PREFIX):
         return text
     candidates = [Path(text).expanduser()]
-    base = data_dir or os.environ.get("PROTOEMBED_DATA")
-    if base and not candidates[0].is_absolute():
-        candidates.append(Path(base).expanduser() / text)
+    if not candidates[0].is_absolute():
+        candidates.append(choose_data_dir(data_dir).path / text)
     for candidate in candidates:
         if is_saved_dataset(candidate):
             return str(candidate.absolute())
