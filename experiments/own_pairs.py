@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
-    from protoembed import load_run
-    from protoembed.data.paths import resolve_data_dir
+    from protoembed import load_run, resolve_data_dir
 
     data = {name: args.runs_dir / "data" / name for name in args.sets}  # the configs name these folders
     configs = {(m, name): args.configs / f"{m}-{name}.yaml" for name in args.sets for m in args.methods}

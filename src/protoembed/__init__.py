@@ -20,6 +20,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   finished folder as one memory-mapped array, :class:`~protoembed.corpus.CorpusVectors`);
 - :func:`mine_hard_negatives`: (anchor, positive) pairs -> (anchor, positive, negative) examples with
   hard negatives mined by an embedding model (``protoembed mine``);
+- :func:`resolve_data_dir`: the benchmark data directory (``--data-dir``, else ``$PROTOEMBED_DATA``, else
+  the user data directory), checked;
 - :func:`table_name`: the name the papers' tables print for a task (``STSBenchmark`` -> ``STS-B``);
 - :mod:`run_layout`: the names inside a training run's folder (``results.json``, ``best/``...) and
   :func:`run_layout.dev_score`, the dev score that chose a run's kept model;
@@ -27,7 +29,7 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
-:mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`,
+:mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
 :mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
 :mod:`protoembed.errors`), so ``import
 protoembed`` (and the CLI's ``--help``) does not load torch.
@@ -44,6 +46,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed import run_layout as run_layout
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
+    from protoembed.data.paths import resolve_data_dir as resolve_data_dir
     from protoembed.embedder import Embedder as Embedder
     from protoembed.errors import ProtoembedError as ProtoembedError
     from protoembed.evaluation.run import evaluate as evaluate
@@ -76,6 +79,7 @@ _HOMES = {
     "mine_hard_negatives": "protoembed.mining",
     "open_corpus": "protoembed.corpus",
     "register_task": "protoembed.evaluation.tasks",
+    "resolve_data_dir": "protoembed.data.paths",
     "run_layout": "",
     "search": "protoembed.semantic_search",
     "similarity": "protoembed.semantic_search",
