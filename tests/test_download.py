@@ -24,8 +24,9 @@ import pytest
 
 from protoembed.cli import main
 from protoembed.data.download.fetch import fetch
-from protoembed.data.download.registry import DATASETS, format_size
+from protoembed.data.download.registry import DATASETS
 from protoembed.errors import ProtoembedError
+from protoembed.progress import format_size
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -501,9 +502,9 @@ def test_a_download_into_a_log_writes_progress_lines(server, tmp_path, capsys, m
     state.cut["big.bin"] = 400_000
     fetch(f"{base}/big.bin", tmp_path / "big.bin.part", sleep=lambda s: None, backoff=0.5)
     lines = capsys.readouterr().err.splitlines()
-    assert lines and all(line.startswith("big.bin: ") and "/1.0 MiB (" in line for line in lines)
+    assert lines and all(line.startswith("big.bin: ") and "/1.0 MB (" in line for line in lines)
     assert [line.endswith(" in all)") for line in lines].count(True) == 1 and lines[-1].endswith(" in all)")
-    assert lines[-1].startswith("big.bin: 1.0 MiB/1.0 MiB (") and "/s, " in lines[-1]
+    assert lines[-1].startswith("big.bin: 1.0 MB/1.0 MB (") and "/s, " in lines[-1]
 
 
 def test_server_without_ranges_restarts_and_5xx_are_retried(server, tmp_path: Path) -> None:

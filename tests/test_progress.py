@@ -110,18 +110,21 @@ def test_the_encode_command_reports_progress_unless_told_not(tiny_model_dirs, tm
 
 def test_bytes_with_and_without_a_total():
     clock, log = Clock(), io.StringIO()
-    with Progress(120 * 2**20, "wiki.txt", progress.BYTES, initial=2**20, stream=log, clock=clock) as bar:
+    with Progress(120_000_000, "wiki.txt", progress.BYTES, initial=1_000_000, stream=log, clock=clock) as bar:
         clock.now += 12
-        bar.update(48 * 2**20)
-    assert log.getvalue().splitlines() == [
-        "wiki.txt: 49.0 MiB/120.0 MiB (4.0 MiB/s, 18 s left)",
-        "wiki.txt: 49.0 MiB/120.0 MiB (4.0 MiB/s, 12 s in all)",
-    ]
+        bar.update(48_000_000)
+    assert (
+        log.getvalue().splitlines()
+        == [  # the sizes as `protoembed data list` writes them (powers of 1000)
+            "wiki.txt: 49.0 MB/120.0 MB (4.0 MB/s, 18 s left)",
+            "wiki.txt: 49.0 MB/120.0 MB (4.0 MB/s, 12 s in all)",
+        ]
+    )
     unknown = io.StringIO()
     with Progress(None, "f.bin", progress.BYTES, stream=unknown, clock=clock) as bar:
         clock.now += 10
-        bar.update(1000)
+        bar.update(999)
     assert unknown.getvalue().splitlines() == [
-        "f.bin: 1000 B (100 B/s)",
-        "f.bin: 1000 B (100 B/s, 10 s in all)",
+        "f.bin: 999 B (100 B/s)",
+        "f.bin: 999 B (100 B/s, 10 s in all)",
     ]

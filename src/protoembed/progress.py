@@ -7,7 +7,7 @@ seconds::
 
     Encoding: 12,800/18,850 sentences (1,020/s, 6 s left)
 
-(bytes: ``wiki.txt: 12.5 MiB/120.0 MiB (4.1 MiB/s, 26 s left)``; without a known total, the count
+(bytes: ``wiki.txt: 12.5 MB/120.0 MB (4.1 MB/s, 26 s left)``; without a known total, the count
 and the rate)
 and a last line when the loop ends, only when a line was written before (a loop shorter than
 :data:`LINE_EVERY` writes nothing). Like the bar, the lines go to stderr: they are the bar's form in a
@@ -23,19 +23,28 @@ from typing import Any, TextIO
 
 #: Seconds between two progress lines when stderr is not a terminal.
 LINE_EVERY = 10.0
-#: The unit counted in bytes (shown in KiB, MiB, GiB).
+#: The unit counted in bytes (shown by :func:`format_size`: B, KB, MB, GB).
 BYTES = "B"
 
 
+def format_size(n: int, exact: bool = True) -> str:
+    """``n`` bytes for people (a download's size in ``protoembed data list``, a progress line), in powers of 1000: ``512 B``, ``156.1 KB``, ``1.3 MB``; approximate
+    (``exact`` False): ``~`` and whole units from 10 up (``~95 MB``, ``~1.7 MB``)."""
+    value, unit = float(n), "B"
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            break
+        value /= 1000
+    if unit == "B":
+        text = f"{n} B"
+    else:
+        text = f"{value:.0f} {unit}" if not exact and value >= 10 else f"{value:.1f} {unit}"
+    return text if exact else f"~{text}"
+
+
 def _amount(value: float, unit: str) -> str:
-    """``12,800`` (any unit), ``12.5 MiB`` (:data:`BYTES`)."""
-    if unit != BYTES:
-        return f"{value:,.0f}"
-    for name in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or name == "GiB":
-            return f"{value:.0f} B" if name == "B" else f"{value:.1f} {name}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    """``12,800`` (any unit), ``12.5 MB`` (:data:`BYTES`: :func:`format_size`)."""
+    return format_size(round(value)) if unit == BYTES else f"{value:,.0f}"
 
 
 def _seconds(value: float) -> str:

@@ -137,7 +137,8 @@ def run_download(args: argparse.Namespace) -> int:
     from protoembed.data.download.fetch import check_mirror
     from protoembed.data.download.install import damaged, install, install_steps
     from protoembed.data.download.installed import read_manifest, recorded_size
-    from protoembed.data.download.registry import DATASETS, format_size, get_dataset
+    from protoembed.data.download.registry import DATASETS, get_dataset
+    from protoembed.progress import format_size
 
     mirror = check_mirror(args.mirror)
     chosen = {n: get_dataset(n) for n in args.names}

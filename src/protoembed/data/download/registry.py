@@ -22,6 +22,7 @@ from typing import Literal
 
 from protoembed.data.download.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
 from protoembed.errors import ProtoembedError
+from protoembed.progress import format_size
 
 #: The Hugging Face dataset repository of SimCSE's training and evaluation files.
 SIMCSE_HF = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
@@ -40,25 +41,10 @@ STS_WIKI = "http://ixa2.si.ehu.es/stswiki/images"
 Unpack = Literal["file", "tar", "zip"]
 
 
-def format_size(n: int, exact: bool = True) -> str:
-    """``n`` bytes for people, in powers of 1000: ``512 B``, ``156.1 KB``, ``1.3 MB``; approximate
-    (``exact`` False): ``~`` and whole units from 10 up (``~95 MB``, ``~1.7 MB``)."""
-    value, unit = float(n), "B"
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            break
-        value /= 1000
-    if unit == "B":
-        text = f"{n} B"
-    else:
-        text = f"{value:.0f} {unit}" if not exact and value >= 10 else f"{value:.1f} {unit}"
-    return text if exact else f"~{text}"
-
-
 @dataclass(frozen=True)
 class Size:
     """A download's size: ``bytes``, and ``exact`` (pinned, or recorded by a download) or not (as published
-    or estimated). ``str()``: :func:`format_size`."""
+    or estimated). ``str()``: :func:`~protoembed.progress.format_size`."""
 
     bytes: int
     exact: bool
