@@ -132,7 +132,7 @@ def test_corpus_paths_relative_to_the_data_dir(tmp_path, monkeypatch, data_dir):
     # a directory, here or under the data dir, is said to be one (not "not found")
     (tmp_path / "texts").mkdir()
     expected = "a directory; expected one UTF-8 text file, one sentence per line"
-    for given, found in (("texts", tmp_path / "texts"), ("unsup", data_dir.absolute() / "unsup")):
+    for given, found in (("texts", tmp_path / "texts"), ("unsup", data_dir.resolve() / "unsup")):
         with pytest.raises(ProtoembedError) as info:
             resolve_corpus_path(given, None)
         assert str(info.value) == f"corpus file {found}: {expected}"
