@@ -134,15 +134,20 @@ def _remove_empty(folder: Path, created: Path) -> None:
             return
 
 
+def main_process() -> bool:
+    """Whether this is a run's main process (``RANK`` 0 or unset; the others of a ``torchrun`` /
+    ``accelerate launch`` run share its folder)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 @contextlib.contextmanager
 def hold_output_dirs(
     folders: Sequence[str | os.PathLike[str]], run: str = "training run", option: str = "--output-dir"
 ) -> Iterator[None]:
     """:func:`hold_output_dir` of each of ``folders`` (in order) while the ``with`` block runs, in the
-    main process only (``RANK`` 0 or unset: the other processes of a ``torchrun`` / ``accelerate launch``
-    run share the main one's folder)."""
+    main process only (:func:`main_process`)."""
     with contextlib.ExitStack() as stack:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if main_process():
             for folder in folders:
                 stack.enter_context(hold_output_dir(folder, run, option))
         yield

@@ -65,13 +65,16 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+#: What bf16 is on a CPU without native bf16, as the warning and ``train --check`` say it.
+EMULATED_BF16 = "emulated (no AVX512-BF16 / AMX)"
+
+
 @functools.cache
 def warn_emulated_bf16(device_type: str) -> None:
     """Log once per device type (a WARNING: the command line says it at its default level) that bf16 is
-    emulated there (correct, but several times slower than fp32: 2-4x in training, 2.6x in evaluation
-    as measured on an AVX2-only CPU)."""
+    emulated there (:data:`EMULATED_BF16`)."""
     logger.warning(
-        "bf16 on this %s is emulated (no AVX512-BF16 / AMX): correct, but several times slower than fp32; "
-        "use fp32 here",
+        "bf16 on this %s is %s: correct, but several times slower than fp32; use fp32 here",
         device_type.upper() if device_type == "cpu" else device_type,
+        EMULATED_BF16,
     )

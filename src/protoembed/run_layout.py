@@ -34,8 +34,10 @@ DEV_SCORE = "best_dev_score"
 DEV_SCORER = "best_dev_scorer"
 #: The trainer's dev scorers (``training_log.jsonl``'s ``dev_scorer``) -> what their score is, as the
 #: training log line and the model card name it.
+#: What an STS score of sentence embeddings is (the dev score of ``embedder``, the STS test average).
+EMBEDDING_SCORE = "Spearman x100 of the embeddings' cosine similarities"
 DEV_SCORERS = {
-    "embedder": "STS-B dev Spearman x100 of the embeddings' cosine similarities",
+    "embedder": f"STS-B dev {EMBEDDING_SCORE}",
     "objective": "STS-B dev Spearman x100 of the cross-encoder's pair scores",
     "evaluator": "the run's own evaluator's score of the embeddings",
 }
@@ -69,6 +71,7 @@ __all__ = [
     "DEV_SCORE",
     "DEV_SCORER",
     "DEV_SCORERS",
+    "EMBEDDING_SCORE",
     "LOG_FILE",
     "RESULTS_FILE",
     "dev_score",

@@ -76,6 +76,8 @@ def _print_check(args: argparse.Namespace, stages: Stages, checked: list[str], f
 
 def _train(args: argparse.Namespace, stages: Stages, staged: bool, top: str) -> int:
     """Train the checked, locked run; the exit code (a stopped or interrupted run: the signal's)."""
+    from protoembed.folder_lock import main_process
+    from protoembed.training.preflight import output_folders
     from protoembed.training.stages import train_stages
     from protoembed.training.stopping import TrainingInterrupted  # torch, transformers, ...
 
@@ -94,8 +96,8 @@ def _train(args: argparse.Namespace, stages: Stages, staged: bool, top: str) -> 
         )
         return 2
     except KeyboardInterrupt:
-        if int(os.environ.get("RANK", "0")) == 0:
-            kept = _kept_checkpoint([Path(str(cfg.output_dir)).absolute() for _, cfg in stages])
+        if main_process():
+            kept = _kept_checkpoint([folder.absolute() for folder in output_folders(stages)])
             print(
                 f"protoembed train: interrupted (Ctrl-C); {kept}; resume with: "
                 f"{_resume_command(args, os.path.abspath(top))}",

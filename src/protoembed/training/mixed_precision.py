@@ -18,7 +18,7 @@ import logging
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.precision import native_bf16, warn_emulated_bf16
+from protoembed.precision import EMULATED_BF16, native_bf16, warn_emulated_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def check_precision_here(precision: str) -> str:
         return f"{precision} on CUDA ({torch.cuda.get_device_name()})"
     if precision == "bf16" and not native_bf16("cpu"):
         warn_emulated_bf16("cpu")
-        return "bf16 on the CPU, emulated (no AVX512-BF16 / AMX): several times slower than fp32"
+        return f"bf16 on the CPU, {EMULATED_BF16}: several times slower than fp32"
     return f"{precision} on the CPU" + (" (native bf16)" if precision == "bf16" else "")
 
 

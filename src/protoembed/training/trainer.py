@@ -72,6 +72,7 @@ from protoembed.run_layout import (
     BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
+    EMBEDDING_SCORE,
     RESULTS_FILE,
     dev_score_name,
     fmt_score,
@@ -434,8 +435,7 @@ class Trainer:
             self._say(
                 f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
                 f"({dev_score_name(results)}); STS test avg "
-                f"{fmt_score(_nan_to_none(results['avg']))} (Spearman x100 of the embeddings' cosine "
-                f"similarities); model in {self.output_dir / BEST_DIR}"
+                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}"
             )
         acc.wait_for_everyone()
         return results
