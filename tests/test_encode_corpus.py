@@ -403,6 +403,69 @@ def test_a_corrupt_shard_is_found_and_encoded_again(model, tmp_path, one_thread,
     assert shard_hashes(out) == good
 
 
+def test_a_shard_the_manifest_does_not_record_is_never_adopted(model, tmp_path, one_thread, caplog):
+    """A file of the right shape that the manifest does not record (a copied shard, a truncated one) is
+    encoded again; the resumed folder equals an uninterrupted run's, byte for byte."""
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        _stop_after(patch, 2)
+        with pytest.raises(Interrupted):
+            encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    # shard 0's bytes under shard 3's name: the same shape (5 rows), other rows' vectors
+    (out / "shard-00003.npy").write_bytes((out / "shard-00000.npy").read_bytes())
+    # half of shard 2's true bytes: a write a power cut stopped, never recorded
+    whole = (reference / "shard-00002.npy").read_bytes()
+    (out / "shard-00002.npy").write_bytes(whole[: len(whole) // 2])
+    with caplog.at_level(logging.WARNING, logger="protoembed"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    for name in ("shard-00002.npy", "shard-00003.npy"):
+        assert f"{name}: not recorded in manifest.json; encoding it again" in caplog.text
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
+def test_a_shard_is_durable_before_the_manifest_names_it(model, tmp_path, one_thread, monkeypatch):
+    """Each shard file is fsynced, then renamed, then its folder fsynced, all before the manifest that
+    records it is written; a manifest that names a shard a power cut left empty re-encodes it."""
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        return real_fsync(fd)
+
+    def replace(a, b):
+        events.append(f"rename {Path(b).name}")
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    out = tmp_path / "out"
+    encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    monkeypatch.undo()
+    first_manifest_after_shard_1 = events.index(
+        "rename manifest.json", events.index("rename shard-00001.npy")
+    )
+    shard_1 = events.index("rename shard-00001.npy")
+    assert events[shard_1 - 1].startswith(
+        "fsync .shard-00001.npy."
+    )  # the temp file, whole, before the rename
+    assert events[shard_1 + 1] == "fsync out"  # the folder's entry, after it
+    assert shard_1 < first_manifest_after_shard_1
+    # a power cut after the manifest named shard 4 but before its bytes reached the disk
+    (out / "shard-00004.npy").write_bytes(b"")
+    manifest = read_manifest(out)
+    manifest.complete = False
+    corpus_encoding.write_manifest(out, manifest)
+    encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
 def test_a_full_disk_leaves_no_partial_shard_and_resumes(model, tmp_path, one_thread, monkeypatch):
     src = write_txt(tmp_path / "in.txt")
     reference = tmp_path / "ref"

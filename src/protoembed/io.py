@@ -14,6 +14,7 @@ current umask (``tempfile`` alone would make it owner-only).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -135,8 +136,23 @@ def check_writable(path: str | os.PathLike, suffix: str | None = None, create_pa
     return target
 
 
+def sync_file(path: str | os.PathLike) -> None:
+    """``fsync`` the file or folder ``path`` (a folder: its entries, e.g. a rename into it), so it
+    survives a power cut; a file system that cannot sync a folder (``EINVAL``) is left as it is."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> Path:
-    """Call ``write(temp_path)`` on a temp file in ``path``'s folder, then rename it to ``path``.
+    """Call ``write(temp_path)`` on a temp file in ``path``'s folder, then rename it to ``path``; durable:
+    the file is fsynced before the rename and its folder after it (:func:`sync_file`), so a reader that
+    finds ``path`` after a power cut finds it whole.
 
     The file gets the mode a plain ``open(path, "w")`` would give (an existing file keeps its mode).
 
@@ -164,7 +180,9 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: 
     try:
         write(tmp)
         os.chmod(tmp, mode)
+        sync_file(tmp)
         os.replace(tmp, target)
+        sync_file(target.parent)
     except Exception as err:  # a full disk: OSError, or a library's own error wrapping it
         reason = write_failure(err, target.parent)
         if reason is None:
