@@ -18,10 +18,32 @@ from pathlib import Path
 
 import pytest
 
+from cpu_kinds import CPU_FLAGS_ENV, flags_of, suite_kind
 from tiny_models import KINDS, build_tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Every CPU-dependent choice sees a simulated CPU (tests/cpu_kinds.py), in this process and the ones it
+# spawns: the suite passes alike on every host.
+os.environ[CPU_FLAGS_ENV] = flags_of(suite_kind())
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The host's CPU (model and the flags protoembed reads) and the CPU kind the suite simulates."""
+    from protoembed.precision import CPU_FEATURES, host_cpu_flags
+
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    host = host_cpu_flags()
+    flags = ", ".join(f"{name} {'yes' if name in host else 'no'}" for name in CPU_FEATURES)
+    return [f"host CPU: {model} ({flags}, {os.cpu_count()} logical cores)", f"simulated CPU: {suite_kind()}"]
+
 
 #: Tests (``file::name`` prefixes; a bare file name takes the whole file) that load the default backbone.
 BACKBONE_TESTS = (

@@ -886,7 +886,8 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
     exported = export_embedder(mean, tmp_path / "onnx-model")
     card = (exported / "README.md").read_text(encoding="utf-8")
     assert (
-        dict(_card_table(card, "saved by protoembed."))["ONNX export"] == f"fp32, dimension {mean.dimension}"
+        dict(_card_table(card, "saved by protoembed."))["ONNX export"]
+        == f"fp32 weights, dimension {mean.dimension}"
     )
     assert 'protoembed.load("onnx-model")' in card
 

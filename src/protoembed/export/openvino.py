@@ -75,13 +75,12 @@ def picked_by_auto(spec: RuntimeSpec, config: dict[str, Any]) -> bool:
 def compile_config(threads: int | None, precision: str | None) -> dict[str, Any]:
     """The CPU plugin's settings: ``threads`` inference threads (default: the usable cores), the latency
     hint (one stream: batches run one after another), and the inference precision when one is asked
-    (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: the plugin's choice for this CPU)."""
+    (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: :func:`inference_precision_here`)."""
     config: dict[str, Any] = {
         "INFERENCE_NUM_THREADS": threads or len(os.sched_getaffinity(0)),
         "PERFORMANCE_HINT": "LATENCY",
     }
-    if precision is not None:
-        config["INFERENCE_PRECISION_HINT"] = _HINTS[precision]
+    config["INFERENCE_PRECISION_HINT"] = _HINTS[precision or inference_precision_here()]
     return config
 
 
@@ -242,8 +241,13 @@ def calibration_feeds(encoder: Any, sentences: list[str], inputs: list[str]) -> 
 
 
 def inference_precision_here() -> str:
-    """The precision OpenVINO's CPU plugin picks on this machine for an fp32 graph (``bf16`` / ``fp32``)."""
-    return precision_name(core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    """The precision an fp32 graph runs in here when none is asked: ``bf16`` on a CPU with native bf16
+    (:func:`protoembed.precision.native_bf16`: AVX512-BF16 or AMX, where OpenVINO's CPU plugin picks it by
+    itself), else ``fp32``. Decided by protoembed's flags, not the plugin, so that a simulated CPU
+    (:data:`protoembed.precision.CPU_FLAGS_ENV`) decides it too."""
+    from protoembed.precision import native_bf16
+
+    return "bf16" if native_bf16("cpu") else "fp32"
 
 
 def cpu_name() -> str:
@@ -288,8 +292,8 @@ def load_openvino(
     precision: str | None,
 ) -> OpenVinoEmbedder:
     """The export folder ``root`` (its ``config``: the IR of an OpenVINO export, or an ONNX export's
-    graph) compiled by OpenVINO with ``threads`` inference threads in ``precision`` (``None``: the
-    plugin's choice for this CPU): an :class:`OpenVinoEmbedder` over ``encoder``'s tokenisation.
+    graph) compiled by OpenVINO with ``threads`` inference threads in ``precision`` (``None``:
+    :func:`inference_precision_here`): an :class:`OpenVinoEmbedder` over ``encoder``'s tokenisation.
 
     Raises:
         ProtoembedError: a graph file missing, or whose size differs from the one the export recorded

@@ -66,6 +66,7 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             reads=("onnx", "openvino"),
             loader="protoembed.export.openvino:load_openvino",
             precisions=PRECISIONS,
+            default_precision="protoembed.export.openvino:inference_precision_here",
             auto_priority=20,
             auto_when="protoembed.export.openvino:picked_by_auto",
             auto_help="for an fp32 graph where it is installed and the CPU has native bf16 (AVX512-BF16 or "
@@ -82,12 +83,19 @@ def register_runtime(spec: RuntimeSpec) -> RuntimeSpec:
     returns it.
 
     Raises:
-        ProtoembedError: its name is ``auto`` or already registered, or its format already has a writer.
+        ProtoembedError: its name is ``auto`` or already registered, it has no loader (it would run
+            nothing: only the torch runtime, built in, runs without one), or its format already has a
+            writer.
     """
     if spec.name == AUTO:
         raise ProtoembedError(f"runtime {AUTO!r} is reserved: it names the rule that picks a runtime")
     if spec.name in RUNTIMES:
         raise ProtoembedError(f"runtime {spec.name!r} is already registered")
+    if spec.loader is None:  # only the torch runtime runs without one: a new entry never falls back to it
+        raise ProtoembedError(
+            f"runtime {spec.name!r} has no loader: a runtime opens export folders "
+            "(loader='module:function', see protoembed.runtimes.base.RuntimeSpec)"
+        )
     if spec.format is not None and spec.format in export_formats():
         raise ProtoembedError(f"export format {spec.format!r} already has a writer")
     RUNTIMES[spec.name] = spec
