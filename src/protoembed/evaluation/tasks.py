@@ -550,6 +550,12 @@ def _clustering(name: str, dataset: str, path: str, citation: str) -> Task:
     return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation)
 
 
+def _beir(name: str, folder: str, splits: tuple[str, ...], citation: str) -> Task:
+    """A BEIR dataset of ``protoembed data`` (``beir-<folder>``) as a retrieval task, named as MTEB names it;
+    outside every default run (the papers evaluate none): ``eval retrieval --task NAME`` runs it."""
+    return beir_task(name, f"beir-{folder}", f"beir/{folder}", splits, citation=citation, default=False)
+
+
 _YIN_WANG = "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection."
 _XU = "Xu et al., 2017. Self-taught convolutional neural networks for short text clustering."
 
@@ -655,6 +661,50 @@ def _builtin() -> list[Task]:
             _clustering(f"GoogleNews-{part}", f"googlenews-{part.lower()}", f"googlenews/{part}", _YIN_WANG)
             for part in ("TS", "T", "S")
         ),
+        _beir(
+            "SciFact",
+            "scifact",
+            ("train", "test"),
+            "Wadden et al., 2020. Fact or fiction: Verifying scientific claims.",
+        ),
+        _beir(
+            "NFCorpus",
+            "nfcorpus",
+            ("train", "dev", "test"),
+            "Boteva et al., 2016. A full-text learning to rank dataset for medical information retrieval.",
+        ),
+        _beir(
+            "FiQA2018",
+            "fiqa",
+            ("train", "dev", "test"),
+            "Maia et al., 2018. WWW'18 open challenge: Financial opinion mining and question answering.",
+        ),
+        _beir(
+            "ArguAna",
+            "arguana",
+            ("test",),
+            "Wachsmuth et al., 2018. Retrieval of the best counterargument without prior topic knowledge.",
+        ),
+        _beir(
+            "SCIDOCS",
+            "scidocs",
+            ("test",),
+            "Cohan et al., 2020. SPECTER: Document-level representation learning using citation-informed "
+            "transformers.",
+        ),
+        _beir(
+            "QuoraRetrieval",
+            "quora",
+            ("dev", "test"),
+            "Thakur et al., 2021. BEIR: A heterogeneous benchmark for zero-shot evaluation of information "
+            "retrieval models.",
+        ),
+        _beir(
+            "TRECCOVID",
+            "trec-covid",
+            ("test",),
+            "Voorhees et al., 2020. TREC-COVID: Constructing a pandemic information retrieval test collection.",
+        ),
     ]
 
 
@@ -696,7 +746,12 @@ def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None 
         names = default_tasks(suite, split)
     entries = list({e.name: e for e in (get_task(name, suite) for name in names)}.values())
     if not entries:
-        raise ProtoembedError(f"no {suite} task to evaluate")
+        known = [t.name for t in TASKS.values() if suite in t.suites]
+        raise ProtoembedError(
+            f"no {suite} task to evaluate: none runs by default; name one"
+            + (f" (choose from: {', '.join(known)})" if known else "")
+            + (" or give a folder in the BEIR layout (--task-dir)" if suite == "retrieval" else "")
+        )
     for entry in entries:
         if split is not None and split not in entry.splits:
             have = " / ".join(entry.splits) or "no"
