@@ -82,6 +82,7 @@ SUBPROCESS_TESTS = (
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",
     "test_serve_cli.py::test_sigterm_answers_the_requests_in_flight_and_exits_0",
+    "test_task_entries.py::test_an_installed_plugin_task_changes_no_default_run",
 )
 #: Fixtures that spawn Python interpreters: every test using one is a ``subprocess`` test too.
 SUBPROCESS_FIXTURES = ("run_alone",)

@@ -59,7 +59,8 @@ class Task(BaseModel):
     the papers' tables print (``None``: ``name``). ``splits``: the splits it has (none: one set, which a
     transfer task cross-validates; STS's ``--split`` applies to the tasks that have it). ``main_score``:
     the per-task key a suite's ``avg`` averages. ``default``: part of its suites' run when no task is
-    named. ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
+    named (only the papers' tasks are; a task registered by a user or an installed package joins only when
+    it says so). ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
 
     Suite-specific: ``c_grid`` (transfer, scikit-learn classifier: the C values searched), ``f1``
     (transfer: F1 of class 1 reported beside accuracy, as for MRPC), ``n_clusters`` (clustering: k;
@@ -76,7 +77,7 @@ class Task(BaseModel):
     display: str | None = None
     splits: tuple[Split, ...] = ("test",)
     main_score: str = "acc"
-    default: bool = True
+    default: bool = False
     languages: tuple[str, ...] = ("en",)
     citation: str = ""
     raw_dataset: str | None = None
@@ -407,7 +408,9 @@ class TaskDeclaration(BaseModel):
     pairs: bool = Field(False, description="classification: text1<TAB>text2<TAB>label lines")
     dataset: str | None = Field(None, description="the `protoembed data` entry that installs the files")
     display: str | None = Field(None, description="the name the tables print")
-    default: bool = Field(True, description="part of its suites' default run")
+    default: bool = Field(
+        False, description="part of its suites' default run (the papers' tasks only, unless true)"
+    )
     c_grid: tuple[float, ...] | None = Field(None, description="classification: the C values searched")
     f1: bool = Field(False, description="classification: report F1 of class 1 too")
     n_clusters: int | None = Field(None, ge=2, description="clustering: k (default: the classes)")
@@ -475,6 +478,7 @@ def _sts_year(year: str, citation: str) -> Task:
         return [p.as_posix() for pair in pairs for p in pair]
 
     return make_task(
+        default=True,
         name=year,
         suites=("sts",),
         dataset="senteval",
@@ -490,6 +494,7 @@ def _stsb(citation: str) -> Task:
     from protoembed.data.benchmarks.sts import read_stsb, stsb_file
 
     return make_task(
+        default=True,
         name="STSBenchmark",
         display="STS-B",
         suites=("sts",),
@@ -507,6 +512,7 @@ def _sick(citation: str) -> Task:
     from protoembed.data.benchmarks.sts import read_sick, sick_file
 
     return make_task(
+        default=True,
         name="SICKRelatedness",
         display="SICK-R",
         suites=("sts",),
@@ -524,6 +530,7 @@ def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str
     from protoembed.data.benchmarks.transfer import read_binary
 
     return make_task(
+        default=True,
         name=name,
         suites=("transfer", "fewshot"),
         dataset="senteval",
@@ -536,6 +543,7 @@ def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str
 
 def _transfer(name: str, folder: str, reader: Callable[[Path], Any], citation: str, **fields: Any) -> Task:
     return make_task(
+        default=True,
         name=name,
         suites=("transfer", "fewshot"),
         dataset="senteval",
@@ -547,13 +555,13 @@ def _transfer(name: str, folder: str, reader: Callable[[Path], Any], citation: s
 
 
 def _clustering(name: str, dataset: str, path: str, citation: str) -> Task:
-    return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation)
+    return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation, default=True)
 
 
 def _beir(name: str, folder: str, splits: tuple[str, ...], citation: str) -> Task:
     """A BEIR dataset of ``protoembed data`` (``beir-<folder>``) as a retrieval task, named as MTEB names it;
     outside every default run (the papers evaluate none): ``eval retrieval --task NAME`` runs it."""
-    return beir_task(name, f"beir-{folder}", f"beir/{folder}", splits, citation=citation, default=False)
+    return beir_task(name, f"beir-{folder}", f"beir/{folder}", splits, citation=citation)
 
 
 _YIN_WANG = "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection."
