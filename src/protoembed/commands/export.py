@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from protoembed.commands.common import add_option_flags
-from protoembed.data.paths import DATA_DIR_DEFAULT
+from protoembed.commands.common import add_data_dir_option, add_option_flags
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import QUANTIZE
 from protoembed.model_spec import ModelSpec
@@ -47,9 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line, repeats counted once "
         "(default: the first 512 distinct lines of the staged Wikipedia sample under --data-dir)",
     )
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
-    )
+    add_data_dir_option(parser)
     add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
     parser.set_defaults(func=run)
 
