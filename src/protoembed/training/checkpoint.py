@@ -47,6 +47,8 @@ class TrainerState:
         wall_time_s: training wall time up to ``step``, over every (resumed) process.
         world_size: number of processes that wrote the checkpoint.
         total_steps: steps of the whole run.
+        tokens: tokens trained up to the last logging step (:mod:`protoembed.training.throughput`).
+        train_time_s: seconds the steps took up to then, evaluations and checkpoints excluded.
     """
 
     step: int = 0
@@ -57,6 +59,8 @@ class TrainerState:
     wall_time_s: float = 0.0
     world_size: int = 1
     total_steps: int = 0
+    tokens: int = 0
+    train_time_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data."""
