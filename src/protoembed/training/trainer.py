@@ -100,9 +100,9 @@ from protoembed.training.components import (
     Evaluator,
     ObjectiveFactory,
     TrainableObjective,
+    adamw,
     build_objective_from_config,
     embedder_for,
-    adamw,
     example_loader,
     examples_for,
     loader_workers,
@@ -121,8 +121,8 @@ from protoembed.training.runlog import RunLog
 from protoembed.training.samplers import EpochPlan, build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
-from protoembed.training.throughput import TokenCounter, device_peak_flops, flop_params, mfu
 from protoembed.training.streaming import StreamedBatches, stream_loader, streamed_examples, streamed_for
+from protoembed.training.throughput import TokenCounter, device_peak_flops, flop_params, mfu
 from protoembed.training.trackers import (
     TRACKER_DIR,
     TrackedLog,
@@ -190,7 +190,9 @@ class Trainer:
             cpu=not torch.cuda.is_available(),
             mixed_precision=accelerate_precision(tcfg.precision),
             # pinned batches (CUDA) go to the device without blocking the host
-            dataloader_config=DataLoaderConfiguration(split_batches=True, non_blocking=torch.cuda.is_available()),
+            dataloader_config=DataLoaderConfiguration(
+                split_batches=True, non_blocking=torch.cuda.is_available()
+            ),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
             log_with=tcfg.report_to or None,
             project_dir=str(self.output_dir / TRACKER_DIR) if tcfg.report_to else None,
@@ -512,10 +514,10 @@ class Trainer:
                     self.optimizer.zero_grad(set_to_none=True)
                     step += 1
                     pending.append((loss.float().reshape(1), epoch))
-                    progress.update(1)
                     logging_step = step % tcfg.log_steps == 0 or step == self.total_steps
                     eval_step = step % tcfg.eval_steps == 0 or step == self.total_steps
                     if not (logging_step or eval_step or self.callback is not None):
+                        progress.update(1)
                         continue
                     values = self._read_losses(pending, step)
                     pending = []
@@ -546,6 +548,7 @@ class Trainer:
                         self._evaluate(step)
                         self._checkpoint(step)
                         progress.status = self._status(values[-1], self._throughput(0, 0.0))
+                    progress.update(1)
                     if acc.num_processes > 1:
                         self._check_stop(step)
                     mark = time.monotonic()
@@ -596,7 +599,8 @@ class Trainer:
             from accelerate.utils import send_to_device
 
             self.batches.set_epoch(epoch, done)
-            return (send_to_device(batch, self.accelerator.device) for batch in self.loader)
+            device, pinned = self.accelerator.device, self.pinned
+            return (send_to_device(batch, device, non_blocking=pinned) for batch in self.loader)
         self.sampler.set_epoch(epoch)
         loader = self.accelerator.skip_first_batches(self.loader, done) if done else self.loader
         loader.set_epoch(epoch)
