@@ -610,6 +610,15 @@ def breakdown_main(args: argparse.Namespace) -> None:
             value = best[variant][phase]
             cells.append(f"{value:8.2f} ({value / total:4.0%})")
         print(f"{phase:>18}  " + "  ".join(f"{c:>16}" for c in cells))
+    views = runs["plain"][0].views
+    tokenising = []
+    for batch in batches:
+        start = time.perf_counter()
+        views.sentence_ids(batch)
+        tokenising.append(time.perf_counter() - start)
+    print(
+        f"{'of data: tokenising':>18}  {statistics.median(tokenising) * 1000:8.2f} ms (the tokenizer alone)"
+    )
     step = {v: min(values) for v, values in free.items()}
     for variant in runs:
         rate = token_count / step[variant]

@@ -89,6 +89,16 @@ def test_token_counter_reads_view_lengths_and_counts_grad_forwards_only(tiny_mod
     counter.close()
 
 
+@pytest.mark.parametrize("kind", ["bert", "albert", "roberta"])
+def test_training_backbones_attend_with_sdpa(tiny_model_dirs, kind):
+    """The backbone a run trains runs attention in PyTorch's fused SDPA kernel (Hugging Face's default
+    where the architecture has it), not the eager matmul-softmax-matmul."""
+    import protoembed
+
+    backbone = protoembed.load(str(tiny_model_dirs[kind])).encoder.auto_model
+    assert backbone.config._attn_implementation == "sdpa"
+
+
 # ------------------------------------------------------------------ AdamW
 @pytest.mark.parametrize("device", ["cpu", "cuda"])  # the kernels each device gets (fused: CPU kernel here)
 def test_adamw_kernels_step_like_the_plain_loop(device):
@@ -157,6 +167,8 @@ def test_run_reports_tokens_per_second_and_mfu(tiny_model_dirs, corpus, tmp_path
     state = json.loads((out / CHECKPOINT_DIR / "trainer_state.json").read_text())
     assert state["tokens"] == sum(seen) and len(seen) == 5
     assert saved["tokens_per_second"] == pytest.approx(state["tokens"] / state["train_time_s"], abs=0.05)
+    start = _log(out)[0]
+    assert start["event"] == "start" and start["attention"] == "sdpa" and start["loader_workers"] == 0
     entries = [e for e in _log(out) if e["event"] == "train"]
     assert [e["step"] for e in entries] == [2, 4, 5]
     assert all(e["tokens_per_second"] > 0 and e["mfu"] is None for e in entries)

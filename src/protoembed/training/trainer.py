@@ -245,6 +245,8 @@ class Trainer:
         backbone = embedder.encoder.auto_model
         groups = param_groups(objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, backbone)
         optimizer = adamw(groups, tcfg.lr, accelerator.device)
+        #: the backbone's attention kernel (Hugging Face's choice: ``sdpa`` where the architecture has it)
+        self.attention = getattr(backbone.config, "_attn_implementation", None)
         self.tokens = TokenCounter(backbone)
         self.flop_params = flop_params(backbone)
         self.peak = device_peak_flops(accelerator.device, tcfg.precision)
@@ -433,6 +435,8 @@ class Trainer:
                 "total_steps": self.total_steps,
                 "steps_per_epoch": self.steps_per_epoch,
                 "world_size": acc.num_processes,
+                "loader_workers": self.workers,
+                "attention": self.attention,
                 "data": self.examples.summary(),
                 "objective": self._objective_config(),
             }
