@@ -250,3 +250,46 @@ def test_compile_gives_the_eager_losses(tmp_path, corpus):
         losses[compiled] = _losses(out)
     assert len(losses[True]) == 3
     assert losses[True] == pytest.approx(losses[False], abs=1e-5)
+
+
+def test_a_run_saved_before_the_new_keys_resumes_while_they_keep_their_defaults(tmp_path):
+    """A config.yaml written before ``training.compile`` existed: resuming with it at its default is
+    allowed; with it changed, the key is named."""
+    import yaml
+
+    from protoembed.training.checkpoint import check_output_dir
+    from protoembed.training.config_models import TrainingConfig
+
+    training = TrainingConfig(lr=1e-3).model_dump()
+    now = {"output_dir": "x", "training": training, "objective": {"name": "simcse"}}
+    old = {"training": {k: v for k, v in training.items() if k != "compile"}, "objective": {"name": "simcse"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old), encoding="utf-8")
+    assert check_output_dir(tmp_path, now, resume=True) is None
+    changed = {**now, "training": {**training, "compile": True}}
+    with pytest.raises(ProtoembedError, match="config key 'training.compile' differs"):
+        check_output_dir(tmp_path, changed, resume=True)
+
+
+def test_equal_sizes_gathers_without_exchanging_sizes(monkeypatch):
+    """Two (simulated) processes: the gather exchanges sizes (a host read) and then the tensors; inside
+    ``equal_sizes`` only the tensors, with the same result."""
+    from protoembed.objectives import distributed
+
+    calls: list[int] = []
+
+    def all_gather(parts, tensor):
+        calls.append(len(parts))
+        for part in parts:
+            part.copy_(tensor)
+
+    monkeypatch.setattr(distributed, "world", lambda: (1, 2))
+    monkeypatch.setattr(distributed.dist, "all_gather", all_gather)
+    x = torch.arange(6.0).reshape(3, 2).requires_grad_()
+    plain = distributed.gather_with_grad(x)
+    assert len(calls) == 2
+    calls.clear()
+    with distributed.equal_sizes():
+        fast = distributed.gather_with_grad(x)
+    assert len(calls) == 1 and not distributed._equal_sizes
+    torch.testing.assert_close(fast, plain, rtol=0, atol=0)
+    torch.testing.assert_close(fast, torch.cat([x, x]).detach(), rtol=0, atol=0)

@@ -97,7 +97,7 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
         now = dict(config)
         for data in (before, now):
             data.pop("output_dir", None)
-        diff = first_difference(before, now)
+        diff = first_difference(with_new_defaults(before), now)
         if diff is not None:
             raise ProtoembedError(
                 f"--resume: config key {diff!r} differs from the interrupted run's "
@@ -106,6 +106,22 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
     if results.exists():
         return json.loads(results.read_text(encoding="utf-8"))
     return None
+
+
+def with_new_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with the ``training:`` keys it lacks (written before they existed) at their
+    defaults, so that a run started by an earlier version resumes as long as the new keys keep them."""
+    from protoembed.training.config_models import TrainingConfig
+
+    training = saved.get("training")
+    if not isinstance(training, dict):
+        return saved
+    missing = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in TrainingConfig.model_fields.items()
+        if name not in training
+    }
+    return {**saved, "training": {**training, **missing}}
 
 
 def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
