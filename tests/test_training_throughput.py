@@ -86,6 +86,9 @@ def test_token_counter_reads_view_lengths_and_counts_grad_forwards_only(tiny_mod
     with torch.no_grad():  # GradCache's first pass, an evaluation: not counted
         backbone(input_ids=ids, attention_mask=mask)
     assert counter.take() == 7
+    counter.add_batch({"text": ["a", "b"]})
+    backbone(input_ids=ids)  # no mask: every position
+    assert counter.take() == 10
     counter.close()
 
 

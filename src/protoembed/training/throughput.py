@@ -88,7 +88,7 @@ class TokenCounter:
 
     :meth:`add_batch` takes a step's batch: a :class:`~protoembed.objectives.views.ViewBatch` is counted
     from its row lengths on the host; for any other batch a forward hook on ``backbone`` adds up the
-    attention masks of the forwards run with gradients, on the device. :meth:`take` returns the tokens
+    attention masks (no mask: the positions) of the forwards run with gradients, on the device. :meth:`take` returns the tokens
     counted since the last call (the device part read then: one sync, at a logging step).
     """
 
@@ -111,7 +111,10 @@ class TokenCounter:
         if not (self._hooked and torch.is_grad_enabled()):
             return
         mask = kwargs.get("attention_mask")
-        if mask is None:
+        if mask is None:  # every position of the ids (or embeddings) is a token: a host count
+            inputs = kwargs.get("input_ids", kwargs.get("inputs_embeds", args[0] if args else None))
+            if isinstance(inputs, torch.Tensor):
+                self.host += inputs.shape[0] * inputs.shape[1]
             return
         total = mask.sum()
         self.device = total if self.device is None else self.device + total

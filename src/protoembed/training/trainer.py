@@ -469,7 +469,8 @@ class Trainer:
             self._say(
                 f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
                 f"({dev_score_name(results)}); STS test avg "
-                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}"
+                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}; "
+                f"{self._rate_text(results)}"
             )
         acc.wait_for_everyone()
         return results
@@ -591,10 +592,15 @@ class Trainer:
             "mfu": None if utilisation is None else round(utilisation, 5),
         }
 
+    @staticmethod
+    def _rate_text(rate: dict[str, Any]) -> str:
+        """``51,200 tokens/s`` and, where the peak is known, ``, MFU 8.1%``."""
+        text = f"{rate['tokens_per_second']:,.0f} tokens/s"
+        return text + (f", MFU {rate['mfu']:.1%}" if rate.get("mfu") is not None else "")
+
     def _status(self, loss: float, rate: dict[str, float | None]) -> str:
         """What the progress line shows after the counts: the last loss, the dev score, the throughput."""
-        text = f"loss {loss:.4f}, dev {fmt_score(self.state.last_score)}, {rate['tokens_per_second']:,.0f} tokens/s"
-        return text + (f", MFU {rate['mfu']:.1%}" if rate["mfu"] is not None else "")
+        return f"loss {loss:.4f}, dev {fmt_score(self.state.last_score)}, {self._rate_text(rate)}"
 
     def _epoch_batches(self, epoch: int, done: int) -> Iterable[Any]:
         """The batches of ``epoch`` after the ``done`` first ones: Accelerate's prepared loader in memory,
