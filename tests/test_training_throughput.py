@@ -27,8 +27,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def benchmark_data(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staged benchmark data (the runs' STS-B dev and test sets); only the tests that train use it."""
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
 
 
@@ -137,7 +138,9 @@ def test_loader_workers_default_by_device():
 @pytest.mark.parametrize(
     ("objective", "head", "workers"), [("simcse", "cls", (0, 2)), ("conpvp", "soft_prompt", (1, 2))]
 )
-def test_workers_give_the_same_losses(tiny_model_dirs, corpus, tmp_path, objective, head, workers):
+def test_workers_give_the_same_losses(
+    tiny_model_dirs, corpus, tmp_path, objective, head, workers, benchmark_data
+):
     """SimCSE: 2 workers train exactly as the main process; ConPVP's keyed template draws (any number of
     workers) do not depend on how many workers there are."""
     losses = []
@@ -150,7 +153,7 @@ def test_workers_give_the_same_losses(tiny_model_dirs, corpus, tmp_path, objecti
     assert len(losses[0]) == 4 and losses[0] == losses[1]
 
 
-def test_run_reports_tokens_per_second_and_mfu(tiny_model_dirs, corpus, tmp_path):
+def test_run_reports_tokens_per_second_and_mfu(tiny_model_dirs, corpus, tmp_path, benchmark_data):
     """results.json and every log entry carry tokens_per_second and mfu (null on a CPU); the tokens
     counted are the attention masks the stand-in's two forwards per step read."""
     seen: list[int] = []
@@ -178,7 +181,7 @@ def test_run_reports_tokens_per_second_and_mfu(tiny_model_dirs, corpus, tmp_path
 
 
 def test_a_nan_between_logging_steps_names_its_step_before_the_next_checkpoint(
-    tiny_model_dirs, corpus, tmp_path
+    tiny_model_dirs, corpus, tmp_path, benchmark_data
 ):
     """Losses are read at logging and evaluation steps only; a NaN at step 3 (neither) still stops the
     run naming step 3, at step 4's evaluation, before it writes a checkpoint."""
@@ -218,7 +221,7 @@ def test_training_progress_line_format():
 
 
 def test_training_prints_progress_lines_when_stderr_is_not_a_terminal(
-    tiny_model_dirs, corpus, tmp_path, monkeypatch, capsys
+    tiny_model_dirs, corpus, tmp_path, monkeypatch, capsys, benchmark_data
 ):
     monkeypatch.setattr(progress, "LINE_EVERY", 0.0)  # a line at every step
     cfg = tiny_config(tiny_model_dirs["bert"], corpus, tmp_path / "p", log_steps=2)
@@ -234,7 +237,7 @@ def test_training_prints_progress_lines_when_stderr_is_not_a_terminal(
 
 
 # ------------------------------------------------------------------ torch.compile
-def test_compile_gives_the_eager_losses(tmp_path, corpus):
+def test_compile_gives_the_eager_losses(tmp_path, corpus, benchmark_data):
     """``training.compile: true`` trains as eager does: the same logged losses to 1e-5 over 3 steps (a
     1-layer tiny BERT with dropout off, since compiled dropout draws other masks; compiling its forward
     and backward is most of this test's time on a CPU)."""
