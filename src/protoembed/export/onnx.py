@@ -159,28 +159,93 @@ def _run(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(["sentence_embedding"], feeds)[0]
 
 
-def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention")) -> None:
-    """Replace ``path`` by its dynamically quantised version: int8 weights for every MatMul (and the
-    fused attention's projection), one scale per output column, activations (uint8) quantised per batch
-    at run time."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+#: Activation rows are quantised symmetrically to [-ROW_RANGE, ROW_RANGE] and stored as uint8 around
+#: ROW_OFFSET (the zero point of ``MatMulInteger``'s u8 x s8 product, which every x86 CPU runs).
+ROW_RANGE = 127
+ROW_OFFSET = 128
+#: Weights: 7 bits (reduce range), so AVX2's u8 x s8 multiply-add cannot saturate its int16 sums.
+WEIGHT_RANGE = 63
 
-    fp32 = path.with_name("fp32.onnx")
-    os.replace(path, fp32)
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # the quantiser logs advice through the root logger
-    try:
-        quantize_dynamic(
-            str(fp32),
-            str(path),
-            op_types_to_quantize=list(op_types),
-            weight_type=QuantType.QInt8,
-            per_channel=True,  # one scale per output column: 4-5x closer to fp32 than one per matrix
-            reduce_range=True,  # 7-bit weights: no int16 saturation in AVX2's u8 x s8 multiply-add
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused ops have no shape info
-        )
-    finally:
-        root.setLevel(level)
-    fp32.unlink()
+
+def _quantize_int8(path: Path) -> None:
+    """Replace the graph at ``path`` by its int8 version: every MatMul by a constant 2-D weight becomes an
+    integer matrix multiplication (``MatMulInteger``, int32 sums) of int8 weights, one scale per output
+    column, by the activations quantised at run time with one scale per row (per token: the row's
+    largest absolute value over :data:`ROW_RANGE`), then rescaled to fp32 by both scales.
+
+    A row's scale is read from that row alone, so a text's vector does not depend on the other texts of
+    its batch nor on their padding (ONNX Runtime's own dynamic quantisation takes one scale per tensor,
+    i.e. per batch). The fused attention's input projections stay fp32."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer}
+    opset = next(entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx"))
+    nodes: list[Any] = []
+    added: list[Any] = []
+    for node in graph.node:
+        weight = weights.get(node.input[1]) if node.op_type == "MatMul" else None
+        if weight is None or len(weight.dims) != 2:
+            nodes.append(node)
+            continue
+        prefix = f"int8_{len(added) // 2}"
+        matrix = numpy_helper.to_array(weight).astype(np.float32)
+        scale = np.maximum(np.abs(matrix).max(axis=0), np.finfo(np.float32).tiny) / WEIGHT_RANGE
+        added.append(numpy_helper.from_array(np.round(matrix / scale).astype(np.int8), f"{prefix}_w"))
+        added.append(numpy_helper.from_array(scale.astype(np.float32), f"{prefix}_w_scale"))
+        nodes.extend(_row_quantised_matmul(node, prefix, opset))
+    quantised = len(added) // 2
+    constants = {
+        "int8_inv_range": np.float32(1.0 / ROW_RANGE),
+        "int8_tiny": np.float32(np.finfo(np.float32).tiny),
+        "int8_offset": np.float32(ROW_OFFSET),
+        "int8_low": np.float32(0.0),
+        "int8_high": np.float32(2 * ROW_OFFSET - 1),
+        "int8_zero_point": np.uint8(ROW_OFFSET),
+    }
+    if opset >= 18:
+        constants["int8_last_axis"] = np.array([-1], dtype=np.int64)
+    added.extend(numpy_helper.from_array(np.asarray(value), name) for name, value in constants.items())
+    used = {name for node in nodes for name in node.input}
+    kept = [init for init in graph.initializer if init.name in used]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + added)
+    logger.info("int8: %d matrix multiplications quantised with per-row activation scales", quantised)
+    tmp = path.with_name("int8.onnx")
+    onnx.save(model, str(tmp))
+    os.replace(tmp, path)
+
+
+def _row_quantised_matmul(node: Any, prefix: str, opset: int) -> list[Any]:
+    """The nodes that compute ``node`` (``X @ W``, W replaced by ``{prefix}_w`` int8 and its column scales
+    ``{prefix}_w_scale``) with X quantised per row: s = max(|X|, last axis) / 127, q = round(X / s) + 128
+    (uint8), then ``MatMulInteger(q, W, 128) * s * w_scale``. ``opset``: the graph's (ReduceMax takes its
+    axes as an input from opset 18, as an attribute before)."""
+    from onnx import TensorProto, helper
+
+    x, out = node.input[0], node.output[0]
+
+    def name(part: str) -> str:
+        return f"{prefix}_{part}"
+
+    return [
+        helper.make_node("Abs", [x], [name("abs")]),
+        helper.make_node("ReduceMax", [name("abs"), "int8_last_axis"], [name("max")], keepdims=1)
+        if opset >= 18
+        else helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[-1], keepdims=1),
+        helper.make_node("Max", [name("max"), "int8_tiny"], [name("max_pos")]),
+        helper.make_node("Mul", [name("max_pos"), "int8_inv_range"], [name("scale")]),
+        helper.make_node("Div", [x, name("scale")], [name("ratio")]),
+        helper.make_node("Round", [name("ratio")], [name("rounded")]),
+        helper.make_node("Add", [name("rounded"), "int8_offset"], [name("shifted")]),
+        helper.make_node("Clip", [name("shifted"), "int8_low", "int8_high"], [name("clipped")]),
+        helper.make_node("Cast", [name("clipped")], [name("q")], to=TensorProto.UINT8),
+        helper.make_node("MatMulInteger", [name("q"), name("w"), "int8_zero_point"], [name("int32")]),
+        helper.make_node("Cast", [name("int32")], [name("sums")], to=TensorProto.FLOAT),
+        helper.make_node("Mul", [name("sums"), name("scale")], [name("row_scaled")]),
+        helper.make_node("Mul", [name("row_scaled"), name("w_scale")], [out]),
+    ]
