@@ -24,6 +24,11 @@ SENTENCES = [
     "stocks fell sharply after the report on monday .",
 ]
 
+#: int8 calibration sentences (one batch of distinct ones)
+CALIBRATION = [
+    f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
+]
+
 
 def assert_same_vectors(torch_model, onnx_model, atol: float = 1e-4) -> None:
     """Mixed lengths in batches of 2 and 5, one sentence alone, and a single string."""
@@ -80,11 +85,12 @@ def test_soft_prompt_vectors_live_in_the_graph(tiny_model_dirs, tmp_path):
 
 def test_int8_export_quantises_the_matmuls(exported_mean, tmp_path):
     model, _ = exported_mean
-    out = export_embedder(model, tmp_path / "int8", quantize="int8")
+    out = export_embedder(model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)
     graph = onnx.load(str(out / GRAPH_FILE)).graph
     ops = {node.op_type for node in graph.node}
     weights = {init.name for init in graph.initializer}
-    assert "MatMulInteger" in ops and not {"DynamicQuantizeLinear", "DynamicQuantizeMatMul"} & ops
+    # fixed activation scales: no quantisation at run time
+    assert {"QuantizeLinear", "MatMulInteger"} <= ops and "DynamicQuantizeLinear" not in ops
     # no matrix multiplication by a constant weight is left in fp32
     assert not [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
@@ -99,7 +105,10 @@ def test_int8_vectors_do_not_depend_on_the_batch(exported_mean, tmp_path):
     from tiny_models import CORPUS
 
     model, _ = exported_mean
-    int8 = protoembed.load(str(export_embedder(model, tmp_path / "int8", quantize="int8")), runtime="onnx")
+    int8 = protoembed.load(
+        str(export_embedder(model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)),
+        runtime="onnx",
+    )
     others = [f"{CORPUS[i % 11]} {CORPUS[(7 * i) % 11]}"[: 10 + 3 * i] for i in range(64)]
     text = SENTENCES[0]
     alone = int8.encode([text])[0]
@@ -226,7 +235,7 @@ def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch)
 
     monkeypatch.setattr(onnx_module, "_quantize_int8", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        export_embedder(model, tmp_path / "out", quantize="int8")
+        export_embedder(model, tmp_path / "out", quantize="int8", calibration=CALIBRATION)
     assert list(tmp_path.iterdir()) == []
 
 

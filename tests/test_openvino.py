@@ -125,7 +125,7 @@ def test_openvino_runs_an_onnx_folder_and_a_torch_model(mean_model, tmp_path, mo
 
 def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypatch):
     onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
-    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8")
+    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)
     configs = {
         name: json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
         for name, folder in (("ov", openvino_mean), ("onnx", onnx_folder), ("int8", int8_folder))

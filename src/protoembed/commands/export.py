@@ -66,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     if is_export_dir(args.model):
         raise ProtoembedError(f"{args.model}: already an export; export the torch model instead")
     check_export_target(args.output, args.quantize, args.format)  # before the model loads (seconds)
-    calibration = args.calibration  # the file: read (and named) by the format's calibration
     if writer.calibration is not None and args.quantize is not None:
-        calibration = writer.calibrate(args.calibration, args.data_dir)
+        from protoembed.export.calibration import calibration_source
+
+        calibration_source(args.calibration, args.data_dir)  # the file (or the staged sample) is readable
     from protoembed import load
     from protoembed.export import export_embedder
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         args.output,
         quantize=args.quantize,
         format=args.format,
-        calibration=calibration,
+        calibration=args.calibration,  # the file: read (and named) by the format's calibration
         data_dir=args.data_dir,
     )
     kind = f"{args.format}, {args.quantize or 'fp32'}"

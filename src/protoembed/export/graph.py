@@ -98,9 +98,9 @@ def export_embedder(
         path: output folder; replaced if it holds an earlier export, refused if it holds anything else.
             Built in a hidden temp sibling and renamed into place, so an interrupted export leaves
             no half-written folder.
-        quantize: ``None`` (fp32) or ``"int8"``: the format's quantisation (``onnx``: ONNX Runtime's
-            dynamic quantisation of the matrix multiplications; ``openvino``: NNCF's calibrated
-            post-training quantisation).
+        quantize: ``None`` (fp32) or ``"int8"``: the format's quantisation, calibrated on
+            ``calibration`` (``onnx``: int8 matrix multiplications with fixed activation scales;
+            ``openvino``: NNCF's post-training quantisation).
         optimize: let the writer optimise the graph (``onnx``: fuse attention / LayerNorm / GELU).
         format: an export format of :func:`protoembed.runtimes.export_formats` (``onnx``:
             ``onnx/model.onnx``; ``openvino``: ``openvino/openvino_model.xml`` + ``.bin``).
