@@ -30,6 +30,7 @@ BACKBONE_TESTS = (
     "test_export.py::test_default_model_export_equals_torch",
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
+    "test_readme_snippet.py::test_the_readme_example_runs_and_sentence_transformers_loads_its_model",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
