@@ -9,7 +9,7 @@ caller's texts, else the staged Wikipedia sample: :mod:`protoembed.export.calibr
 vector does not depend on the other texts of its batch.
 
 Running (:func:`load_onnx` -> :class:`OnnxEmbedder`): ONNX Runtime's CPU provider with, for speed, one
-intra-op thread per core, every graph optimisation and sequential execution (the graph is one chain of
+intra-op thread per free core (:mod:`protoembed.threads`), every graph optimisation and sequential execution (the graph is one chain of
 layers: parallel execution only adds scheduling).
 """
 
@@ -29,6 +29,7 @@ from protoembed.export.calibration import calibration_feeds
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.quiet import stdout_to_log
 from protoembed.export.runtime import ExportedEmbedder
+from protoembed.threads import intra_op_threads
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -38,7 +39,8 @@ logger = logging.getLogger(__name__)
 
 
 def session_options(threads: int | None = None) -> Any:
-    """ONNX Runtime options: ``threads`` intra-op threads (default: the usable cores), all optimisations,
+    """ONNX Runtime options: ``threads`` intra-op threads (default: the free usable cores,
+    :func:`protoembed.threads.intra_op_threads`), all optimisations,
     and intra-op threads that sleep between operators instead of spinning.
 
     Spinning threads gain nothing measurable on idle cores, and on busy ones (a server's own HTTP threads
@@ -48,7 +50,7 @@ def session_options(threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+    options.intra_op_num_threads = intra_op_threads(threads)
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
