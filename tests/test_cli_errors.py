@@ -830,6 +830,24 @@ def test_every_table_title_names_the_model_head_and_scorer():
     )
 
 
+def test_every_table_title_names_the_runtime_and_precision_that_ran():
+    """An fp32 ONNX folder that ran OpenVINO bf16 says so in the title, as its results JSON does."""
+    from protoembed.evaluation.clustering import format_clustering_table
+    from protoembed.evaluation.sts import format_sts_table
+
+    record = {"model": "minilm-onnx", "head": "mean", "runtime": "openvino", "precision": "bf16"}
+    sts = {
+        **record,
+        "variant": "senteval",
+        "tasks": {"STSBenchmark": {"spearman": 1.0, "pearson": 2.0, "n": 3}},
+    }
+    assert format_sts_table({**sts, "avg": 1.0}).splitlines()[0] == (
+        "STS (senteval data, test split, model minilm-onnx, head mean, scorer cosine, encoded by openvino in bf16)"
+    )
+    clustering = {**record, "runtime": "onnx", "precision": "int8", "tasks": {}, "avg": None}
+    assert format_clustering_table(clustering).splitlines()[0].endswith(", encoded by onnx in int8)")
+
+
 # --------------------------------------------------------------------------- model cards
 
 
