@@ -914,7 +914,8 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
 
 def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
     """A bad key, a bad objective option, a missing base: file, a read-only output folder, a base model
-    that is not there, a training file whose second row does not parse, an output folder held by another
+    that is not there, a training file whose second row does not parse, a max_seq_length above the base
+    model's position limit (its config.json read without torch), an output folder held by another
     run and one that holds a finished run: each a one-line error (exit 2) from an interpreter that never imported torch,
     transformers or sentence-transformers (they take most of a minute to import on a busy machine), and
     no output folder left behind; ``--check`` of a good fp32 run passes, says what it checked and imports
@@ -929,6 +930,7 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "base": "base: missing.yaml\n" + text,
         "model": text.replace(f"model: {tiny_model_dirs['bert']}", f"model: {tmp_path / 'no-model'}"),
         "rows": text.replace(f"corpus: {tmp_path / 'corpus.txt'}", f"corpus: {rows}"),
+        "length": text.replace("max_seq_length: 16", "max_seq_length: 100000"),
     }
     for name, content in bad.items():
         assert content != text
@@ -965,6 +967,8 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "base file 'missing.yaml' not found",
         f"model '{tmp_path / 'no-model'}': no such directory, and not a Hugging Face hub id",
         f"{rows}:2: expected a JSON object",
+        f"max_seq_length 100000 is above the position limit of base model {tiny_model_dirs['bert']}: 128 "
+        f"(max_position_embeddings in {tiny_model_dirs['bert'] / 'config.json'})",
         "not writable",
         f"{busy} is in use by another training run (another process); wait for it to end or choose another "
         "--output-dir",
