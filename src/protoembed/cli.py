@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)  # what a resume command repeats
     if args.command in MODEL_COMMANDS and "torch" not in sys.modules:
         from protoembed.threads import configure_process
 
