@@ -20,8 +20,8 @@ Endpoints (the OpenAI embeddings API, so its clients work unchanged):
 With :attr:`ServeSettings.api_key`, ``/v1/*`` needs ``Authorization: Bearer KEY``. Every error is
 OpenAI's JSON shape ``{"error": {"message", "type", "param", "code"}}``: 400 for a malformed or invalid
 request (never 422), 401 without the key, 404 for another model's name (``model_not_found``), 413 for too
-many or too long inputs, 429 above ``max_concurrent_requests`` requests in flight, 503 while starting or
-stopping, 500 only for a failure of the server itself.
+many or too long inputs, 429 above ``max_concurrent_requests`` requests in flight (``Retry-After: 1``),
+503 while starting or stopping, 500 only for a failure of the server itself.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 EMBEDDINGS = "/v1/embeddings"
 #: The endpoints counted by name in the metrics (any other path counts as ``other``).
 ENDPOINTS = (EMBEDDINGS, "/v1/models", "/health", "/metrics")
+#: Seconds a 429 answer asks the client to wait (its ``Retry-After`` header): requests in flight take
+#: milliseconds to a few seconds.
+RETRY_AFTER = 1
 
 
 class APIError(Exception):
@@ -71,14 +74,18 @@ class APIError(Exception):
         param: str | None = None,
         code: str | None = None,
         kind: str = "invalid_request_error",
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+        self.retry_after = retry_after
 
     def response(self) -> JSONResponse:
-        """The JSON response ``{"error": {"message", "type", "param", "code"}}``."""
+        """The JSON response ``{"error": {"message", "type", "param", "code"}}`` (with a ``Retry-After``
+        header, in seconds, when ``retry_after`` is set)."""
         body = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
-        return JSONResponse({"error": body}, status_code=self.status)
+        headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else None
+        return JSONResponse({"error": body}, status_code=self.status, headers=headers)
 
 
 class EmbeddingRequest(BaseModel):
@@ -274,6 +281,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
                     f"{settings.max_concurrent_requests} requests are in flight, the most this server takes; retry later",
                     code="rate_limit_exceeded",
                     kind="rate_limit_error",
+                    retry_after=RETRY_AFTER,
                 ).response()
             if response is None:
                 if limited:
