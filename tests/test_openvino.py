@@ -176,6 +176,21 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd
         protoembed.load(str(out), precision="bf16")
 
 
+def test_int8_openvino_vectors_do_not_depend_on_the_batch(mean_model, tmp_path):
+    """NNCF's scales are fixed: a text alone, among 64 others (padding) and in another order, one vector."""
+    from tiny_models import CORPUS
+
+    out = export_embedder(
+        mean_model, tmp_path / "ov8", format="openvino", quantize="int8", calibration=CALIBRATION
+    )
+    int8 = protoembed.load(str(out))
+    others = [f"{CORPUS[i % 11]} {CORPUS[(7 * i) % 11]}"[: 10 + 3 * i] for i in range(64)]
+    text = "a man is playing a guitar ."
+    alone = int8.encode([text])[0]
+    np.testing.assert_allclose(int8.encode([*others, text], batch_size=65)[-1], alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(int8.encode([text, *others[::-1]], batch_size=65)[0], alone, rtol=0, atol=1e-6)
+
+
 def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):
     from protoembed.export.openvino import CALIBRATION_BATCH, CALIBRATION_BATCHES, calibration_sentences
 
