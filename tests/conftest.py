@@ -52,6 +52,7 @@ BACKBONE_TESTS = (
     "test_export.py::test_default_model_export_equals_torch",
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
+    "test_readme_snippet.py::test_the_readme_example_runs_and_sentence_transformers_loads_its_model",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
@@ -77,6 +78,7 @@ SUBPROCESS_TESTS = (
     "test_objectives_supervised.py::test_two_processes_equal_one_process_on_the_concatenated_batch",
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
+    "test_threads.py::test_model_commands_size_torch_s_threads_before_it_loads",
     "test_bench_device_check.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",

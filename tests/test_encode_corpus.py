@@ -494,6 +494,48 @@ def test_a_full_disk_leaves_no_partial_shard_and_resumes(model, tmp_path, one_th
     assert shard_hashes(out) == shard_hashes(reference)
 
 
+def test_a_full_disk_in_the_command_names_the_reason_and_the_resume_command(
+    model_dir, tmp_path, one_thread, monkeypatch, capsys
+):
+    """numpy's own full-disk error carries no errno ("N requested and M written"): the folder's free space
+    names the reason, and the command's one line ends with the command that resumes (as train's does)."""
+    import shlex
+
+    src = write_txt(tmp_path / "in.txt")
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    common = ["--model", model_dir, "--shard-size", "5", "--batch-size", "4", "--no-progress"]
+    assert main(["encode", str(src), "-o", str(reference), *common]) == 0
+    real_save, saves = np.save, []
+
+    def save(path, array, *args, **kwargs):
+        saves.append(path)
+        if len(saves) == 3:  # what numpy's tofile raises when the disk fills mid-shard
+            with open(path, "wb") as handle:
+                handle.write(b"\x93NUMPY half a shard")
+            raise OSError("4000 requested and 19 written")
+        return real_save(path, array, *args, **kwargs)
+
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    argv = ["encode", str(src), "-o", str(out), *common]
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(np, "save", save)
+        patch.setattr(os, "statvfs", lambda folder: Full())
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    message, command = err.strip().split("; resume with: ")
+    assert (
+        message
+        == f"protoembed: error: cannot write {out / 'shard-00002.npy'}: No space left on device; no partial file is left"
+    )
+    assert shlex.split(command) == ["protoembed", *argv, "--resume"]
+    assert main(shlex.split(command)[1:]) == 0
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
 def test_another_runs_folder_is_refused(model, tmp_path):
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"

@@ -156,7 +156,7 @@ def test_openvino_runs_an_onnx_folder_and_a_torch_model(mean_model, tmp_path, mo
 
 def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypatch):
     onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
-    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8")
+    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)
     configs = {
         name: json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
         for name, folder in (("ov", openvino_mean), ("onnx", onnx_folder), ("int8", int8_folder))
@@ -207,6 +207,21 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd
     assert cosines.min() > 0.9
     with pytest.raises(ProtoembedError, match="exported in int8"):
         protoembed.load(str(out), precision="bf16")
+
+
+def test_int8_openvino_vectors_do_not_depend_on_the_batch(mean_model, tmp_path):
+    """NNCF's scales are fixed: a text alone, among 64 others (padding) and in another order, one vector."""
+    from tiny_models import CORPUS
+
+    out = export_embedder(
+        mean_model, tmp_path / "ov8", format="openvino", quantize="int8", calibration=CALIBRATION
+    )
+    int8 = protoembed.load(str(out))
+    others = [f"{CORPUS[i % 11]} {CORPUS[(7 * i) % 11]}"[: 10 + 3 * i] for i in range(64)]
+    text = "a man is playing a guitar ."
+    alone = int8.encode([text])[0]
+    np.testing.assert_allclose(int8.encode([*others, text], batch_size=65)[-1], alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(int8.encode([text, *others[::-1]], batch_size=65)[0], alone, rtol=0, atol=1e-6)
 
 
 def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):

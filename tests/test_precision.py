@@ -63,7 +63,10 @@ def test_bad_precision_and_bf16_on_an_export_are_errors(tiny_model_dirs, tmp_pat
     ):
         protoembed.load(str(out), precision="bf16", runtime="onnx")
     assert protoembed.load(str(out), precision="fp32", runtime="onnx").precision == "fp32"
-    int8 = export_embedder(model, tmp_path / "int8", quantize="int8")
+    calibration = [
+        f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
+    ]
+    int8 = export_embedder(model, tmp_path / "int8", quantize="int8", calibration=calibration)
     for runtime in ("onnx", "openvino", "auto"):
         with pytest.raises(ProtoembedError, match=r"exported in int8; it cannot run in bf16"):
             protoembed.load(str(int8), precision="bf16", runtime=runtime)

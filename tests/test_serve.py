@@ -343,7 +343,7 @@ def test_a_request_beyond_max_concurrent_requests_gets_429(mean_model):
             second = httpx.post(f"{base}/v1/embeddings", json={"input": "a dog"}, timeout=30)
             release.set()
             vectors = first.result(60)
-        assert second.status_code == 429
+        assert second.status_code == 429 and second.headers["Retry-After"] == "1"
         assert second.json()["error"]["code"] == "rate_limit_exceeded"
         np.testing.assert_allclose(vectors, mean_model.encode(["the cat"]), atol=1e-6, rtol=0)
         assert embeddings(base, ["a dog"]).shape == (1, 32)  # free again

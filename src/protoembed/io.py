@@ -63,19 +63,25 @@ def write_failure(err: BaseException, folder: str | os.PathLike | None = None) -
     while current is not None and id(current) not in seen:  # an OSError anywhere in the chain
         seen.add(id(current))
         if isinstance(current, OSError) and not isinstance(current, FileNotFoundError):
-            return _reason(current)
+            # numpy's writer says "N requested and M written" with no errno: the folder's free space says why
+            return current.strerror or _full_disk(folder) or _reason(current)
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     text = str(err)
     if not any(marker in text for marker in _LIBRARY_WRITE_FAILURES):
         return None
     if "No space left on device" in text:
         return "No space left on device"
+    return _full_disk(folder) or f"write error ({text.splitlines()[0][:120]})"
+
+
+def _full_disk(folder: str | os.PathLike | None) -> str | None:
+    """``No space left on device`` when ``folder``'s file system has less than 1 MiB free, else ``None``."""
     if folder is not None:
         with contextlib.suppress(OSError):
             stat = os.statvfs(folder)
             if stat.f_bavail * stat.f_frsize < 1 << 20:
                 return "No space left on device"
-    return f"write error ({text.splitlines()[0][:120]})"
+    return None
 
 
 def _kept(target: Path, existed: bool, kind: str = "file") -> str:

@@ -65,16 +65,10 @@ def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
 @contextlib.contextmanager
 def registered(entry: Task | None) -> Iterator[None]:
     """``entry`` (``--task-dir``'s task) in :data:`protoembed.evaluation.tasks.TASKS` for the block only."""
-    from protoembed.evaluation.tasks import register_task, unregister_task
+    from protoembed.evaluation.tasks import registered_for_now
 
-    if entry is None:
+    with registered_for_now([entry] if entry is not None else None):
         yield
-        return
-    register_task(entry)
-    try:
-        yield
-    finally:
-        unregister_task(entry.name)
 
 
 def run_eval(suite: Suite, args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ Nothing here reads a file or imports torch; the built-in entries are made on fir
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -231,6 +232,23 @@ def unregister_task(name: str) -> None:
     name = get_task(name).name
     TASKS._all().pop(name)
     _DECLARED.pop(name, None)
+
+
+@contextlib.contextmanager
+def registered_for_now(entries: Iterable[str | Task] | str | None) -> Iterator[None]:
+    """The :class:`Task` objects among ``entries`` that are not registered (a ``--task-dir`` folder, a
+    :func:`beir_folder_task` given to :func:`protoembed.evaluate`) in :data:`TASKS` for the block only;
+    names and registered entries are left as they are."""
+    if entries is None or isinstance(entries, str):
+        entries = []
+    added = [e for e in entries if isinstance(e, Task) and TASKS.get(e.name) is not e]
+    for entry in added:
+        register_task(entry)
+    try:
+        yield
+    finally:
+        for entry in added:
+            unregister_task(entry.name)
 
 
 def _entry_point_tasks() -> list[Task]:
@@ -739,6 +757,11 @@ def get_task(name: str | Task, suite: str | None = None) -> Task:
             return task
     listed = ", ".join(f"{t.name} ({t.display})" if t.display else t.name for t in known)
     of = f" of suite {suite}" if suite else ""
+    if not known:
+        raise ProtoembedError(
+            f"unknown task {name!r}{of}: no task{of} is registered; give its Task entry (e.g. "
+            "beir_folder_task(folder)) or register one (register_task)"
+        )
     raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
 
 

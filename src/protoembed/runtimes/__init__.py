@@ -42,8 +42,9 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format="onnx",
             format_label="ONNX",
             format_help="onnx/model.onnx",
-            quantize_help="dynamic quantisation",
+            quantize_help="int8 matrix multiplications, activation scales calibrated on --calibration",
             writer="protoembed.export.onnx:write_onnx",
+            calibration="protoembed.export.calibration:calibration_sentences",
             reads=("onnx",),
             loader="protoembed.export.onnx:load_onnx",
             auto_priority=10,
@@ -62,7 +63,7 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format_version=2,
             quantize_help="NNCF post-training quantisation calibrated on --calibration",
             writer="protoembed.export.openvino:write_openvino",
-            calibration="protoembed.export.openvino:calibration_sentences",
+            calibration="protoembed.export.calibration:calibration_sentences",
             reads=("onnx", "openvino"),
             loader="protoembed.export.openvino:load_openvino",
             precisions=PRECISIONS,
@@ -174,7 +175,7 @@ def auto_runtime(config: dict[str, Any]) -> str:
     (:attr:`~RuntimeSpec.auto_when`) holds, else the first. With the entries here:
 
     - an OpenVINO folder (``--format openvino``): ``openvino`` (its only reader);
-    - an int8 ONNX folder: ``onnx`` (its dynamic-quantisation operators are ONNX Runtime's);
+    - an int8 ONNX folder: ``onnx`` (its quantised attention operators are ONNX Runtime's);
     - an fp32 ONNX folder: ``openvino`` where the CPU has native bf16 (AVX512-BF16 or AMX) and the
       ``openvino`` package is installed (it runs the graph in bf16 there), else ``onnx``.
     """
