@@ -365,13 +365,15 @@ def _wait_for(condition, process: subprocess.Popen, what: str, limit: float = 24
 
 def _run_outputs(folder: Path) -> dict[str, object]:
     """What a finished run leaves, comparable across folders: ``best/`` byte for byte, the results and the
-    log without paths and wall times, and the names of every entry (no temp folder left behind)."""
+    log without paths, wall times and the rates measured by them (tokens/s, MFU), and the names of every
+    entry (no temp folder left behind)."""
+    rates = ("tokens_per_second", "mfu")
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    for key in ("model", "train_wall_time_s"):
+    for key in ("model", "train_wall_time_s", *rates):
         results.pop(key)
     log = [json.loads(line) for line in (folder / "training_log.jsonl").read_text().splitlines()]
     for entry in log:
-        for key in ("elapsed_s", "wall_time_s", "data"):
+        for key in ("elapsed_s", "wall_time_s", "data", *rates):
             entry.pop(key, None)
     return {
         "best": {
