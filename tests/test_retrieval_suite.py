@@ -191,8 +191,8 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     with pytest.raises(ProtoembedError) as info:
         protoembed.evaluate(tiny, tasks=["toyset"], suite="retrieval")
     assert str(info.value) == (
-        "unknown task 'toyset' of suite retrieval: no task of suite retrieval is registered; give its Task "
-        "entry (e.g. beir_folder_task(folder)) or register one (register_task)"
+        "unknown task 'toyset' of suite retrieval; choose from: SciFact, NFCorpus, FiQA2018, ArguAna, SCIDOCS, "
+        "QuoraRetrieval, TRECCOVID"
     )
     register_tasks(beir_task("toyset", None, str(folder)))
     got = protoembed.evaluate(tiny, tasks=["toyset"], score_function="dot")
