@@ -60,6 +60,8 @@ MAX_DEFAULT_WORKERS = 8
 #: On the CPU the forward costs many times the tokenisation of a sentence (the default model: ~1.5k
 #: sentences/s on 2 cores against ~25k/s for the tokenizer on one): one worker per this many cores.
 CPU_CORES_PER_WORKER = 16
+#: The name of the tokenizer threads (``protoembed-tokenize_0``, ...).
+TOKENIZER_THREADS = "protoembed-tokenize"
 
 
 def usable_cores() -> int:
@@ -82,13 +84,23 @@ def default_tokenizer_workers(device: torch.device | str) -> int:
     return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
 
 
-def check_pipeline_options(tokenizer_workers: Any, max_tokens_per_batch: Any) -> tuple[int | None, int | None]:
+def tokenizer_pool(workers: int) -> ThreadPoolExecutor:
+    """The pool of ``workers`` tokenizer threads (named ``protoembed-tokenize_N``) that
+    :meth:`BatchEncoder.encode` runs chunks on and the server runs its requests' tokenisation on."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=TOKENIZER_THREADS)
+
+
+def check_pipeline_options(
+    tokenizer_workers: Any, max_tokens_per_batch: Any
+) -> tuple[int | None, int | None]:
     """``tokenizer_workers`` and ``max_tokens_per_batch``, each ``None`` or an integer of at least 1.
 
     Raises:
         ProtoembedError: one line naming the value."""
     workers = None if tokenizer_workers is None else check_count("tokenizer_workers", tokenizer_workers)
-    budget = None if max_tokens_per_batch is None else check_count("max_tokens_per_batch", max_tokens_per_batch)
+    budget = (
+        None if max_tokens_per_batch is None else check_count("max_tokens_per_batch", max_tokens_per_batch)
+    )
     return workers, budget
 
 
@@ -184,7 +196,9 @@ class BatchEncoder:
         )
         distinct = list(first_seen)
         counts = np.bincount(inverse, minlength=len(distinct))
-        order = np.argsort(-np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), kind="stable")
+        order = np.argsort(
+            -np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), kind="stable"
+        )
         size = self.chunk_rows or max(MIN_CHUNK_ROWS, CHUNK_BATCHES * batch_size)
         chunks = [order[lo : lo + size] for lo in range(0, len(order), size)]
         out = torch.empty((len(distinct), self.dimension), dtype=torch.float32, device=self.device)
@@ -197,11 +211,15 @@ class BatchEncoder:
             job = functools.partial(self._tokenize_chunk, distinct, batch_size, budget, allow_empty)
             for chunk in self._pipeline(chunks, job, workers, texts, inverse, allow_empty):
                 for batch in chunk.batches:
-                    out[torch.as_tensor(batch.rows, device=self.device)] = self._run(batch.features, extra_normalize)
+                    out[torch.as_tensor(batch.rows, device=self.device)] = self._run(
+                        batch.features, extra_normalize
+                    )
                     tick(int(counts[batch.rows].sum()))
                 copy, original = chunk.copies
                 if len(copy):
-                    out[torch.as_tensor(copy, device=self.device)] = out[torch.as_tensor(original, device=self.device)]
+                    out[torch.as_tensor(copy, device=self.device)] = out[
+                        torch.as_tensor(original, device=self.device)
+                    ]
                     tick(int(counts[copy].sum()))
                 truncated += int(counts[chunk.truncated].sum())
                 longest = max(longest, chunk.longest)
@@ -232,7 +250,7 @@ class BatchEncoder:
                 raise self._failed(err, 0, chunks, texts, inverse, allow_empty) from err
             return
         ahead = max(1, self.prefetch or 2 * workers)
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="protoembed-tokenize")
+        pool = tokenizer_pool(workers)
         pending: deque[Future] = deque()
         try:
             submitted = 0
@@ -314,7 +332,10 @@ class BatchEncoder:
             count = batch_size if budget is None else min(batch_size, budget // width)
             members = keep_arr[start : start + count]
             input_ids, attention = pad_rows([ids[k] for k in members], pad)
-            features = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention)}
+            features = {
+                "input_ids": torch.from_numpy(input_ids),
+                "attention_mask": torch.from_numpy(attention),
+            }
             if masks is not None:
                 features["mask_index"] = torch.tensor([masks[k] for k in members], dtype=torch.long)
             if self._pin:
@@ -322,7 +343,9 @@ class BatchEncoder:
             batches.append(_Batch(rows[members], features))
             start += len(members)
         longest = int(lengths[cut].max()) if cut.any() else 0
-        return _Chunk(batches, (np.asarray(copy, np.int64), np.asarray(original, np.int64)), rows[cut], longest)
+        return _Chunk(
+            batches, (np.asarray(copy, np.int64), np.asarray(original, np.int64)), rows[cut], longest
+        )
 
     def _run(self, features: dict[str, torch.Tensor], extra_normalize: bool) -> torch.Tensor:
         """One padded batch on the host -> its vectors (B, D) fp32 on :attr:`device` (features copied
@@ -464,4 +487,3 @@ class Encodes:
                 max_tokens_per_batch=max_tokens_per_batch,
                 progress=progress,
             )
-

@@ -26,6 +26,7 @@ import itertools
 import json
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_
 logger = logging.getLogger(__name__)
 
 SOFT_PROMPT_FILE = "soft_prompt.safetensors"
+#: Held around a tokenizer call that may change the tokenizer's state (:meth:`PromptEncoder.raw_ids`).
+_TOKENIZER_CALL = threading.Lock()
 SOFT_PROMPT_INITS = ("uniform", "template")
 
 
@@ -179,8 +182,9 @@ class PromptEncoder(InputModule):
 
         A fast tokenizer in its plain state (no truncation or padding set on it, special tokens not
         split) is called directly (``encode_batch_fast``: no offsets computed, the same ids as
-        ``tokenizer(texts, add_special_tokens=False)``); only reads its state, so threads may call this
-        at once (the Rust call releases the GIL). Any other tokenizer is called as usual.
+        ``tokenizer(texts, add_special_tokens=False)``); that only reads its state, so threads may call
+        this at once (the Rust call releases the GIL). Any other tokenizer is called as usual, one call at
+        a time.
         """
         texts = [str(s).strip() for s in sentences]
         if self.do_lower_case:
@@ -198,8 +202,11 @@ class PromptEncoder(InputModule):
             encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
             return [encoding.ids for encoding in encode(texts, add_special_tokens=False)]
         # verbose=False: transformers' "sequence length is longer than the specified maximum" warning
-        # names the tokenizer's limit, not ours; tokenize_ids says what is cut and to what length.
-        return [list(x) for x in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+        # names the tokenizer's limit, not ours; tokenize_ids says what is cut and to what length. One
+        # call at a time: this call may reset a fast tokenizer's state, which another thread would see.
+        with _TOKENIZER_CALL:
+            tokenized = self.tokenizer(texts, add_special_tokens=False, verbose=False)
+        return [list(x) for x in tokenized["input_ids"]]
 
     def sentence_ids(self, sentences: Sequence[str], allow_empty: bool = False) -> list[list[int]]:
         """Token ids of each sentence (:meth:`raw_ids`: stripped, lower-cased with ``do_lower_case``), no

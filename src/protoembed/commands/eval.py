@@ -22,8 +22,10 @@ from protoembed.commands.common import (
     add_allow_empty_option,
     add_model_options,
     add_option_flags,
+    add_pipeline_options,
     load_from_args,
     output_file,
+    pipeline_options,
 )
 from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.evaluation.encoders import LazyEncoder
@@ -43,6 +45,7 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
         allow_empty=args.allow_empty,
         cache_embeddings=getattr(args, "cache_embeddings", False),
         show_progress_bar=True,
+        **pipeline_options(args),
     )
 
 
@@ -136,6 +139,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     tasks_help = command.tasks_help or f"tasks to run (default: {' '.join(default_tasks(suite.name))})"
     parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
+    add_pipeline_options(parser)
     parser.add_argument(
         "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
     )

@@ -31,7 +31,6 @@ import base64
 import hmac
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -46,6 +45,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from protoembed.batching import check_pipeline_options, default_tokenizer_workers, tokenizer_pool
 from protoembed.errors import EmptySentenceError
 from protoembed.protocol import SentenceEmbedder
 from protoembed.pydantic_util import problem
@@ -188,7 +188,9 @@ def _validation_error(errors: Sequence[Any]) -> APIError:
     return APIError(400, f"{'.'.join(loc)} {problem(error)}", loc[0])
 
 
-def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -> FastAPI:
+def create_app(
+    model: SentenceEmbedder, settings: ServeSettings | None = None, tokenizer_workers: int | None = None
+) -> FastAPI:
     """The embeddings server of ``model`` (see the module docstring).
 
     Args:
@@ -197,6 +199,9 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         settings: names, limits and batching (default: :class:`ServeSettings`'s defaults;
             ``served_model_name`` ``None``: ``default``). ``host`` and ``port`` are for the caller that
             runs the app.
+        tokenizer_workers: the threads that tokenise the requests (the pool of
+            :mod:`protoembed.batching`; ``None``: :func:`~protoembed.batching.default_tokenizer_workers`
+            for the model's device): neither the event loop nor the inference thread tokenises.
     Returns:
         the app; its lifespan starts the inference thread and runs one warm-up batch (``/health``: 200
         from then on), and on shutdown runs the rows still queued before the thread ends.
@@ -215,12 +220,17 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         observe=lambda stats: metrics.observe_batch(stats),
     )
     metrics = Metrics(lambda: batcher.depth, lambda: app.state.in_flight)
-    tokenizer_lock = threading.Lock()  # one tokenisation at a time: a fast tokenizer is not reentrant
+    workers, _ = check_pipeline_options(tokenizer_workers, None)
+    pool = tokenizer_pool(workers or default_tokenizer_workers(model.device))
+
+    async def tokenize(texts: list[str]) -> tuple[list[list[int]], list[int] | None]:
+        """The input rows of ``texts``, tokenised on a thread of the pool."""
+        return await asyncio.wrap_future(pool.submit(encoder.tokenize, texts))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher.start()
-        await asyncio.wrap_future(batcher.submit(*encoder.tokenize(["warm up"])))
+        await asyncio.wrap_future(batcher.submit(*await tokenize(["warm up"])))
         app.state.ready = True
         logger.info("serving %s (%s runtime, %s)", name, model.runtime, model.precision)
         try:
@@ -228,6 +238,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         finally:
             app.state.ready = False
             await run_in_threadpool(batcher.close)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="protoembed", version=__version__, lifespan=lifespan)
     app.state.ready = False
@@ -309,10 +320,6 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         _check_model(model_name, name)
         return model_card()
 
-    def tokenize(texts: list[str]) -> tuple[list[list[int]], list[int] | None]:
-        with tokenizer_lock:
-            return encoder.tokenize(texts)
-
     @app.post(
         EMBEDDINGS, openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}}
     )
@@ -333,7 +340,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
             )
         texts = check_inputs(body.input, settings)
         try:
-            ids, masks = await run_in_threadpool(tokenize, texts)
+            ids, masks = await tokenize(texts)
         except EmptySentenceError as err:
             raise APIError(
                 400, f"input[{err.indexes[0]}] has no tokens: every input needs text to encode", "input"
