@@ -20,8 +20,8 @@ for N = 1, 2 and more where the cores allow (``--workers``). Every run sets
 operations are too small to gain from more, and an intra-op team on every core would contend with the
 tokenizer threads for the cores this benchmark measures). The vectors of the two encoders
 are compared (largest absolute difference). Last lines:
-``ratio=<protoembed's best / sentence-transformers>`` and
-``efficiency=<protoembed's best / the tokenizer alone's best>``.
+``efficiency=<protoembed's best / the tokenizer alone's best>`` and
+``ratio=<protoembed's best / sentence-transformers>``.
 
     python benchmarks/feed_rate.py [--runs 3] [--batch-size 64] [--limit N] [--workers 1 2]
         [--data-dir ../shared/data] [--smoke]
@@ -223,8 +223,8 @@ def main() -> None:
         print(f"{name:<40} {rate[name]:>12,.0f}  {note}")
     ours_best = max(v for k, v in rate.items() if k.startswith("protoembed"))
     bound_best = max(v for k, v in rate.items() if k.startswith("tokenizer alone"))
-    print(f"ratio={ours_best / rate['sentence-transformers']:.3f}")
     print(f"efficiency={ours_best / bound_best:.3f}")
+    print(f"ratio={ours_best / rate['sentence-transformers']:.3f}")
     sys.stdout.flush()
 
 

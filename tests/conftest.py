@@ -30,6 +30,7 @@ BACKBONE_TESTS = (
     "test_export.py::test_default_model_export_equals_torch",
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
+    "test_bench_feed_rate.py",  # the default model's tokenizer, in its subprocess
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
@@ -56,6 +57,7 @@ SUBPROCESS_TESTS = (
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
     "test_bench_device_check.py",
+    "test_bench_feed_rate.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",
