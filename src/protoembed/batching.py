@@ -11,7 +11,8 @@ documentation) that both offer on top of it.
 
 1. blank texts are refused up front (their indexes named); identical texts are kept once;
 2. the distinct texts are ordered longest first by their length in characters (a cheap stand-in for
-   their token length) and cut into chunks of ``chunk_rows`` texts;
+   their token length) and cut into chunks of :data:`CHUNK_BATCHES` batches (one chunk: tokenised on
+   the calling thread, as there is nothing to overlap);
 3. a pool of ``tokenizer_workers`` threads tokenises the chunks (the fast tokenizer's Rust call releases
    the GIL; threads, not processes: nothing is forked), at most ``prefetch`` chunks ahead of the one the
    forward is on (a bounded queue), so the next batches are tokenised while the current ones run. Each
