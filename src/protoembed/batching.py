@@ -117,9 +117,12 @@ def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
 
 @dataclass
 class _Batch:
-    """One padded batch: ``rows`` (indexes of distinct texts), its features on the host."""
+    """One padded batch: ``rows`` (indexes of distinct texts), the same as a tensor on the host
+    (``index``: where its vectors go), its features on the host (``index`` and features pinned when the
+    model is on CUDA, so that they are copied without blocking)."""
 
     rows: np.ndarray
+    index: torch.Tensor
     features: dict[str, torch.Tensor]
 
 
@@ -213,15 +216,14 @@ class BatchEncoder:
             job = functools.partial(self._tokenize_chunk, distinct, batch_size, budget, allow_empty)
             for chunk in self._pipeline(chunks, job, workers, texts, inverse, allow_empty):
                 for batch in chunk.batches:
-                    out[torch.as_tensor(batch.rows, device=self.device)] = self._run(
-                        batch.features, extra_normalize
-                    )
+                    index = batch.index.to(self.device, non_blocking=True)
+                    out[index] = self._run(batch.features, extra_normalize)
                     tick(int(counts[batch.rows].sum()))
                 copy, original = chunk.copies
                 if len(copy):
-                    out[torch.as_tensor(copy, device=self.device)] = out[
-                        torch.as_tensor(original, device=self.device)
-                    ]
+                    copies = self._host(torch.from_numpy(np.stack([copy, original])))
+                    copy_index, original_index = copies.to(self.device, non_blocking=True)
+                    out[copy_index] = out[original_index]
                     tick(int(counts[copy].sum()))
                 truncated += int(counts[chunk.truncated].sum())
                 longest = max(longest, chunk.longest)
@@ -355,14 +357,18 @@ class BatchEncoder:
             }
             if masks is not None:
                 features["mask_index"] = torch.tensor([masks[k] for k in members], dtype=torch.long)
-            if self._pin:
-                features = {name: value.pin_memory() for name, value in features.items()}
-            batches.append(_Batch(rows[members], features))
+            features = {name: self._host(value) for name, value in features.items()}
+            batches.append(_Batch(rows[members], self._host(torch.from_numpy(rows[members])), features))
             start += len(members)
         longest = int(lengths[cut].max()) if cut.any() else 0
         return _Chunk(
             batches, (np.asarray(copy, np.int64), np.asarray(original, np.int64)), rows[cut], longest
         )
+
+    def _host(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` as the host side of a copy to :attr:`device`: pinned for CUDA (copied without
+        blocking), as it is otherwise."""
+        return tensor.pin_memory() if self._pin else tensor
 
     def _run(self, features: dict[str, torch.Tensor], extra_normalize: bool) -> torch.Tensor:
         """One padded batch on the host -> its vectors (B, D) fp32 on :attr:`device` (features copied
@@ -398,10 +404,7 @@ class BatchEncoder:
     def pad(self, ids: list[list[int]], masks: list[int] | None = None) -> dict[str, torch.Tensor]:
         """One batch of input rows (from :meth:`tokenize`) padded into features on the host
         (:meth:`~protoembed.encoder.PromptEncoder.collate`; pinned when the model is on CUDA)."""
-        features = self.encoder.collate(ids, masks)
-        if self._pin:
-            features = {name: value.pin_memory() for name, value in features.items()}
-        return features
+        return {name: self._host(value) for name, value in self.encoder.collate(ids, masks).items()}
 
     def vectors(
         self,
