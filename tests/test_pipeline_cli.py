@@ -154,3 +154,10 @@ def test_fp16_on_a_cpu_model_of_a_cuda_machine_names_the_device(tiny_model_dirs,
         protoembed.ProtoembedError, match="^precision fp16 needs a CUDA GPU and the model runs on cpu;"
     ):
         model.encode(SENTENCES, precision="fp16")
+
+
+def test_fp16_is_a_torch_precision_only():
+    from protoembed.runtimes import get_runtime
+
+    assert "fp16" in get_runtime("torch").precisions
+    assert "fp16" not in get_runtime("openvino").precisions and "fp16" not in get_runtime("onnx").precisions

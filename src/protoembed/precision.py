@@ -22,8 +22,10 @@ if TYPE_CHECKING:  # torch is imported where used: the CLI reads PRECISIONS with
 
 logger = logging.getLogger(__name__)
 
+#: The precisions a CPU runs (fp16 runs on CUDA only: :func:`check_fp16`).
+CPU_PRECISIONS = ("fp32", "bf16")
 #: Values of ``precision`` / ``--precision``.
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = (*CPU_PRECISIONS, "fp16")
 #: The autocast dtype of each reduced precision (by name: torch is imported where used).
 AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 #: The CPU flags (``/proc/cpuinfo``) that matter for inference speed, in the order they are reported.
