@@ -31,6 +31,7 @@ BACKBONE_TESTS = (
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
     "test_bench_feed_rate.py",  # the default model's tokenizer, in its subprocess
+    "test_batching.py::test_the_packaged_default_model_attends_through_sdpa",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (

@@ -323,3 +323,8 @@ def test_the_default_model_attends_through_sdpa(tiny_model_dirs, one_thread) -> 
     sdpa = model.encode(PIPELINE_SENTENCES[:12], batch_size=4)
     model.encoder.auto_model.set_attn_implementation("eager")
     np.testing.assert_allclose(model.encode(PIPELINE_SENTENCES[:12], batch_size=4), sdpa, atol=1e-5)
+
+
+def test_the_packaged_default_model_attends_through_sdpa():
+    model = protoembed.load("default", device="cpu")
+    assert model.encoder.auto_model.config._attn_implementation == "sdpa"
