@@ -105,6 +105,15 @@ class ShardJob:
         """The first row of shard ``index``."""
         return index * self.shard_size
 
+    @property
+    def pipeline(self) -> dict[str, int]:
+        """``tokenizer_workers`` and ``max_tokens_per_batch`` as ``encode``'s keywords, those given."""
+        given = (
+            ("tokenizer_workers", self.tokenizer_workers),
+            ("max_tokens_per_batch", self.max_tokens_per_batch),
+        )
+        return {name: value for name, value in given if value is not None}
+
     def shard_label(self, index: int) -> str:
         """``shard-00003.npy (rows 300000 to 399999)``: how messages name shard ``index``."""
         start = self.start(index)
@@ -168,9 +177,8 @@ def encode_shard(
             show_progress_bar=False,
             allow_empty=job.allow_empty,
             prompt_name=job.prompt_name,
-            tokenizer_workers=job.tokenizer_workers,
-            max_tokens_per_batch=job.max_tokens_per_batch,
             progress=progress,
+            **job.pipeline,
         )
     except EmptySentenceError as err:
         raise blank_error(job.source, [numbers[i] for i in err.indexes], len(err.indexes)) from None

@@ -69,7 +69,15 @@ class LazyEncoder:
         max_tokens_per_batch: int | None = None,
     ) -> None:
         check_runtime(runtime)
-        self.pipeline = {"tokenizer_workers": tokenizer_workers, "max_tokens_per_batch": max_tokens_per_batch}
+        #: the pipeline's keywords given (none: the model's encode is called without them)
+        self.pipeline = {
+            name: value
+            for name, value in (
+                ("tokenizer_workers", tokenizer_workers),
+                ("max_tokens_per_batch", max_tokens_per_batch),
+            )
+            if value is not None
+        }
         self.load = load
         self.batch_size = batch_size
         self.allow_empty = allow_empty
