@@ -53,6 +53,8 @@ BACKBONE_TESTS = (
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
     "test_readme_snippet.py::test_the_readme_example_runs_and_sentence_transformers_loads_its_model",
+    "test_bench_feed_rate.py",  # the default model's tokenizer, in its subprocess
+    "test_batching.py::test_the_packaged_default_model_attends_through_sdpa",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
@@ -80,6 +82,7 @@ SUBPROCESS_TESTS = (
     "test_readme_tables.py",
     "test_threads.py::test_model_commands_size_torch_s_threads_before_it_loads",
     "test_bench_device_check.py",
+    "test_bench_feed_rate.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",

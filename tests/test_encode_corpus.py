@@ -64,13 +64,12 @@ def test_shards_equal_the_model_encode_and_read_back_as_one_array(
 ):
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"
-    monkeypatch.setattr(progress, "LINE_EVERY", 0)  # stderr is no terminal: a line per shard, then the last
+    monkeypatch.setattr(progress, "LINE_EVERY", 0)  # stderr is no terminal: a line per batch, then the last
     vectors = encode_corpus(model, src, out, shard_size=5, batch_size=4, show_progress=True)
     lines = capsys.readouterr().err.splitlines()
-    assert [line.split(" (")[0] for line in lines] == [
-        *(f"Encoding: {n}/23 sentences" for n in (5, 10, 15, 20, 23)),
-        "Encoding: 23/23 sentences",
-    ]
+    assert all(line.startswith("Encoding: ") and "/23 sentences" in line for line in lines)
+    done = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert done[:-1] == sorted(set(done[:-1])) and {5, 10, 15, 20, 23} <= set(done) and done[-1] == 23
     assert lines[0].endswith(" left)") and lines[-1].endswith(" in all)") and "/s, " in lines[-1]
     expected = model.encode(SENTENCES, batch_size=4)
     assert folder_files(out) == ["manifest.json", *(f"shard-{i:05d}.npy" for i in range(5))]
@@ -285,7 +284,7 @@ class CountingModel:
 
 def test_memory_is_bounded_by_the_shard_not_the_corpus(tmp_path):
     """60,000 lines (over 6 MB as Python strings): the peak of traced memory while encoding them in shards
-    of 1,000 stays under 3 MB; each ``encode`` call gets at most CHUNK_BATCHES batches."""
+    of 1,000 stays under 3 MB; each ``encode`` call gets one shard (its pipeline tokenises ahead)."""
     import tracemalloc
 
     src = tmp_path / "big.txt"
@@ -304,7 +303,7 @@ def test_memory_is_bounded_by_the_shard_not_the_corpus(tmp_path):
         tracemalloc.stop()
     assert peak < 3 * 2**20, peak
     assert len(vectors) == rows and len(vectors.shards) == 60
-    assert max(fake.calls) == 50 * corpus_encoding.CHUNK_BATCHES and sum(fake.calls) == rows
+    assert fake.calls == [1000] * 60
     np.testing.assert_array_equal(
         vectors[[0, 43_456, rows - 1], 0], [len("line 0000000 of a corpus too large to hold at once")] * 3
     )
@@ -658,3 +657,83 @@ def test_the_cores_are_split_between_the_workers(monkeypatch):
     assert corpus_encoding.worker_cores(2) == [[0, 1], [2, 3, 5]]
     assert corpus_encoding.worker_cores(5) == [[0], [1], [2], [3], [5]]
     assert corpus_encoding.worker_cores(6) == [[0, 1, 2, 3, 5]] * 6  # fewer cores than workers: shared
+
+
+def test_a_worker_that_dies_is_one_line_naming_its_shard(tmp_path, monkeypatch):
+    """A worker process killed mid-shard (here: one that reports the shard it took, then exits -9, as the
+    out-of-memory killer leaves it) ends the run with one line naming the worker, its exit code and the
+    shard with its rows; nothing is recorded for that shard."""
+    import multiprocessing
+    import queue
+    import threading
+
+    from protoembed.corpus.sources import corpus_source
+    from protoembed.model_spec import model_spec
+
+    class Killed:
+        def __init__(self, target, args, daemon):
+            self.args, self.exitcode = args, None
+
+        def start(self) -> None:
+            def run() -> None:
+                _, _, number, _, tasks, results = self.args
+                index = tasks.get()[0]
+                results.put(("start", number, index))
+                self.exitcode = -9
+
+            threading.Thread(target=run, daemon=True).start()
+
+        def terminate(self) -> None:
+            pass
+
+        def join(self, timeout=None) -> None:
+            pass
+
+    class Context:
+        Process = Killed
+
+        @staticmethod
+        def Queue(maxsize=0):  # noqa: N802 (multiprocessing's name)
+            return queue.Queue(maxsize)
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context)
+    source = corpus_source(write_txt(tmp_path / "in.txt"), None, None, None)
+    job = corpus_encoding.ShardJob(source, tmp_path / "out", 10, 23, 4, None, None, False)
+    manifest = type("Manifest", (), {"shards": []})()
+    with pytest.raises(ProtoembedError) as caught:
+        corpus_encoding._run_workers(
+            job, model_spec(), [1, 2], manifest, 1, None, progress.Progress(23, show=False)
+        )
+    assert str(caught.value) == (
+        "worker 0 died (exit code -9) while encoding shard-00001.npy (rows 10 to 19); the finished shards are "
+        "kept: rerun with --resume"
+    )
+    assert manifest.shards == []
+
+
+def test_a_failing_tokenizer_worker_names_the_shard_and_resume_completes_it(model, tmp_path, one_thread):
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    raw_ids = model.encoder.raw_ids
+
+    def failing(texts):
+        if any(t.startswith("stocks fell") for t in texts):
+            raise MemoryError("no room for the ids")
+        return raw_ids(texts)
+
+    model.encoder.raw_ids = failing
+    try:
+        with pytest.raises(ProtoembedError) as caught:
+            encode_corpus(model, src, out, shard_size=5, batch_size=2, show_progress=False)
+    finally:
+        del model.encoder.raw_ids
+    first = next(i for i, s in enumerate(SENTENCES) if s.startswith("stocks fell"))
+    shard = first // 5
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(
+        f"shard-{shard:05d}.npy (rows {5 * shard} to {5 * shard + 4}): tokenizing chunk 1 of 1 failed"
+    )
+    assert message.endswith("MemoryError: no room for the ids")
+    assert not (out / f"shard-{shard:05d}.npy").exists()  # nothing half written
+    vectors = encode_corpus(model, src, out, shard_size=5, batch_size=2, show_progress=False, resume=True)
+    np.testing.assert_allclose(np.asarray(vectors[:]), model.encode(SENTENCES, batch_size=2), atol=1e-6)

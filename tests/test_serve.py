@@ -34,14 +34,15 @@ SENTENCES = [
 
 
 @contextmanager
-def running(model, **settings) -> Iterator[tuple[str, object]]:
+def running(model, tokenizer_workers: int | None = None, **settings) -> Iterator[tuple[str, object]]:
     """A uvicorn server of ``create_app(model, ...)`` on a free port of 127.0.0.1 in a thread: yields
     (base URL, app) once it serves (after the warm-up batch); stops it gracefully after."""
-    app = create_app(model, ServeSettings(served_model_name=NAME, **settings))
+    app = create_app(model, ServeSettings(served_model_name=NAME, **settings), tokenizer_workers)
     sock = bind("127.0.0.1", 0)
     started = threading.Event()
     server = make_server(app, on_started=started.set)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    app.state.loop_thread = thread  # the event loop's
     thread.start()
     try:
         for _ in range(600):  # 60 s at most
@@ -209,6 +210,33 @@ def test_batches_keep_the_token_budget_and_close_drains_the_queue(mean_model):
 # ------------------------------------------------------------------------------ heads, runtimes, precision
 
 HEADS = ("mean", "cls", "mask", "soft_prompt", "cnn")
+
+
+def test_requests_are_tokenized_on_the_pool_not_the_model_thread_nor_the_event_loop(tiny_model_dirs):
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    tokenized: list[threading.Thread] = []
+    forwarded: list[threading.Thread] = []
+    tokenize_ids, forward = model.encoder.tokenize_ids, model.inference_forward
+
+    def recording_tokenize_ids(texts, allow_empty=False):
+        tokenized.append(threading.current_thread())
+        return tokenize_ids(texts, allow_empty)
+
+    def recording_forward(features):
+        forwarded.append(threading.current_thread())
+        return forward(features)
+
+    model.encoder.tokenize_ids, model.inference_forward = recording_tokenize_ids, recording_forward
+    with running(model, tokenizer_workers=2) as (base, app), ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda text: embeddings(base, [text, "dog"]), SENTENCES))
+    del model.encoder.tokenize_ids, model.inference_forward
+    for text, vectors in zip(SENTENCES, answers):
+        np.testing.assert_allclose(vectors, model.encode([text, "dog"]), atol=1e-5)
+    assert len(tokenized) == len(SENTENCES) + 1  # the warm-up too
+    assert {t.name.rsplit("_", 1)[0] for t in tokenized} == {"protoembed-tokenize"}
+    assert len(set(tokenized)) <= 2
+    assert {t.name for t in forwarded} == {"protoembed-batcher"}
+    assert not set(tokenized) & {*forwarded, app.state.loop_thread}
 
 
 def assert_served_like_encode(model, atol: float) -> None:

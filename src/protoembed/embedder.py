@@ -9,21 +9,20 @@ loop over this module's forward pass. :meth:`Embedder.save` writes the sentence-
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 from sentence_transformers.base.modules.module import Module
 
 from protoembed.backbones import quiet_transformers
-from protoembed.batching import BatchEncoder
+from protoembed.batching import BatchEncoder, Encodes
 from protoembed.encoder import PromptEncoder
-from protoembed.input_prompts import apply_prompt
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
-from protoembed.precision import check_precision, native_bf16, warn_emulated_bf16
+from protoembed.precision import AUTOCAST_DTYPES, check_fp16, check_precision, native_bf16, warn_emulated_bf16
 from protoembed.runtimes import TORCH
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 from protoembed.st_layout import (
@@ -40,7 +39,7 @@ from protoembed.version import __version__
 PROTOEMBED_CONFIG = "protoembed.json"
 
 
-class Embedder(torch.nn.Module):
+class Embedder(torch.nn.Module, Encodes):
     """A sentence encoder: ``encoder`` (input module) then ``pooler`` (head), optionally L2-normalised.
 
     Args:
@@ -48,7 +47,7 @@ class Embedder(torch.nn.Module):
         pooler: a module turning ``token_embeddings`` into ``sentence_embedding``.
         head: the head's registry name (see :data:`protoembed.heads.HEADS`).
         normalize: L2-normalise the output vectors (as a saved ``Normalize`` module does).
-        precision: ``fp32`` or ``bf16``: the backbone's forward in :meth:`encode` (see
+        precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA): the backbone's forward in :meth:`encode` (see
             :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
         prompts: input prompts, name -> text prepended to each input by ``encode(prompt_name=...)``
             (:mod:`protoembed.input_prompts`; ``query`` and ``document`` are the retrieval roles).
@@ -108,16 +107,16 @@ class Embedder(torch.nn.Module):
             features: ``input_ids``, ``attention_mask`` (and ``mask_index`` for prompt heads).
             normalize: L2-normalise ``sentence_embedding`` (default: :attr:`normalize`; the objectives
                 pass False, their losses take cosines of the raw head output).
-            precision: ``bf16`` runs the backbone under bf16 autocast and the head and normalisation in
-                fp32 on its fp32-cast token embeddings (see :mod:`protoembed.precision`).
+            precision: ``bf16`` (``fp16``) runs the backbone under bf16 (fp16) autocast and the head and
+                normalisation in fp32 on its fp32-cast token embeddings (see :mod:`protoembed.precision`).
         """
         if precision == "fp32":
             encoded = self.encoder(features)
         else:
             device_type = self.device.type
-            if not native_bf16(self.device):
+            if precision == "bf16" and not native_bf16(self.device):
                 warn_emulated_bf16(device_type)
-            with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+            with torch.autocast(device_type=device_type, dtype=getattr(torch, AUTOCAST_DTYPES[precision])):
                 encoded = self.encoder(features)
             encoded = {
                 k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
@@ -141,53 +140,19 @@ class Embedder(torch.nn.Module):
         batch = self.encoder.collate(*self.encoder.tokenize_ids(sentences, allow_empty))
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def encode(
-        self,
-        sentences: Sequence[str] | str,
-        batch_size: int = 64,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = False,
-        allow_empty: bool = False,
-        precision: str | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray | torch.Tensor:
-        """Encode sentences to vectors.
-
-        Every sentence is tokenised once up front; identical input rows run once; batches are formed
-        from rows of similar token length (longest first) and padded to the batch's own length; the
-        forward runs in inference mode.
-
-        Args:
-            sentences: the sentences (a single string gives a single vector).
-            batch_size: sentences per forward pass.
-            normalize: L2-normalise the vectors (default: the model's own setting).
-            show_progress_bar: report progress on stderr (:class:`~protoembed.progress.Progress`: a bar
-                with sentences/s on a terminal, a line every 10 s elsewhere; default: for more than 1000
-                sentences).
-            convert_to_tensor: return a torch tensor on this embedder's device instead of numpy.
-            allow_empty: encode empty sentences as the bare template instead of raising an error.
-            precision: ``fp32`` or ``bf16`` for this call (default: :attr:`precision`).
-            prompt_name: put the model's prompt of that name (:attr:`prompts`) before each sentence
-                (``query`` / ``document`` when the model has none: no prompt).
-            prompt: put this text before each sentence instead.
-        Returns:
-            float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence).
-        Raises:
-            ProtoembedError: a non-string input (named by its index), ``batch_size`` below 1, an unknown
-                ``prompt_name`` or both prompt arguments, or
-                (:class:`~protoembed.errors.EmptySentenceError`) empty sentences without ``allow_empty``.
-        """
-        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
+    @contextlib.contextmanager
+    def encoding(self, precision: str | None) -> Iterator[None]:
+        """Eval mode and ``precision`` (``None``: :attr:`precision`) for one :meth:`encode`, restored
+        afterwards (:meth:`protoembed.batching.Encodes.encoding`); ``fp16`` off CUDA refused
+        (:func:`~protoembed.precision.check_fp16`)."""
+        chosen = self.precision if precision is None else check_precision(precision)
+        if chosen == "fp16":
+            check_fp16("precision", self.device)
         was_training, saved_precision = self.training, self.precision
         self.eval()
-        if precision is not None:
-            self.precision = check_precision(precision)
+        self.precision = chosen
         try:
-            return self.batch_encoder().encode(
-                sentences, batch_size, normalize, show_progress_bar, convert_to_tensor, allow_empty
-            )
+            yield
         finally:
             self.train(was_training)
             self.precision = saved_precision

@@ -22,26 +22,44 @@ tokens).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from protoembed.backbones import load_backbone
-from protoembed.errors import ProtoembedError
+from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
 from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_config
 
 logger = logging.getLogger(__name__)
 
 SOFT_PROMPT_FILE = "soft_prompt.safetensors"
+#: Held around a tokenizer call that may change the tokenizer's state (:meth:`PromptEncoder.raw_ids`).
+_TOKENIZER_CALL = threading.Lock()
 SOFT_PROMPT_INITS = ("uniform", "template")
+
+
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad token rows to the longest: ``(input_ids, attention_mask)``, int64 arrays (B, T), filled
+    in one vectorised step (the rows' ids laid end to end land on the mask's ones in row-major order)."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    attention = (np.arange(width) < lengths[:, None]).astype(np.int64)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    ids[attention.astype(bool)] = np.fromiter(
+        itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum())
+    )
+    return ids, attention
 
 
 def position_offset(model: torch.nn.Module) -> int:
@@ -158,19 +176,46 @@ class PromptEncoder(InputModule):
         return min(limit, int(model_max))
 
     # ----------------------------------------------------------- tokenising
-    def sentence_ids(self, sentences: Sequence[str], allow_empty: bool = False) -> list[list[int]]:
-        """Token ids of each sentence (stripped, lower-cased with ``do_lower_case``), no special tokens.
+    def raw_ids(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Token ids of each sentence (stripped, lower-cased with ``do_lower_case``), no special tokens, no
+        check: the tokenizer's own ids for those texts.
 
-        Raises:
-            ProtoembedError: a sentence without tokens, naming its index (unless ``allow_empty``).
+        A fast tokenizer in its plain state (no truncation or padding set on it, special tokens not
+        split) is called directly (``encode_batch_fast``: no offsets computed, the same ids as
+        ``tokenizer(texts, add_special_tokens=False)``); that only reads its state, so threads may call
+        this at once (the Rust call releases the GIL). Any other tokenizer is called as usual, one call at
+        a time.
         """
         texts = [str(s).strip() for s in sentences]
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
+        if not texts:
+            return []
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        if (
+            getattr(self.tokenizer, "is_fast", False)
+            and backend is not None
+            and backend.truncation is None
+            and backend.padding is None
+            and backend.encode_special_tokens == bool(getattr(self.tokenizer, "split_special_tokens", False))
+        ):
+            encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+            return [encoding.ids for encoding in encode(texts, add_special_tokens=False)]
         # verbose=False: transformers' "sequence length is longer than the specified maximum" warning
-        # names the tokenizer's limit, not ours; tokenize_ids says what is cut and to what length.
-        tokenized = self.tokenizer(texts, add_special_tokens=False, verbose=False) if texts else None
-        ids = [list(x) for x in tokenized["input_ids"]] if tokenized is not None else []
+        # names the tokenizer's limit, not ours; tokenize_ids says what is cut and to what length. One
+        # call at a time: this call may reset a fast tokenizer's state, which another thread would see.
+        with _TOKENIZER_CALL:
+            tokenized = self.tokenizer(texts, add_special_tokens=False, verbose=False)
+        return [list(x) for x in tokenized["input_ids"]]
+
+    def sentence_ids(self, sentences: Sequence[str], allow_empty: bool = False) -> list[list[int]]:
+        """Token ids of each sentence (:meth:`raw_ids`: stripped, lower-cased with ``do_lower_case``), no
+        special tokens.
+
+        Raises:
+            ProtoembedError: a sentence without tokens, naming its index (unless ``allow_empty``).
+        """
+        ids = self.raw_ids(sentences)
         self._check_empty([len(x) for x in ids], allow_empty)
         return ids
 
@@ -204,6 +249,17 @@ class PromptEncoder(InputModule):
             return [*before, *ids, *after], None
         return template.build(ids)
 
+    def rows(self, sentence_ids: list[list[int]]) -> tuple[list[list[int]], list[int] | None]:
+        """This encoder's input rows of ``sentence_ids`` (:meth:`wrap` with its template and
+        ``max_seq_length``): ``(input_ids per sentence, mask index per sentence or None)``."""
+        template = self.template_ids
+        if template is None:  # the common case, without a call per row
+            before, after = self.specials
+            budget = self.sentence_budget(None, self.max_seq_length)
+            return [[*before, *ids[:budget], *after] for ids in sentence_ids], None
+        rows = [self.wrap(ids, template, self.max_seq_length) for ids in sentence_ids]
+        return [ids for ids, _ in rows], [mask for _, mask in rows]
+
     def tokenize_ids(
         self, sentences: Sequence[str], allow_empty: bool = False
     ) -> tuple[list[list[int]], list[int] | None]:
@@ -217,25 +273,27 @@ class PromptEncoder(InputModule):
             ``(input_ids per sentence, mask index per sentence or None without a template)``.
         """
         sentence_ids = self.sentence_ids(sentences, allow_empty)
-        self._log_truncation([len(ids) for ids in sentence_ids])
-        rows = [self.wrap(ids, self.template_ids, self.max_seq_length) for ids in sentence_ids]
-        masks = None if self.template_ids is None else [mask for _, mask in rows]
-        return [ids for ids, _ in rows], masks
-
-    def _log_truncation(self, lengths: list[int]) -> None:
-        """Log once (a warning) how many sentences are longer than :meth:`sentence_budget` and cut to it."""
+        lengths = [len(ids) for ids in sentence_ids]
         budget = self.sentence_budget(self.template_ids, self.max_seq_length)
         cut = [n for n in lengths if n > budget]
-        if cut:
-            limit = f"max_seq_length {self.max_seq_length}" if self.max_seq_length else "the backbone's limit"
-            logger.warning(
-                "%d of %d input(s) truncated to %d sentence tokens (%s; the longest had %d)",
-                len(cut),
-                len(lengths),
-                budget,
-                limit,
-                max(cut),
-            )
+        self.log_truncation(len(cut), len(lengths), max(cut, default=0))
+        return self.rows(sentence_ids)
+
+    def log_truncation(self, cut: int, total: int, longest: int) -> None:
+        """Log once (a warning) that ``cut`` of ``total`` inputs are longer than :meth:`sentence_budget`
+        and cut to it (``longest``: the longest one's sentence tokens); nothing when ``cut`` is 0."""
+        if not cut:
+            return
+        budget = self.sentence_budget(self.template_ids, self.max_seq_length)
+        limit = f"max_seq_length {self.max_seq_length}" if self.max_seq_length else "the backbone's limit"
+        logger.warning(
+            "%d of %d input(s) truncated to %d sentence tokens (%s; the longest had %d)",
+            cut,
+            total,
+            budget,
+            limit,
+            longest,
+        )
 
     @staticmethod
     def _check_empty(lengths: list[int], allow_empty: bool) -> None:
@@ -243,24 +301,19 @@ class PromptEncoder(InputModule):
             return
         empty = [i for i, n in enumerate(lengths) if n <= 0]
         if empty:
-            shown = ", ".join(map(str, empty[:10])) + (" ..." if len(empty) > 10 else "")
-            raise ProtoembedError(
-                f"{len(empty)} sentence(s) have no tokens after stripping (index {shown}); "
-                "remove them or pass allow_empty=True to encode them as the template alone"
-            )
+            raise EmptySentenceError(empty)
+
+    @property
+    def pad_id(self) -> int:
+        """The id padding fills rows with (the tokenizer's pad token, else 0)."""
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     def collate(
         self, input_ids: list[list[int]], mask_index: list[int] | None = None
     ) -> dict[str, torch.Tensor]:
-        """Pad a batch of token id lists into model features (right padding)."""
-        length = max((len(x) for x in input_ids), default=0)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(input_ids), length), pad, dtype=torch.long)
-        attention = torch.zeros((len(input_ids), length), dtype=torch.long)
-        for row, seq in enumerate(input_ids):
-            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            attention[row, : len(seq)] = 1
-        features = {"input_ids": ids, "attention_mask": attention}
+        """Pad a batch of token id lists into model features (right padding; :func:`pad_rows`)."""
+        ids, attention = pad_rows(input_ids, self.pad_id)
+        features = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(attention)}
         if mask_index is not None:
             features["mask_index"] = torch.tensor(mask_index, dtype=torch.long)
         return features

@@ -15,11 +15,17 @@ import torch
 from protoembed.errors import ProtoembedError
 
 
+def check_count(name: str, value: Any) -> int:
+    """``value`` if it is an integer of at least 1; a :class:`ProtoembedError` naming ``name`` and the
+    value otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ProtoembedError(f"{name} must be an integer of at least 1, got {value!r}")
+    return int(value)
+
+
 def check_batch_size(batch_size: Any) -> int:
     """``batch_size`` if it is an integer of at least 1; a :class:`ProtoembedError` otherwise."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
-        raise ProtoembedError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    return int(batch_size)
+    return check_count("batch_size", batch_size)
 
 
 def check_sentences(sentences: Any) -> list[str]:

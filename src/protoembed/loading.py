@@ -27,6 +27,7 @@ from protoembed.export.runtime import is_export_dir, open_export
 from protoembed.heads import HEADS, get_head
 from protoembed.inputs import resolve_device
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.precision import check_fp16
 from protoembed.protocol import SentenceEmbedder
 from protoembed.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
@@ -117,6 +118,12 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     path = resolve_model_dir(spec.model)
     head, template, max_seq_length = spec.head, spec.template, spec.max_seq_length
     n_soft_prompt, soft_prompt_init = spec.n_soft_prompt, spec.soft_prompt_init
+    if (
+        spec.precision == "fp16"
+        and not is_export_dir(path)
+        and not (spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports)
+    ):  # the torch forward: on CUDA only, said before the weights load
+        check_fp16("precision", device)
     if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
         check_export_runtime(spec.runtime, path)
         return open_export(path, spec)

@@ -98,8 +98,9 @@ class ModelSpec(ModelSettings):
         str | None, AfterValidator(checked(check_precision)), Flag(choices=lambda: PRECISIONS)
     ] = Field(
         None,
-        description="fp32 (default for torch) or bf16: the torch forward under bf16 autocast (fast on CUDA "
-        "and on CPUs with AVX512-BF16 or AMX), pooling, normalisation and vectors in fp32; under OpenVINO "
+        description="fp32 (default for torch), bf16 or fp16: the torch forward under bf16 autocast (fast on "
+        "CUDA and on CPUs with AVX512-BF16 or AMX) or fp16 autocast (CUDA only), pooling, normalisation and "
+        "vectors in fp32; under OpenVINO "
         "its inference precision (default there: bf16 where the CPU has it); an int8 export runs in int8 "
         "only",
     )

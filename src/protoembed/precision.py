@@ -1,9 +1,11 @@
-"""Inference precision of the torch forward: ``fp32`` or ``bf16`` (autocast), and the CPU features it needs.
+"""Inference precision of the torch forward: ``fp32``, ``bf16`` or ``fp16`` (autocast), and the CPU
+features it needs.
 
 Under ``bf16`` the backbone's forward runs in :func:`torch.autocast` with ``torch.bfloat16`` (the
 matmuls in bf16 on CUDA and on CPUs with AVX512-BF16 or AMX); pooling and normalisation run in fp32 on
 the fp32-cast token embeddings, and the vectors are returned in fp32. On a CPU without native bf16 the
-same arithmetic is emulated: correct, but slower than fp32 (logged once).
+same arithmetic is emulated: correct, but slower than fp32 (logged once). ``fp16`` is the same with
+``torch.float16``, on CUDA only (:func:`check_fp16`: the one rule training and inference share).
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ if TYPE_CHECKING:  # torch is imported where used: the CLI reads PRECISIONS with
 
 logger = logging.getLogger(__name__)
 
+#: The precisions a CPU runs (fp16 runs on CUDA only: :func:`check_fp16`).
+CPU_PRECISIONS = ("fp32", "bf16")
 #: Values of ``precision`` / ``--precision``.
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = (*CPU_PRECISIONS, "fp16")
+#: The autocast dtype of each reduced precision (by name: torch is imported where used).
+AUTOCAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 #: The CPU flags (``/proc/cpuinfo``) that matter for inference speed, in the order they are reported.
 CPU_FEATURES = ("avx2", "avx512_vnni", "avx512_bf16", "amx_bf16")
 
@@ -79,6 +85,27 @@ def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ProtoembedError(f"unknown precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     return precision
+
+
+def check_fp16(setting: str, device: torch.device | str | None = None) -> None:
+    """The rule of ``fp16``, for training (``setting`` ``training.precision``) and inference
+    (``precision``): half precision runs on a CUDA GPU only.
+
+    Args:
+        setting: the name of the setting, first in the message.
+        device: where it would run (``None``: this machine's CUDA GPU, if any).
+    Raises:
+        ProtoembedError: one line, when this machine has no CUDA GPU or ``device`` is not one.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        where = "this machine has none"
+    elif device is not None and torch.device(device).type != "cuda":
+        where = f"the model runs on {torch.device(device).type}"
+    else:
+        return
+    raise ProtoembedError(f"{setting} fp16 needs a CUDA GPU and {where}; use bf16 (CPU or CUDA) or fp32")
 
 
 #: What bf16 is on a CPU without native bf16, as the warning and ``train --check`` say it.

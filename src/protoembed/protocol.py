@@ -78,8 +78,14 @@ class SentenceEmbedder(Protocol):
         show_progress_bar: bool | None = None,
         convert_to_tensor: bool = False,
         allow_empty: bool = False,
+        precision: str | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        *,
+        tokenizer_workers: int | None = None,
+        max_tokens_per_batch: int | None = None,
+        progress: Any = None,
     ) -> np.ndarray | torch.Tensor:
-        """Vectors of ``sentences`` in input order (see :meth:`protoembed.Embedder.encode`)."""
+        """Vectors of ``sentences`` in input order: every model type's ``encode`` is
+        :meth:`protoembed.batching.Encodes.encode` (its arguments described there)."""
         ...

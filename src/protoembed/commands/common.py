@@ -184,6 +184,77 @@ def add_data_dir_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
     )
 
 
+#: The encode pipeline's flags (:func:`add_pipeline_options`) -> the keyword of ``encode`` each sets.
+PIPELINE_FLAGS = {
+    "tokenizer_workers": "--tokenizer-workers",
+    "max_tokens_per_batch": "--max-tokens-per-batch",
+}
+
+
+def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "max_tokens_per_batch") -> None:
+    """The encode pipeline's flags (:mod:`protoembed.batching`): ``--tokenizer-workers N`` (threads that
+    tokenise while the forward runs) and ``--max-tokens-per-batch N`` (padded tokens per forward pass);
+    ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, of which the
+    flag is then another name)."""
+    parser.add_argument(
+        PIPELINE_FLAGS["tokenizer_workers"],
+        dest="tokenizer_workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="threads that tokenise while the model runs (default: the cores the forward does not need: 1 on "
+        "a CPU of up to 31 cores, on CUDA the cores but one, at most 8)",
+    )
+    if budget_dest == "max_tokens_per_batch":
+        budget: dict[str, Any] = {
+            "default": None,
+            "help": "padded tokens (rows x longest row) per forward "
+            "pass, at most, besides --batch-size (default: no token budget)",
+        }
+    else:
+        budget = {"default": argparse.SUPPRESS, "help": f"the same as --{budget_dest.replace('_', '-')}"}
+    parser.add_argument(
+        PIPELINE_FLAGS["max_tokens_per_batch"], dest=budget_dest, type=positive_int, metavar="N", **budget
+    )
+
+
+def pipeline_options(args: argparse.Namespace) -> dict[str, int | None]:
+    """``encode``'s keywords of the pipeline flags in ``args`` (:func:`add_pipeline_options`), the token
+    budget checked against the model's longest row first (:func:`check_token_budget`)."""
+    options = {name: getattr(args, name, None) for name in PIPELINE_FLAGS}
+    check_token_budget(options["max_tokens_per_batch"], args)
+    return options
+
+
+def check_token_budget(budget: int | None, args: argparse.Namespace) -> None:
+    """Refuse, before the model loads, a ``--max-tokens-per-batch`` below the longest row the model can
+    make: ``--max-seq-length``, else the model folder's saved ``max_seq_length`` (a row holds that many
+    tokens at most without a template, more with one). Nothing is said when neither is known (the
+    encode checks the real rows).
+
+    Raises:
+        ProtoembedError: one line naming the budget and the row length."""
+    if budget is None:
+        return
+    longest = getattr(args, "max_seq_length", None)
+    if longest is None:
+        from protoembed.backbones import resolve_model_dir
+        from protoembed.st_layout import read_sentence_bert_config
+
+        model = getattr(args, "model", "default")
+        if model != "default" and not Path(model).expanduser().is_dir():
+            return  # a hub id is not fetched for this
+        try:
+            longest = (read_sentence_bert_config(resolve_model_dir(model)) or {}).get("max_seq_length")
+        except (ProtoembedError, OSError, ValueError):
+            return  # a folder that cannot be read is named when it is loaded
+    if isinstance(longest, int) and budget < longest:
+        raise ProtoembedError(
+            f"--max-tokens-per-batch {budget} is below the model's longest row (max_seq_length {longest} "
+            f"tokens): a batch must hold one row; pass at least {longest}"
+        )
+
+
 def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
     """``--allow-empty``: encode empty sentences as the bare template instead of refusing them."""
     parser.add_argument(

@@ -15,9 +15,11 @@ import sys
 from protoembed.commands.common import (
     add_allow_empty_option,
     add_model_options,
+    add_pipeline_options,
     load_from_args,
     output_file,
     output_folder,
+    pipeline_options,
     positive_int,
     spec_from_args,
 )
@@ -76,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--field", metavar="F", help="jsonl: the field holding the text")
     parser.add_argument("--column", metavar="C", help="csv, parquet: the column holding the text")
     add_model_options(parser)
+    add_pipeline_options(parser)
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
     parser.add_argument(
         "--prompt",
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return _encode_to_array(args)
     from protoembed.corpus.encoding import encode_corpus, world
 
+    options = pipeline_options(args)
     try:
         vectors = encode_corpus(
             spec_from_args(args),
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             devices=args.devices,
             show_progress=False if args.no_progress else None,
             allow_empty=args.allow_empty,
+            **options,
         )
     except KeyboardInterrupt:
         print(
@@ -187,6 +192,7 @@ def _encode_to_array(args: argparse.Namespace) -> int:
         sentences.append(text)
     if not sentences:
         raise no_rows_error(source)
+    options = pipeline_options(args)
     embedder = load_from_args(args)
     try:
         vectors = embedder.encode(
@@ -196,6 +202,7 @@ def _encode_to_array(args: argparse.Namespace) -> int:
             show_progress_bar=not args.no_progress,  # a bar on a terminal, a line every 10 s elsewhere
             allow_empty=args.allow_empty,
             prompt_name=args.prompt,
+            **options,
         )
     except EmptySentenceError as err:
         raise blank_error(source, [numbers[i] for i in err.indexes], len(err.indexes)) from None

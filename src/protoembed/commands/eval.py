@@ -23,8 +23,10 @@ from protoembed.commands.common import (
     add_data_dir_option,
     add_model_options,
     add_option_flags,
+    add_pipeline_options,
     load_from_args,
     output_file,
+    pipeline_options,
 )
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Suite
@@ -43,6 +45,7 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
         allow_empty=args.allow_empty,
         cache_embeddings=getattr(args, "cache_embeddings", False),
         show_progress_bar=True,
+        **pipeline_options(args),
     )
 
 
@@ -130,6 +133,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     tasks_help = command.tasks_help or f"tasks to run (default: {' '.join(default_tasks(suite.name))})"
     parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
+    add_pipeline_options(parser)
     add_data_dir_option(parser)
     parser.add_argument(
         "--tasks", nargs="+", type=task_name(suite.name), default=None, metavar="TASK", help=tasks_help

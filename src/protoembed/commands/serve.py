@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from protoembed.commands.common import add_model_options, add_option_flags, field_value, load_from_args
+from protoembed.commands.common import (
+    add_model_options,
+    add_option_flags,
+    add_pipeline_options,
+    field_value,
+    load_from_args,
+)
 from protoembed.errors import ProtoembedError
 from protoembed.model_spec import ModelSpec
 from protoembed.serving.settings import API_KEY_ENV, ServeSettings, served_model_name
@@ -41,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_options(parser, batch_size=False)
     add_option_flags(parser, ServeSettings, check=True)
+    add_pipeline_options(parser, budget_dest="max_batch_tokens")
     parser.set_defaults(func=run)
 
 
@@ -80,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        serve(create_app(model, settings), sock, on_started=ready)
+        serve(create_app(model, settings, args.tokenizer_workers), sock, on_started=ready)
     finally:
         sock.close()
     return 0

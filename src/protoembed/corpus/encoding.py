@@ -3,7 +3,7 @@
 The corpus is read twice, streamed (:mod:`protoembed.corpus.sources`): once to check every row and count
 them, then shard by shard while encoding, so memory holds one shard's texts and vectors per process,
 never the corpus. Shard ``k`` holds rows ``[k * shard_size, (k + 1) * shard_size)``; it is encoded on
-its own, by the model's ``encode`` in chunks of :data:`CHUNK_BATCHES` batches, so its vectors depend
+its own, by one call of the model's ``encode`` (:mod:`protoembed.batching`), so its vectors depend
 only on its rows, the model and the settings: not on which process encodes it, nor on whether the run
 was interrupted. Every shard is written atomically (temp name, then rename) and recorded in
 ``manifest.json`` (:mod:`protoembed.corpus.manifest`) as it finishes.
@@ -79,16 +79,14 @@ logger = logging.getLogger(__name__)
 
 #: Rows per shard unless told otherwise.
 DEFAULT_SHARD_SIZE = 100_000
-#: A shard is encoded in chunks of this many batches (one ``encode`` call each: the progress bar moves
-#: per chunk, and a chunk's rows are sorted by length into batches).
-CHUNK_BATCHES = 16
 
 
 @dataclass(frozen=True)
 class ShardJob:
     """What a process needs to encode and write shards (picklable, for spawned workers): the
     ``source``, the output ``folder``, ``shard_size``, the corpus's ``rows``, and ``encode``'s
-    ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``."""
+    ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``, ``tokenizer_workers`` and
+    ``max_tokens_per_batch`` (the last two do not change the vectors)."""
 
     source: CorpusSource
     folder: Path
@@ -98,10 +96,26 @@ class ShardJob:
     normalize: bool | None
     prompt_name: str | None
     allow_empty: bool
+    tokenizer_workers: int | None = None
+    max_tokens_per_batch: int | None = None
 
     def start(self, index: int) -> int:
         """The first row of shard ``index``."""
         return index * self.shard_size
+
+    @property
+    def pipeline(self) -> dict[str, int]:
+        """``tokenizer_workers`` and ``max_tokens_per_batch`` as ``encode``'s keywords, those given."""
+        given = (
+            ("tokenizer_workers", self.tokenizer_workers),
+            ("max_tokens_per_batch", self.max_tokens_per_batch),
+        )
+        return {name: value for name, value in given if value is not None}
+
+    def shard_label(self, index: int) -> str:
+        """``shard-00003.npy (rows 300000 to 399999)``: how messages name shard ``index``."""
+        start = self.start(index)
+        return f"{shard_name(index)} (rows {start} to {min(self.rows, start + self.shard_size) - 1})"
 
 
 # --------------------------------------------------------------------------- one shard
@@ -143,32 +157,34 @@ def encode_shard(
     numbers: Sequence[int],
     texts: list[str],
     progress: Callable[[int], Any] | None = None,
+    index: int | None = None,
 ) -> np.ndarray:
-    """The vectors (len(texts), D) float32 of one shard's ``texts``: ``model.encode`` on chunks of
-    :data:`CHUNK_BATCHES` batches, ``progress(rows)`` called after each.
+    """The vectors (len(texts), D) float32 of one shard's ``texts``: one ``model.encode`` (its pipeline
+    tokenises the next batches while the forward runs), ``progress(rows)`` called after each batch.
 
     Raises:
         ProtoembedError: texts without tokens and no ``allow_empty`` (their lines or rows named, from
-            ``numbers``).
+            ``numbers``); any other one-line error of ``encode`` (a failed tokenizer worker...) with the
+            shard (``index``) named first.
     """
-    out = np.empty((len(texts), model.dimension), dtype=np.float32)
-    step = job.batch_size * CHUNK_BATCHES
-    for lo in range(0, len(texts), step):
-        chunk = texts[lo : lo + step]
-        try:
-            out[lo : lo + len(chunk)] = model.encode(
-                chunk,
-                batch_size=job.batch_size,
-                normalize=job.normalize,
-                show_progress_bar=False,
-                allow_empty=job.allow_empty,
-                prompt_name=job.prompt_name,
-            )
-        except EmptySentenceError as err:
-            raise blank_error(job.source, [numbers[lo + i] for i in err.indexes], len(err.indexes)) from None
-        if progress is not None:
-            progress(len(chunk))
-    return out
+    try:
+        vectors = model.encode(
+            texts,
+            batch_size=job.batch_size,
+            normalize=job.normalize,
+            show_progress_bar=False,
+            allow_empty=job.allow_empty,
+            prompt_name=job.prompt_name,
+            progress=progress,
+            **job.pipeline,
+        )
+    except EmptySentenceError as err:
+        raise blank_error(job.source, [numbers[i] for i in err.indexes], len(err.indexes)) from None
+    except ProtoembedError as err:
+        if index is None:
+            raise
+        raise ProtoembedError(f"{job.shard_label(index)}: {err}") from None
+    return np.asarray(vectors, dtype=np.float32)
 
 
 def write_shard(job: ShardJob, index: int, vectors: np.ndarray) -> ShardRecord:
@@ -400,6 +416,8 @@ def encode_corpus(
     devices: Sequence[str] | None = None,
     show_progress: bool | None = None,
     allow_empty: bool = False,
+    tokenizer_workers: int | None = None,
+    max_tokens_per_batch: int | None = None,
 ) -> CorpusVectors:
     """Encode a corpus file of any size into a folder of ``.npy`` shards and ``manifest.json``.
 
@@ -417,6 +435,8 @@ def encode_corpus(
         normalize: as :meth:`protoembed.Embedder.encode`'s.
         prompt_name: as :meth:`protoembed.Embedder.encode`'s.
         allow_empty: as :meth:`protoembed.Embedder.encode`'s.
+        tokenizer_workers: as :meth:`protoembed.Embedder.encode`'s (in each worker process).
+        max_tokens_per_batch: as :meth:`protoembed.Embedder.encode`'s.
         resume: continue the run in ``out_dir`` (see the module docstring).
         workers: processes on this machine (spawned; each loads the model).
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
@@ -437,6 +457,9 @@ def encode_corpus(
     _positive("shard_size", shard_size)
     _positive("batch_size", batch_size)
     _positive("workers", workers)
+    from protoembed.batching import check_pipeline_options
+
+    check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
     devices = [str(device) for device in devices] if devices else None
     if devices and workers == 1:
         workers = len(devices)
@@ -451,7 +474,18 @@ def encode_corpus(
             f"{-(-scanned.rows // MAX_SHARDS)}"
         )
     folder = Path(out_dir).expanduser()
-    job = ShardJob(source, folder, shard_size, scanned.rows, batch_size, normalize, prompt_name, allow_empty)
+    job = ShardJob(
+        source,
+        folder,
+        shard_size,
+        scanned.rows,
+        batch_size,
+        normalize,
+        prompt_name,
+        allow_empty,
+        tokenizer_workers,
+        max_tokens_per_batch,
+    )
     spec = _spec_of(model)
     world_size, rank, local_rank = world()
     if world_size > 1:
@@ -502,7 +536,7 @@ def _encode_here(
             _run_workers(job, spec, pending, manifest, workers, devices, bar)
         else:
             for index, numbers, texts in iter_shards(source, shard_size, pending):
-                vectors = encode_shard(loaded, job, numbers, texts, bar.update)
+                vectors = encode_shard(loaded, job, numbers, texts, bar.update, index)
                 manifest.shards.append(write_shard(job, index, vectors))
                 write_manifest(folder, manifest)
     manifest.complete = True
@@ -543,7 +577,8 @@ def _worker(job: ShardJob, spec: ModelSpec, number: int, cores: list[int], tasks
         model = load_model(spec)
         while (task := tasks.get()) is not None:
             index, numbers, texts = task
-            vectors = encode_shard(model, job, numbers, texts, lambda n: results.put(("progress", n)))
+            results.put(("start", number, index))
+            vectors = encode_shard(model, job, numbers, texts, lambda n: results.put(("progress", n)), index)
             results.put(("done", write_shard(job, index, vectors)))
     except ProtoembedError as err:
         results.put(("error", str(err), True))
@@ -609,21 +644,27 @@ def _run_workers(
     feeder = threading.Thread(target=_feed, args=(job, pending, tasks, results, workers, stop), daemon=True)
     feeder.start()
     remaining = set(pending)
+    working: dict[int, int] = {}  # worker number -> the shard it is encoding
     try:
         while remaining:
             try:
                 message = results.get(timeout=1.0)
             except queue.Empty:
                 message = None
-            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            dead = [k for k, p in enumerate(processes) if p.exitcode not in (None, 0)]
             if dead and message is None:  # a worker killed (out of memory, a signal) says nothing
+                number = dead[0]
+                shard = working.get(number)
+                doing = "" if shard is None else f" while encoding {job.shard_label(shard)}"
                 raise ProtoembedError(
-                    f"a worker process died (exit code {dead[0].exitcode}); the finished shards are kept: "
-                    "rerun with --resume"
+                    f"worker {number} died (exit code {processes[number].exitcode}){doing}; the finished "
+                    "shards are kept: rerun with --resume"
                 )
             if message is None:
                 continue
-            if message[0] == "progress":
+            if message[0] == "start":
+                working[message[1]] = message[2]
+            elif message[0] == "progress":
                 bar.update(message[1])
             elif message[0] == "done":
                 record: ShardRecord = message[1]
@@ -695,7 +736,9 @@ def _encode_distributed(
                 record = None
                 if shard is not None:
                     index, numbers, texts = shard
-                    record = write_shard(job, index, encode_shard(loaded, job, numbers, texts, bar.update))
+                    record = write_shard(
+                        job, index, encode_shard(loaded, job, numbers, texts, bar.update, index)
+                    )
                 gathered: list[Any] = [None] * world
                 dist.all_gather_object(gathered, record)
                 if rank == 0:

@@ -43,6 +43,8 @@ class LazyEncoder:
             cached fp32 export; see :func:`protoembed.export.cache.with_runtime`).
         cache_embeddings: look vectors up in, and add them to, the model's on-disk embedding store.
         show_progress_bar: passed to the model's ``encode`` (``None``: the model's default).
+        tokenizer_workers, max_tokens_per_batch: passed to the model's ``encode`` (the encode pipeline:
+            :mod:`protoembed.batching`; the vectors do not depend on them).
 
     :attr:`prompts` are the model's input prompts (the retrieval suite's query and document prompts).
     After the first call, :attr:`model` is the loaded model (or its ONNX export) and, with
@@ -63,8 +65,19 @@ class LazyEncoder:
         runtime: str = AUTO,
         cache_embeddings: bool = False,
         show_progress_bar: bool | None = None,
+        tokenizer_workers: int | None = None,
+        max_tokens_per_batch: int | None = None,
     ) -> None:
         check_runtime(runtime)
+        #: the pipeline's keywords given (none: the model's encode is called without them)
+        self.pipeline = {
+            name: value
+            for name, value in (
+                ("tokenizer_workers", tokenizer_workers),
+                ("max_tokens_per_batch", max_tokens_per_batch),
+            )
+            if value is not None
+        }
         self.load = load
         self.batch_size = batch_size
         self.allow_empty = allow_empty
@@ -107,6 +120,7 @@ class LazyEncoder:
                 batch_size=self.batch_size,
                 show_progress_bar=self.show_progress_bar,
                 allow_empty=self.allow_empty,
+                **self.pipeline,
             )
         except EmptySentenceError as err:
             first = sentences[err.indexes[0]]

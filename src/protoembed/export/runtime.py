@@ -12,17 +12,18 @@ Runtime; :class:`~protoembed.export.openvino.OpenVinoEmbedder`: OpenVINO).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from protoembed.batching import BatchEncoder
+from protoembed.batching import BatchEncoder, Encodes
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import (
@@ -32,8 +33,8 @@ from protoembed.export.layout import (
     SIMILARITY_FN_NAME,
     is_export_dir,  # noqa: F401 (imported from here by protoembed.loading)
 )
-from protoembed.input_prompts import apply_prompt
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.precision import check_precision
 from protoembed.runtimes import (
     AUTO,
     RuntimeSpec,
@@ -58,7 +59,7 @@ def _weightless_backbone(config: Any) -> torch.nn.Module:
         return AutoModel.from_config(config)
 
 
-class ExportedEmbedder:
+class ExportedEmbedder(Encodes):
     """An exported model: ``encode`` by the :class:`~protoembed.batching.BatchEncoder` loop that
     :meth:`protoembed.Embedder.encode` runs, with the forward pass run by an inference runtime
     (each registered runtime's loader returns its subclass, which runs one batch of feeds: :meth:`run`).
@@ -139,23 +140,20 @@ class ExportedEmbedder:
         """The encode loop over this export's tokenisation and its graph."""
         return BatchEncoder(self.encoder, self.forward, self.dimension, self.device, self.normalize)
 
-    def encode(
-        self,
-        sentences: Sequence[str] | str,
-        batch_size: int = 64,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = False,
-        allow_empty: bool = False,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray | torch.Tensor:
-        """Encode sentences to vectors: arguments (``prompt_name`` / ``prompt``: :attr:`prompts`),
-        batching, order and result as :meth:`protoembed.Embedder.encode`."""
-        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
-        return self.batch_encoder().encode(
-            sentences, batch_size, normalize, show_progress_bar, convert_to_tensor, allow_empty
-        )
+    @contextlib.contextmanager
+    def encoding(self, precision: str | None) -> Iterator[None]:
+        """Nothing to switch for :meth:`encode` (:meth:`protoembed.batching.Encodes.encoding`); a
+        ``precision`` other than the export's own (:attr:`precision`) is refused.
+
+        Raises:
+            ProtoembedError: another precision (one line: the export's, and what runs the other)."""
+        if precision is not None and precision != self.precision:
+            check_precision(precision)
+            raise ProtoembedError(
+                f"this export runs in {self.precision} on {self.runtime or 'its runtime'}; for {precision} load "
+                "it with precision= (where its runtime has it) or load the torch model it was exported from"
+            )
+        yield
 
     def eval(self) -> ExportedEmbedder:
         """Nothing to switch (the graph is inference only); returns ``self`` as a torch module would."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from protoembed.errors import ProtoembedError
-from protoembed.precision import PRECISIONS
+from protoembed.precision import CPU_PRECISIONS, PRECISIONS
 from protoembed.runtimes.base import RuntimeSpec
 
 #: The ``--runtime`` value that lets the model pick (see :func:`auto_runtime`).
@@ -66,7 +66,7 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             calibration="protoembed.export.calibration:calibration_sentences",
             reads=("onnx", "openvino"),
             loader="protoembed.export.openvino:load_openvino",
-            precisions=PRECISIONS,
+            precisions=CPU_PRECISIONS,
             default_precision="protoembed.export.openvino:inference_precision_here",
             auto_priority=20,
             auto_when="protoembed.export.openvino:picked_by_auto",

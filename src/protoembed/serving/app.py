@@ -34,7 +34,6 @@ import asyncio
 import base64
 import hmac
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -49,6 +48,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from protoembed.batching import check_pipeline_options, default_tokenizer_workers, tokenizer_pool
 from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.input_prompts import prompt_text
 from protoembed.protocol import SentenceEmbedder
@@ -170,7 +170,9 @@ def _validation_error(errors: Sequence[Any]) -> APIError:
     return APIError(400, f"{'.'.join(loc)} {problem(error)}", loc[0])
 
 
-def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -> FastAPI:
+def create_app(
+    model: SentenceEmbedder, settings: ServeSettings | None = None, tokenizer_workers: int | None = None
+) -> FastAPI:
     """The embeddings server of ``model`` (see the module docstring).
 
     Args:
@@ -179,6 +181,9 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         settings: names, limits and batching (default: :class:`ServeSettings`'s defaults;
             ``served_model_name`` ``None``: ``default``). ``host`` and ``port`` are for the caller that
             runs the app.
+        tokenizer_workers: the threads that tokenise the requests (the pool of
+            :mod:`protoembed.batching`; ``None``: :func:`~protoembed.batching.default_tokenizer_workers`
+            for the model's device): neither the event loop nor the inference thread tokenises.
     Returns:
         the app; its lifespan starts the inference thread and runs one warm-up batch (``/health``: 200
         from then on), and on shutdown runs the rows still queued before the thread ends.
@@ -197,12 +202,18 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         observe=lambda stats: metrics.observe_batch(stats),
     )
     metrics = Metrics(lambda: batcher.depth, lambda: app.state.in_flight)
-    tokenizer_lock = threading.Lock()  # one tokenisation at a time: a fast tokenizer is not reentrant
+    workers, _ = check_pipeline_options(tokenizer_workers, None)
+    tokenizer_threads = workers or default_tokenizer_workers(model.device)
+    pool = tokenizer_pool(tokenizer_threads)
+
+    async def tokenize(texts: list[str]) -> tuple[list[list[int]], list[int] | None]:
+        """The input rows of ``texts``, tokenised on a thread of the pool."""
+        return await asyncio.wrap_future(pool.submit(encoder.tokenize, texts))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher.start()
-        await asyncio.wrap_future(batcher.submit(*encoder.tokenize(["warm up"])))
+        await asyncio.wrap_future(batcher.submit(*await tokenize(["warm up"])))
         app.state.ready = True
         logger.info("serving %s (%s runtime, %s)", name, model.runtime, model.precision)
         try:
@@ -210,6 +221,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         finally:
             app.state.ready = False
             await run_in_threadpool(batcher.close)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="protoembed", version=__version__, lifespan=lifespan)
     app.state.ready = False
@@ -348,16 +360,15 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
             raise APIError(400, str(err), "prompt_name") from None
 
         def rows() -> tuple[list[list[int]], list[int] | None]:
-            with tokenizer_lock:
-                if inputs.ids is not None:
-                    return id_rows(encoder.encoder, inputs, prompt)
-                texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
-                if not truncate:
-                    too_long(encoder.encoder, texts, inputs.names)
-                return encoder.tokenize(texts)
+            if inputs.ids is not None:
+                return id_rows(encoder.encoder, inputs, prompt)
+            texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
+            if not truncate:
+                too_long(encoder.encoder, texts, inputs.names)
+            return encoder.tokenize(texts)
 
         try:
-            ids, masks = await run_in_threadpool(rows)
+            ids, masks = await asyncio.wrap_future(pool.submit(rows))  # a tokenizer thread
         except InputError as err:
             raise APIError(err.status, err.message, field, err.code) from None
         except EmptySentenceError as err:
@@ -422,7 +433,7 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
             "max_batch_tokens": settings.max_batch_tokens,
             "max_batch_requests": None,
             "max_client_batch_size": settings.max_inputs_per_request,
-            "tokenization_workers": 1,
+            "tokenization_workers": tokenizer_threads,
             "version": __version__,
         }
 

@@ -18,7 +18,7 @@ import logging
 import torch
 
 from protoembed.errors import ProtoembedError
-from protoembed.precision import EMULATED_BF16, native_bf16, warn_emulated_bf16
+from protoembed.precision import EMULATED_BF16, check_fp16, native_bf16, warn_emulated_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +36,8 @@ def check_precision_here(precision: str) -> str:
             step 1).
     """
     cuda = torch.cuda.is_available()
-    if precision == "fp16" and not cuda:
-        raise ProtoembedError(
-            "training.precision fp16 needs a CUDA GPU (half precision with loss scaling) and this machine "
-            "has none; use bf16 (CPU or CUDA) or fp32"
-        )
+    if precision == "fp16":
+        check_fp16("training.precision")
     if precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         raise ProtoembedError(
             f"training.precision bf16: the GPU {torch.cuda.get_device_name()} has no bf16; use fp16 or fp32"
