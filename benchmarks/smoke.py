@@ -1,0 +1,68 @@
+"""Every benchmark's ``--smoke`` mode: a few sentences or steps on a tiny random model, so that a test can
+run each script end to end (to its ``ratio=`` line) in seconds and a script that drifted from the library
+fails there (tests/test_benchmarks_smoke.py). A smoke run measures nothing: its figures are not results.
+
+The tiny model is the tests' (tests/tiny_models.py: a 2-layer, 32-wide BERT with a WordPiece tokenizer
+trained on a few sentences), built once per process into a temporary folder, or read from
+``$PROTOEMBED_BENCH_TINY_MODEL`` when that names a folder (the smoke tests build it once for all scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+HELP = "a few sentences or steps on a tiny random model: checks that the script runs, measures nothing"
+#: The environment variable naming a tiny model folder built beforehand.
+TINY_MODEL_ENV = "PROTOEMBED_BENCH_TINY_MODEL"
+SMOKE_NOTE = "smoke run (--smoke): a few inputs, a tiny random model where one is loaded; the figures mean nothing"
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--smoke`` to a benchmark's parser."""
+    parser.add_argument("--smoke", action="store_true", help=HELP)
+
+
+def build_tiny_model(path: Path) -> Path:
+    """The tests' tiny random BERT (tests/tiny_models.py), loaded with protoembed's default mean head and
+    saved into ``path`` as a sentence-transformers folder (what the default model's folder is: modules.json,
+    sentence_bert_config.json, ...), so that both libraries read it as they read the default model."""
+    tests = str(Path(__file__).resolve().parents[1] / "tests")
+    if tests not in sys.path:
+        sys.path.append(tests)
+    import protoembed
+    from tiny_models import build_tiny_model as build
+
+    backbone = build("bert", path.with_name(path.name + "-backbone"))
+    return Path(protoembed.load(str(backbone), device="cpu").save(path))
+
+
+@cache
+def tiny_model() -> Path:
+    """The tiny model's folder: ``$PROTOEMBED_BENCH_TINY_MODEL``, else one built now (removed at exit)."""
+    given = os.environ.get(TINY_MODEL_ENV)
+    if given and (Path(given) / "config.json").is_file():
+        return Path(given)
+    folder = Path(tempfile.mkdtemp(prefix="protoembed-bench-tiny-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return build_tiny_model(folder / "model")
+
+
+def model_dir(smoke: bool) -> str:
+    """The folder of the model a benchmark measures: the default backbone's, or the tiny one's in smoke."""
+    if smoke:
+        return str(tiny_model())
+    from protoembed.backbones import default_model_path
+
+    return str(default_model_path())
+
+
+def model_name(smoke: bool) -> str:
+    """What ``protoembed.load`` takes for that model: ``"default"``, or the tiny model's folder."""
+    return str(tiny_model()) if smoke else "default"
