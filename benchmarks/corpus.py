@@ -123,7 +123,7 @@ def child(mode: str, corpus: Path, batch: int, workers: int, model: str = "defau
 def run_child(mode: str, corpus: Path, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--child", mode, "--corpus", str(corpus)]
     command += ["--batch-size", str(args.batch_size), "--num-workers", str(args.num_workers)]
-    return child_result(command + (["--smoke"] if args.smoke else []), mode)
+    return child_result(command, mode)
 
 
 def main() -> None:
@@ -137,13 +137,13 @@ def main() -> None:
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.child:
-        model = smoke.model_name(args.smoke)
+        model = smoke.model_name()
         print(json.dumps(child(args.child, Path(args.corpus), args.batch_size, args.num_workers, model)))
         return
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.lines, args.batch_size = 2000, 8
-        os.environ[smoke.TINY_MODEL_ENV] = str(smoke.tiny_model())  # built once for the children
+        smoke.tiny_model()  # built once, for the children too
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "wiki1m_generated.txt"
         size = generate(corpus, args.lines, Path(args.data_dir))

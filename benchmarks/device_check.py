@@ -18,6 +18,9 @@ the rise of the resident set) and that per row of a step; last line
 
     python benchmarks/device_check.py [--device cuda|cpu] [--models default,bert-base] [--batch-size 64]
         [--mini-batch-size 32] [--steps 20] [--warmup 3] [--precision bf16|fp32] [--tokens 32]
+
+``--smoke`` (checks that the script runs; measures nothing): the default backbone replaced by a tiny random
+model, batch 4, mini-batch 2, 2 timed steps after 1, fp32, 16 tokens.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import time
 from pathlib import Path
 
 import torch
+
+import smoke
 
 # the memory benchmark's shapes and sample reader
 from memory import backbone, sentences
@@ -156,10 +161,8 @@ def run_st(model_dir: str, texts: list[str], args: argparse.Namespace, out: Path
 
 def model_folder(name: str, tmp: Path) -> str:
     """A Hugging Face model folder: the default backbone's, or a saved random-weight shape."""
-    from protoembed.backbones import default_model_path
-
     if name == "default":
-        return str(default_model_path())
+        return smoke.model_dir()
     auto, tokenizer = backbone(name, None)
     folder = tmp / name
     auto.save_pretrained(str(folder))
@@ -187,7 +190,12 @@ def main() -> None:
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.models, args.batch_size, args.mini_batch_size, args.steps, args.warmup = "default", 4, 2, 2, 1
+        args.precision, args.tokens = "fp32", 16
     count = args.batch_size * (args.warmup + args.steps + 1)
     texts = sentences(count, Path(args.data_dir))
     print(

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from machine import cpu_line
 import smoke
+from machine import cpu_line
 from side_install import build_view, child_command, child_env
 
 BASELINE = "sentence-transformers torch fp32"
@@ -215,7 +215,9 @@ def worker_process(kind: str, env_dir: Path, model_dir: str, args: argparse.Name
 class Worker:
     """A worker process over a side install, spoken to line by line."""
 
-    def __init__(self, kind: str, env_dir: Path, model_dir: str, args: argparse.Namespace, workdir: str) -> None:
+    def __init__(
+        self, kind: str, env_dir: Path, model_dir: str, args: argparse.Namespace, workdir: str
+    ) -> None:
         command, env = worker_process(kind, env_dir, model_dir, args, workdir)
         self.process = subprocess.Popen(
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -267,7 +269,7 @@ def main() -> None:
         return worker(args)
     if args.smoke:  # the side installs' rows need a download (make bench-env): left out
         args.runs, args.limit, args.st_onnx_env, args.st_openvino_env = 1, args.limit or 32, None, None
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
 
     from sentence_transformers import SentenceTransformer
 
@@ -279,7 +281,7 @@ def main() -> None:
     sentences = sentences[: args.limit]
     bs = args.batch_size
     workdir = tempfile.mkdtemp(prefix="protoembed-bench-")
-    model_dir, model_name = smoke.model_dir(args.smoke), smoke.model_name(args.smoke)
+    model_dir, model_name = smoke.model_dir(), smoke.model_name()
     ours = protoembed.load(model_name, device="cpu")
     ours_bf16 = protoembed.load(model_name, device="cpu", precision="bf16")
     export = protoembed.export_embedder
@@ -306,7 +308,9 @@ def main() -> None:
     workers: dict[str, Worker] = {}
     for kind, env in (("onnx", args.st_onnx_env), ("openvino", args.st_openvino_env)):
         if env is None:
-            print(f"the sentence-transformers {kind} rows are skipped in a smoke run (they need make bench-env)")
+            print(
+                f"the sentence-transformers {kind} rows are skipped in a smoke run (they need make bench-env)"
+            )
         elif Path(env).is_dir():
             workers[kind] = Worker(kind, Path(env), model_dir, args, workdir)
         else:

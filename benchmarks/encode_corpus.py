@@ -154,7 +154,7 @@ def run_measured(command: list[str], what: str, env: dict[str, str] | None = Non
 # --------------------------------------------------------------------------------------------- the two sides
 def protoembed_command(corpus: Path, out: Path, args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "protoembed", "encode", str(corpus), "-o", str(out), "--no-progress"]
-    command += ["--model", smoke.model_name(args.smoke)]
+    command += ["--model", smoke.model_name()]
     command += [
         "--runtime",
         args.runtime,
@@ -210,12 +210,12 @@ def main() -> None:
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.st_child:
-        return st_child(*args.st_child, args.workers, args.batch_size, smoke.model_dir(args.smoke))
+        return st_child(*args.st_child, args.workers, args.batch_size, smoke.model_dir())
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.lines, args.small_lines, args.workers, args.runtime = 200, 100, 1, "torch"
         args.shard_size, args.check_rows = 100, 50
-        os.environ[smoke.TINY_MODEL_ENV] = str(smoke.tiny_model())  # built once for the commands
+        smoke.tiny_model()  # built once, for the commands too
     small_lines = args.small_lines or max(1, args.lines // 10)
 
     print(cpu_line())
@@ -228,12 +228,14 @@ def main() -> None:
         generate(tmp / "warm.txt", 200, Path(args.data_dir), args.words)
         print(
             f"{args.lines} lines, {size / 2**20:.1f} MiB ({size / args.lines:.1f} bytes a line, "
-            f"{word_pieces(corpus, smoke.model_dir(args.smoke)):.1f} word pieces with [CLS] and [SEP]); first {args.words} words of "
+            f"{word_pieces(corpus, smoke.model_dir()):.1f} word pieces with [CLS] and [SEP]); first {args.words} words of "
             "Wikipedia sample sentences",
             flush=True,
         )
         if not args.smoke:
-            run_measured(protoembed_command(tmp / "warm.txt", tmp / "warm", args), "protoembed encode (warm-up)")
+            run_measured(
+                protoembed_command(tmp / "warm.txt", tmp / "warm", args), "protoembed encode (warm-up)"
+            )
         results = {}
         print("measuring ...", flush=True)
         results["protoembed", small_lines] = run_measured(
@@ -244,7 +246,6 @@ def main() -> None:
         )
         st = [sys.executable, __file__, "--st-child", str(corpus), str(tmp / "st.npy")]
         st += ["--workers", str(args.workers), "--batch-size", str(args.batch_size)]
-        st += ["--smoke"] if args.smoke else []
         results["sentence-transformers", args.lines] = run_measured(st, "sentence-transformers encode")
 
         rng = np.random.default_rng(0)

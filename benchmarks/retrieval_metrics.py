@@ -51,7 +51,7 @@ def main() -> int:
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.queries, args.depth, args.docs = 50, 20, 500
     qrels, run = random_run(args.queries, args.depth, args.docs, args.seed)
     start = time.perf_counter()

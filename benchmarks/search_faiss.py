@@ -66,7 +66,7 @@ def main() -> None:
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.n, args.queries, args.dim, args.clusters = 5000, 50, 32, 50
 
     import faiss

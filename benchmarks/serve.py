@@ -461,14 +461,14 @@ def main() -> None:
     if args.prepare_infinity:
         return _prepare_infinity(*args.prepare_infinity)
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.servers, args.concurrency, args.duration, args.rounds = "protoembed-onnx,naive", "1", 0.5, 1
         args.warmup, args.requests = 0.3, 20
     args.servers = [s for s in args.servers.split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",")]
     per_request = {"short": args.inputs, "long": args.long_inputs}
 
-    model_dir = Path(smoke.model_dir(args.smoke))
+    model_dir = Path(smoke.model_dir())
     pools = inputs(Path(args.data_dir), model_dir)
     print(cpu_line())
     print(f"before: {load_line()}")

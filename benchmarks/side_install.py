@@ -53,7 +53,10 @@ def hidden_distributions(side: Path) -> set[str]:
     """Main-environment distributions the child must not see: those ``side`` holds and every one that
     depends on them (transitively)."""
     held = {_name(d.metadata["Name"]) for d in metadata.distributions(path=[str(side)])}
-    main = {_name(d.metadata["Name"]): d for d in metadata.distributions(path=[str(p) for p in main_site_packages()])}
+    main = {
+        _name(d.metadata["Name"]): d
+        for d in metadata.distributions(path=[str(p) for p in main_site_packages()])
+    }
     hidden = set(held)
     grew = True
     while grew:
@@ -92,4 +95,8 @@ def child_command(script: Path | str, *args: str) -> list[str]:
 def child_env(side: Path, view: Path) -> dict[str, str]:
     """The environment of a child over ``side``: its path is the side folder, then the view (and no user
     site-packages)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(side.resolve()), str(view)]), "PYTHONNOUSERSITE": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(side.resolve()), str(view)]),
+        "PYTHONNOUSERSITE": "1",
+    }

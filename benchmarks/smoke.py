@@ -19,14 +19,31 @@ from functools import cache
 from pathlib import Path
 
 HELP = "a few sentences or steps on a tiny random model: checks that the script runs, measures nothing"
+#: Set (to 1) in a smoke run's environment, so that the processes a benchmark starts run small too.
+SMOKE_ENV = "PROTOEMBED_BENCH_SMOKE"
 #: The environment variable naming a tiny model folder built beforehand.
 TINY_MODEL_ENV = "PROTOEMBED_BENCH_TINY_MODEL"
-SMOKE_NOTE = "smoke run (--smoke): a few inputs, a tiny random model where one is loaded; the figures mean nothing"
+SMOKE_NOTE = (
+    "smoke run (--smoke): a few inputs, a tiny random model where one is loaded; the figures mean nothing"
+)
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--smoke`` to a benchmark's parser."""
     parser.add_argument("--smoke", action="store_true", help=HELP)
+
+
+def enable(announce: bool = True) -> None:
+    """Make this process and the processes it starts smoke runs (``$PROTOEMBED_BENCH_SMOKE``); print
+    :data:`SMOKE_NOTE` when ``announce``."""
+    os.environ[SMOKE_ENV] = "1"
+    if announce:
+        print(SMOKE_NOTE, flush=True)
+
+
+def active() -> bool:
+    """Whether this is a smoke run (:func:`enable` here or in the process that started this one)."""
+    return os.environ.get(SMOKE_ENV) == "1"
 
 
 def build_tiny_model(path: Path) -> Path:
@@ -45,24 +62,28 @@ def build_tiny_model(path: Path) -> Path:
 
 @cache
 def tiny_model() -> Path:
-    """The tiny model's folder: ``$PROTOEMBED_BENCH_TINY_MODEL``, else one built now (removed at exit)."""
+    """The tiny model's folder: ``$PROTOEMBED_BENCH_TINY_MODEL``, else one built now (removed at exit, and
+    named in the environment for the processes this one starts)."""
     given = os.environ.get(TINY_MODEL_ENV)
     if given and (Path(given) / "config.json").is_file():
         return Path(given)
     folder = Path(tempfile.mkdtemp(prefix="protoembed-bench-tiny-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return build_tiny_model(folder / "model")
+    built = build_tiny_model(folder / "model")
+    os.environ[TINY_MODEL_ENV] = str(built)
+    return built
 
 
-def model_dir(smoke: bool) -> str:
+def model_dir() -> str:
     """The folder of the model a benchmark measures: the default backbone's, or the tiny one's in smoke."""
-    if smoke:
+    if active():
         return str(tiny_model())
     from protoembed.backbones import default_model_path
 
     return str(default_model_path())
 
 
-def model_name(smoke: bool) -> str:
-    """What ``protoembed.load`` takes for that model: ``"default"``, or the tiny model's folder."""
-    return str(tiny_model()) if smoke else "default"
+def model_name() -> str:
+    """What ``protoembed.load`` (and the CLI's ``--model``) takes for that model: ``"default"``, or the tiny
+    model's folder in a smoke run."""
+    return str(tiny_model()) if active() else "default"

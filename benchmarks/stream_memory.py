@@ -136,7 +136,7 @@ def main() -> None:
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         args.rows, args.batch_size, args.shuffle_buffer = 2000, 8, 100
     if args.child:
         print(json.dumps(child(args.child, Path(args.corpus), args.batch_size, args.shuffle_buffer)))

@@ -199,7 +199,7 @@ def main() -> None:
         return
 
     if args.smoke:
-        print(smoke.SMOKE_NOTE)
+        smoke.enable()
         (x, y), args.outer_folds = random_features(), 1
     else:
         x, y = task_features(args.task, args.data_dir, args.cache)
