@@ -46,6 +46,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,13 @@ SHAPES = {
     },
 }
 VOCABULARY = 30522
+#: Every file (or folder) benchmarks/gpu_check.sh reads under the data directory: the sentences, STS-B
+#: (serve.py's short inputs) and the Wikipedia sample (serve.py's long inputs, the training checks' sentences).
+DATA_FILES = (
+    *SENTENCE_FILES,
+    *(f"senteval/STS/STSBenchmark/sts-{split}.csv" for split in ("train", "dev", "test")),
+    "unsup/wiki1m_sample",
+)
 AGREE = 0.9999  # lowest cosine to fp32 for a row to count as agreeing
 AIMS = {"default": 50_000.0, "bert-base": 20_000.0}  # sentences/s (issue 43)
 AIM_OVER_ST = 5.0
@@ -365,8 +373,13 @@ def main() -> None:
     parser.add_argument("--cli-lines", type=int, default=200_000)
     parser.add_argument("--cli-rows", default="default:fp32,default:fp16,default:bf16,bert-base:bf16")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--keep-models", help="save each shape's model folder under this folder")
+    parser.add_argument("--data-files", action="store_true", help="print the data files this check reads")
     smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.data_files:
+        print("\n".join(DATA_FILES))
+        return
     if args.smoke:
         smoke.enable()
         args.shapes, args.sentences, args.rounds, args.cli_lines = "default", 64, 1, 300
@@ -396,6 +409,8 @@ def main() -> None:
             for shape in [s for s in args.shapes.split(",") if s]:
                 folders[shape], weights = shape_folder(shape, tokenizer, tmp, args.max_seq_length)
                 print(f"{shape}: {weights}", flush=True)
+        for shape, folder in folders.items() if args.keep_models else ():
+            shutil.copytree(folder, Path(args.keep_models) / shape, dirs_exist_ok=True)
         for shape, folder in folders.items():
             shape_rows, fp32[shape] = library_rows(folder, shape, sentences, args)
             rows += shape_rows

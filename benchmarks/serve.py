@@ -19,7 +19,10 @@ Servers, each started as a subprocess on 127.0.0.1, waited for by its health end
   (``$HF_HUB_CACHE/infinity_onnx/CPUExecutionProvider``): Infinity then serves its optimised graph, as
   intended;
 - ``naive``: benchmarks/naive_server.py (FastAPI + sentence-transformers, ``model.encode`` per request,
-  no batching across requests), under uvicorn.
+  no batching across requests), under uvicorn, on ``--device``;
+- any other ``protoembed-<runtime>`` (``protoembed-torch`` on a GPU, with ``--serve-args "--device cuda"``).
+
+The model: the default backbone (or the folder ``$PROTOEMBED_BENCH_DEFAULT_MODEL`` names: benchmarks/smoke.py).
 
 Load: ``--concurrency`` connections (default 1, 8, 32, keep-alive HTTP/1.1), each sending a request as soon
 as its previous one is answered, for ``--duration`` seconds (or ``--requests`` requests) per cell; every
@@ -339,7 +342,13 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
             command = [sys.executable, "-m", "uvicorn", "naive_server:app", "--app-dir", str(HERE)]
             command += ["--host", "127.0.0.1", "--port", PORT, "--log-level", "warning"]
             servers.append(
-                Server(name, command, "/v1/embeddings", "naive", {**base, "NAIVE_MODEL": str(model_dir)})
+                Server(
+                    name,
+                    command,
+                    "/v1/embeddings",
+                    "naive",
+                    {**base, "NAIVE_MODEL": str(model_dir), "NAIVE_DEVICE": args.device},
+                )
             )
         else:
             raise SystemExit(f"unknown server {name!r}: expected some of {', '.join(ALL_SERVERS)}")
@@ -450,9 +459,12 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=float, default=3.0, help="seconds of load per server and length first"
     )
-    parser.add_argument("--servers", default=",".join(ALL_SERVERS))
+    parser.add_argument("--servers", default=None, help=f"default: {','.join(ALL_SERVERS)}")
     parser.add_argument("--infinity-env", default=".venv/infinity")
     parser.add_argument("--serve-args", default="", help="more flags for protoembed serve")
+    parser.add_argument(
+        "--device", default="cpu", help="the naive server's device (give protoembed's in --serve-args)"
+    )
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--prepare-infinity", nargs=3, help=argparse.SUPPRESS)
@@ -462,9 +474,10 @@ def main() -> None:
         return _prepare_infinity(*args.prepare_infinity)
     if args.smoke:
         smoke.enable()
-        args.servers, args.concurrency, args.duration, args.rounds = "protoembed-onnx,naive", "1", 0.5, 1
+        args.servers = args.servers or "protoembed-onnx,naive"
+        args.concurrency, args.duration, args.rounds = "1", 0.5, 1
         args.warmup, args.requests = 0.3, 20
-    args.servers = [s for s in args.servers.split(",") if s]
+    args.servers = [s for s in (args.servers or ",".join(ALL_SERVERS)).split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",")]
     per_request = {"short": args.inputs, "long": args.long_inputs}
 

@@ -21,6 +21,8 @@ from pathlib import Path
 HELP = "a few sentences or steps on a tiny random model: checks that the script runs, measures nothing"
 #: Set (to 1) in a smoke run's environment, so that the processes a benchmark starts run small too.
 SMOKE_ENV = "PROTOEMBED_BENCH_SMOKE"
+#: A model folder that stands for the default model (see :func:`model_dir`).
+DEFAULT_MODEL_ENV = "PROTOEMBED_BENCH_DEFAULT_MODEL"
 #: The environment variable naming a tiny model folder built beforehand.
 TINY_MODEL_ENV = "PROTOEMBED_BENCH_TINY_MODEL"
 SMOKE_NOTE = (
@@ -75,15 +77,20 @@ def tiny_model() -> Path:
 
 
 def model_dir() -> str:
-    """The folder of the model a benchmark measures: the default backbone's, or the tiny one's in smoke."""
+    """The folder of the model a benchmark measures as "the default model": the tiny one's in a smoke run,
+    else ``$PROTOEMBED_BENCH_DEFAULT_MODEL`` where set (benchmarks/gpu_check.sh sets it to a folder of the
+    default model's shape, random weights where the model's package is not installed), else the installed
+    default backbone's."""
     if active():
         return str(tiny_model())
+    if os.environ.get(DEFAULT_MODEL_ENV):
+        return os.environ[DEFAULT_MODEL_ENV]
     from protoembed.backbones import default_model_path
 
     return str(default_model_path())
 
 
 def model_name() -> str:
-    """What ``protoembed.load`` (and the CLI's ``--model``) takes for that model: ``"default"``, or the tiny
-    model's folder in a smoke run."""
-    return str(tiny_model()) if active() else "default"
+    """What ``protoembed.load`` (and the CLI's ``--model``) takes for that model: ``"default"``, or the
+    folder :func:`model_dir` names when it is not the installed one."""
+    return model_dir() if active() or os.environ.get(DEFAULT_MODEL_ENV) else "default"

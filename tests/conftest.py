@@ -55,7 +55,7 @@ SUBPROCESS_TESTS = (
     "test_objectives_supervised.py::test_two_processes_equal_one_process_on_the_concatenated_batch",
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
-    "test_bench_device_check.py",
+    "test_bench_gpu_check.py",
     "test_benchmarks_smoke.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
