@@ -23,8 +23,8 @@ own ``tokens_per_second`` and ``mfu`` beside them where its step events or resul
 memory over the run, model built inside it (weights, gradients, AdamW, activations; CUDA:
 ``max_memory_allocated``; CPU: the rise of the resident set) and that per row of a step; last line
 ``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (of the first backbone; with ConPVP,
-``<protoembed steps/s / 6.6>``, the steps/s measured for ConPVP BERT-base batch 128 bf16 on one H200 before
-issue 43's work, whose aim is 3x).
+``<protoembed steps/s / 6.6>``: the steps/s ``protoembed train --config configs/bert-base-uncased/conpvp.yaml``
+(batch 128, bf16, 32 tokens) ran on one H200 before the trainer was tuned for GPUs; the aim is 3x).
 
     python benchmarks/device_check.py [--device cuda|cpu] [--models default,bert-base] [--batch-size 64]
         [--mini-batch-size 32] [--steps 20] [--warmup 3] [--precision bf16|fp32] [--tokens 32]
@@ -56,7 +56,7 @@ from memory import backbone, sentences
 
 #: Dense bf16 / fp16 peak TFLOP/s of the GPUs by a part of their name (the vendors' data sheets, SXM parts).
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}
-#: ConPVP BERT-base, batch 128, bf16, one H200: steps/s before issue 43 (the aim is 3x).
+#: ConPVP BERT-base, batch 128, bf16, one H200: steps/s before the trainer was tuned for GPUs (the aim: 3x).
 CONPVP_BEFORE = 6.6
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "base"
 

@@ -3,7 +3,7 @@
 # shape where no weights are installed). Each section runs one benchmark, capped by its own time limit:
 #   1. encode   benchmarks/gpu_encode.py: sentences/s of protoembed and sentence-transformers at fp32 / fp16 /
 #               bf16, default model shape (6 x 384) and BERT-base (12 x 768, vocabulary 30,522), cosine to
-#               fp32; `protoembed encode` on a 200,000-line file; issue 43's aims met or not; peak memory;
+#               fp32; `protoembed encode` on a 200,000-line file; the aims met or not; peak memory;
 #   2. serve    benchmarks/serve.py: `protoembed serve` (torch runtime on the GPU, fp32) against the naive
 #               server (sentence-transformers on the GPU) at concurrency 64, short and long inputs;
 #   3. train    benchmarks/device_check.py --objective conpvp: ConPVP at the paper's batch 128 (plain step,
