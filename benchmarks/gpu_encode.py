@@ -248,9 +248,10 @@ def library_rows(folder: str, shape: str, sentences: list[str], args: argparse.N
             min_cosine(vectors[name], reference) if reference is not None else None
         )
     if args.device.startswith("cuda"):
-        rows_peak = torch.cuda.max_memory_allocated() / 2**30
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        print(f"{shape}: peak GPU memory allocated so far {peak:.2f} GiB (both libraries' models held)")
         for row in rows.values():
-            row["peak_gib_so_far"] = rows_peak
+            row["peak_gib_so_far"] = peak
     fp32 = vectors.get("protoembed fp32")
     return list(rows.values()), fp32
 
@@ -308,6 +309,9 @@ def cli_rows(folders: dict[str, str], sentences: list[str], fp32: dict, args: ar
                 row["min_cosine_to_fp32"] = min_cosine(first, fp32[shape][: len(first)])
             row.setdefault("note", "wall time from start to exit (interpreter, model load, writing included)")
         rows.append(row)
+        print(
+            f"  {shape} {name}: {row.get('sentences_per_s', 0):,.0f}/s {row.get('refused', '')}", flush=True
+        )
     return rows
 
 

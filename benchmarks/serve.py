@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import smoke
-from machine import cpu_line, load_line
+from machine import device_line, load_line
 
 HERE = Path(__file__).resolve().parent
 ALL_SERVERS = ["protoembed-onnx", "protoembed-openvino", "infinity-torch", "infinity-optimum", "naive"]
@@ -483,7 +483,7 @@ def main() -> None:
 
     model_dir = Path(smoke.model_dir())
     pools = inputs(Path(args.data_dir), model_dir)
-    print(cpu_line())
+    print(device_line(args.device))
     print(f"before: {load_line()}")
     for length, (texts, tokens) in pools.items():
         print(
