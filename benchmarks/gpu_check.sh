@@ -16,8 +16,9 @@
 # Every table starts with the device line: the GPU, the host's cores and the library versions.
 # Usage: benchmarks/gpu_check.sh [--device cuda|cpu] [--data DIR] [--smoke] [--full]
 #   --data: the staged data (benchmarks/stage_gpu_data.sh copies what is needed into .gpu-data/; default
-#   $PROTOEMBED_DATA, else ../shared/data); --device cpu --smoke: every section on a tiny random model and a
-#   few inputs, in about a minute (tests/test_benchmarks_smoke.py runs it).
+#   $PROTOEMBED_DATA, else ../shared/data); --device cpu --smoke: the sections on a tiny random model and a
+#   few inputs (serve left out: serve.py --smoke runs on its own), in about a minute on a quiet CPU
+#   (tests/test_benchmarks_smoke.py runs it).
 # Needs: the project installed (`make install`; on a machine with torch, transformers and sentence-transformers
 # already: pip install --no-deps -e . plus its other requirements), the staged data. All checked up front: each
 # thing missing is named with the one command that brings it, before anything runs. Last line: ratio= of
@@ -44,12 +45,10 @@ if ! "$python" -c "" 2>/dev/null; then
 else
     # the packages the benchmarks import: the project's own (make install), the bench extra's (datasets), serve's
     absent=$("$python" -c "
-import importlib
+import importlib.util
 for name in ('torch', 'protoembed', 'transformers', 'sentence_transformers', 'tokenizers', 'accelerate', 'yaml',
              'fastapi', 'uvicorn', 'datasets'):
-    try:
-        importlib.import_module(name)
-    except Exception:
+    if importlib.util.find_spec(name) is None:
         print(name)
 " 2>/dev/null)
     if [ -n "$absent" ]; then
@@ -107,7 +106,8 @@ section encode "${limits[0]}" "$python" gpu_encode.py --device "$device" --data 
 [ "$smoke" = 1 ] || export PROTOEMBED_BENCH_DEFAULT_MODEL="$work/models/default"
 bert="$work/models/bert-base"
 [ -d "$bert" ] || bert=bert-base
-section serve "${limits[1]}" "$python" serve.py --servers protoembed-torch,naive --device "$device" \
+# a smoke run leaves serve out: serve.py --smoke is run on its own (tests/test_benchmarks_smoke.py)
+[ "$smoke" = 1 ] || section serve "${limits[1]}" "$python" serve.py --servers protoembed-torch,naive --device "$device" \
     --serve-args "--device $device" --data-dir "$data" "${serve_load[@]}"
 section conpvp "${limits[2]}" "$python" device_check.py --device "$device" --objective conpvp --models "default,$bert" \
     --batch-size 128 --mini-batch-size 0 --data-dir "$data" "${train_common[@]}"
