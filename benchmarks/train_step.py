@@ -505,7 +505,9 @@ def main() -> None:
 
     device = args.device
     memory: dict[str, str] = {}
-    if args.smoke:  # two more interpreters; the children's code runs in the smoke run of the other modes' rows
+    if (
+        args.smoke
+    ):  # two more interpreters; the children's code runs in the smoke run of the other modes' rows
         memory = dict.fromkeys(OBJECTIVES, "peak memory not measured in a smoke run")
     elif not device.startswith("cuda"):  # first: a child's max RSS starts at its parent's at fork time
         memory = {name: cpu_memory(name, args) for name in OBJECTIVES}
