@@ -82,7 +82,7 @@ section() {
     local name="$1" limit="$2"; shift 2
     echo "== $name (at most $limit s)"
     local begun=$SECONDS
-    timeout --kill-after=10 "$limit" "$@" 2>"$work/$name.err" | tee "$work/$name.out"
+    timeout --kill-after=10 "$limit" "$@" 2> >(tee "$work/$name.err" >&2) | tee "$work/$name.out"
     local status=${PIPESTATUS[0]}
     if [ "$status" = 124 ] || [ "$status" = 137 ]; then
         failed+=("$name: stopped at its limit of $limit s")
@@ -103,7 +103,9 @@ fi
 section encode "${limits[0]}" "$python" gpu_encode.py --device "$device" --data "$data" --tokenizer-workers "$cores" \
     --keep-models "$work/models" "${tiny[@]}"
 # the default model's folder for the sections below (random weights of its shape where not installed)
-[ "$smoke" = 1 ] || export PROTOEMBED_BENCH_DEFAULT_MODEL="$work/models/default"
+if [ "$smoke" = 0 ] && [ -d "$work/models/default" ]; then
+    export PROTOEMBED_BENCH_DEFAULT_MODEL="$work/models/default"
+fi
 bert="$work/models/bert-base"
 [ -d "$bert" ] || bert=bert-base
 # a smoke run leaves serve out: serve.py --smoke is run on its own (tests/test_benchmarks_smoke.py)
@@ -123,6 +125,6 @@ echo "== summary ($((SECONDS - start)) s)"
 for name in encode serve conpvp simcse memory train_step; do
     [ -f "$work/$name.out" ] && echo "$name: $(grep -h '^ratio=' "$work/$name.out" | tail -1)"
 done
-for line in "${failed[@]}"; do echo "gpu_check: $line"; done
+for line in ${failed[@]+"${failed[@]}"}; do echo "gpu_check: $line"; done
 grep -h '^ratio=' "$work/encode.out" | tail -1 || echo "ratio=nan"
 [ ${#failed[@]} = 0 ]
