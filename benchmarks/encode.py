@@ -22,7 +22,13 @@ sentence-transformers' ONNX and OpenVINO backends need ``optimum-onnx`` / ``opti
 releases require transformers < 4.58 / < 5.6 while sentence-transformers 6 requires transformers >= 5 and
 the two need different ``optimum`` versions. Their rows therefore run sentence-transformers 5.x in two
 worker processes over side installs (``--st-onnx-env``, ``--st-openvino-env``, made by ``make
-bench-env``), driven row by row from here like the other rows.
+bench-env``), driven row by row from here like the other rows. A worker starts under ``python -S`` with the
+side install, then a view of the main site-packages without the packages that depend on the side
+install's (:mod:`side_install`), on its path: the main environment's datasets, which sentence-transformers
+imports whenever it is installed, needs a newer huggingface-hub than the side install's.
+
+``--smoke`` (checks that the script runs; measures nothing): a tiny random model, 32 sentences, one round,
+16 calibration sentences, the side installs' rows left out.
 
 Last lines: the fastest protoembed row and the fastest sentence-transformers row, lossless and any, the
 fastest lossless protoembed row that is not int8, and
@@ -286,6 +292,7 @@ def main() -> None:
     ours_bf16 = protoembed.load(model_name, device="cpu", precision="bf16")
     export = protoembed.export_embedder
     calibration = (data_dir / CALIBRATION_FILE).read_text(encoding="utf-8").splitlines()
+    calibration = calibration[:16] if args.smoke else calibration
     models = {
         "protoembed torch fp32": ours,
         "protoembed torch bf16": ours_bf16,

@@ -180,13 +180,17 @@ def supported(function, wanted: dict) -> tuple[dict, list[str]]:
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The lowest cosine between the rows of ``a`` and the same rows of ``b``."""
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
     return float((a * b).sum(1).min())
 
 
-def library_rows(folder: str, shape: str, sentences: list[str], args: argparse.Namespace) -> list[dict]:
-    """Time every library row of ``shape`` (alternating rounds) and compare its vectors with fp32."""
+def library_rows(
+    folder: str, shape: str, sentences: list[str], args: argparse.Namespace
+) -> tuple[list[dict], np.ndarray | None]:
+    """Time every library row of ``shape`` (alternating rounds) and compare its vectors with fp32: (the
+    rows, protoembed's fp32 vectors or None)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -256,8 +260,11 @@ def library_rows(folder: str, shape: str, sentences: list[str], args: argparse.N
     return list(rows.values()), fp32
 
 
-def cli_rows(folders: dict[str, str], sentences: list[str], fp32: dict, args: argparse.Namespace, tmp: Path):
-    """Time ``protoembed encode`` for each ``--cli-rows`` (shape:precision) on the generated file."""
+def cli_rows(
+    folders: dict[str, str], sentences: list[str], fp32: dict, args: argparse.Namespace, tmp: Path
+) -> list[dict]:
+    """Time ``protoembed encode`` for each ``--cli-rows`` (shape:precision) on the generated file; its first
+    lines' vectors against ``fp32[shape]`` (the library's)."""
     help_text = subprocess.run(
         [sys.executable, "-m", "protoembed", "encode", "--help"], capture_output=True, text=True
     ).stdout
@@ -316,6 +323,7 @@ def cli_rows(folders: dict[str, str], sentences: list[str], fp32: dict, args: ar
 
 
 def print_rows(rows: list[dict], line: str) -> None:
+    """A table of ``rows`` under the device ``line``."""
     print(f"\n{line}")
     print("| shape | row | sentences/s | lowest cosine to fp32 | note |")
     print("|---|---|---:|---:|---|")

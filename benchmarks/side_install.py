@@ -65,7 +65,7 @@ def hidden_distributions(side: Path) -> set[str]:
             if name not in hidden and _requires(dist) & hidden:
                 hidden.add(name)
                 grew = True
-    return hidden & set(main) | held
+    return (hidden & set(main)) | held
 
 
 def build_view(side: Path, view: Path) -> set[str]:
