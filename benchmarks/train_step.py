@@ -64,6 +64,16 @@ it, weights, optimizer and loss in fp32) against its fp32 step, alternating on t
     python benchmarks/train_step.py --bf16 [--batch-size 16] [--steps 10]
 
 Last line then: ``ratio=<bf16 step time / fp32 step time>`` (best steps; reported, no target).
+
+Breakdown mode, ``--breakdown``: where a ConPVP step's time goes (data, copy, forward, backward, optimizer,
+reading the loss, the rest), the plain loop against the trainer's (fused / foreach AdamW, DataLoader
+workers, the loss read at logging steps only), and each one's steps/s, tokens/s and MFU
+(:func:`breakdown_main`); ``--model tiny`` (default) leaves next to nothing but what is not the model:
+
+    python benchmarks/train_step.py --breakdown [--model tiny|default] [--workers K] [--batch-size 16]
+                                    [--steps 10] [--rounds 2]
+
+Last line then: ``ratio=<trainer steps/s / plain steps/s>`` (best unsynchronised pass).
 """
 
 from __future__ import annotations
@@ -440,6 +450,185 @@ def bf16_main(args: argparse.Namespace) -> None:
     print(f"ratio={best['bf16'] / best['fp32']:.3f}")
 
 
+#: The phases of a step the ``--breakdown`` mode times (see :func:`breakdown_main`).
+PHASES = ("data", "copy", "forward", "backward", "optimizer", "read loss", "other")
+
+
+def tiny_default(device: str):
+    """A 1-layer, 32-wide BERT with random weights and the default model's tokenizer, in a temp folder
+    (the model costs next to nothing: what is left of a step is what is not the model)."""
+    import tempfile
+
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from protoembed.backbones import default_model_path
+
+    folder = Path(tempfile.mkdtemp(prefix="protoembed-tiny-"))
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def breakdown_main(args: argparse.Namespace) -> None:
+    """``--breakdown``: where a ConPVP step's time goes, as the trainer ran it before (``plain``: AdamW's
+    per-parameter loop, the batch collated in the main process, the loss read every step) and as it runs
+    now (``trainer``: :func:`protoembed.training.components.adamw`, the batches from a DataLoader with
+    ``--workers`` processes (pinned on CUDA), the loss read every ``--log-steps`` steps).
+
+    Two passes each, alternating, on the same batches: one with the device synchronised after every
+    phase (the breakdown: ``data`` = collating (tokenising, building the views, padding) or, for
+    ``trainer``, waiting on the loader; ``copy`` to the device; ``forward``; ``backward``; ``optimizer``
+    step; ``read loss`` (the host waiting for the loss); ``other``: the rest of the step, Python between
+    the phases), one without (the step as it runs: steps/s, tokens/s and MFU by
+    :mod:`protoembed.training.throughput`). ``--model tiny`` (default): a 1-layer, 32-wide BERT with the
+    default tokenizer, so what is not the model shows; ``default``: all-MiniLM-L6-v2.
+    Last line: ``ratio=<trainer steps/s / plain steps/s>`` (unsynchronised passes, median step).
+    """
+    import protoembed
+    from protoembed.objectives import build_objective
+    from protoembed.precision import cpu_features
+    from protoembed.training.components import adamw, loader_workers
+    from protoembed.training.throughput import device_peak_flops, flop_params, mfu
+
+    device, size = torch.device(args.device), args.batch_size
+    workers = loader_workers(args.workers, device)
+    spec = str(tiny_default(args.device)) if args.model == "tiny" else "default"
+    data = sentences(size * args.steps, args.tokens, Path(args.data_dir))
+    batches = [data[i * size : (i + 1) * size] for i in range(args.steps)]
+
+    def build(variant: str):
+        torch.manual_seed(0)
+        embedder = protoembed.load(spec, head="soft_prompt", device=str(device))
+        objective = build_objective("conpvp", embedder, max_seq_length=args.tokens).to(device).train()
+        if variant == "plain":
+            optimizer = torch.optim.AdamW(objective.parameters(), lr=3e-5, foreach=False, fused=False)
+        else:
+            optimizer = adamw([{"params": list(objective.parameters())}], 3e-5, device)
+        return objective, optimizer
+
+    runs = {variant: build(variant) for variant in ("plain", "trainer")}
+    backbone = runs["plain"][0].embedder.encoder.auto_model
+    params, peak = flop_params(backbone), device_peak_flops(device, "fp32")
+
+    def loader(objective):
+        if objective is runs["plain"][0]:
+            return (objective.collate(batch) for batch in batches)
+        return iter(
+            torch.utils.data.DataLoader(
+                batches,
+                batch_size=None,
+                collate_fn=objective.collate,
+                num_workers=workers,
+                pin_memory=device.type == "cuda",
+            )
+        )
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def one_pass(variant: str, timed: bool) -> tuple[dict[str, float], float, int]:
+        """A pass over the batches: median ms per phase (timed), median step seconds, tokens per step."""
+        objective, optimizer = runs[variant]
+        read_every = 1 if variant == "plain" else args.log_steps
+        phases: dict[str, list[float]] = {phase: [] for phase in PHASES}
+        steps: list[float] = []
+        tokens = 0
+        batches_in = loader(objective)
+        pending: list[torch.Tensor] = []
+        sync()
+        last = time.perf_counter()
+        for i in range(len(batches)):
+            marks = [time.perf_counter()]
+
+            def mark(marks: list[float] = marks) -> None:
+                if timed:
+                    sync()
+                marks.append(time.perf_counter())
+
+            views = next(batches_in)
+            mark()
+            tokens = int(views.lengths.sum())
+            views = views.to(device, non_blocking=device.type == "cuda")
+            mark()
+            loss = objective(views)
+            mark()
+            loss.backward()
+            mark()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            mark()
+            pending.append(loss.detach())
+            if (i + 1) % read_every == 0 or i + 1 == len(batches):
+                [float(v) for v in torch.stack(pending).tolist()]
+                pending = []
+            mark()
+            now = time.perf_counter()
+            steps.append(now - last)
+            if timed:
+                spans = [b - a for a, b in zip(marks, marks[1:])]
+                for phase, span in zip(PHASES, spans):
+                    phases[phase].append(span)
+                phases["other"].append((now - last) - sum(spans))
+            last = now
+        # the first step pays the loader's start (workers): left out of the medians
+        return (
+            {phase: statistics.median(v[1:]) * 1000 for phase, v in phases.items() if v},
+            statistics.median(steps[1:]),
+            tokens,
+        )
+
+    timed: dict[str, list[dict[str, float]]] = {v: [] for v in runs}
+    free: dict[str, list[float]] = {v: [] for v in runs}
+    token_count = 0
+    for _, variant in alternating(list(runs), args.rounds):
+        phases, _, _ = one_pass(variant, True)
+        timed[variant].append(phases)
+        _, step, token_count = one_pass(variant, False)
+        free[variant].append(step)
+    features = ", ".join(f"{flag} {'yes' if on else 'no'}" for flag, on in cpu_features().items())
+    print(
+        f"conpvp step breakdown, model {args.model} ({params:,} parameters in the 6N count), device "
+        f"{device} ({features}), batch {size} ({3 * size} rows), {args.tokens} sentence tokens, "
+        f"{len(batches)} steps x {args.rounds} rounds per variant, trainer workers {workers}, "
+        f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}"
+    )
+    print(f"{'phase (median ms)':>18}  " + "  ".join(f"{v:>16}" for v in runs))
+    best = {v: min(rounds, key=lambda r: sum(r.values())) for v, rounds in timed.items()}
+    for phase in PHASES:
+        cells = []
+        for variant in runs:
+            total = sum(best[variant].values())
+            value = best[variant][phase]
+            cells.append(f"{value:8.2f} ({value / total:4.0%})")
+        print(f"{phase:>18}  " + "  ".join(f"{c:>16}" for c in cells))
+    views = runs["plain"][0].views
+    tokenising = []
+    for batch in batches:
+        start = time.perf_counter()
+        views.sentence_ids(batch)
+        tokenising.append(time.perf_counter() - start)
+    print(
+        f"{'of data: tokenising':>18}  {statistics.median(tokenising) * 1000:8.2f} ms (the tokenizer alone)"
+    )
+    step = {v: min(values) for v, values in free.items()}
+    for variant in runs:
+        rate = token_count / step[variant]
+        utilisation = mfu(params, rate, peak)
+        shown = "unknown (no peak for this device)" if utilisation is None else f"{utilisation:.2%}"
+        print(f"{variant}: {1 / step[variant]:.2f} steps/s unsynchronised, {rate:,.0f} tokens/s, MFU {shown}")
+    print(f"ratio={step['plain'] / step['trainer']:.3f}")
+
+
 def main() -> None:
     """Alternate ConPVP and SimCSE steps (or, with ``--objective``, protoembed's and sentence-transformers'
     supervised steps), print both, then ``ratio=``."""
@@ -475,6 +664,22 @@ def main() -> None:
     parser.add_argument(
         "--bf16", action="store_true", help="time the bf16 mixed-precision training step against the fp32 one"
     )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="where a ConPVP step's time goes: the plain loop against the trainer's (see breakdown_main)",
+    )
+    parser.add_argument("--model", choices=("tiny", "default"), default="tiny", help="--breakdown's model")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="--breakdown: the trainer's loader workers (default: its own)",
+    )
+    parser.add_argument(
+        "--log-steps", type=int, default=10, help="--breakdown: the trainer reads the loss every N"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="--breakdown: alternating rounds per variant")
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
     smoke.add_argument(parser)
@@ -498,6 +703,9 @@ def main() -> None:
         return
     if args.bf16:
         bf16_main(args)
+        return
+    if args.breakdown:
+        breakdown_main(args)
         return
     if args.measure_rss:
         measure_rss(args.measure_rss, args)

@@ -18,10 +18,32 @@ from pathlib import Path
 
 import pytest
 
+from cpu_kinds import CPU_FLAGS_ENV, flags_of, suite_kind
 from tiny_models import KINDS, build_tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Every CPU-dependent choice sees a simulated CPU (tests/cpu_kinds.py), in this process and the ones it
+# spawns: the suite passes alike on every host.
+os.environ[CPU_FLAGS_ENV] = flags_of(suite_kind())
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The host's CPU (model and the flags protoembed reads) and the CPU kind the suite simulates."""
+    from protoembed.precision import CPU_FEATURES, host_cpu_flags
+
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    host = host_cpu_flags()
+    flags = ", ".join(f"{name} {'yes' if name in host else 'no'}" for name in CPU_FEATURES)
+    return [f"host CPU: {model} ({flags}, {os.cpu_count()} logical cores)", f"simulated CPU: {suite_kind()}"]
+
 
 #: Tests (``file::name`` prefixes; a bare file name takes the whole file) that load the default backbone.
 BACKBONE_TESTS = (
@@ -30,6 +52,7 @@ BACKBONE_TESTS = (
     "test_export.py::test_default_model_export_equals_torch",
     "test_mining.py::test_agrees_with_sentence_transformers_on_the_default_model",
     "test_sts_eval.py::test_default_model_matches_sentence_transformers_evaluator",
+    "test_readme_snippet.py::test_the_readme_example_runs_and_sentence_transformers_loads_its_model",
 )
 #: Tests that spawn Python interpreters.
 SUBPROCESS_TESTS = (
@@ -55,12 +78,14 @@ SUBPROCESS_TESTS = (
     "test_objectives_supervised.py::test_two_processes_equal_one_process_on_the_concatenated_batch",
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
+    "test_threads.py::test_model_commands_size_torch_s_threads_before_it_loads",
     "test_bench_gpu_check.py",
     "test_benchmarks_smoke.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",
     "test_serve_cli.py::test_sigterm_answers_the_requests_in_flight_and_exits_0",
+    "test_task_entries.py::test_an_installed_plugin_task_changes_no_default_run",
 )
 #: Fixtures that spawn Python interpreters: every test using one is a ``subprocess`` test too.
 SUBPROCESS_FIXTURES = ("run_alone",)

@@ -44,13 +44,9 @@ def _jsonl(*records: dict) -> str:
 
 
 BAD = {
-    "qrels query missing": (
-        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nqX\td1\t1\n"),
-        "{d}/qrels/test.tsv:3: query-id 'qX' is not in {d}/queries.jsonl",
-    ),
-    "qrels document missing": (
-        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\tdX\t1\n"),
-        "{d}/qrels/test.tsv:2: corpus-id 'dX' is not in {d}/corpus.jsonl",
+    "no judged query in the queries file": (
+        lambda d: _write(d / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nqX\td1\t1\nqY\td1\t1\n"),
+        "{d}/qrels/test.tsv: none of its 2 judged queries is in {d}/queries.jsonl",
     ),
     "duplicate document": (
         lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "text": "a"}, {"_id": "d1", "text": "b"})),
@@ -157,3 +153,53 @@ def test_a_retrieval_task_declared_in_a_config(tmp_path: Path):
         bad.build()
     with pytest.raises(ProtoembedError, match="^task 'Y': splits is for retrieval tasks"):
         TaskDeclaration(name="Y", kind="clustering", files={"all": "f"}, splits=("test",)).build()
+
+
+def test_unknown_ids_are_counted_and_scored_as_beir_scores_them(tmp_path: Path, caplog):
+    """ArguAna's qrels name a document its corpus lacks, NFCorpus's name queries its queries file lacks:
+    the document stays a relevant one no run retrieves, the query is left out; both are counted, logged
+    once, and the metrics equal beir's ``EvaluateRetrieval.evaluate`` on the same qrels and run (to its
+    rounding: 5 decimals), while beir's own loader stops on the missing query."""
+    from beir.datasets.data_loader import GenericDataLoader
+    from beir.retrieval.evaluation import EvaluateRetrieval
+
+    from protoembed.evaluation.retrieval import evaluate_retrieval, search
+    from protoembed.evaluation.retrieval_metrics import K_VALUES, metric_key, retrieval_scores
+    from test_retrieval_suite import PROMPTS, _toy
+
+    folder = tmp_path / "shipped"
+    encode, corpus, queries, qrels = _toy(folder)
+    extra = [("q0", "d-gone", 2), ("q1", "d-gone", 1), ("q-gone", "d001", 1), ("q-gone2", "d002", 2)]
+    rows = ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t{r}" for q, d, r in [*qrels, *extra])]
+    (folder / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="protoembed"):
+        data = read_beir(folder, "test", "shipped")
+    assert (data.missing_documents, data.missing_queries) == (1, 2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "shipped: the test qrels name 1 document(s) missing from corpus.jsonl (relevant, never retrieved) "
+        "and 2 query id(s) missing from queries.jsonl (left out), as BEIR scores them"
+    ]
+    assert "q-gone" not in data.qrels and data.qrels["q0"]["d-gone"] == 2
+    with pytest.raises(KeyError, match="q-gone"):
+        GenericDataLoader(str(folder)).load(split="test")
+    run, _ = search(encode, data, PROMPTS, "cosine", corpus_chunk_size=50)
+    ours = retrieval_scores(data.qrels, run, K_VALUES)
+    loader = GenericDataLoader(str(folder))
+    loader.qrels_file = str(folder / "qrels" / "test.tsv")
+    loader._load_qrels()
+    beir_qrels = {q: docs for q, docs in loader.qrels.items() if q in queries}  # as a BEIR user must
+    assert beir_qrels == data.qrels
+    ndcg, map_, recall, precision = EvaluateRetrieval.evaluate(
+        beir_qrels, {q: dict(docs) for q, docs in run.items()}, list(K_VALUES)
+    )
+    for k in K_VALUES:
+        for metric, theirs in (("ndcg", ndcg[f"NDCG@{k}"]), ("map", map_[f"MAP@{k}"])):
+            assert ours[metric_key(metric, k)] == pytest.approx(theirs, abs=5e-6), (metric, k)
+        assert ours[metric_key("recall", k)] == pytest.approx(recall[f"Recall@{k}"], abs=5e-6)
+        assert ours[metric_key("precision", k)] == pytest.approx(precision[f"P@{k}"], abs=5e-6)
+    # the missing document lowers q0's recall: a relevant document no run can retrieve
+    assert ours[metric_key("recall", 100)] < 1.0
+    result = evaluate_retrieval(encode, None, tasks=[beir_folder_task(str(folder))])
+    task = result["tasks"]["shipped"]
+    assert (task["missing_documents"], task["missing_queries"]) == (1, 2)
+    assert task["ndcg_at_10"] == pytest.approx(100 * ours["ndcg_at_10"], abs=1e-9)

@@ -830,6 +830,24 @@ def test_every_table_title_names_the_model_head_and_scorer():
     )
 
 
+def test_every_table_title_names_the_runtime_and_precision_that_ran():
+    """An fp32 ONNX folder that ran OpenVINO bf16 says so in the title, as its results JSON does."""
+    from protoembed.evaluation.clustering import format_clustering_table
+    from protoembed.evaluation.sts import format_sts_table
+
+    record = {"model": "minilm-onnx", "head": "mean", "runtime": "openvino", "precision": "bf16"}
+    sts = {
+        **record,
+        "variant": "senteval",
+        "tasks": {"STSBenchmark": {"spearman": 1.0, "pearson": 2.0, "n": 3}},
+    }
+    assert format_sts_table({**sts, "avg": 1.0}).splitlines()[0] == (
+        "STS (senteval data, test split, model minilm-onnx, head mean, scorer cosine, encoded by openvino in bf16)"
+    )
+    clustering = {**record, "runtime": "onnx", "precision": "int8", "tasks": {}, "avg": None}
+    assert format_clustering_table(clustering).splitlines()[0].endswith(", encoded by onnx in int8)")
+
+
 # --------------------------------------------------------------------------- model cards
 
 
@@ -886,7 +904,8 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
     exported = export_embedder(mean, tmp_path / "onnx-model")
     card = (exported / "README.md").read_text(encoding="utf-8")
     assert (
-        dict(_card_table(card, "saved by protoembed."))["ONNX export"] == f"fp32, dimension {mean.dimension}"
+        dict(_card_table(card, "saved by protoembed."))["ONNX export"]
+        == f"fp32 weights, dimension {mean.dimension}"
     )
     assert 'protoembed.load("onnx-model")' in card
 
@@ -896,7 +915,8 @@ def test_every_saved_model_has_a_card(tiny_model_dirs, tmp_path):
 
 def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
     """A bad key, a bad objective option, a missing base: file, a read-only output folder, a base model
-    that is not there, a training file whose second row does not parse, an output folder held by another
+    that is not there, a training file whose second row does not parse, a max_seq_length above the base
+    model's position limit (its config.json read without torch), an output folder held by another
     run and one that holds a finished run: each a one-line error (exit 2) from an interpreter that never imported torch,
     transformers or sentence-transformers (they take most of a minute to import on a busy machine), and
     no output folder left behind; ``--check`` of a good fp32 run passes, says what it checked and imports
@@ -911,6 +931,7 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "base": "base: missing.yaml\n" + text,
         "model": text.replace(f"model: {tiny_model_dirs['bert']}", f"model: {tmp_path / 'no-model'}"),
         "rows": text.replace(f"corpus: {tmp_path / 'corpus.txt'}", f"corpus: {rows}"),
+        "length": text.replace("max_seq_length: 16", "max_seq_length: 100000"),
     }
     for name, content in bad.items():
         assert content != text
@@ -947,6 +968,8 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
         "base file 'missing.yaml' not found",
         f"model '{tmp_path / 'no-model'}': no such directory, and not a Hugging Face hub id",
         f"{rows}:2: expected a JSON object",
+        f"max_seq_length 100000 is above the position limit of base model {tiny_model_dirs['bert']}: 128 "
+        f"(max_position_embeddings in {tiny_model_dirs['bert'] / 'config.json'})",
         "not writable",
         f"{busy} is in use by another training run (another process); wait for it to end or choose another "
         "--output-dir",

@@ -97,6 +97,10 @@ def test_a_column_mapping_infers_a_table_format_and_fixed_formats_refuse_one(tmp
         f"{text}: format 'text' has fixed columns (text); a column mapping applies to jsonl, csv, tsv, parquet, hf_dataset"
     ):
         read_examples(text, columns={"text": "sentence"})
+    folder = tmp_path / "my-corpus"  # a directory with a mapping: said to be a directory first
+    folder.mkdir()
+    with _raises(f"corpus file {folder}: a directory; expected one UTF-8 text file, one sentence per line"):
+        read_examples(folder, columns={"anchor": "question"})
     assert [n for n, spec in FORMATS.items() if spec.mapped] == [
         "jsonl",
         "csv",

@@ -107,3 +107,21 @@ def test_the_configs_page_is_the_committed_readme(site: Path) -> None:
     article = _text(_article(site / "reference" / "configs" / "index.html"))
     assert readme.splitlines()[0].lstrip("# ") in article
     assert "model: default" in article  # a line of the schema block
+
+
+def test_screenshots_without_chromium_say_what_to_install(tmp_path: Path, capsys) -> None:
+    """``make docs-screenshots`` where no Chromium is installed: one line naming what to install, exit 2."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("screenshots", ROOT / "docs" / "hooks" / "screenshots.py")
+    screenshots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(screenshots)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<html></html>", encoding="utf-8")
+    missing = tmp_path / "no-chromium"
+    argv = ["--site", str(tmp_path / "site"), "--out", str(tmp_path / "png"), "--chromium", str(missing)]
+    assert screenshots.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(missing) in err
+    assert "apt-get install chromium" in err and "playwright install chromium" in err
+    assert not (tmp_path / "png").exists()

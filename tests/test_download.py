@@ -4,6 +4,7 @@ serves archives built here in each source's real layout; resume, retries, checks
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import http.server
 import io
@@ -148,6 +149,47 @@ def _nli_jsonl(rows: int, extra: dict[str, str]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _beir_zip(folder: str, missing_document: bool) -> bytes:
+    """A BEIR zip in the real layout (``<folder>/corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``, and
+    macOS metadata), small; with ``missing_document``, the qrels name a document the corpus lacks (as
+    ArguAna's do). Fixed timestamps: the same bytes every run."""
+    corpus = [
+        {"_id": "d1", "title": "Cats", "text": "cats purr and sleep"},
+        {"_id": "d2", "text": "dogs bark"},
+    ]
+    queries = [{"_id": "q1", "text": "what do cats do"}, {"_id": "q2", "text": "which animal barks"}]
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n" + ("q2\td-gone\t1\n" * missing_document)
+    files = {
+        f"{folder}/corpus.jsonl": "".join(json.dumps(r) + "\n" for r in corpus),
+        f"{folder}/queries.jsonl": "".join(json.dumps(r) + "\n" for r in queries),
+        f"{folder}/qrels/test.tsv": qrels,
+        f"__MACOSX/{folder}/._corpus.jsonl": "\x00\x05\x16\x07",
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2021, 1, 1, 0, 0, 0)), text)
+    return buffer.getvalue()
+
+
+#: dataset -> the stand-in zip the mirror serves for each BEIR entry (ArguAna's with its missing document)
+BEIR_ZIPS = {
+    d.name: _beir_zip(d.sources[0].member, d.name == "beir-arguana")
+    for d in DATASETS.values()
+    if d.format == "retrieval"
+}
+
+
+@pytest.fixture(autouse=True)
+def beir_md5s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The BEIR entries pin the md5 BEIR publishes for its zips; the mirror here serves small stand-ins in
+    the same layout, so for these tests the pins are the stand-ins' own."""
+    for name, data in BEIR_ZIPS.items():
+        dataset = DATASETS[name]
+        source = dataclasses.replace(dataset.sources[0], md5=hashlib.md5(data).hexdigest())
+        monkeypatch.setitem(DATASETS, name, dataclasses.replace(dataset, sources=(source,)))
+
+
 def build_mirror(root: Path, data_dir: Path) -> dict[str, bytes]:
     """Lay out every registry source under ``root`` in its real layout; returns the bytes of each
     single-file source by URL. Pinned files get the staged copies' bytes (the same bytes as the sources)."""
@@ -200,6 +242,10 @@ def build_mirror(root: Path, data_dir: Path) -> dict[str, bytes]:
         "__MACOSX/multinli_1.0/._multinli_1.0_train.jsonl": b"\x00\x05\x16\x07",
     }
     _zip(mirror_path(root, "https://cims.nyu.edu/~sbowman/multinli/multinli_1.0.zip"), mnli)
+    for name, data in BEIR_ZIPS.items():
+        target = mirror_path(root, DATASETS[name].sources[0].url)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
     return singles
 
 
@@ -243,7 +289,7 @@ def test_every_dataset_through_the_mirror(server, data_dir: Path, tmp_path: Path
         assert (dest / "sts_raw" / rel).read_bytes() == (data_dir / "sts_raw" / rel).read_bytes()
     # nothing but the datasets and the manifest; no partial-download folder left
     assert sorted(p.name for p in dest.iterdir()) == sorted(
-        [".protoembed-data.json", "clustering", "nli", "senteval", "sts_raw", "unsup"]
+        [".protoembed-data.json", "beir", "clustering", "nli", "senteval", "sts_raw", "unsup"]
     )
     manifest = json.loads((dest / ".protoembed-data.json").read_text())["targets"]
     snli = manifest["nli/snli_1.0"]
@@ -568,6 +614,36 @@ def test_checksum_mismatch_is_refused_with_nothing_kept(
     code = main(["data", "download", "tweet", "--data-dir", str(dest), "--mirror", base])
     _one_line_error(capsys, code, "differs from the one pinned", "nothing was installed")
     assert not dest.exists()  # no target, no .part, no manifest: not even the folder the call created
+
+
+def test_a_beir_dataset_downloads_and_evaluates_as_shipped(
+    server, data_dir: Path, tiny_model_dirs, tmp_path: Path, capsys
+) -> None:
+    """``data download beir-arguana`` through the mirror (its md5 checked), then ``eval retrieval --tasks
+    ArguAna``: the document its qrels name but its corpus lacks is counted, never an error; a zip whose md5
+    is not the published one is refused with nothing installed."""
+    base, state = server
+    build_mirror(state.root, data_dir)
+    dest = tmp_path / "data"
+    assert main(["data", "download", "beir-arguana", "--data-dir", str(dest), "--mirror", base]) == 0
+    assert "md5 as published" in capsys.readouterr().out
+    assert sorted(p.name for p in (dest / "beir" / "arguana").rglob("*")) == [
+        "corpus.jsonl",
+        "qrels",
+        "queries.jsonl",
+        "test.tsv",
+    ]
+    out = tmp_path / "r.json"
+    argv = ["eval", "retrieval", "--tasks", "ArguAna", "--model", str(tiny_model_dirs["bert"])]
+    assert main([*argv, "--data-dir", str(dest), "--output", str(out)]) == 0
+    task = json.loads(out.read_text(encoding="utf-8"))["tasks"]["ArguAna"]
+    assert (task["missing_documents"], task["missing_queries"], task["queries"]) == (1, 0, 2)
+    capsys.readouterr()
+    source = DATASETS["beir-scifact"].sources[0]
+    mirror_path(state.root, source.url).write_bytes(BEIR_ZIPS["beir-nfcorpus"])
+    code = main(["data", "download", "beir-scifact", "--data-dir", str(dest), "--mirror", base])
+    _one_line_error(capsys, code, "md5", "differs from the one its host publishes", "nothing was installed")
+    assert not (dest / "beir" / "scifact").exists()
 
 
 def test_recorded_sha256_is_checked_on_a_later_download(

@@ -403,6 +403,69 @@ def test_a_corrupt_shard_is_found_and_encoded_again(model, tmp_path, one_thread,
     assert shard_hashes(out) == good
 
 
+def test_a_shard_the_manifest_does_not_record_is_never_adopted(model, tmp_path, one_thread, caplog):
+    """A file of the right shape that the manifest does not record (a copied shard, a truncated one) is
+    encoded again; the resumed folder equals an uninterrupted run's, byte for byte."""
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        _stop_after(patch, 2)
+        with pytest.raises(Interrupted):
+            encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    # shard 0's bytes under shard 3's name: the same shape (5 rows), other rows' vectors
+    (out / "shard-00003.npy").write_bytes((out / "shard-00000.npy").read_bytes())
+    # half of shard 2's true bytes: a write a power cut stopped, never recorded
+    whole = (reference / "shard-00002.npy").read_bytes()
+    (out / "shard-00002.npy").write_bytes(whole[: len(whole) // 2])
+    with caplog.at_level(logging.WARNING, logger="protoembed"):
+        encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    for name in ("shard-00002.npy", "shard-00003.npy"):
+        assert f"{name}: not recorded in manifest.json; encoding it again" in caplog.text
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
+def test_a_shard_is_durable_before_the_manifest_names_it(model, tmp_path, one_thread, monkeypatch):
+    """Each shard file is fsynced, then renamed, then its folder fsynced, all before the manifest that
+    records it is written; a manifest that names a shard a power cut left empty re-encodes it."""
+    src = write_txt(tmp_path / "in.txt")
+    reference = tmp_path / "ref"
+    encode_corpus(model, src, reference, shard_size=5, batch_size=4)
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        return real_fsync(fd)
+
+    def replace(a, b):
+        events.append(f"rename {Path(b).name}")
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    out = tmp_path / "out"
+    encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    monkeypatch.undo()
+    first_manifest_after_shard_1 = events.index(
+        "rename manifest.json", events.index("rename shard-00001.npy")
+    )
+    shard_1 = events.index("rename shard-00001.npy")
+    assert events[shard_1 - 1].startswith(
+        "fsync .shard-00001.npy."
+    )  # the temp file, whole, before the rename
+    assert events[shard_1 + 1] == "fsync out"  # the folder's entry, after it
+    assert shard_1 < first_manifest_after_shard_1
+    # a power cut after the manifest named shard 4 but before its bytes reached the disk
+    (out / "shard-00004.npy").write_bytes(b"")
+    manifest = read_manifest(out)
+    manifest.complete = False
+    corpus_encoding.write_manifest(out, manifest)
+    encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
 def test_a_full_disk_leaves_no_partial_shard_and_resumes(model, tmp_path, one_thread, monkeypatch):
     src = write_txt(tmp_path / "in.txt")
     reference = tmp_path / "ref"
@@ -428,6 +491,48 @@ def test_a_full_disk_leaves_no_partial_shard_and_resumes(model, tmp_path, one_th
     assert folder_files(out) == ["manifest.json", "shard-00000.npy", "shard-00001.npy"]  # no temp file either
     assert len(read_manifest(out).shards) == 2
     encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert shard_hashes(out) == shard_hashes(reference)
+
+
+def test_a_full_disk_in_the_command_names_the_reason_and_the_resume_command(
+    model_dir, tmp_path, one_thread, monkeypatch, capsys
+):
+    """numpy's own full-disk error carries no errno ("N requested and M written"): the folder's free space
+    names the reason, and the command's one line ends with the command that resumes (as train's does)."""
+    import shlex
+
+    src = write_txt(tmp_path / "in.txt")
+    reference, out = tmp_path / "ref", tmp_path / "out"
+    common = ["--model", model_dir, "--shard-size", "5", "--batch-size", "4", "--no-progress"]
+    assert main(["encode", str(src), "-o", str(reference), *common]) == 0
+    real_save, saves = np.save, []
+
+    def save(path, array, *args, **kwargs):
+        saves.append(path)
+        if len(saves) == 3:  # what numpy's tofile raises when the disk fills mid-shard
+            with open(path, "wb") as handle:
+                handle.write(b"\x93NUMPY half a shard")
+            raise OSError("4000 requested and 19 written")
+        return real_save(path, array, *args, **kwargs)
+
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    argv = ["encode", str(src), "-o", str(out), *common]
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(np, "save", save)
+        patch.setattr(os, "statvfs", lambda folder: Full())
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    message, command = err.strip().split("; resume with: ")
+    assert (
+        message
+        == f"protoembed: error: cannot write {out / 'shard-00002.npy'}: No space left on device; no partial file is left"
+    )
+    assert shlex.split(command) == ["protoembed", *argv, "--resume"]
+    assert main(shlex.split(command)[1:]) == 0
     assert shard_hashes(out) == shard_hashes(reference)
 
 

@@ -24,6 +24,11 @@ SENTENCES = [
     "stocks fell sharply after the report on monday .",
 ]
 
+#: int8 calibration sentences (one batch of distinct ones)
+CALIBRATION = [
+    f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
+]
+
 
 def assert_same_vectors(torch_model, onnx_model, atol: float = 1e-4) -> None:
     """Mixed lengths in batches of 2 and 5, one sentence alone, and a single string."""
@@ -80,14 +85,38 @@ def test_soft_prompt_vectors_live_in_the_graph(tiny_model_dirs, tmp_path):
 
 def test_int8_export_quantises_the_matmuls(exported_mean, tmp_path):
     model, _ = exported_mean
-    out = export_embedder(model, tmp_path / "int8", quantize="int8")
-    ops = {node.op_type for node in onnx.load(str(out / GRAPH_FILE)).graph.node}
-    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops or "DynamicQuantizeMatMul" in ops
+    out = export_embedder(model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)
+    graph = onnx.load(str(out / GRAPH_FILE)).graph
+    ops = {node.op_type for node in graph.node}
+    weights = {init.name for init in graph.initializer}
+    # fixed activation scales: no quantisation at run time
+    assert {"QuantizeLinear", "MatMulInteger"} <= ops and "DynamicQuantizeLinear" not in ops
+    # no matrix multiplication by a constant weight is left in fp32
+    assert not [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
     vectors = protoembed.load(str(out), runtime="onnx").encode(SENTENCES)
     expected = model.encode(SENTENCES)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert (vectors * expected).sum(1).min() > 0.9  # close to fp32, not equal
+
+
+def test_int8_vectors_do_not_depend_on_the_batch(exported_mean, tmp_path):
+    """A text alone, among 64 others (longer and shorter: padding) and in another order: one vector."""
+    from tiny_models import CORPUS
+
+    model, _ = exported_mean
+    int8 = protoembed.load(
+        str(export_embedder(model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)),
+        runtime="onnx",
+    )
+    others = [f"{CORPUS[i % 11]} {CORPUS[(7 * i) % 11]}"[: 10 + 3 * i] for i in range(64)]
+    text = SENTENCES[0]
+    alone = int8.encode([text])[0]
+    np.testing.assert_allclose(int8.encode([*others, text], batch_size=65)[-1], alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(int8.encode([text, *others[::-1]], batch_size=65)[0], alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        int8.encode([*others[:20], text, *others[20:]], batch_size=8)[20], alone, atol=1e-6
+    )
 
 
 def test_mean_export_follows_the_sentence_transformers_onnx_layout(exported_mean):
@@ -156,6 +185,24 @@ def test_bad_export_requests(tmp_path, capsys, tiny_model_dirs):
     assert "not a protoembed export" in err and (occupied / "notes.txt").read_text() == "mine"
 
 
+def test_export_refuses_before_loading_the_model(tmp_path, capsys, tiny_model_dirs, monkeypatch):
+    """An occupied output folder or a missing calibration file is refused before the (slow) load."""
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(protoembed, "load", loaded)
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("mine", encoding="utf-8")
+    err = _one_line_cli_error(["export", str(tiny_model_dirs["bert"]), "-o", str(occupied)], capsys)
+    assert "not a protoembed export" in err
+    missing = tmp_path / "missing.txt"
+    argv = ["export", str(tiny_model_dirs["bert"]), "-o", str(tmp_path / "ov"), "--format", "openvino"]
+    err = _one_line_cli_error([*argv, "--quantize", "int8", "--calibration", str(missing)], capsys)
+    assert str(missing) in err and not (tmp_path / "ov").exists()
+
+
 def test_broken_exports_are_named(exported_mean, tmp_path):
     import shutil
 
@@ -188,7 +235,7 @@ def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch)
 
     monkeypatch.setattr(onnx_module, "_quantize_int8", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        export_embedder(model, tmp_path / "out", quantize="int8")
+        export_embedder(model, tmp_path / "out", quantize="int8", calibration=CALIBRATION)
     assert list(tmp_path.iterdir()) == []
 
 

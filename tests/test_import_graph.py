@@ -34,7 +34,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: Layer -> the package modules and subpackages it holds (a subpackage with everything in it), lowest
-#: first. ``core``: errors, file writing, options checking, the run folder's names and its lock, progress on stderr; ``data``: the data
+#: first. ``core``: errors, file writing, options checking, the run folder's names and its lock, progress on stderr, thread sizing; ``data``: the data
 #: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
 #: embedder, its saved layout, the model settings (model_spec), loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
 #: model; ``report`` on results files; ``training`` on all of those; ``inference``: the embeddings server
@@ -42,7 +42,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("errors", "version", "io", "pydantic_util", "inputs", "precision", "prompts", "templates")
-    + ("run_layout", "input_prompts", "folder_lock", "progress"),
+    + ("run_layout", "input_prompts", "folder_lock", "progress", "threads"),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
     + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search", "faiss_index"),

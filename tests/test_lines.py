@@ -57,7 +57,9 @@ def test_streamed_lines_equal_whole_file_split(tmp_path: Path) -> None:
 def test_decoding_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.txt"
     path.write_bytes(b"ok\nfine\nbad \xff here\n")
-    with pytest.raises(ProtoembedError, match=r"bad\.txt:3: expected UTF-8 text"):
+    with pytest.raises(
+        ProtoembedError, match=r"bad\.txt:3: expected UTF-8 text \(invalid start byte at byte 12\)"
+    ):
         read_lines(path)
 
 

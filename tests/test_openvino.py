@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 
 import numpy as np
 import pytest
 
 import protoembed
+from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
 from protoembed import precision as precision_module
 from protoembed.cli import main
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
+from protoembed.export import openvino as openvino_module
 from protoembed.export.openvino import IR_FILE, OpenVinoEmbedder, inference_precision_here
+from protoembed.model_card import write_model_card
 from protoembed.runtimes import auto_runtime
 
 LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
@@ -75,28 +79,55 @@ def test_fp32_openvino_export_equals_torch(tiny_model_dirs, tmp_path, head):
     np.testing.assert_allclose(reloaded.encode(LONG), model.encode(LONG), atol=1e-5)
 
 
-def test_an_openvino_exports_card_says_openvino(openvino_mean, mean_model, tmp_path):
+def test_an_openvino_exports_card_says_openvino(openvino_mean, mean_model, tmp_path, monkeypatch):
     """The card of an export names the registry entry that wrote it: OpenVINO's label and library_name,
-    not ONNX's (an ONNX export of the same model says ONNX)."""
+    not ONNX's (an ONNX export of the same model says ONNX); and the runtime and precision the folder runs
+    in where it was written: on a CPU with native bf16 OpenVINO runs the fp32 graph in bf16, and an fp32
+    ONNX folder is run by OpenVINO too (``--runtime auto``)."""
     card = (openvino_mean / "README.md").read_text(encoding="utf-8")
     header = card.split("---\n")[1].splitlines()
     assert "library_name: openvino" in header
-    assert f"| OpenVINO export | fp32, dimension {mean_model.dimension} |" in card.splitlines()
+    assert f"| OpenVINO export | fp32 weights, dimension {mean_model.dimension} |" in card.splitlines()
+    runs = "| runs on | {} in {} (--runtime auto where it was written) |"
+    assert runs.format("OpenVINO", "fp32") in card.splitlines()  # the suite's CPU: AVX2 only
     assert "ONNX" not in card and "onnx" not in card
-    onnx_card = (export_embedder(mean_model, tmp_path / "onnx") / "README.md").read_text(encoding="utf-8")
+    onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
+    onnx_card = (onnx_folder / "README.md").read_text(encoding="utf-8")
     assert "library_name: onnx" in onnx_card.split("---\n")[1].splitlines()
-    assert f"| ONNX export | fp32, dimension {mean_model.dimension} |" in onnx_card.splitlines()
+    assert f"| ONNX export | fp32 weights, dimension {mean_model.dimension} |" in onnx_card.splitlines()
+    assert runs.format("ONNX Runtime", "fp32") in onnx_card.splitlines()
     assert "OpenVINO" not in onnx_card
+    simulate(monkeypatch, "amx")
+    for folder, row in (
+        (openvino_mean, runs.format("OpenVINO", "bf16")),
+        (onnx_folder, runs.format("OpenVINO", "bf16")),
+    ):
+        copy = shutil.copytree(folder, tmp_path / f"amx-{folder.name}")
+        write_model_card(copy)
+        assert row in (copy / "README.md").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_openvino_default_precision_follows_the_cpu_kind(kind, monkeypatch):
+    """Without a precision, bf16 is asked of OpenVINO where the CPU has native bf16 (else f32): the choice
+    follows protoembed's (simulated) flags, not the host's."""
+    simulate(monkeypatch, kind)
+    expected = "bf16" if kind in NATIVE_BF16 else "f32"
+    assert openvino_module.compile_config(None, None)["INFERENCE_PRECISION_HINT"] == expected
+    assert openvino_module.inference_precision_here() == ("bf16" if kind in NATIVE_BF16 else "fp32")
+    assert openvino_module.compile_config(None, "fp32")["INFERENCE_PRECISION_HINT"] == "f32"
 
 
 def test_openvino_default_precision_is_the_cpus_own(openvino_mean, mean_model):
-    """Without a precision OpenVINO picks bf16 where the CPU has native bf16 (else fp32); bf16 vectors
-    stay within bf16 rounding of fp32 (cosine above 0.999 on every sentence)."""
-    native = precision_module.native_bf16("cpu")
+    """Loaded without a precision, OpenVINO runs what :func:`inference_precision_here` asks (fp32 on the
+    suite's simulated CPU, whatever the host); bf16, when asked, runs where the host's CPU has native bf16
+    (OpenVINO's own rule, else f32); bf16 vectors stay within bf16 rounding of fp32 (cosine above 0.999
+    on every sentence)."""
     model = protoembed.load(str(openvino_mean))
-    assert model.precision == ("bf16" if native else "fp32")
+    assert model.precision == openvino_module.inference_precision_here()
+    host = precision_module.host_cpu_flags()
     asked = protoembed.load(str(openvino_mean), precision="bf16")
-    assert asked.precision == ("bf16" if native else "fp32")
+    assert asked.precision == ("bf16" if {"avx512_bf16", "amx_bf16"} & host else "fp32")
     vectors, expected = asked.encode(SENTENCES), mean_model.encode(SENTENCES)
     cosines = (
         (vectors * expected).sum(axis=1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(expected, axis=1)
@@ -125,7 +156,7 @@ def test_openvino_runs_an_onnx_folder_and_a_torch_model(mean_model, tmp_path, mo
 
 def test_auto_rule_follows_the_cpu(openvino_mean, mean_model, tmp_path, monkeypatch):
     onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
-    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8")
+    int8_folder = export_embedder(mean_model, tmp_path / "int8", quantize="int8", calibration=CALIBRATION)
     configs = {
         name: json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
         for name, folder in (("ov", openvino_mean), ("onnx", onnx_folder), ("int8", int8_folder))
@@ -168,12 +199,29 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd
     assert ir.count('type="FakeQuantize"') + ir.count('element_type="i8"') > 0  # quantised layers in the IR
     model = protoembed.load(str(out))
     assert model.precision == "int8" and json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
-    assert f"| OpenVINO export | int8, dimension {mean_model.dimension} |" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text().splitlines()
+    assert f"| OpenVINO export | int8 weights, dimension {mean_model.dimension} |" in card
+    assert "| runs on | OpenVINO in int8 (--runtime auto where it was written) |" in card
     vectors, expected = model.encode(SENTENCES), mean_model.encode(SENTENCES)
     cosines = (vectors * expected).sum(axis=1)  # both normalised
     assert cosines.min() > 0.9
     with pytest.raises(ProtoembedError, match="exported in int8"):
         protoembed.load(str(out), precision="bf16")
+
+
+def test_int8_openvino_vectors_do_not_depend_on_the_batch(mean_model, tmp_path):
+    """NNCF's scales are fixed: a text alone, among 64 others (padding) and in another order, one vector."""
+    from tiny_models import CORPUS
+
+    out = export_embedder(
+        mean_model, tmp_path / "ov8", format="openvino", quantize="int8", calibration=CALIBRATION
+    )
+    int8 = protoembed.load(str(out))
+    others = [f"{CORPUS[i % 11]} {CORPUS[(7 * i) % 11]}"[: 10 + 3 * i] for i in range(64)]
+    text = "a man is playing a guitar ."
+    alone = int8.encode([text])[0]
+    np.testing.assert_allclose(int8.encode([*others, text], batch_size=65)[-1], alone, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(int8.encode([text, *others[::-1]], batch_size=65)[0], alone, rtol=0, atol=1e-6)
 
 
 def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 import protoembed
+from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
 from protoembed.cli import main
 from protoembed.errors import ProtoembedError
 from protoembed.export import export_embedder
-from protoembed.precision import CPU_FEATURES, cpu_features
+from protoembed.precision import CPU_FEATURES, CPU_FLAGS_ENV, cpu_features, host_cpu_flags, native_bf16
 
 SENTENCES = ["a man is playing a guitar .", "the quick brown fox jumps over the lazy dog .", "hello"]
 
@@ -62,7 +63,10 @@ def test_bad_precision_and_bf16_on_an_export_are_errors(tiny_model_dirs, tmp_pat
     ):
         protoembed.load(str(out), precision="bf16", runtime="onnx")
     assert protoembed.load(str(out), precision="fp32", runtime="onnx").precision == "fp32"
-    int8 = export_embedder(model, tmp_path / "int8", quantize="int8")
+    calibration = [
+        f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
+    ]
+    int8 = export_embedder(model, tmp_path / "int8", quantize="int8", calibration=calibration)
     for runtime in ("onnx", "openvino", "auto"):
         with pytest.raises(ProtoembedError, match=r"exported in int8; it cannot run in bf16"):
             protoembed.load(str(int8), precision="bf16", runtime=runtime)
@@ -91,8 +95,31 @@ def test_cli_bf16_on_an_export_is_one_line(tiny_model_dirs, tmp_path, capsys):
     assert not (tmp_path / "v.npy").exists()
 
 
-def test_cpu_features_read_proc_cpuinfo():
+def test_cpu_features_read_proc_cpuinfo_unless_a_cpu_is_simulated(monkeypatch):
     with open("/proc/cpuinfo") as handle:
         line = next(line for line in handle if line.startswith("flags"))
     flags = line.split(":", 1)[1].split()
+    assert host_cpu_flags() == frozenset(flags)
+    monkeypatch.delenv(CPU_FLAGS_ENV)
     assert cpu_features() == {name: name in flags for name in CPU_FEATURES}
+    for kind, kind_flags in CPU_KINDS.items():
+        simulate(monkeypatch, kind)
+        assert cpu_features() == {name: name in kind_flags for name in CPU_FEATURES}
+        assert native_bf16("cpu") == (kind in NATIVE_BF16)
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx2,avx512_bf16")  # commas too
+    assert cpu_features()["avx512_bf16"] and not cpu_features()["amx_bf16"]
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_bf16_is_native_or_emulated_as_the_cpu_kind_says(kind, monkeypatch):
+    """The training check's answer for bf16 follows the (simulated) CPU kind: native on AVX512-BF16 and AMX,
+    emulated (and said so) on the others."""
+    from protoembed.training.mixed_precision import check_precision_here
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    simulate(monkeypatch, kind)
+    answer = check_precision_here("bf16")
+    if kind in NATIVE_BF16:
+        assert answer == "bf16 on the CPU (native bf16)"
+    else:
+        assert answer == "bf16 on the CPU, emulated (no AVX512-BF16 / AMX): several times slower than fp32"

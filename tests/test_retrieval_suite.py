@@ -20,7 +20,7 @@ from protoembed.evaluation.embedding_cache import EmbeddingStore
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.retrieval import evaluate_retrieval, format_retrieval_table, search
 from protoembed.evaluation.retrieval_metrics import K_VALUES, metric_keys
-from protoembed.evaluation.tasks import beir_task
+from protoembed.evaluation.tasks import beir_folder_task, beir_task
 from protoembed.report import build_report, load_results
 from test_retrieval_metrics import reference
 
@@ -182,6 +182,17 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     assert main([*argv, "--corpus-chunk-size", "0"]) == 2
     assert capsys.readouterr().err.strip() == (
         "protoembed: error: retrieval: corpus_chunk_size must be at least 1, got 0"
+    )
+    # a Task object is evaluated as it is, registered for the call only
+    assert protoembed.evaluate(tiny, tasks=[beir_folder_task(folder)], score_function="dot") == {
+        "retrieval": saved
+    }
+    assert "toyset" not in protoembed.evaluation.tasks.TASKS
+    with pytest.raises(ProtoembedError) as info:
+        protoembed.evaluate(tiny, tasks=["toyset"], suite="retrieval")
+    assert str(info.value) == (
+        "unknown task 'toyset' of suite retrieval: no task of suite retrieval is registered; give its Task "
+        "entry (e.g. beir_folder_task(folder)) or register one (register_task)"
     )
     register_tasks(beir_task("toyset", None, str(folder)))
     got = protoembed.evaluate(tiny, tasks=["toyset"], score_function="dot")

@@ -131,10 +131,17 @@ def test_the_registry_refuses_clashes_and_forgets_an_unregistered_runtime(onnx_f
         register_runtime(RUNTIMES["onnx"])
     with pytest.raises(ProtoembedError, match="runtime 'auto' is reserved"):
         register_runtime(RuntimeSpec("auto", label="A", description="", library_name="x"))
-    writer = RuntimeSpec("onnx2", label="B", description="", library_name="x", format="onnx", writer="m:f")
+    writer = RuntimeSpec(
+        "onnx2", label="B", description="", library_name="x", format="onnx", writer="m:f", loader="m:f"
+    )
     with pytest.raises(ProtoembedError, match="export format 'onnx' already has a writer"):
         register_runtime(writer)
     assert "onnx2" not in RUNTIMES and list(export_formats()) == ["onnx", "openvino"]
+    # an entry that opens nothing is refused, never run as torch
+    loaderless = RuntimeSpec("fast", label="F", description="", library_name="x", reads=("onnx",))
+    with pytest.raises(ProtoembedError, match="runtime 'fast' has no loader: a runtime opens export folders"):
+        register_runtime(loaderless)
+    assert "fast" not in RUNTIMES
     with pytest.raises(
         ProtoembedError, match="an export has no torch weights; use --runtime onnx, openvino or auto"
     ):

@@ -64,8 +64,8 @@ def held_until_submitted(app, requests: int) -> Iterator[None]:
     submit, forward = batcher.submit, batcher.encoder.forward
     lock, all_in, count = threading.Lock(), threading.Event(), [0]
 
-    def counting_submit(ids, masks=None):
-        future = submit(ids, masks)
+    def counting_submit(ids, masks=None, **limits):
+        future = submit(ids, masks, **limits)
         with lock:
             count[0] += 1
             if count[0] == requests:
@@ -252,9 +252,17 @@ def test_bf16_serves_the_offline_bf16_vectors(tiny_model_dirs, one_thread):
 BAD_REQUESTS = [
     (b'{"input": ', 400, None, "could not parse the JSON body"),
     (b"[1]", 400, None, "must be a JSON object"),
-    ({"input": 5}, 400, "input", "a string or a list of strings"),
-    ({"input": [[1, 2, 3]]}, 400, "input", "only strings are accepted"),
-    ({"input": [1, 2]}, 400, "input", "only strings are accepted"),
+    ({"input": 5}, 400, "input", "input must be a string, a list of strings, a token array"),
+    ({"input": [[1, 2, "x"]]}, 400, "input", "input[0][2] is a string; a token array holds integers"),
+    ({"input": [1, 2.5]}, 400, "input", "input[1] is a number"),
+    ({"input": ["a", [1, 2]]}, 400, "input", "input[1] is an array"),
+    ({"input": [[1, 2], []]}, 400, "input", "input[1] is an empty token array"),
+    (
+        {"input": [[1, 10**9]]},
+        400,
+        "input",
+        "input[0][1] is token 1000000000, outside the model's vocabulary",
+    ),
     ({"input": ["a", None]}, 400, "input", "input[1] is null"),
     ({"input": []}, 400, "input", "empty list"),
     ({"input": ["a", "  "]}, 400, "input", "input[1] is empty"),
@@ -335,7 +343,7 @@ def test_a_request_beyond_max_concurrent_requests_gets_429(mean_model):
             second = httpx.post(f"{base}/v1/embeddings", json={"input": "a dog"}, timeout=30)
             release.set()
             vectors = first.result(60)
-        assert second.status_code == 429
+        assert second.status_code == 429 and second.headers["Retry-After"] == "1"
         assert second.json()["error"]["code"] == "rate_limit_exceeded"
         np.testing.assert_allclose(vectors, mean_model.encode(["the cat"]), atol=1e-6, rtol=0)
         assert embeddings(base, ["a dog"]).shape == (1, 32)  # free again

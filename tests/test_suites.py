@@ -120,6 +120,7 @@ def _toy_task(name: str, display: str | None = None) -> Task:
         files=lambda v, s: [],
         read=lambda root, v, s: None,
         display=display,
+        default=True,  # the new suite's own run
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ def test_an_sts_task_as_one_entry_trains_as_a_test_task(
 ) -> None:
     mine = write_pairs(tmp_path / "my-sts.tsv")
     register_tasks(pairs_file_task("MySTS", None, {"test": str(mine)}, display="My-STS"))
-    assert "MySTS" in default_tasks("sts")  # joins the suite's default run (and training's default tests)
+    assert "MySTS" not in default_tasks("sts")  # a user's task joins the default run only when it says so
+    register_tasks(pairs_file_task("MySTS-in", None, {"test": str(mine)}, default=True))
+    assert default_tasks("sts")[-1] == "MySTS-in"
     corpus = write_corpus(tmp_path / "corpus.txt")
     settings = {"batch_size": 8, "lr": 1e-3, "max_steps": 2, "eval_steps": 2, "eval_batch_size": 256}
     config = tmp_path / "run.yaml"
@@ -155,7 +158,7 @@ def test_a_transfer_task_as_one_entry_equals_scikit_learn(
         "MyPairs", None, {s: str(p) for s, p in paths.items()}, pairs=True, c_grid=grid, f1=True
     )
     register_tasks(task)
-    assert "MyPairs" in default_tasks("transfer") and "MyPairs" in default_tasks("fewshot")
+    assert "MyPairs" not in default_tasks("transfer") + default_tasks("fewshot")  # named, not default
 
     got = protoembed.evaluate(tiny, ["MyPairs"], inner_folds=3)["transfer"]
     assert got["protocol"]["C_grid"] == {"MyPairs": list(grid)}
@@ -208,7 +211,7 @@ def test_a_clustering_task_as_one_entry_equals_kmeans_and_brute_force_matching(
     path = tmp_path / "topics.txt"
     path.write_text("".join(f"{label}\t{text}\n" for label, text in zip(labels, texts)), encoding="utf-8")
     register_tasks(clustering_file_task("MyTopics", None, str(path), n_clusters=3))
-    assert "MyTopics" in default_tasks("clustering")
+    assert "MyTopics" not in default_tasks("clustering")  # named, not default
 
     got = protoembed.evaluate(tiny, ["MyTopics"], runs=2)["clustering"]["tasks"]["MyTopics"]
     vectors, gold = _vectors(tiny, texts), np.array(labels) - 1
@@ -272,7 +275,7 @@ def test_a_training_config_declares_its_own_tasks(tmp_path: Path) -> None:
         assert pairs.sentences1 == [a for a, _, _ in STS_ROWS] and list(pairs.scores) == [
             s for *_, s in STS_ROWS
         ]
-        assert TASKS["DeclaredSTS"].table_name == "D-STS" and "DeclaredSTS" in default_tasks("sts")
+        assert TASKS["DeclaredSTS"].table_name == "D-STS" and "DeclaredSTS" not in default_tasks("sts")
         taken = {**config, "tasks": [{"name": "STS12", "kind": "pairs", "files": {"test": str(mine)}}]}
         with pytest.raises(ProtoembedError, match=r"tasks.*task 'STS12' is already registered"):
             config_from_dict(taken)
@@ -299,3 +302,56 @@ def test_an_unregistered_entry_is_evaluated_as_a_registered_one(tmp_path: Path, 
     assert loose["tasks"]["Loose"]["spearman"] == pytest.approx(expected, abs=1e-9)
     with pytest.raises(ProtoembedError, match="task 'Loose' is not a task of suite transfer"):
         protoembed.evaluation.tasks.get_task(task, "transfer")
+
+
+def test_an_installed_plugin_task_changes_no_default_run(
+    tiny: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package installed beside protoembed (a real ``*.dist-info`` with a ``protoembed.tasks`` entry point,
+    found by importlib.metadata in a new interpreter) adds an STS task that does not ask to be a default:
+    ``eval sts``'s run, training's default test tasks and the report still list exactly the papers' tasks;
+    the task runs when named."""
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "plugin_tasks-1.0.dist-info").mkdir(parents=True)
+    (site / "plugin_tasks-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: plugin-tasks\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (site / "plugin_tasks-1.0.dist-info" / "entry_points.txt").write_text(
+        "[protoembed.tasks]\nmine = plugin_tasks:tasks\n", encoding="utf-8"
+    )
+    pairs = write_pairs(tmp_path / "plugin-sts.tsv")
+    (site / "plugin_tasks.py").write_text(
+        "from protoembed.evaluation.tasks import pairs_file_task\n\n"
+        f"def tasks():\n    return [pairs_file_task('PluginSTS', None, {{'test': {str(pairs)!r}}})]\n",
+        encoding="utf-8",
+    )
+    papers = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    probe = (
+        "import json; from protoembed.evaluation.tasks import TASKS, default_tasks;"
+        "from protoembed.training.config import config_from_dict;"
+        "c = config_from_dict({'output_dir': 'x', 'data': {'corpus': 'c.txt'}, 'objective': {'name': 'simcse'}});"
+        "print(json.dumps(['PluginSTS' in TASKS, default_tasks('sts'), c.training.test_tasks]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True, papers, papers]
+    out, named = tmp_path / "sts.json", tmp_path / "named.json"
+    base = [sys.executable, "-m", "protoembed", "eval", "sts", "--model", tiny, "--data-dir", str(data_dir)]
+    for argv in ([*base, "--output", str(out)], [*base, "--tasks", "PluginSTS", "--output", str(named)]):
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert list(json.loads(out.read_text(encoding="utf-8"))["tasks"]) == papers
+    assert list(json.loads(named.read_text(encoding="utf-8"))["tasks"]) == ["PluginSTS"]
+    report = subprocess.run(
+        [sys.executable, "-m", "protoembed", "report", str(out), "-o", str(tmp_path / "report.md")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "PluginSTS" not in (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,18 @@ def test_readme_schema_is_generated_from_the_models():
     assert staged.training.test_tasks == default_tasks("sts")
     data.pop("stages")
     assert config_from_dict(data).training.test_tasks == default_tasks("sts")
+
+
+def test_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """A Latin-1 config: the file, its line and the byte offset, exit 2 (no UnicodeDecodeError)."""
+    from protoembed.cli import main
+
+    path = tmp_path / "l.yaml"
+    path.write_bytes(b"seed: 1\noutput_dir: caf\xe9\n")
+    with pytest.raises(
+        ProtoembedError, match=rf"^{re.escape(str(path))}:2: expected UTF-8 text \(.* at byte 23\)$"
+    ):
+        load_config(path)
+    assert main(["train", "--config", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"protoembed: error: {path}:2: expected UTF-8 text (invalid continuation byte at byte 23)\n"

@@ -83,6 +83,10 @@ def test_staged_run_end_to_end(tmp_path, tiny_model_dirs):
     top = json.loads((out / "results.json").read_text())
     assert top == json.loads(json.dumps(results))
     assert [s["name"] for s in top["stages"]] == ["first", "second"]
+    for stage in top["stages"]:  # each stage's own throughput; none at the top
+        own = json.loads((out / stage["name"] / "results.json").read_text())
+        assert stage["tokens_per_second"] == own["tokens_per_second"] > 0 and stage["mfu"] is None
+    assert top["tokens_per_second"] is None and top["mfu"] is None
     assert top["tasks"] == json.loads((out / "second" / "results.json").read_text())["tasks"]
     assert yaml.safe_load((out / "second" / "config.yaml").read_text())["model"] == str(
         out / "first" / "best"

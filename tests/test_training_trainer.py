@@ -115,7 +115,8 @@ def test_a_trained_model_keeps_the_base_models_limit_and_names_its_dev_score(
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("best dev score")]
     assert said == [
         f"best dev score {saved['best_dev_score']:.2f} at step 2 ({name}); STS test avg {saved['avg']:.2f} "
-        f"(Spearman x100 of the embeddings' cosine similarities); model in {out / 'best'}"
+        f"(Spearman x100 of the embeddings' cosine similarities); model in {out / 'best'}; "
+        f"{saved['tokens_per_second']:,.0f} tokens/s"  # no MFU on a CPU
     ]
     card = (out / "best" / "README.md").read_text(encoding="utf-8")
     assert f"| dev score there | {saved['best_dev_score']:.2f} ({name}) |" in card

@@ -6,7 +6,7 @@ take one PNG per page with headless Chromium, to see how the pages render withou
 PAGE: a path inside the site (default: the home page, the API overview and a CLI page). The window is
 1280 pixels wide and ``--height`` tall (900; a taller one shows more of a long page). Each PNG is named
 after its page (``index.png``, ``reference-api.png``...). Needs Chromium (``/usr/bin/chromium`` or
-``--chromium``); nothing is fetched from the network (the site's fonts fall back to the system's).
+``--chromium``; without one it says what to install in one line, exit 2); nothing is fetched from the network (the site's fonts fall back to the system's).
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=900, help="window height in pixels")
     parser.add_argument("--timeout", type=float, default=60, help="seconds per page")
     args = parser.parse_args(argv)
+    if shutil.which(args.chromium) is None:
+        print(
+            f"screenshots: no Chromium at {args.chromium}: install the Debian package (apt-get install "
+            "chromium) or playwright's browser (python -m playwright install chromium) and pass its "
+            "executable with --chromium PATH",
+            file=sys.stderr,
+        )
+        return 2
     if not (args.site / "index.html").is_file():
         print(
             f"screenshots: {args.site}/index.html not found: build the site first (make docs)",

@@ -87,6 +87,20 @@ def resolve_model_dir(spec: str) -> Path:
     return path
 
 
+def position_limit(folder: Path) -> int | None:
+    """The most positions the backbone in ``folder`` embeds (``max_position_embeddings`` of its
+    ``config.json``, read without torch), or ``None`` where the folder does not say."""
+    import json
+
+    try:
+        value = json.loads((folder / "config.json").read_text(encoding="utf-8")).get(
+            "max_position_embeddings"
+        )
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Silence transformers' warnings and progress bars (shard loading / writing) inside the block.

@@ -41,6 +41,11 @@ class WriteError(ProtoembedError):
         self.path, self.reason = path, reason
 
 
+def resume_with(message: str, command: str) -> str:
+    """A stopped run's last line: what happened (``message``), then the ``command`` that continues it."""
+    return f"{message}; resume with: {command}"
+
+
 def pip_extra(extra: str) -> str:
     """The pip command that installs protoembed's optional ``extra`` (``pip install 'protoembed[onnx]'``)."""
     return f"pip install 'protoembed[{extra}]'"

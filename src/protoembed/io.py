@@ -14,6 +14,7 @@ current umask (``tempfile`` alone would make it owner-only).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -62,19 +63,25 @@ def write_failure(err: BaseException, folder: str | os.PathLike | None = None) -
     while current is not None and id(current) not in seen:  # an OSError anywhere in the chain
         seen.add(id(current))
         if isinstance(current, OSError) and not isinstance(current, FileNotFoundError):
-            return _reason(current)
+            # numpy's writer says "N requested and M written" with no errno: the folder's free space says why
+            return current.strerror or _full_disk(folder) or _reason(current)
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     text = str(err)
     if not any(marker in text for marker in _LIBRARY_WRITE_FAILURES):
         return None
     if "No space left on device" in text:
         return "No space left on device"
+    return _full_disk(folder) or f"write error ({text.splitlines()[0][:120]})"
+
+
+def _full_disk(folder: str | os.PathLike | None) -> str | None:
+    """``No space left on device`` when ``folder``'s file system has less than 1 MiB free, else ``None``."""
     if folder is not None:
         with contextlib.suppress(OSError):
             stat = os.statvfs(folder)
             if stat.f_bavail * stat.f_frsize < 1 << 20:
                 return "No space left on device"
-    return f"write error ({text.splitlines()[0][:120]})"
+    return None
 
 
 def _kept(target: Path, existed: bool, kind: str = "file") -> str:
@@ -135,8 +142,23 @@ def check_writable(path: str | os.PathLike, suffix: str | None = None, create_pa
     return target
 
 
+def sync_file(path: str | os.PathLike) -> None:
+    """``fsync`` the file or folder ``path`` (a folder: its entries, e.g. a rename into it), so it
+    survives a power cut; a file system that cannot sync a folder (``EINVAL``) is left as it is."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> Path:
-    """Call ``write(temp_path)`` on a temp file in ``path``'s folder, then rename it to ``path``.
+    """Call ``write(temp_path)`` on a temp file in ``path``'s folder, then rename it to ``path``; durable:
+    the file is fsynced before the rename and its folder after it (:func:`sync_file`), so a reader that
+    finds ``path`` after a power cut finds it whole.
 
     The file gets the mode a plain ``open(path, "w")`` would give (an existing file keeps its mode).
 
@@ -164,7 +186,9 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None], suffix: 
     try:
         write(tmp)
         os.chmod(tmp, mode)
+        sync_file(tmp)
         os.replace(tmp, target)
+        sync_file(target.parent)
     except Exception as err:  # a full disk: OSError, or a library's own error wrapping it
         reason = write_failure(err, target.parent)
         if reason is None:

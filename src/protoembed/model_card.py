@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.io import write_atomic
-from protoembed.runtimes import RUNTIMES, TORCH, RuntimeSpec, folder_format, format_writer
+from protoembed.runtimes import RUNTIMES, TORCH, RuntimeSpec, auto_runtime, folder_format, format_writer
 from protoembed.st_layout import MODULES_FILE
 
 CARD_FILE = "README.md"
@@ -73,7 +73,13 @@ def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
     rows = [("backbone", f"{backbone} ({architecture}; {shape})"), ("head", head)]
     if export is not None:
         label = f"{_writer(export).format_label} export"
-        rows.append((label, f"{export.get('quantize') or 'fp32'}, dimension {export.get('dimension')}"))
+        runs = RUNTIMES[auto_runtime(export)]
+        rows.append(
+            (label, f"{export.get('quantize') or 'fp32'} weights, dimension {export.get('dimension')}")
+        )
+        rows.append(
+            ("runs on", f"{runs.label} in {runs.runs_in(export)} (--runtime auto where it was written)")
+        )
     rows.append(("max sequence length", str(encoder.get("max_seq_length") or "the backbone's limit")))
     rows.append(("protoembed version", str(saved.get("protoembed_version", "?"))))
     return rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,8 +27,23 @@ PRECISIONS = ("fp32", "bf16")
 CPU_FEATURES = ("avx2", "avx512_vnni", "avx512_bf16", "amx_bf16")
 
 
-@functools.lru_cache(maxsize=1)
+#: The environment variable whose flags (space- or comma-separated, as ``/proc/cpuinfo`` spells them) replace
+#: the host's for every CPU-dependent choice (``--runtime auto``, native or emulated bf16, OpenVINO's
+#: precision): the tests simulate each CPU kind with it, whatever machine runs them.
+CPU_FLAGS_ENV = "PROTOEMBED_CPU_FLAGS"
+
+
 def cpu_flags() -> frozenset[str]:
+    """The CPU feature flags protoembed's choices read: :data:`CPU_FLAGS_ENV`'s when it is set, else the
+    host's (:func:`host_cpu_flags`)."""
+    simulated = os.environ.get(CPU_FLAGS_ENV)
+    if simulated is not None:
+        return frozenset(simulated.replace(",", " ").split())
+    return host_cpu_flags()
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu_flags() -> frozenset[str]:
     """The CPU's feature flags as ``/proc/cpuinfo`` lists them (empty where it cannot be read)."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")

@@ -1,11 +1,12 @@
 """Progress of a long loop on stderr: the sentences of encode, eval and corpus encoding, the bytes of a
-download.
+download, the steps of training.
 
 On a terminal, a tqdm bar: the count, its rate (``sentences/s``) and the time left. Elsewhere (CI, a pipe,
 a log file), where a bar would be a stream of carriage returns, one line every :data:`LINE_EVERY`
 seconds::
 
     Encoding: 12,800/18,850 sentences (1,020/s, 6 s left)
+    Training: 120/500 steps (6.63/s, 57 s left); loss 0.4123, dev 78.12, 51,200 tokens/s
 
 (bytes: ``wiki.txt: 12.5 MB/120.0 MB (4.1 MB/s, 26 s left)``; without a known total, the count
 and the rate)
@@ -93,6 +94,7 @@ class Progress:
         self.lines = 0
         self.bar: Any = None
         self.show = show
+        self._status = ""
         if show and _isatty(self.stream):
             from tqdm.auto import tqdm
 
@@ -102,6 +104,18 @@ class Progress:
                 else {"unit": f" {unit}"}
             )
             self.bar = tqdm(total=total, initial=initial, desc=desc, file=self.stream, **scale)
+
+    @property
+    def status(self) -> str:
+        """What the loop reports besides the counts (training: ``loss 0.4123, dev 78.12, ...``), after
+        the bar or at the end of each line; empty: nothing."""
+        return self._status
+
+    @status.setter
+    def status(self, text: str) -> None:
+        self._status = text
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
 
     def update(self, n: int) -> None:
         """``n`` more items done: the bar moves, or a line is written if :attr:`every` seconds passed
@@ -116,7 +130,8 @@ class Progress:
 
     def line(self, final: bool = False) -> str:
         """The progress line now: ``<desc>: <done>/<total> <unit> (<rate>/s, <time> left)``, at the end
-        ``(<rate>/s, <time> in all)``; without a total, ``<done> <unit> (<rate>/s)``."""
+        ``(<rate>/s, <time> in all)``; without a total, ``<done> <unit> (<rate>/s)``; then ``; <status>``
+        when :attr:`status` is set. A rate under 10 keeps three significant digits (``6.63/s``)."""
         elapsed = max(self.clock() - self.started, 1e-9)
         rate = (self.done - self.initial) / elapsed
         if self.unit == BYTES:
@@ -125,7 +140,7 @@ class Progress:
             speed = f"{_amount(rate, BYTES)}/s"
         else:
             done = f"{self.done:,}" + (f"/{self.total:,}" if self.total is not None else "") + f" {self.unit}"
-            speed = f"{rate:,.0f}/s"
+            speed = f"{rate:,.0f}/s" if rate >= 10 else f"{rate:.3g}/s"
         if final:
             tail = f", {_seconds(elapsed)} in all"
         elif self.total is None:
@@ -134,7 +149,7 @@ class Progress:
             tail = f", {_seconds((self.total - self.done) / rate)} left"
         else:
             tail = ", starting"
-        return f"{self.desc}: {done} ({speed}{tail})"
+        return f"{self.desc}: {done} ({speed}{tail})" + (f"; {self._status}" if self._status else "")
 
     def _line(self, final: bool) -> None:
         print(self.line(final), file=self.stream, flush=True)

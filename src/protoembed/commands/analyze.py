@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from protoembed.commands.common import add_model_options, load_from_args
-from protoembed.data.paths import DATA_DIR_DEFAULT
+from protoembed.commands.common import add_data_dir_option, add_model_options, load_from_args
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.io import write_json_atomic
@@ -200,9 +199,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output", default=None, metavar="FILE.json", help="where to write its data (default: FILE.json)"
     )
     parser.add_argument("--out-dir", default=None, metavar="DIR", help="compare: folder of the figures")
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
-    )
+    add_data_dir_option(parser)
     parser.add_argument("--variant", choices=("senteval", "raw"), default="senteval", help="STS data variant")
     parser.add_argument(
         "--top-k", default=None, metavar="K,K,...", help="frequent-tokens: k values (0,1,2,5,10,20,50,100)"

@@ -169,6 +169,21 @@ def add_model_options(parser: argparse.ArgumentParser, batch_size: bool = True) 
     )
 
 
+def add_data_dir_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """``--data-dir DIR`` (and ``aliases``): the data directory, by the rule of every reader
+    (:func:`protoembed.data.paths.resolve_data_dir`; its default in the help)."""
+    from protoembed.data.paths import DATA_DIR_DEFAULT
+
+    parser.add_argument(
+        "--data-dir",
+        *aliases,
+        dest="data_dir",
+        default=None,
+        metavar="DIR",
+        help=f"the data directory (default: {DATA_DIR_DEFAULT})",
+    )
+
+
 def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
     """``--allow-empty``: encode empty sentences as the bare template instead of refusing them."""
     parser.add_argument(

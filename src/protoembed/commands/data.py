@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from protoembed.data.paths import DATA_DIR_DEFAULT, DATA_ENV, DataDir, check_data_dir, choose_data_dir
+from protoembed.commands.common import add_data_dir_option
+from protoembed.data.paths import DATA_ENV, DataDir, check_data_dir, choose_data_dir
 from protoembed.errors import ProtoembedError
 
 #: What ``list`` checks, said in its header: sizes only (cheap), the hashes are ``verify``'s.
@@ -198,24 +199,13 @@ def run_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_data_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir",
-        "--dest",
-        dest="data_dir",
-        default=None,
-        metavar="DIR",
-        help=f"default: {DATA_DIR_DEFAULT}",
-    )
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``data`` and its actions to the top-level sub-parsers."""
     parser = subparsers.add_parser("data", help="fetch, list or verify the benchmark data")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", help="every dataset: installed / missing / corrupt, size, license")
-    _add_data_dir(listing)
+    add_data_dir_option(listing, "--dest")
     listing.set_defaults(func=run_list)
 
     download = actions.add_parser(
@@ -236,7 +226,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "an evaluation task (STS-B, MR, Tweet, ...) or a suite's default tasks (sts, transfer, fewshot, "
         "clustering)",
     )
-    _add_data_dir(download)
+    add_data_dir_option(download, "--dest")
     download.add_argument(
         "--mirror", default=None, metavar="URL", help="fetch every source scheme://HOST/PATH as URL/HOST/PATH"
     )
@@ -254,5 +244,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     check = actions.add_parser("verify", help="re-hash installed datasets against the manifest and the pins")
     check.add_argument("names", nargs="*", metavar="NAME", help="datasets (default: every installed one)")
-    _add_data_dir(check)
+    add_data_dir_option(check, "--dest")
     check.set_defaults(func=run_verify)

@@ -9,6 +9,7 @@ resumable with ``--resume``, in parallel with ``--workers`` or under ``torchrun`
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from protoembed.commands.common import (
@@ -22,7 +23,7 @@ from protoembed.commands.common import (
 )
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
 from protoembed.corpus.sources import AUTO, CORPUS_FILES, FORMATS, blank_error, corpus_source, no_rows_error
-from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
 from protoembed.progress import LINE_EVERY
 
 #: The ending of an ``-o`` that names one array file rather than a folder of shards.
@@ -145,12 +146,21 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    except WriteError as err:  # a full disk: the message says why and what was kept; the finished shards stay
+        print(f"protoembed: error: {resume_with(str(err), _resume_command(args))}", file=sys.stderr)
+        return 2
     if world()[1] == 0:  # under torchrun: rank 0 says it once
         print(
             f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32 in {len(vectors.shards)} "
             "shard(s) and manifest.json"
         )
     return 0
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this run: the same one, with ``--resume``."""
+    words = list(getattr(args, "command_line", None) or ["encode", args.input, "-o", args.output])
+    return shlex.join(["protoembed", *words, *([] if "--resume" in words else ["--resume"])])
 
 
 def _encode_to_array(args: argparse.Namespace) -> int:

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from protoembed.commands.common import (
     add_allow_empty_option,
+    add_data_dir_option,
     add_model_options,
     add_option_flags,
     load_from_args,
     output_file,
 )
-from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Suite
 
@@ -65,16 +65,10 @@ def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
 @contextlib.contextmanager
 def registered(entry: Task | None) -> Iterator[None]:
     """``entry`` (``--task-dir``'s task) in :data:`protoembed.evaluation.tasks.TASKS` for the block only."""
-    from protoembed.evaluation.tasks import register_task, unregister_task
+    from protoembed.evaluation.tasks import registered_for_now
 
-    if entry is None:
+    with registered_for_now([entry] if entry is not None else None):
         yield
-        return
-    register_task(entry)
-    try:
-        yield
-    finally:
-        unregister_task(entry.name)
 
 
 def run_eval(suite: Suite, args: argparse.Namespace) -> int:
@@ -136,9 +130,7 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
     tasks_help = command.tasks_help or f"tasks to run (default: {' '.join(default_tasks(suite.name))})"
     parser = suites.add_parser(suite.name, help=command.help, description=command.description)
     add_model_options(parser)
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
-    )
+    add_data_dir_option(parser)
     parser.add_argument(
         "--tasks", nargs="+", type=task_name(suite.name), default=None, metavar="TASK", help=tasks_help
     )

@@ -4,12 +4,10 @@ vector, in an export format of the runtime registry (:mod:`protoembed.runtimes`:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from protoembed.commands.common import add_option_flags
-from protoembed.data.paths import DATA_DIR_DEFAULT
+from protoembed.commands.common import add_data_dir_option, add_option_flags
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import QUANTIZE
+from protoembed.export.layout import QUANTIZE, check_export_target, is_export_dir
 from protoembed.model_spec import ModelSpec
 from protoembed.runtimes import (
     DEFAULT_FORMAT,
@@ -47,18 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"{' / '.join(calibrated_formats())} int8: sentences to calibrate on, one per line, repeats counted once "
         "(default: the first 512 distinct lines of the staged Wikipedia sample under --data-dir)",
     )
-    parser.add_argument(
-        "--data-dir", default=None, metavar="D", help=f"benchmark data (default: {DATA_DIR_DEFAULT})"
-    )
+    add_data_dir_option(parser)
     add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Load ``args.model`` on the CPU and write its export to ``args.output``."""
-    from protoembed import load
-    from protoembed.export import export_embedder, is_export_dir
-
     writer = format_writer(args.format, "--format")
     if args.quantize is not None and args.quantize not in QUANTIZE:
         raise ProtoembedError(f"--quantize {args.quantize!r}: expected one of {', '.join(QUANTIZE)}")
@@ -67,8 +60,16 @@ def run(args: argparse.Namespace) -> int:
         raise ProtoembedError(
             f"--calibration: only an int8 export (--format {formats} --quantize int8) reads it"
         )
-    if Path(args.model).is_dir() and is_export_dir(args.model):
+    if is_export_dir(args.model):
         raise ProtoembedError(f"{args.model}: already an export; export the torch model instead")
+    check_export_target(args.output, args.quantize, args.format)  # before the model loads (seconds)
+    if writer.calibration is not None and args.quantize is not None:
+        from protoembed.export.calibration import calibration_source
+
+        calibration_source(args.calibration, args.data_dir)  # the file (or the staged sample) is readable
+    from protoembed import load
+    from protoembed.export import export_embedder
+
     try:
         embedder = load(args.model, head=args.head, max_seq_length=args.max_seq_length, device="cpu")
     except ProtoembedError as err:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protoembed.commands.common import check_output_folder, output_folder
-from protoembed.errors import WriteError
+from protoembed.errors import WriteError, resume_with
 
 if TYPE_CHECKING:
     from protoembed.training.preflight import Stages
@@ -91,7 +91,7 @@ def _train(args: argparse.Namespace, stages: Stages, staged: bool, top: str) -> 
         return 128 + 15  # the shell's status for a process ended by SIGTERM
     except WriteError as err:  # a full disk: the message says what was kept
         print(
-            f"protoembed: error: {err}; resume with: {_resume_command(args, os.path.abspath(top))}",
+            f"protoembed: error: {resume_with(str(err), _resume_command(args, os.path.abspath(top)))}",
             file=sys.stderr,
         )
         return 2

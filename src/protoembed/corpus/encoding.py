@@ -15,10 +15,10 @@ Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards
   refused with one line (``digest mismatch``);
 - a recorded shard whose file is missing or has another SHA-256 (corrupt) is logged as a warning and
   encoded again (the result is the same bytes as the lost shard's);
-- a shard file the manifest does not list yet (a kill between its rename and the manifest's update, or
-  the other processes of a torchrun run) is complete (renamed only when written) and of this run (the
-  manifest, written before the first shard, pins the digest): it is kept when its header has the
-  expected shape, and recorded;
+- a shard file the manifest does not record (a kill between its rename and the manifest's update, or a
+  file copied in by hand) is never trusted, whatever its shape: it is encoded again (logged);
+- a shard is made durable (the file, then its folder, fsynced: :func:`protoembed.io.write_atomic`)
+  before the manifest names it, so after a power cut the manifest names no shard that was never written;
 - hidden temp files of interrupted writes are removed.
 
 Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
@@ -56,9 +56,7 @@ from protoembed.corpus.manifest import (
     EncodeSettings,
     InputRecord,
     ShardRecord,
-    open_shard,
     read_manifest,
-    shard_bounds,
     shard_files,
     shard_name,
     shard_problem,
@@ -275,16 +273,9 @@ def prepare(
                 logger.warning("%s; encoding it again", problem)
                 bad.add(record.start // fresh.shard_size)
         recorded = {record.start // fresh.shard_size for record in kept} | bad
-        bounds = shard_bounds(fresh.rows, fresh.shard_size)
         for index, path in sorted(shard_files(folder).items()):
-            if index in recorded or index >= count:
-                continue
-            start, stop = bounds[index]
-            try:
-                open_shard(path, stop - start, fresh.dimension)
-            except ProtoembedError:
-                continue  # not a whole shard of this run: encoded again
-            kept.append(ShardRecord(name=path.name, start=start, stop=stop, sha256=sha256_file(path)))
+            if index not in recorded and index < count:
+                logger.warning("%s: not recorded in %s; encoding it again", path, MANIFEST)
         manifest.shards = kept
     done = {record.start // fresh.shard_size for record in manifest.shards}
     manifest.complete = len(done) == count
@@ -693,16 +684,25 @@ def _encode_distributed(
             raise ProtoembedError(plan[0])
         manifest, pending = plan[0]
         mine = pending[rank * len(pending) // world : (rank + 1) * len(pending) // world]
-        records: list[ShardRecord] = []
+        rounds = -(-len(pending) // world)  # the most shards a rank has (ranges differ by one at most)
         my_rows = sum(min(job.rows, job.start(i) + job.shard_size) - job.start(i) for i in mine)
+        shards = iter_shards(job.source, job.shard_size, mine)
         with _progress(my_rows, 0, show_progress if rank == 0 else False) as bar:
-            for index, numbers, texts in iter_shards(job.source, job.shard_size, mine):
-                records.append(write_shard(job, index, encode_shard(loaded, job, numbers, texts, bar.update)))
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, records)
+            for _ in range(rounds):
+                # one shard a rank, then rank 0 records the round's shards: a killed run keeps every
+                # shard the manifest names and re-encodes the rest (unrecorded files are never trusted)
+                shard = next(shards, None)
+                record = None
+                if shard is not None:
+                    index, numbers, texts = shard
+                    record = write_shard(job, index, encode_shard(loaded, job, numbers, texts, bar.update))
+                gathered: list[Any] = [None] * world
+                dist.all_gather_object(gathered, record)
+                if rank == 0:
+                    manifest.shards.extend(r for r in gathered if r is not None)
+                    write_manifest(job.folder, manifest)
         if rank == 0:
             with lock:
-                manifest.shards.extend(record for part in gathered for record in part)
                 manifest.complete = len(manifest.shards) == manifest.shard_count
                 write_manifest(job.folder, manifest)
         dist.barrier()

@@ -22,6 +22,25 @@ def _encoding_name(encoding: str) -> str:
     return "UTF-8" if encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig") else encoding
 
 
+def not_text(
+    path: str | os.PathLike[str], line: int, offset: int, err: UnicodeDecodeError, encoding: str = "utf-8"
+) -> ProtoembedError:
+    """The one-line error for bytes of ``path`` that are not ``encoding`` text: the file, the line and
+    the byte ``offset`` in the file where decoding failed (``err``: the decoder's error)."""
+    return ProtoembedError(
+        f"{path}:{line}: expected {_encoding_name(encoding)} text ({err.reason} at byte {offset})"
+    )
+
+
+def decode_text(path: str | os.PathLike[str], data: bytes, encoding: str = "utf-8") -> str:
+    """The whole of ``data`` (the bytes of the file ``path``) decoded; bytes that are not ``encoding``
+    text are a one-line error naming the file, line and byte offset (:func:`not_text`)."""
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        raise not_text(path, data.count(b"\n", 0, err.start) + 1, err.start, err, encoding) from None
+
+
 def iter_lines(
     path: str | os.PathLike[str], encoding: str = "utf-8", missing_hint: str = ""
 ) -> Iterator[str]:
@@ -47,15 +66,15 @@ def iter_lines(
         raise ProtoembedError(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
     with handle:
         lineno = 0
+        offset = 0  # of the line's first byte in the file
         try:
             for raw in handle:
                 lineno += 1
                 try:
                     line = raw.decode(encoding)
                 except UnicodeDecodeError as err:
-                    raise ProtoembedError(
-                        f"{path}:{lineno}: expected {_encoding_name(encoding)} text ({err.reason})"
-                    ) from None
+                    raise not_text(path, lineno, offset + err.start, err, encoding) from None
+                offset += len(raw)
                 if lineno == 1 and line.startswith("\ufeff"):
                     line = line[1:]
                 if lineno == 1 and not line:

@@ -110,7 +110,8 @@ def evaluate_task(
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
 ) -> dict[str, Any]:
     """One task: :func:`search`, then the metrics x100 (keys :func:`~protoembed.evaluation.retrieval_metrics.metric_keys`),
-    the numbers of queries and documents, and of queries kept from retrieving themselves."""
+    the numbers of queries and documents, of queries kept from retrieving themselves, and of judged
+    documents and queries the folder lacks (:mod:`protoembed.data.benchmarks.beir`)."""
     run, identical = search(encode, data, prompts, score_function, corpus_chunk_size)
     scores = {key: value * 100 for key, value in retrieval_scores(data.qrels, run, K_VALUES).items()}
     return {
@@ -118,6 +119,8 @@ def evaluate_task(
         "queries": len(data.query_ids),
         "corpus": len(data.corpus_ids),
         "identical_ids": identical,
+        "missing_documents": data.missing_documents,
+        "missing_queries": data.missing_queries,
     }
 
 
@@ -147,7 +150,7 @@ def evaluate_retrieval(
         progress: one stderr line per finished task.
     Returns:
         ``{"protocol", "tasks": {task: {"ndcg_at_1", ..., "precision_at_100", "queries", "corpus",
-        "identical_ids"}}, "avg"}`` (metrics x100; ``avg``: the mean of the tasks' main scores, nDCG@10).
+        "identical_ids", "missing_documents", "missing_queries"}}, "avg"}`` (metrics x100; ``avg``: the mean of the tasks' main scores, nDCG@10).
         The caller adds ``"model"``.
     """
     options = {"split": split, "score_function": score_function, "corpus_chunk_size": corpus_chunk_size}

@@ -18,7 +18,7 @@ from typing import Any
 from protoembed.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
-from protoembed.evaluation.tasks import TASKS, get_task, get_tasks
+from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, registered_for_now
 from protoembed.model_spec import model_settings, model_spec
 from protoembed.pydantic_util import check_options
 from protoembed.runtimes import AUTO
@@ -109,7 +109,9 @@ def run_suite(
     return {**model_record(spec, encoder), "suite": suite.name, **result}
 
 
-def group_by_suite(tasks: Sequence[str] | None, suite: str | None = None) -> dict[str, list[str] | None]:
+def group_by_suite(
+    tasks: Sequence[str | Task] | None, suite: str | None = None
+) -> dict[str, list[str] | None]:
     """Suite -> its tasks (canonical names, in the order given; ``None``: the suite's default tasks), in
     :data:`~protoembed.evaluation.suite.SUITES`' order.
 
@@ -138,7 +140,7 @@ def group_by_suite(tasks: Sequence[str] | None, suite: str | None = None) -> dic
 
 def evaluate(
     model: Any = "default",
-    tasks: Sequence[str] | str | None = None,
+    tasks: Sequence[str | Task] | str | None = None,
     *,
     suite: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
@@ -156,8 +158,10 @@ def evaluate(
             export folder), or a loaded model (a :class:`~protoembed.protocol.SentenceEmbedder`: what
             ``protoembed.load`` returns).
         tasks: task names or the papers' table names (``["STS-B", "MR"]``; see
-            :data:`protoembed.evaluation.tasks.TASKS`); each goes to its first suite (MR: ``transfer``)
-            unless ``suite`` is given. ``None``: the default tasks of ``suite``.
+            :data:`protoembed.evaluation.tasks.TASKS`), or :class:`~protoembed.evaluation.tasks.Task`
+            entries, registered or not (``beir_folder_task("my-beir")``: evaluated as they are); each goes
+            to its first suite (MR: ``transfer``) unless ``suite`` is given. ``None``: the default tasks
+            of ``suite``.
         suite: run every task in this suite (``fewshot`` for MR, CR, ...).
         data_dir: the benchmark data (``None``: ``$PROTOEMBED_DATA``, else the user data directory).
         name: the results' ``model`` field (default: ``model`` when it is a spec, else its class name).
@@ -181,55 +185,60 @@ def evaluate(
         ProtoembedError: one line for a bad model setting, an unknown task, suite or option, or a missing
             data file (before the model is loaded).
     """
-    settings = {k: options.pop(k) for k in model_settings() if k in options}
-    spec = model_spec(model=model if isinstance(model, str) else "default", **settings)
-    planned = group_by_suite(tasks, suite)
-    suites = [SUITES[s] for s in planned]
-    known = {k for s in suites for k in s.options.model_fields}
-    unknown = [k for k in options if k not in known]
-    if unknown:
-        listed = "; ".join(f"{s.name}: {', '.join(s.options.model_fields) or 'none'}" for s in suites)
-        raise ProtoembedError(f"unknown option {unknown[0]!r} for the suites run ({listed})")
-    per_suite = {s.name: {k: v for k, v in options.items() if k in s.options.model_fields} for s in suites}
-    for s in suites:  # every suite's tasks, options and files, before the model is loaded
-        chosen = suite_options(s, per_suite[s.name])
-        check_files(s, resolve_tasks(s, planned[s.name], chosen), data_dir, chosen)
-    if isinstance(model, str):
-        label = name or model
+    with registered_for_now(tasks):  # a Task entry is evaluated as it is, registered or not
+        settings = {k: options.pop(k) for k in model_settings() if k in options}
+        spec = model_spec(model=model if isinstance(model, str) else "default", **settings)
+        planned = group_by_suite(tasks, suite)
+        suites = [SUITES[s] for s in planned]
+        known = {k for s in suites for k in s.options.model_fields}
+        unknown = [k for k in options if k not in known]
+        if unknown:
+            listed = "; ".join(f"{s.name}: {', '.join(s.options.model_fields) or 'none'}" for s in suites)
+            raise ProtoembedError(f"unknown option {unknown[0]!r} for the suites run ({listed})")
+        per_suite = {
+            s.name: {k: v for k, v in options.items() if k in s.options.model_fields} for s in suites
+        }
+        for s in suites:  # every suite's tasks, options and files, before the model is loaded
+            chosen = suite_options(s, per_suite[s.name])
+            check_files(s, resolve_tasks(s, planned[s.name], chosen), data_dir, chosen)
+        if isinstance(model, str):
+            label = name or model
 
-        def load() -> Any:
-            from protoembed.loading import load_model
+            def load() -> Any:
+                from protoembed.loading import load_model
 
-            return load_model(spec)
-    else:
-        label = name or type(model).__name__
+                return load_model(spec)
+        else:
+            label = name or type(model).__name__
 
-        def load() -> Any:
-            return model
+            def load() -> Any:
+                return model
 
-    encoder = LazyEncoder(  # a spec is loaded on ``runtime`` as the command loads it; a model is moved there
-        load,
-        batch_size=batch_size,
-        allow_empty=allow_empty,
-        runtime=AUTO if isinstance(model, str) else spec.runtime,
-        cache_embeddings=cache_embeddings,
-    )
-    results = {}
-    for s in suites:
-        results[s.name] = run_suite(
-            s,
-            encoder,
-            label,
-            planned[s.name],
-            per_suite[s.name],
-            model_path=model if isinstance(model, str) else None,
-            data_dir=data_dir,
-            progress=progress,
-            batch_size=batch_size,
-            device=spec.device,
+        encoder = (
+            LazyEncoder(  # a spec is loaded on ``runtime`` as the command loads it; a model is moved there
+                load,
+                batch_size=batch_size,
+                allow_empty=allow_empty,
+                runtime=AUTO if isinstance(model, str) else spec.runtime,
+                cache_embeddings=cache_embeddings,
+            )
         )
-    logger.debug("evaluated %s on %s", label, ", ".join(f"{k}: {v}" for k, v in planned.items()))
-    return results
+        results = {}
+        for s in suites:
+            results[s.name] = run_suite(
+                s,
+                encoder,
+                label,
+                planned[s.name],
+                per_suite[s.name],
+                model_path=model if isinstance(model, str) else None,
+                data_dir=data_dir,
+                progress=progress,
+                batch_size=batch_size,
+                device=spec.device,
+            )
+        logger.debug("evaluated %s on %s", label, ", ".join(f"{k}: {v}" for k, v in planned.items()))
+        return results
 
 
 __all__ = ["TASKS", "evaluate", "model_record", "group_by_suite", "run_suite"]

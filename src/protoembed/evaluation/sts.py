@@ -29,6 +29,7 @@ from protoembed.evaluation.suite import (
     Suite,
     SuiteOptions,
 )
+from protoembed.evaluation.tables import encoded_by
 from protoembed.evaluation.tasks import Split, Task, get_tasks, main_score, table_names
 
 
@@ -173,19 +174,6 @@ def sts_protocol(data: dict[str, Any]) -> dict[str, Any]:
         "split": data.get("split", "test"),
         **{key: data.get(key) for key in ENCODING},
     }
-
-
-def encoded_by(p: dict[str, Any]) -> str:
-    """What a protocol record says computed the vectors: ``encoded by onnx in int8``, or what of it was
-    not recorded (never a default)."""
-    runtime, precision = (p.get(key) for key in ENCODING)
-    if runtime is None and precision is None:
-        return "runtime/precision not recorded"
-    if runtime is None:
-        return f"runtime not recorded, in {precision}"
-    return f"encoded by {runtime}" + (
-        " (precision not recorded)" if precision is None else f" in {precision}"
-    )
 
 
 def sts_protocol_line(p: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@
   3-6); with one unlabelled row it is :func:`papers_row`, the layout every ``protoembed eval`` table ends
   with.
 - :func:`table_head`: the title line of a suite's detailed one-model table.
+- :func:`encoded_by`: what computed the vectors (runtime and precision), in titles and protocol lines.
 - :func:`fmt`, :func:`fmt_spread`: numbers with 2 decimals (``mean ± std``).
 """
 
@@ -56,14 +57,29 @@ def papers_row(
     return ["", caption, "", *papers_table(names, [(None, [fmt(v) for v in values], fmt(avg))])]
 
 
+def encoded_by(p: dict[str, Any]) -> str:
+    """What a protocol record says computed the vectors: ``encoded by onnx in int8``, or what of it was
+    not recorded (never a default)."""
+    from protoembed.evaluation.suite import ENCODING
+
+    runtime, precision = (p.get(key) for key in ENCODING)
+    if runtime is None and precision is None:
+        return "runtime/precision not recorded"
+    if runtime is None:
+        return f"runtime not recorded, in {precision}"
+    return f"encoded by {runtime}" + (
+        " (precision not recorded)" if precision is None else f" in {precision}"
+    )
+
+
 def table_head(title: str, result: dict[str, Any], columns: Sequence[str], aligns: str) -> list[str]:
-    """A table's first lines: ``title (..., model M, head H (template T), scorer S)``, a blank line, the
-    header and the rule.
+    """A table's first lines: ``title (..., model M, head H (template T), scorer S, encoded by R in P)``,
+    a blank line, the header and the rule.
 
     ``title`` ends without its closing parenthesis; ``aligns`` has one character per column
     (``l`` or ``r``). The model, its head (and template) and the scorer come from ``result`` (``model``,
-    ``head``, ``template``, ``scorer``), each where present, so two tables of one model with different
-    heads or scorers never look alike.
+    ``head``, ``template``, ``scorer``; the runtime and precision: :func:`encoded_by`), each where present,
+    so two tables of one model with different heads, scorers, runtimes or precisions never look alike.
     """
     parts = [f"model {result['model']}"] if result.get("model") else []
     if result.get("head"):
@@ -71,4 +87,6 @@ def table_head(title: str, result: dict[str, Any], columns: Sequence[str], align
         parts.append(f"head {result['head']}{template}")
     if result.get("scorer"):
         parts.append(f"scorer {result['scorer']}")
+    if result.get("runtime") or result.get("precision"):
+        parts.append(encoded_by(result))
     return [title + "".join(f", {p}" for p in parts) + ")", "", *markdown_table(columns, [], aligns)]

@@ -24,6 +24,7 @@ Nothing here reads a file or imports torch; the built-in entries are made on fir
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -59,7 +60,8 @@ class Task(BaseModel):
     the papers' tables print (``None``: ``name``). ``splits``: the splits it has (none: one set, which a
     transfer task cross-validates; STS's ``--split`` applies to the tasks that have it). ``main_score``:
     the per-task key a suite's ``avg`` averages. ``default``: part of its suites' run when no task is
-    named. ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
+    named (only the papers' tasks are; a task registered by a user or an installed package joins only when
+    it says so). ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
 
     Suite-specific: ``c_grid`` (transfer, scikit-learn classifier: the C values searched), ``f1``
     (transfer: F1 of class 1 reported beside accuracy, as for MRPC), ``n_clusters`` (clustering: k;
@@ -76,7 +78,7 @@ class Task(BaseModel):
     display: str | None = None
     splits: tuple[Split, ...] = ("test",)
     main_score: str = "acc"
-    default: bool = True
+    default: bool = False
     languages: tuple[str, ...] = ("en",)
     citation: str = ""
     raw_dataset: str | None = None
@@ -230,6 +232,23 @@ def unregister_task(name: str) -> None:
     name = get_task(name).name
     TASKS._all().pop(name)
     _DECLARED.pop(name, None)
+
+
+@contextlib.contextmanager
+def registered_for_now(entries: Iterable[str | Task] | str | None) -> Iterator[None]:
+    """The :class:`Task` objects among ``entries`` that are not registered (a ``--task-dir`` folder, a
+    :func:`beir_folder_task` given to :func:`protoembed.evaluate`) in :data:`TASKS` for the block only;
+    names and registered entries are left as they are."""
+    if entries is None or isinstance(entries, str):
+        entries = []
+    added = [e for e in entries if isinstance(e, Task) and TASKS.get(e.name) is not e]
+    for entry in added:
+        register_task(entry)
+    try:
+        yield
+    finally:
+        for entry in added:
+            unregister_task(entry.name)
 
 
 def _entry_point_tasks() -> list[Task]:
@@ -407,7 +426,9 @@ class TaskDeclaration(BaseModel):
     pairs: bool = Field(False, description="classification: text1<TAB>text2<TAB>label lines")
     dataset: str | None = Field(None, description="the `protoembed data` entry that installs the files")
     display: str | None = Field(None, description="the name the tables print")
-    default: bool = Field(True, description="part of its suites' default run")
+    default: bool = Field(
+        False, description="part of its suites' default run (the papers' tasks only, unless true)"
+    )
     c_grid: tuple[float, ...] | None = Field(None, description="classification: the C values searched")
     f1: bool = Field(False, description="classification: report F1 of class 1 too")
     n_clusters: int | None = Field(None, ge=2, description="clustering: k (default: the classes)")
@@ -475,6 +496,7 @@ def _sts_year(year: str, citation: str) -> Task:
         return [p.as_posix() for pair in pairs for p in pair]
 
     return make_task(
+        default=True,
         name=year,
         suites=("sts",),
         dataset="senteval",
@@ -490,6 +512,7 @@ def _stsb(citation: str) -> Task:
     from protoembed.data.benchmarks.sts import read_stsb, stsb_file
 
     return make_task(
+        default=True,
         name="STSBenchmark",
         display="STS-B",
         suites=("sts",),
@@ -507,6 +530,7 @@ def _sick(citation: str) -> Task:
     from protoembed.data.benchmarks.sts import read_sick, sick_file
 
     return make_task(
+        default=True,
         name="SICKRelatedness",
         display="SICK-R",
         suites=("sts",),
@@ -524,6 +548,7 @@ def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str
     from protoembed.data.benchmarks.transfer import read_binary
 
     return make_task(
+        default=True,
         name=name,
         suites=("transfer", "fewshot"),
         dataset="senteval",
@@ -536,6 +561,7 @@ def _binary(name: str, folder: str, files: tuple[tuple[str, str], tuple[str, str
 
 def _transfer(name: str, folder: str, reader: Callable[[Path], Any], citation: str, **fields: Any) -> Task:
     return make_task(
+        default=True,
         name=name,
         suites=("transfer", "fewshot"),
         dataset="senteval",
@@ -547,7 +573,13 @@ def _transfer(name: str, folder: str, reader: Callable[[Path], Any], citation: s
 
 
 def _clustering(name: str, dataset: str, path: str, citation: str) -> Task:
-    return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation)
+    return clustering_file_task(name, dataset, f"clustering/{path}", citation=citation, default=True)
+
+
+def _beir(name: str, folder: str, splits: tuple[str, ...], citation: str) -> Task:
+    """A BEIR dataset of ``protoembed data`` (``beir-<folder>``) as a retrieval task, named as MTEB names it;
+    outside every default run (the papers evaluate none): ``eval retrieval --task NAME`` runs it."""
+    return beir_task(name, f"beir-{folder}", f"beir/{folder}", splits, citation=citation)
 
 
 _YIN_WANG = "Yin and Wang, 2016. A model-based approach for text clustering with outlier detection."
@@ -655,6 +687,50 @@ def _builtin() -> list[Task]:
             _clustering(f"GoogleNews-{part}", f"googlenews-{part.lower()}", f"googlenews/{part}", _YIN_WANG)
             for part in ("TS", "T", "S")
         ),
+        _beir(
+            "SciFact",
+            "scifact",
+            ("train", "test"),
+            "Wadden et al., 2020. Fact or fiction: Verifying scientific claims.",
+        ),
+        _beir(
+            "NFCorpus",
+            "nfcorpus",
+            ("train", "dev", "test"),
+            "Boteva et al., 2016. A full-text learning to rank dataset for medical information retrieval.",
+        ),
+        _beir(
+            "FiQA2018",
+            "fiqa",
+            ("train", "dev", "test"),
+            "Maia et al., 2018. WWW'18 open challenge: Financial opinion mining and question answering.",
+        ),
+        _beir(
+            "ArguAna",
+            "arguana",
+            ("test",),
+            "Wachsmuth et al., 2018. Retrieval of the best counterargument without prior topic knowledge.",
+        ),
+        _beir(
+            "SCIDOCS",
+            "scidocs",
+            ("test",),
+            "Cohan et al., 2020. SPECTER: Document-level representation learning using citation-informed "
+            "transformers.",
+        ),
+        _beir(
+            "QuoraRetrieval",
+            "quora",
+            ("dev", "test"),
+            "Thakur et al., 2021. BEIR: A heterogeneous benchmark for zero-shot evaluation of information "
+            "retrieval models.",
+        ),
+        _beir(
+            "TRECCOVID",
+            "trec-covid",
+            ("test",),
+            "Voorhees et al., 2020. TREC-COVID: Constructing a pandemic information retrieval test collection.",
+        ),
     ]
 
 
@@ -681,6 +757,11 @@ def get_task(name: str | Task, suite: str | None = None) -> Task:
             return task
     listed = ", ".join(f"{t.name} ({t.display})" if t.display else t.name for t in known)
     of = f" of suite {suite}" if suite else ""
+    if not known:
+        raise ProtoembedError(
+            f"unknown task {name!r}{of}: no task{of} is registered; give its Task entry (e.g. "
+            "beir_folder_task(folder)) or register one (register_task)"
+        )
     raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
 
 
@@ -696,7 +777,12 @@ def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None 
         names = default_tasks(suite, split)
     entries = list({e.name: e for e in (get_task(name, suite) for name in names)}.values())
     if not entries:
-        raise ProtoembedError(f"no {suite} task to evaluate")
+        known = [t.name for t in TASKS.values() if suite in t.suites]
+        raise ProtoembedError(
+            f"no {suite} task to evaluate: none runs by default; name one"
+            + (f" (choose from: {', '.join(known)})" if known else "")
+            + (" or give a folder in the BEIR layout (--task-dir)" if suite == "retrieval" else "")
+        )
     for entry in entries:
         if split is not None and split not in entry.splits:
             have = " / ".join(entry.splits) or "no"

@@ -19,7 +19,7 @@ _LAZY = {
     "export_embedder": "protoembed.export.graph",
     "ExportedEmbedder": "protoembed.export.runtime",
     "OnnxEmbedder": "protoembed.export.onnx",
-    "is_export_dir": "protoembed.export.runtime",
+    "is_export_dir": "protoembed.export.layout",
     "load_export": "protoembed.export.runtime",
 }
 

@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, PROMPTS, QUANTIZE, SIMILARITY_FN_NAME
+from protoembed.export.layout import EXPORT_CONFIG, PROMPTS, SIMILARITY_FN_NAME, check_export_target
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
-from protoembed.runtimes import DEFAULT_FORMAT, format_writer
+from protoembed.runtimes import DEFAULT_FORMAT
 from protoembed.st_layout import (
     NORMALIZE,
     POOLING,
@@ -99,9 +98,9 @@ def export_embedder(
         path: output folder; replaced if it holds an earlier export, refused if it holds anything else.
             Built in a hidden temp sibling and renamed into place, so an interrupted export leaves
             no half-written folder.
-        quantize: ``None`` (fp32) or ``"int8"``: the format's quantisation (``onnx``: ONNX Runtime's
-            dynamic quantisation of the matrix multiplications; ``openvino``: NNCF's calibrated
-            post-training quantisation).
+        quantize: ``None`` (fp32) or ``"int8"``: the format's quantisation, calibrated on
+            ``calibration`` (``onnx``: int8 matrix multiplications with fixed activation scales;
+            ``openvino``: NNCF's post-training quantisation).
         optimize: let the writer optimise the graph (``onnx``: fuse attention / LayerNorm / GELU).
         format: an export format of :func:`protoembed.runtimes.export_formats` (``onnx``:
             ``onnx/model.onnx``; ``openvino``: ``openvino/openvino_model.xml`` + ``.bin``).
@@ -114,15 +113,7 @@ def export_embedder(
         ProtoembedError: an unknown format or quantisation, a missing optional package (with the pip
             command), a folder that holds something else, no calibration text.
     """
-    writer = format_writer(format)
-    if quantize is not None and quantize not in QUANTIZE:
-        raise ProtoembedError(f"unknown quantisation {quantize!r}: expected one of {', '.join(QUANTIZE)}")
-    format_writer(DEFAULT_FORMAT).require()  # every export is traced to ONNX first
-    writer.require()
-    target = Path(path)
-    occupied = target.exists() and (not target.is_dir() or any(target.iterdir()))
-    if occupied and not (target / EXPORT_CONFIG).is_file():
-        raise ProtoembedError(f"{target}: exists and is not a protoembed export; choose a new folder")
+    writer, target = check_export_target(path, quantize, format)
     sentences = None
     if writer.calibration is not None and quantize is not None:  # before the slow trace
         sentences = writer.calibrate(calibration, data_dir)

@@ -3,11 +3,13 @@
 Writing (:func:`write_onnx`, ``protoembed export --format onnx``): the traced graph
 (:func:`protoembed.export.graph.trace_graph`), then ONNX Runtime's transformer optimiser fuses attention,
 LayerNorm and GELU (kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then
-applies ONNX Runtime's dynamic quantisation to the matrix multiplications (int8 weights with a scale per
-output column, activations quantised per batch at run time).
+quantises the matrix multiplications (ONNX Runtime's quantiser: int8 weights with a scale per output
+column) and gives their activations fixed scales calibrated on padded batches of real sentences (the
+caller's texts, else the staged Wikipedia sample: :mod:`protoembed.export.calibration`), so a text's
+vector does not depend on the other texts of its batch.
 
 Running (:func:`load_onnx` -> :class:`OnnxEmbedder`): ONNX Runtime's CPU provider with, for speed, one
-intra-op thread per core, every graph optimisation and sequential execution (the graph is one chain of
+intra-op thread per free core (:mod:`protoembed.threads`), every graph optimisation and sequential execution (the graph is one chain of
 layers: parallel execution only adds scheduling).
 """
 
@@ -23,9 +25,11 @@ import torch
 
 from protoembed.errors import ProtoembedError
 from protoembed.export import graph as tracing
+from protoembed.export.calibration import calibration_feeds
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.quiet import stdout_to_log
 from protoembed.export.runtime import ExportedEmbedder
+from protoembed.threads import intra_op_threads
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -35,7 +39,8 @@ logger = logging.getLogger(__name__)
 
 
 def session_options(threads: int | None = None) -> Any:
-    """ONNX Runtime options: ``threads`` intra-op threads (default: the usable cores), all optimisations,
+    """ONNX Runtime options: ``threads`` intra-op threads (default: the free usable cores,
+    :func:`protoembed.threads.intra_op_threads`), all optimisations,
     and intra-op threads that sleep between operators instead of spinning.
 
     Spinning threads gain nothing measurable on idle cores, and on busy ones (a server's own HTTP threads
@@ -45,7 +50,7 @@ def session_options(threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+    options.intra_op_num_threads = intra_op_threads(threads)
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -106,8 +111,8 @@ def write_onnx(
     optimize: bool = True,
     calibration: list[str] | None = None,
 ) -> tuple[list[str], list[str], dict[str, Any]]:
-    """Write ``model``'s graph as ``folder / onnx/model.onnx``: traced, fused (``optimize``), dynamically
-    quantised (``quantize="int8"``; ``calibration`` is not read). Returns (input names, output names,
+    """Write ``model``'s graph as ``folder / onnx/model.onnx``: traced, fused (``optimize``), quantised
+    (``quantize="int8"``, activation scales calibrated on the ``calibration`` sentences). Returns (input names, output names,
     config entries: the graph's path and whether fusion was kept)."""
     graph = folder / GRAPH_FILE
     graph.parent.mkdir()
@@ -118,7 +123,7 @@ def write_onnx(
         os.replace(raw, graph)
     raw.unlink(missing_ok=True)
     if quantize == "int8":
-        _quantize_int8(graph)
+        _quantize_int8(graph, calibration_feeds(model.encoder, calibration or [], inputs))
     return inputs, outputs, {"graph": GRAPH_FILE, "fused": fused}
 
 
@@ -159,11 +164,16 @@ def _run(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(["sentence_embedding"], feeds)[0]
 
 
-def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention")) -> None:
-    """Replace ``path`` by its dynamically quantised version: int8 weights for every MatMul (and the
-    fused attention's projection), one scale per output column, activations (uint8) quantised per batch
-    at run time."""
+def _quantize_int8(path: Path, feeds: list[dict[str, np.ndarray]]) -> None:
+    """Replace the graph at ``path`` by its int8 version with fixed activation scales: ONNX Runtime's
+    quantisation of the matrix multiplications (and the fused attention's projections): int8 weights,
+    one scale per output column, 7-bit (no int16 saturation in AVX2's u8 x s8 multiply-add); then each
+    activation's run-time quantisation (``DynamicQuantizeLinear``: a scale per tensor, i.e. per batch)
+    becomes a ``QuantizeLinear`` with the scale and zero point of its range over the ``feeds``
+    (calibration batches; :func:`calibrated_ranges`), so a text's vector does not depend on the other
+    texts of its batch nor on their padding."""
     import onnx
+    from onnx import helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fp32 = path.with_name("fp32.onnx")
@@ -175,7 +185,7 @@ def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention
         quantize_dynamic(
             str(fp32),
             str(path),
-            op_types_to_quantize=list(op_types),
+            op_types_to_quantize=["MatMul", "Attention"],
             weight_type=QuantType.QInt8,
             per_channel=True,  # one scale per output column: 4-5x closer to fp32 than one per matrix
             reduce_range=True,  # 7-bit weights: no int16 saturation in AVX2's u8 x s8 multiply-add
@@ -183,4 +193,58 @@ def _quantize_int8(path: Path, op_types: tuple[str, ...] = ("MatMul", "Attention
         )
     finally:
         root.setLevel(level)
+    model = onnx.load(str(path))
+    dynamic = [node for node in model.graph.node if node.op_type == "DynamicQuantizeLinear"]
+    ranges = calibrated_ranges(fp32, [node.input[0] for node in dynamic], feeds)
     fp32.unlink()
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "DynamicQuantizeLinear":
+            nodes.append(node)
+            continue
+        scale, zero_point = uint8_quantisation(*ranges[node.input[0]])
+        quantized, scale_name, zero_point_name = node.output
+        model.graph.initializer.extend(
+            [numpy_helper.from_array(scale, scale_name), numpy_helper.from_array(zero_point, zero_point_name)]
+        )
+        nodes.append(
+            helper.make_node("QuantizeLinear", [node.input[0], scale_name, zero_point_name], [quantized])
+        )
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    logger.info("int8: %d activations quantised with calibrated scales", len(dynamic))
+    onnx.save(model, str(path))
+
+
+def calibrated_ranges(
+    path: Path, names: list[str], feeds: list[dict[str, np.ndarray]]
+) -> dict[str, tuple[float, float]]:
+    """(min, max) of each fp32 tensor in ``names`` of the graph at ``path`` over the ``feeds`` (every
+    element, padding included, as run-time quantisation sees them)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path))
+    outputs = {output.name for output in model.graph.output}
+    model.graph.output.extend(
+        helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names if name not in outputs
+    )
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    low = dict.fromkeys(names, 0.0)
+    high = dict.fromkeys(names, 0.0)
+    for feed in feeds:
+        for name, values in zip(names, session.run(names, feed)):
+            low[name] = min(low[name], float(values.min()))
+            high[name] = max(high[name], float(values.max()))
+    return {name: (low[name], high[name]) for name in names}
+
+
+def uint8_quantisation(low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    """The uint8 scale and zero point of the range [low, high] widened to hold 0, as ONNX's
+    ``DynamicQuantizeLinear`` computes them at run time: scale = (max - min) / 255, zero point =
+    round(-min / scale)."""
+    low, high = min(low, 0.0), max(high, 0.0)
+    scale = max((high - low) / 255.0, float(np.finfo(np.float32).tiny))
+    zero_point = np.clip(np.round(-low / scale), 0, 255)
+    return np.array(scale, dtype=np.float32), np.array(zero_point, dtype=np.uint8)

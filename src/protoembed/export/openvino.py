@@ -11,7 +11,7 @@ scales calibrated on padded batches of real sentences: the caller's texts, else 
 the staged Wikipedia sample).
 
 Running (:func:`load_openvino` -> :class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or
-an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per usable core
+an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per free usable core (:mod:`protoembed.threads`)
 and the latency hint. Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and
 f32 elsewhere unless ``precision`` asks for one; the precision it ran in is logged on load and reported
 by :attr:`OpenVinoEmbedder.precision`. ``--runtime auto``'s rule for it: :func:`picked_by_auto`.
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +29,16 @@ import torch
 
 from protoembed.errors import ProtoembedError, missing_package
 from protoembed.export import graph as tracing
+from protoembed.export.calibration import (  # noqa: F401 (CALIBRATION_*, calibration_sentences: read from here)
+    CALIBRATION_BATCH,
+    CALIBRATION_BATCHES,
+    CALIBRATION_CORPUS,
+    calibration_feeds,
+    calibration_sentences,
+)
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.runtime import ExportedEmbedder
+from protoembed.threads import intra_op_threads
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -43,12 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: The IR written by ``--format openvino`` (and its weights, ``.bin`` beside it).
 IR_FILE = "openvino/openvino_model.xml"
-#: Calibration batches NNCF reads for int8 (of :data:`CALIBRATION_BATCH` sentences each).
-CALIBRATION_BATCHES = 32
-CALIBRATION_BATCH = 16
-#: The staged corpus the int8 calibration reads when the caller gives no texts.
-CALIBRATION_CORPUS = "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt"
-
 # OpenVINO's element type names -> protoembed's precision names
 _PRECISION_NAMES = {"bf16": "bf16", "f32": "fp32", "f16": "fp16"}
 _HINTS = {"bf16": "bf16", "fp32": "f32"}
@@ -73,15 +73,15 @@ def picked_by_auto(spec: RuntimeSpec, config: dict[str, Any]) -> bool:
 
 
 def compile_config(threads: int | None, precision: str | None) -> dict[str, Any]:
-    """The CPU plugin's settings: ``threads`` inference threads (default: the usable cores), the latency
+    """The CPU plugin's settings: ``threads`` inference threads (default: the free usable cores,
+    :func:`protoembed.threads.intra_op_threads`), the latency
     hint (one stream: batches run one after another), and the inference precision when one is asked
-    (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: the plugin's choice for this CPU)."""
+    (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: :func:`inference_precision_here`)."""
     config: dict[str, Any] = {
-        "INFERENCE_NUM_THREADS": threads or len(os.sched_getaffinity(0)),
+        "INFERENCE_NUM_THREADS": intra_op_threads(threads),
         "PERFORMANCE_HINT": "LATENCY",
     }
-    if precision is not None:
-        config["INFERENCE_PRECISION_HINT"] = _HINTS[precision]
+    config["INFERENCE_PRECISION_HINT"] = _HINTS[precision or inference_precision_here()]
     return config
 
 
@@ -162,88 +162,14 @@ def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
             nncf_logger.addHandler(handler)
 
 
-def _distinct(lines: Iterable[str], wanted: int) -> tuple[list[str], int]:
-    """The first ``wanted`` distinct non-blank ``lines`` (compared without their surrounding spaces; the
-    first spelling kept) and how many lines were read to find them (all of them when fewer)."""
-    kept: dict[str, str] = {}
-    read = 0
-    for line in lines:
-        read += 1
-        key = line.strip()
-        if key and key not in kept:
-            kept[key] = line
-            if len(kept) == wanted:
-                break
-    return list(kept.values()), read
-
-
-def calibration_sentences(
-    texts: Sequence[str] | str | os.PathLike | None, data_dir: str | os.PathLike | None = None
-) -> list[str]:
-    """The int8 calibration sentences: the first ``CALIBRATION_BATCHES * CALIBRATION_BATCH`` distinct
-    non-blank lines of ``texts`` (a list of sentences, or a file of one sentence per line), else of the
-    staged Wikipedia sample under the data dir. Repeated sentences count once: they add no new activation
-    statistics. Fewer than that many calibrate on fewer batches, with a WARNING naming the source, its
-    distinct sentences and the batches used.
-
-    Raises:
-        ProtoembedError: no texts given and the sample is not under the data dir (with the command that
-            fetches it), a file that cannot be read, or fewer than one batch (:data:`CALIBRATION_BATCH`)
-            of distinct non-blank sentences (the source named).
-    """
-    from protoembed.data.lines import iter_lines
-
-    wanted = CALIBRATION_BATCHES * CALIBRATION_BATCH
-    if texts is None:
-        from protoembed.data.paths import resolve_data_dir
-
-        corpus = resolve_data_dir(data_dir) / CALIBRATION_CORPUS
-        if not corpus.is_file():
-            raise ProtoembedError(
-                f"{corpus}: int8 calibration text not found; fetch it with `protoembed data download "
-                "wiki1m-sample` or pass your own sentences (--calibration FILE)"
-            )
-        texts = corpus
-    if isinstance(texts, (str, os.PathLike)):
-        source = str(texts)
-        hint = "expected the int8 calibration sentences, one per line"
-        sentences, read = _distinct(iter_lines(texts, missing_hint=hint), wanted)
-    else:
-        source = "calibration texts"
-        sentences, read = _distinct(texts, wanted)
-    found = f"{len(sentences)} distinct non-blank sentences in {read} lines"
-    if len(sentences) < CALIBRATION_BATCH:
-        raise ProtoembedError(
-            f"{source}: int8 calibration needs at least {CALIBRATION_BATCH} distinct non-blank sentences "
-            f"(one batch); found {found}"
-        )
-    if len(sentences) < wanted:
-        batches = -(-len(sentences) // CALIBRATION_BATCH)
-        logger.warning(
-            "%s: %s: int8 calibration on %d batch%s instead of %d (%d distinct sentences wanted); "
-            "the int8 scales may be off",
-            source,
-            found,
-            batches,
-            "" if batches == 1 else "es",
-            CALIBRATION_BATCHES,
-            wanted,
-        )
-    return sentences
-
-
-def calibration_feeds(encoder: Any, sentences: list[str], inputs: list[str]) -> list[dict[str, np.ndarray]]:
-    """Padded batches of ``sentences`` as the graph's feeds (tokenised as encode tokenises them)."""
-    feeds = []
-    for start in range(0, len(sentences), CALIBRATION_BATCH):
-        batch = encoder.collate(*encoder.tokenize_ids(sentences[start : start + CALIBRATION_BATCH], True))
-        feeds.append({name: batch[name].numpy().astype(np.int64) for name in inputs})
-    return feeds
-
-
 def inference_precision_here() -> str:
-    """The precision OpenVINO's CPU plugin picks on this machine for an fp32 graph (``bf16`` / ``fp32``)."""
-    return precision_name(core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    """The precision an fp32 graph runs in here when none is asked: ``bf16`` on a CPU with native bf16
+    (:func:`protoembed.precision.native_bf16`: AVX512-BF16 or AMX, where OpenVINO's CPU plugin picks it by
+    itself), else ``fp32``. Decided by protoembed's flags, not the plugin, so that a simulated CPU
+    (:data:`protoembed.precision.CPU_FLAGS_ENV`) decides it too."""
+    from protoembed.precision import native_bf16
+
+    return "bf16" if native_bf16("cpu") else "fp32"
 
 
 def cpu_name() -> str:
@@ -288,8 +214,8 @@ def load_openvino(
     precision: str | None,
 ) -> OpenVinoEmbedder:
     """The export folder ``root`` (its ``config``: the IR of an OpenVINO export, or an ONNX export's
-    graph) compiled by OpenVINO with ``threads`` inference threads in ``precision`` (``None``: the
-    plugin's choice for this CPU): an :class:`OpenVinoEmbedder` over ``encoder``'s tokenisation.
+    graph) compiled by OpenVINO with ``threads`` inference threads in ``precision`` (``None``:
+    :func:`inference_precision_here`): an :class:`OpenVinoEmbedder` over ``encoder``'s tokenisation.
 
     Raises:
         ProtoembedError: a graph file missing, or whose size differs from the one the export recorded

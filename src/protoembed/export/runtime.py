@@ -25,7 +25,13 @@ import torch
 from protoembed.batching import BatchEncoder
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION, PROMPTS, SIMILARITY_FN_NAME
+from protoembed.export.layout import (
+    EXPORT_CONFIG,
+    FORMAT_VERSION,
+    PROMPTS,
+    SIMILARITY_FN_NAME,
+    is_export_dir,  # noqa: F401 (imported from here by protoembed.loading)
+)
 from protoembed.input_prompts import apply_prompt
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.runtimes import (
@@ -41,11 +47,6 @@ from protoembed.runtimes import (
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 logger = logging.getLogger(__name__)
-
-
-def is_export_dir(path: str | os.PathLike) -> bool:
-    """True if ``path`` is a folder written by :func:`~protoembed.export.export_embedder`."""
-    return (Path(path) / EXPORT_CONFIG).is_file()
 
 
 def _weightless_backbone(config: Any) -> torch.nn.Module:

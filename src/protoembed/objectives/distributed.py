@@ -15,7 +15,8 @@ and the same averaged gradients as one process on the concatenated ``N·W`` sent
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -28,19 +29,39 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
+_equal_sizes = False
+
+
+@contextlib.contextmanager
+def equal_sizes() -> Iterator[None]:
+    """Inside the block every process passes :func:`gather_with_grad` tensors of the same first size
+    (the trainer's steps: Accelerate splits each batch evenly and the last incomplete one is dropped),
+    so the sizes are not exchanged: that exchange is read on the host, a device sync per gather."""
+    global _equal_sizes
+    before, _equal_sizes = _equal_sizes, True
+    try:
+        yield
+    finally:
+        _equal_sizes = before
+
+
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """All-gather ``x`` (N, ...) from every process into (N·W, ...), in rank order.
 
     The slice of this process is ``x`` itself (differentiable); the other slices carry no gradient.
     Identity when torch.distributed is not initialised or has a single process. Processes may hold
-    different ``N`` (e.g. a short last batch): sizes are exchanged first and the slices padded.
+    different ``N`` (e.g. a short last batch): sizes are exchanged first and the slices padded, unless
+    the caller promises equal sizes (:func:`equal_sizes`).
     """
     rank, size = world()
     if size == 1:
         return x
-    counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(size)]
-    dist.all_gather(counts, torch.tensor([x.size(0)], dtype=torch.long, device=x.device))
-    sizes = [int(c.item()) for c in counts]
+    if _equal_sizes:
+        sizes = [x.size(0)] * size
+    else:
+        counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(size)]
+        dist.all_gather(counts, torch.tensor([x.size(0)], dtype=torch.long, device=x.device))
+        sizes = [int(c.item()) for c in counts]
     longest = max(sizes)
     padded = x.detach()
     if x.size(0) < longest:

@@ -74,12 +74,24 @@ class ViewBatch:
         return int(self.lengths.numel())
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> ViewBatch:
-        """The same batch with every tensor on ``device`` (Accelerate's loader calls this)."""
+        """The same batch with its features and index on ``device`` (Accelerate's loader calls this);
+        :attr:`lengths` stays on the host, so :meth:`rows` and the trainer's token count read it without
+        waiting for the device."""
         move = {"device": device, "non_blocking": non_blocking}
         return replace(
             self,
             features={k: v.to(**move) for k, v in self.features.items()},
             index={k: v.to(**move) for k, v in self.index.items()},
+        )
+
+    def pin_memory(self) -> ViewBatch:
+        """The same batch in page-locked host memory (the DataLoader's ``pin_memory`` calls this), so that
+        :meth:`to` a CUDA device with ``non_blocking`` overlaps the copy; :attr:`lengths` stays pageable
+        (it never leaves the host)."""
+        return replace(
+            self,
+            features={k: v.pin_memory() for k, v in self.features.items()},
+            index={k: v.pin_memory() for k, v in self.index.items()},
         )
 
     def rows(self, start: int = 0, end: int | None = None) -> dict[str, torch.Tensor]:

@@ -42,8 +42,9 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format="onnx",
             format_label="ONNX",
             format_help="onnx/model.onnx",
-            quantize_help="dynamic quantisation",
+            quantize_help="int8 matrix multiplications, activation scales calibrated on --calibration",
             writer="protoembed.export.onnx:write_onnx",
+            calibration="protoembed.export.calibration:calibration_sentences",
             reads=("onnx",),
             loader="protoembed.export.onnx:load_onnx",
             auto_priority=10,
@@ -62,10 +63,11 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format_version=2,
             quantize_help="NNCF post-training quantisation calibrated on --calibration",
             writer="protoembed.export.openvino:write_openvino",
-            calibration="protoembed.export.openvino:calibration_sentences",
+            calibration="protoembed.export.calibration:calibration_sentences",
             reads=("onnx", "openvino"),
             loader="protoembed.export.openvino:load_openvino",
             precisions=PRECISIONS,
+            default_precision="protoembed.export.openvino:inference_precision_here",
             auto_priority=20,
             auto_when="protoembed.export.openvino:picked_by_auto",
             auto_help="for an fp32 graph where it is installed and the CPU has native bf16 (AVX512-BF16 or "
@@ -82,12 +84,19 @@ def register_runtime(spec: RuntimeSpec) -> RuntimeSpec:
     returns it.
 
     Raises:
-        ProtoembedError: its name is ``auto`` or already registered, or its format already has a writer.
+        ProtoembedError: its name is ``auto`` or already registered, it has no loader (it would run
+            nothing: only the torch runtime, built in, runs without one), or its format already has a
+            writer.
     """
     if spec.name == AUTO:
         raise ProtoembedError(f"runtime {AUTO!r} is reserved: it names the rule that picks a runtime")
     if spec.name in RUNTIMES:
         raise ProtoembedError(f"runtime {spec.name!r} is already registered")
+    if spec.loader is None:  # only the torch runtime runs without one: a new entry never falls back to it
+        raise ProtoembedError(
+            f"runtime {spec.name!r} has no loader: a runtime opens export folders "
+            "(loader='module:function', see protoembed.runtimes.base.RuntimeSpec)"
+        )
     if spec.format is not None and spec.format in export_formats():
         raise ProtoembedError(f"export format {spec.format!r} already has a writer")
     RUNTIMES[spec.name] = spec
@@ -166,7 +175,7 @@ def auto_runtime(config: dict[str, Any]) -> str:
     (:attr:`~RuntimeSpec.auto_when`) holds, else the first. With the entries here:
 
     - an OpenVINO folder (``--format openvino``): ``openvino`` (its only reader);
-    - an int8 ONNX folder: ``onnx`` (its dynamic-quantisation operators are ONNX Runtime's);
+    - an int8 ONNX folder: ``onnx`` (its quantised attention operators are ONNX Runtime's);
     - an fp32 ONNX folder: ``openvino`` where the CPU has native bf16 (AVX512-BF16 or AMX) and the
       ``openvino`` package is installed (it runs the graph in bf16 there), else ``onnx``.
     """

@@ -58,6 +58,8 @@ class RuntimeSpec:
             ExportedEmbedder`` opening an export folder; ``None`` for the torch runtime.
         precisions: the precisions it runs an fp32 export (or a torch model) in when asked; an int8
             export runs in int8 only, whatever the runtime.
+        default_precision: ``"module:function"`` ``() -> precision`` it runs an fp32 export in when none
+            is asked, on this machine; ``None``: fp32.
         auto_priority: the order ``--runtime auto`` tries the runtimes that read a folder's format
             (highest first).
         auto_when: ``"module:function"`` ``(spec, export config) -> bool``: whether ``auto`` picks it
@@ -81,6 +83,7 @@ class RuntimeSpec:
     reads: tuple[str, ...] = ()
     loader: str | Callable[..., Any] | None = None
     precisions: tuple[str, ...] = ("fp32",)
+    default_precision: str | Callable[..., Any] | None = None
     auto_priority: int = 0
     auto_when: str | Callable[..., Any] | None = None
     auto_help: str = ""
@@ -111,6 +114,13 @@ class RuntimeSpec:
         missing = self.missing()
         if missing is not None:
             raise missing_package(self.label, missing, str(self.extra))
+
+    def runs_in(self, config: dict[str, Any]) -> str:
+        """The precision it runs an export with ``config`` in when none is asked, on this machine: the
+        export's quantisation (``int8``), else :attr:`default_precision`'s answer, else ``fp32``."""
+        if config.get("quantize"):
+            return str(config["quantize"])
+        return "fp32" if self.default_precision is None else str(resolve(self.default_precision)())
 
     def picked_by_auto(self, config: dict[str, Any]) -> bool:
         """Whether ``--runtime auto`` picks this runtime for an export with ``config`` (see

@@ -3,7 +3,7 @@ the app).
 
 Endpoints (the OpenAI embeddings API, so its clients work unchanged):
 
-- ``POST /v1/embeddings``: ``{"input": str | [str, ...], "model": NAME, "encoding_format": "float" |
+- ``POST /v1/embeddings``: ``{"input": str | [str, ...] | [int, ...] | [[int, ...], ...], "model": NAME, "encoding_format": "float" |
   "base64", "dimensions": D, "user": ...}`` -> ``{"object": "list", "data": [{"object": "embedding",
   "index": i, "embedding": [...] | "<base64 of little-endian float32>"}], "model": NAME, "usage":
   {"prompt_tokens": n, "total_tokens": n}}``. The vectors are those of ``model.encode(inputs)`` (float
@@ -13,6 +13,9 @@ Endpoints (the OpenAI embeddings API, so its clients work unchanged):
   :class:`~protoembed.serving.batcher.DynamicBatcher` with the rows of other requests. ``model`` may be
   left out; ``dimensions`` must be the model's width (the vectors cannot be shortened); ``user`` is
   ignored.
+  Token ids are the served model's ids of a text alone (:mod:`protoembed.serving.inputs`).
+- ``POST /embed`` and ``GET /info``: text-embeddings-inference's routes (``inputs``, ``normalize``,
+  ``truncate``, ``prompt_name``) and its error shape ``{"error", "error_type"}``.
 - ``GET /v1/models`` (and ``/v1/models/NAME``): the served model, in OpenAI's list shape.
 - ``GET /health``: 503 until the model has run one warm-up batch, then 200.
 - ``GET /metrics``: Prometheus text (:class:`~protoembed.serving.metrics.Metrics`).
@@ -20,8 +23,9 @@ Endpoints (the OpenAI embeddings API, so its clients work unchanged):
 With :attr:`ServeSettings.api_key`, ``/v1/*`` needs ``Authorization: Bearer KEY``. Every error is
 OpenAI's JSON shape ``{"error": {"message", "type", "param", "code"}}``: 400 for a malformed or invalid
 request (never 422), 401 without the key, 404 for another model's name (``model_not_found``), 413 for too
-many or too long inputs, 429 above ``max_concurrent_requests`` requests in flight, 503 while starting or
-stopping, 500 only for a failure of the server itself.
+many or too long inputs or a body over ``max_request_bytes``, 429 (with ``Retry-After``) above
+``max_concurrent_requests`` requests in flight or ``max_queued_tokens`` tokens queued, 503 while starting
+or stopping, 500 only for a failure of the server itself.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
-import json
 import logging
 import threading
 import time
@@ -46,10 +49,12 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from protoembed.errors import EmptySentenceError
+from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.input_prompts import prompt_text
 from protoembed.protocol import SentenceEmbedder
 from protoembed.pydantic_util import problem
-from protoembed.serving.batcher import DynamicBatcher
+from protoembed.serving.batcher import DynamicBatcher, QueueFull
+from protoembed.serving.inputs import InputError, id_rows, json_type, parse_inputs, too_long
 from protoembed.serving.metrics import Metrics
 from protoembed.serving.settings import ServeSettings
 from protoembed.version import __version__
@@ -57,8 +62,18 @@ from protoembed.version import __version__
 logger = logging.getLogger(__name__)
 
 EMBEDDINGS = "/v1/embeddings"
+#: text-embeddings-inference's routes (its clients' ``/embed`` and ``/info``).
+TEI_EMBED, TEI_INFO = "/embed", "/info"
 #: The endpoints counted by name in the metrics (any other path counts as ``other``).
-ENDPOINTS = (EMBEDDINGS, "/v1/models", "/health", "/metrics")
+ENDPOINTS = (EMBEDDINGS, TEI_EMBED, TEI_INFO, "/v1/models", "/health", "/metrics")
+#: The routes that queue rows for the model: the in-flight and queued-token limits apply to them.
+EMBEDDING_ROUTES = (EMBEDDINGS, TEI_EMBED)
+#: text-embeddings-inference's ``error_type`` of each status it answers with.
+TEI_ERROR_TYPES = {400: "empty", 413: "validation", 422: "tokenizer", 429: "overloaded", 503: "unhealthy"}
+#: Seconds a 429 asks the client to wait (``Retry-After``): about one batch's time.
+RETRY_AFTER_S = 1
+#: Bodies larger than this are parsed on a worker thread, not the event loop.
+PARSE_INLINE_BYTES = 256 * 1024
 
 
 class APIError(Exception):
@@ -75,16 +90,29 @@ class APIError(Exception):
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
 
-    def response(self) -> JSONResponse:
-        """The JSON response ``{"error": {"message", "type", "param", "code"}}``."""
-        body = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
-        return JSONResponse({"error": body}, status_code=self.status)
+    def response(self, tei: bool = False) -> JSONResponse:
+        """The JSON response ``{"error": {"message", "type", "param", "code"}}`` (with ``tei``,
+        text-embeddings-inference's ``{"error", "error_type"}``); a 429 says when to retry
+        (``Retry-After``)."""
+        if tei:
+            content: dict[str, Any] = {
+                "error": self.message,
+                "error_type": TEI_ERROR_TYPES.get(self.status, "validation"),
+            }
+        else:
+            body = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
+            content = {"error": body}
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if self.status == 429 else None
+        return JSONResponse(content, status_code=self.status, headers=headers)
 
 
 class EmbeddingRequest(BaseModel):
     """The body of ``POST /v1/embeddings`` (OpenAI's fields; others are ignored)."""
 
-    input: Any = Field(description="a string or a list of strings (not token arrays)")
+    input: Any = Field(
+        description="a string, a list of strings, a token array or a list of token arrays (the served model's "
+        "token ids)"
+    )
     model: str | None = Field(None, description="the served model's name (default: it)")
     encoding_format: Literal["float", "base64"] = Field(
         "float", description="float: lists of numbers; base64: little-endian float32 bytes in base64"
@@ -93,84 +121,38 @@ class EmbeddingRequest(BaseModel):
     user: Any = Field(None, description="ignored")
 
 
-def check_inputs(value: Any, settings: ServeSettings) -> list[str]:
-    """The request's ``input`` as a list of strings.
+class EmbedRequest(BaseModel):
+    """The body of text-embeddings-inference's ``POST /embed`` (its fields; others are ignored)."""
 
-    Raises:
-        APIError: 400 for another type (token arrays included), an empty list or an empty or blank
-            string (named by its index); 413 for more than ``max_inputs_per_request`` inputs or an input
-            longer than ``max_input_chars`` characters (named by its index).
-    """
-    only = "input must be a string or a list of strings"
-    if isinstance(value, str):
-        texts, names = [value], ["input"]
-    elif isinstance(value, list):
-        if not value:
-            raise APIError(400, "input must not be an empty list", "input")
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                tokens = isinstance(item, (int, list)) and not isinstance(item, bool)
-                what = (
-                    "a token array: only strings are accepted, send the text" if tokens else _json_type(item)
-                )
-                raise APIError(400, f"{only}; input[{i}] is {what}", "input")
-        texts, names = value, [f"input[{i}]" for i in range(len(value))]
-    else:
-        raise APIError(400, f"{only}, got {_json_type(value)}", "input")
-    if len(texts) > settings.max_inputs_per_request:
-        raise APIError(
-            413,
-            f"{len(texts)} inputs in one request; this server takes at most {settings.max_inputs_per_request}",
-            "input",
-            "too_many_inputs",
-        )
-    for name, text in zip(names, texts):
-        if len(text) > settings.max_input_chars:
-            raise APIError(
-                413,
-                f"{name} has {len(text)} characters; this server takes at most {settings.max_input_chars} per input",
-                "input",
-                "input_too_long",
-            )
-        if not text.strip():
-            raise APIError(400, f"{name} is empty or blank: every input needs text to encode", "input")
-    return texts
+    inputs: Any = Field(description="a string, a list of strings, a token array or a list of token arrays")
+    normalize: bool = Field(True, description="L2-normalise the vectors")
+    truncate: bool | None = Field(False, description="cut inputs longer than the model takes (else 413)")
+    truncation_direction: Literal["Right", "right"] = Field("Right", description="only Right: the end is cut")
+    prompt_name: str | None = Field(None, description="the model's prompt of that name before each input")
+    dimensions: int | None = Field(None, description="the model's width, if given (no truncation)")
 
 
-def _json_type(value: Any) -> str:
-    """How JSON names ``value``'s type (``a number``, ``an object``, ``null``...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    return "a string"
-
-
-def _read_body(raw: bytes) -> EmbeddingRequest:
-    """The JSON body of an embeddings request, whatever its content type says (``curl -d`` sends a form's).
+def _read_body(raw: bytes, kind: type[BaseModel] = EmbeddingRequest) -> Any:
+    """The JSON body of an embeddings request as ``kind``, whatever its content type says (``curl -d``
+    sends a form's).
 
     Raises:
         APIError: 400 for text that is not JSON, JSON that is not an object, or a field of the wrong type.
     """
     try:
-        data = json.loads(raw)
-    except ValueError as err:  # UnicodeDecodeError included
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:  # invalid UTF-8 included
         raise APIError(400, f"could not parse the JSON body of the request: {err}") from None
     if not isinstance(data, dict):
-        raise APIError(400, f"the request body must be a JSON object, got {_json_type(data)}")
+        raise APIError(400, f"the request body must be a JSON object, got {json_type(data)}")
     try:
-        return EmbeddingRequest.model_validate(data)
+        return kind.model_validate(data)
     except ValidationError as err:
         raise _validation_error(err.errors(include_url=False)) from None
 
 
 _SCHEMA = EmbeddingRequest.model_json_schema()
+_TEI_SCHEMA = EmbedRequest.model_json_schema()
 
 
 def _validation_error(errors: Sequence[Any]) -> APIError:
@@ -184,7 +166,7 @@ def _validation_error(errors: Sequence[Any]) -> APIError:
         )
     loc = [str(part) for part in error["loc"] if part != "body"]
     if not loc:
-        return APIError(400, f"the request body must be a JSON object, got {_json_type(error.get('input'))}")
+        return APIError(400, f"the request body must be a JSON object, got {json_type(error.get('input'))}")
     return APIError(400, f"{'.'.join(loc)} {problem(error)}", loc[0])
 
 
@@ -236,26 +218,29 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
     app.state.metrics = metrics
     app.state.in_flight = 0
 
+    def tei(request: Request) -> bool:
+        return request.url.path in (TEI_EMBED, TEI_INFO)
+
     @app.exception_handler(APIError)
     async def api_error(request: Request, err: APIError) -> JSONResponse:
-        return err.response()
+        return err.response(tei(request))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, err: RequestValidationError) -> JSONResponse:
-        return _validation_error(err.errors()).response()
+        return _validation_error(err.errors()).response(tei(request))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if err.status_code == 404 else None
         return APIError(
             err.status_code, f"{request.method} {request.url.path}: {err.detail}", code=code
-        ).response()
+        ).response(tei(request))
 
     @app.exception_handler(Exception)
     async def server_error(request: Request, err: Exception) -> JSONResponse:
-        return APIError(
-            500, f"the server failed: {type(err).__name__}: {err}", kind="server_error"
-        ).response()
+        return APIError(500, f"the server failed: {type(err).__name__}: {err}", kind="server_error").response(
+            tei(request)
+        )
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
@@ -264,17 +249,26 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         endpoint = next((e for e in ENDPOINTS if path == e or path.startswith(e + "/")), "other")
         start = time.perf_counter()
         response: Response | None = None
-        limited = path == EMBEDDINGS
+        limited = path in EMBEDDING_ROUTES
+        tei_route = path in (TEI_EMBED, TEI_INFO)
         try:
-            if settings.api_key is not None and path.startswith("/v1/"):
-                response = _authorize(request.headers.get("authorization"), settings.api_key)
+            if settings.api_key is not None and (path.startswith("/v1/") or tei_route):
+                response = _authorize(request.headers.get("authorization"), settings.api_key, tei_route)
             if response is None and limited and app.state.in_flight >= settings.max_concurrent_requests:
                 response = APIError(
                     429,
                     f"{settings.max_concurrent_requests} requests are in flight, the most this server takes; retry later",
                     code="rate_limit_exceeded",
                     kind="rate_limit_error",
-                ).response()
+                ).response(tei_route)
+            declared = request.headers.get("content-length", "")
+            if (
+                response is None
+                and limited
+                and declared.isdigit()
+                and int(declared) > settings.max_request_bytes
+            ):
+                response = _too_large(int(declared), settings.max_request_bytes).response(tei_route)
             if response is None:
                 if limited:
                     app.state.in_flight += 1
@@ -309,43 +303,128 @@ def create_app(model: SentenceEmbedder, settings: ServeSettings | None = None) -
         _check_model(model_name, name)
         return model_card()
 
-    def tokenize(texts: list[str]) -> tuple[list[list[int]], list[int] | None]:
-        with tokenizer_lock:
-            return encoder.tokenize(texts)
+    async def read_body(request: Request, kind: type[BaseModel]) -> Any:
+        """The request's JSON body as ``kind``: at most ``max_request_bytes`` bytes (413 as soon as more
+        arrive, before anything is parsed), parsed on a worker thread when large."""
+        limit, size, chunks = settings.max_request_bytes, 0, []
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(size, limit, exact=False)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if len(raw) > PARSE_INLINE_BYTES:
+            return await run_in_threadpool(_read_body, raw, kind)
+        return _read_body(raw, kind)
 
-    @app.post(
-        EMBEDDINGS, openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}}
-    )
-    async def embeddings(request: Request) -> JSONResponse:
-        body = _read_body(await request.body())
+    def check_request(model_name: str | None, dimensions: int | None) -> None:
         if not app.state.ready:
             raise APIError(
                 503, "the model is not ready yet (see /health)", code="not_ready", kind="server_error"
             )
-        if body.model is not None:
-            _check_model(body.model, name)
-        if body.dimensions is not None and body.dimensions != model.dimension:
+        if model_name is not None:
+            _check_model(model_name, name)
+        if dimensions is not None and dimensions != model.dimension:
             raise APIError(
                 400,
-                f"dimensions {body.dimensions}: this model's vectors have {model.dimension} dimensions and cannot "
+                f"dimensions {dimensions}: this model's vectors have {model.dimension} dimensions and cannot "
                 f"be shortened; leave dimensions out or pass {model.dimension}",
                 "dimensions",
             )
-        texts = check_inputs(body.input, settings)
+
+    async def embed(
+        value: Any, field: str, prompt_name: str | None = None, truncate: bool = True
+    ) -> tuple[np.ndarray, int]:
+        """``(vectors, tokens)`` of a request's inputs (:mod:`protoembed.serving.inputs`): rows built on a
+        tokenizer thread, with the model's prompt ``prompt_name`` (``None``: none) and, without
+        ``truncate``, texts longer than the model takes refused; queued for the batcher within the
+        queued-token limit."""
         try:
-            ids, masks = await run_in_threadpool(tokenize, texts)
+            inputs = parse_inputs(value, field, settings.max_inputs_per_request, settings.max_input_chars)
+            prompt = prompt_text(model.prompts, prompt_name)
+        except InputError as err:
+            raise APIError(err.status, err.message, field, err.code) from None
+        except ProtoembedError as err:  # an unknown prompt name
+            raise APIError(400, str(err), "prompt_name") from None
+
+        def rows() -> tuple[list[list[int]], list[int] | None]:
+            with tokenizer_lock:
+                if inputs.ids is not None:
+                    return id_rows(encoder.encoder, inputs, prompt)
+                texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
+                if not truncate:
+                    too_long(encoder.encoder, texts, inputs.names)
+                return encoder.tokenize(texts)
+
+        try:
+            ids, masks = await run_in_threadpool(rows)
+        except InputError as err:
+            raise APIError(err.status, err.message, field, err.code) from None
         except EmptySentenceError as err:
             raise APIError(
-                400, f"input[{err.indexes[0]}] has no tokens: every input needs text to encode", "input"
+                400, f"{inputs.names[err.indexes[0]]} has no tokens: every input needs text to encode", field
             ) from None
+        tokens = sum(len(row) for row in ids)
         try:
-            future = batcher.submit(ids, masks)
+            future = batcher.submit(ids, masks, max_queued_tokens=settings.max_queued_tokens)
+        except QueueFull as err:
+            raise APIError(
+                429,
+                f"{err.queued} tokens are queued and this request adds {tokens}; the server queues at most "
+                f"{settings.max_queued_tokens}: retry later",
+                code="rate_limit_exceeded",
+                kind="rate_limit_error",
+            ) from None
         except RuntimeError as err:
             raise APIError(503, str(err), code="shutting_down", kind="server_error") from None
-        vectors = await asyncio.wrap_future(future)
-        tokens = sum(len(row) for row in ids)
+        return await asyncio.wrap_future(future), tokens
+
+    @app.post(
+        EMBEDDINGS, openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}}
+    )
+    async def embeddings(request: Request) -> Response:
+        body: EmbeddingRequest = await read_body(request, EmbeddingRequest)
+        check_request(body.model, body.dimensions)
+        vectors, tokens = await embed(body.input, "input")
         content = _response_body(vectors, body.encoding_format, name, tokens)
         return Response(content, media_type="application/json")
+
+    @app.post(
+        TEI_EMBED,
+        openapi_extra={"requestBody": {"content": {"application/json": {"schema": _TEI_SCHEMA}}}},
+    )
+    async def tei_embed(request: Request) -> Response:
+        """text-embeddings-inference's ``/embed``: a JSON array of vectors, one per input."""
+        body: EmbedRequest = await read_body(request, EmbedRequest)
+        check_request(None, body.dimensions)
+        vectors, _ = await embed(body.inputs, "inputs", body.prompt_name, truncate=bool(body.truncate))
+        if body.normalize and not encoder.normalized:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        content = orjson.dumps(
+            list(np.ascontiguousarray(vectors, dtype=np.float32)), option=orjson.OPT_SERIALIZE_NUMPY
+        )
+        return Response(content, media_type="application/json")
+
+    @app.get(TEI_INFO)
+    async def tei_info() -> dict[str, Any]:
+        """text-embeddings-inference's ``/info``: the model and the server's limits."""
+        return {
+            "model_id": name,
+            "model_sha": None,
+            "model_dtype": {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(
+                model.precision, model.precision
+            ),
+            "model_type": {"embedding": {"pooling": getattr(model, "head", "unknown")}},
+            "max_concurrent_requests": settings.max_concurrent_requests,
+            "max_input_length": encoder.encoder.sentence_budget(
+                encoder.encoder.template_ids, encoder.encoder.max_seq_length
+            ),
+            "max_batch_tokens": settings.max_batch_tokens,
+            "max_batch_requests": None,
+            "max_client_batch_size": settings.max_inputs_per_request,
+            "tokenization_workers": 1,
+            "version": __version__,
+        }
 
     return app
 
@@ -361,8 +440,20 @@ def _check_model(requested: str, served: str) -> None:
         )
 
 
-def _authorize(header: str | None, key: str) -> Response | None:
-    """``None`` when ``header`` is ``Bearer KEY``, else the 401 response (OpenAI's ``invalid_api_key``)."""
+def _too_large(size: int, limit: int, exact: bool = True) -> APIError:
+    """The 413 for a request body of ``size`` bytes (``exact``: its declared length; else: at least) over
+    ``limit``."""
+    got = f"{size} bytes" if exact else f"over {limit} bytes"
+    return APIError(
+        413,
+        f"the request body has {got}; this server takes at most {limit} (--max-request-bytes)",
+        code="request_too_large",
+    )
+
+
+def _authorize(header: str | None, key: str, tei: bool = False) -> Response | None:
+    """``None`` when ``header`` is ``Bearer KEY``, else the 401 response (OpenAI's ``invalid_api_key``;
+    with ``tei``, text-embeddings-inference's error shape)."""
     scheme, _, token = (header or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         message = "no API key: send the header 'Authorization: Bearer KEY'"
@@ -370,7 +461,7 @@ def _authorize(header: str | None, key: str) -> Response | None:
         message = "incorrect API key provided"
     else:
         return None
-    return APIError(401, message, code="invalid_api_key").response()
+    return APIError(401, message, code="invalid_api_key").response(tei)
 
 
 def _response_body(vectors: np.ndarray, encoding_format: str, name: str, tokens: int) -> bytes:

@@ -72,6 +72,14 @@ class _Row:
     taken: bool = False  # in a batch already
 
 
+class QueueFull(Exception):
+    """A request refused because the queue holds too many tokens (``queued``: how many)."""
+
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"{queued} tokens queued")
+        self.queued = queued
+
+
 class DynamicBatcher:
     """The inference thread and its queue of rows (see the module docstring).
 
@@ -116,11 +124,20 @@ class DynamicBatcher:
             self._thread = threading.Thread(target=self._run, name="protoembed-batcher", daemon=True)
             self._thread.start()
 
-    def submit(self, ids: list[list[int]], masks: list[int] | None = None) -> Future:
+    @property
+    def queued_tokens(self) -> int:
+        """Tokens of the rows queued, not yet in a batch."""
+        return self._tokens
+
+    def submit(
+        self, ids: list[list[int]], masks: list[int] | None = None, max_queued_tokens: int | None = None
+    ) -> Future:
         """Queue one request's input rows (from :meth:`BatchEncoder.tokenize`); returns the future of its
         vectors, a float32 array (len(ids), D) in the order of ``ids``.
 
         Raises:
+            QueueFull: the rows would take the queued tokens over ``max_queued_tokens`` (an empty queue
+                takes any request, so one larger than the limit still runs).
             RuntimeError: the batcher is closing.
         """
         request = _Request(np.empty((len(ids), self.encoder.dimension), dtype=np.float32), len(ids))
@@ -131,11 +148,14 @@ class DynamicBatcher:
         with self._cond:
             if self._closing:
                 raise RuntimeError("the server is shutting down")
+            tokens = sum(map(len, ids))
+            if max_queued_tokens is not None and self._tokens and self._tokens + tokens > max_queued_tokens:
+                raise QueueFull(self._tokens)
             for i, row in enumerate(ids):
                 mask = None if masks is None else masks[i]
                 self._queue.append(_Row(request, i, row, mask, now, next(self._counter)))
             self._queued += len(ids)
-            self._tokens += sum(map(len, ids))
+            self._tokens += tokens
             self._cond.notify()
         return request.future
 

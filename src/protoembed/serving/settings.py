@@ -74,6 +74,14 @@ class ServeSettings(BaseModel):
     max_concurrent_requests: Annotated[int, Flag(metavar="N")] = Field(
         256, ge=1, description="most embedding requests in flight at once (more: 429)"
     )
+    max_request_bytes: Annotated[int, Flag(metavar="N")] = Field(
+        16_000_000, ge=1, description="most bytes in one request body (more: 413, before it is parsed)"
+    )
+    max_queued_tokens: Annotated[int, Flag(metavar="N")] = Field(
+        1_000_000,
+        ge=1,
+        description="most tokens queued for the model across requests (more: 429 with Retry-After)",
+    )
 
     def url(self, port: int | None = None) -> str:
         """``http://HOST:PORT`` (``port``: the one bound, when :attr:`port` is 0); an IPv6 host in

@@ -47,6 +47,8 @@ class TrainerState:
         wall_time_s: training wall time up to ``step``, over every (resumed) process.
         world_size: number of processes that wrote the checkpoint.
         total_steps: steps of the whole run.
+        tokens: tokens trained up to the last logging step (:mod:`protoembed.training.throughput`).
+        train_time_s: seconds the steps took up to then, evaluations and checkpoints excluded.
     """
 
     step: int = 0
@@ -57,6 +59,8 @@ class TrainerState:
     wall_time_s: float = 0.0
     world_size: int = 1
     total_steps: int = 0
+    tokens: int = 0
+    train_time_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data."""
@@ -93,7 +97,7 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
         now = dict(config)
         for data in (before, now):
             data.pop("output_dir", None)
-        diff = first_difference(before, now)
+        diff = first_difference(with_new_defaults(before), now)
         if diff is not None:
             raise ProtoembedError(
                 f"--resume: config key {diff!r} differs from the interrupted run's "
@@ -102,6 +106,22 @@ def check_output_dir(output_dir: Path, config: dict[str, Any], resume: bool) -> 
     if results.exists():
         return json.loads(results.read_text(encoding="utf-8"))
     return None
+
+
+def with_new_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with the ``training:`` keys it lacks (written before they existed) at their
+    defaults, so that a run started by an earlier version resumes as long as the new keys keep them."""
+    from protoembed.training.config_models import TrainingConfig
+
+    training = saved.get("training")
+    if not isinstance(training, dict):
+        return saved
+    missing = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in TrainingConfig.model_fields.items()
+        if name not in training
+    }
+    return {**saved, "training": {**training, **missing}}
 
 
 def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:

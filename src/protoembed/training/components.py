@@ -124,17 +124,44 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
         return self.n
 
 
+#: Most DataLoader workers ``training.num_workers: null`` gives on CUDA.
+AUTO_WORKERS_MAX = 4
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def loader_workers(setting: int | None, device: torch.device, cores: int | None = None) -> int:
+    """The DataLoader worker processes of a run: ``training.num_workers`` as set, or for ``None``
+    (the default) 0 off CUDA (on a CPU the workers would take cores from the model's own threads) and on
+    CUDA one per usable core but one, at most :data:`AUTO_WORKERS_MAX` (tokenising and padding the next
+    batches while the device runs the current one). ``cores``: the usable cores (default
+    :func:`usable_cores`)."""
+    if setting is not None:
+        return setting
+    if device.type != "cuda":
+        return 0
+    return max(0, min(AUTO_WORKERS_MAX, (usable_cores() if cores is None else cores) - 1))
+
+
 def example_loader(
     examples: Examples,
     batch_size: int,
     sampler: EpochShuffleSampler,
     collate_fn: Callable[[list[int]], Any] | None = None,
     num_workers: int = 0,
+    pin_memory: bool = False,
 ):
     """Batches of ``batch_size`` examples in the sampler's order, each a dict of column lists
     (``{"sentence1": [...], "sentence2": [...], "score": [...]}``) or what ``collate_fn(indices)`` makes
     of them (:class:`protoembed.training.step.Collator`: tensors), in ``num_workers`` processes (0: this
-    one); the last incomplete batch dropped."""
+    one), with ``pin_memory`` their tensors in page-locked memory (CUDA: copied to the device without
+    blocking); the last incomplete batch dropped."""
     return torch.utils.data.DataLoader(
         range(len(examples)),
         batch_size=batch_size,
@@ -142,8 +169,17 @@ def example_loader(
         drop_last=True,
         collate_fn=collate_fn or examples.select,
         num_workers=num_workers,
+        pin_memory=pin_memory,
         generator=torch.Generator(),  # keeps DataLoader iterators off the global RNG
     )
+
+
+def adamw(groups: list[dict[str, Any]], lr: float, device: torch.device) -> torch.optim.AdamW:
+    """The run's AdamW over ``groups`` (:func:`param_groups`): torch's fused kernel on CUDA (one launch
+    for every parameter), the multi-tensor (``foreach``) implementation elsewhere; both compute the
+    update of the plain per-parameter loop (to rounding: the order of a few multiplications differs)."""
+    kind = "fused" if device.type == "cuda" else "foreach"
+    return torch.optim.AdamW(groups, lr=lr, **{kind: True})
 
 
 def param_groups(

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from protoembed.data.lines import decode_text
 from protoembed.errors import ProtoembedError
 from protoembed.objectives.registry import ObjectiveOptions
 from protoembed.pydantic_util import WholeMessage, first_error, problem
@@ -44,7 +45,7 @@ _REQUIRED = {
 # ------------------------------------------------------------------ YAML + base + --set
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = decode_text(path, path.read_bytes())
     except FileNotFoundError:
         raise ProtoembedError(f"config file {path} not found") from None
     except OSError as err:

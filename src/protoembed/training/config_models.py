@@ -290,8 +290,10 @@ class TrainingConfig(BaseModel):
         description=f"GradCache ({', '.join(grad_cache_objectives())}): the backbone sees M rows at a time, "
         "the loss the whole batch; divides the per-process batch; null = off",
     )
-    num_workers: Annotated[int, Field(ge=0)] = Field(
-        0, description="DataLoader processes tokenising and collating batches (0 = the main process)"
+    num_workers: Annotated[int, Field(ge=0)] | None = Field(
+        None,
+        description="DataLoader processes tokenising and collating batches (0 = the main process); "
+        "null = 0 on CPU, on CUDA one per free core, at most 4",
     )
     precision: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32",
@@ -304,6 +306,11 @@ class TrainingConfig(BaseModel):
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute the backbone's activations in backward (less memory, same gradients)"
+    )
+    compile: bool = Field(
+        False,
+        description="torch.compile the backbone's forward (CUDA: fewer kernel launches; the first steps "
+        "compile; dropout masks drawn by the compiled kernels)",
     )
     report_to: Annotated[list[TrackerName], BeforeValidator(_one_task)] = Field(
         default_factory=list,

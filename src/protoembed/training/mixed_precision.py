@@ -95,3 +95,17 @@ def enable_gradient_checkpointing(backbone: torch.nn.Module) -> None:
     else:
         backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     logger.debug("gradient checkpointing on for %s", type(backbone).__name__)
+
+
+def compile_backbone(backbone: torch.nn.Module) -> None:
+    """``training.compile``: compile the backbone's ``forward`` with ``torch.compile`` (in place).
+
+    Only ``forward`` is replaced, so the module keeps its parameters, ``state_dict`` keys (checkpoints
+    and the saved model are those of an eager run) and hooks, which run eagerly around the compiled
+    forward. Shapes are dynamic (``dynamic=True``): a batch's width follows its longest row, so a fixed
+    shape would recompile at every new width. The arithmetic is the eager forward's up to the
+    compiler's fused kernels' rounding; dropout draws its masks from the compiled kernels' own random
+    streams (same probability, other masks than an eager run from the same seed).
+    """
+    backbone.forward = torch.compile(backbone.forward, dynamic=True)
+    logger.debug("torch.compile on %s", type(backbone).__name__)

@@ -35,11 +35,21 @@ def output_folders(stages: Stages) -> list[Path]:
 
 def check_model(stages: Stages) -> str:
     """The first stage's base model resolved to a local folder (later stages start from the previous
-    stage's ``best/``); returns what was found. Raises :class:`ProtoembedError` naming the model."""
-    from protoembed.backbones import resolve_model_dir
+    stage's ``best/``), and each stage's ``max_seq_length`` within its position limit (its
+    ``config.json``); returns what was found. Raises :class:`ProtoembedError` naming the model."""
+    from protoembed.backbones import position_limit, resolve_model_dir
 
     model = stages[0][1].model
-    return f"base model {model}: found ({resolve_model_dir(model)})"
+    folder = resolve_model_dir(model)
+    limit = position_limit(folder)
+    for name, cfg in stages:
+        if limit is not None and cfg.max_seq_length is not None and cfg.max_seq_length > limit:
+            raise ProtoembedError(
+                f"{f'stage {name!r}: ' if name else ''}max_seq_length {cfg.max_seq_length} is above the "
+                f"position limit of base model {model}: {limit} (max_position_embeddings in "
+                f"{folder / 'config.json'})"
+            )
+    return f"base model {model}: found ({folder})"
 
 
 def check_rows(stages: Stages, whole_files: bool = False) -> list[str]:

@@ -21,7 +21,8 @@ its own ``base:`` files (paths relative to the config file given to ``protoembed
 
 Stage ``name`` writes a whole run folder ``output_dir/name/`` (``best/``, ``results.json``,
 ``training_log.jsonl``, ``config.yaml``); ``output_dir/results.json`` is the last stage's results with a
-``stages`` list (each stage's folder, best step, dev and STS scores). ``model`` is set once, for the
+``stages`` list (each stage's folder, best step, dev and STS scores, wall time, ``tokens_per_second`` and
+``mfu``; at the top the wall time is the stages' sum, the two throughput keys ``null``). ``model`` is set once, for the
 first stage. ``--set`` overrides apply to every stage, after its own keys (``--set training.epochs=1``
 makes every stage one epoch). Before the first stage trains, the data of EVERY stage is read and matched to its
 objective's columns, so a missing file or a wrong column fails at once. ``--resume`` skips finished
@@ -195,11 +196,14 @@ def train_stages(
                 "best_dev_scorer": results.get("best_dev_scorer"),
                 "avg": results.get("avg"),
                 "train_wall_time_s": results.get("train_wall_time_s"),
+                "tokens_per_second": results.get("tokens_per_second"),
+                "mfu": results.get("mfu"),
             }
         )
     if results:  # the main process (others return {})
         final = {**results, "stages": summary}
         final["train_wall_time_s"] = round(sum(s["train_wall_time_s"] or 0.0 for s in summary), 1)
+        final["tokens_per_second"] = final["mfu"] = None  # each stage's own: in "stages"
         text = yaml.safe_dump(_pipeline_dict(stages), sort_keys=False, allow_unicode=True)
         write_atomic(top / CONFIG_FILE, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         write_json_atomic(top / RESULTS_FILE, final)

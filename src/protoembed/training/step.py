@@ -64,23 +64,28 @@ def check_mini_batch(objective: Any, mini_batch_size: int | None, batch_size: in
 def forward_backward(
     accelerator: Any, model: torch.nn.Module, batch: Any, mini_batch_size: int | None
 ) -> torch.Tensor:
-    """Forward and backward of one batch (see the module docstring); returns the detached loss."""
-    if mini_batch_size is None:
-        loss = model(batch)
-        accelerator.backward(loss)
-        return loss.detach()
-    from protoembed.objectives.cache import grad_cache_step
-    from protoembed.objectives.distributed import average_gradients
+    """Forward and backward of one batch (see the module docstring); returns the detached loss, still
+    on the device (reading it is the caller's sync). Every process holds an equal share of the batch, so
+    the objectives' cross-process gathers skip their size exchange
+    (:func:`~protoembed.objectives.distributed.equal_sizes`)."""
+    from protoembed.objectives.distributed import average_gradients, equal_sizes
 
-    objective = accelerator.unwrap_model(model)
-    loss = grad_cache_step(
-        objective,
-        batch,
-        mini_batch_size,
-        backward=accelerator.backward,
-        autocast=accelerator.autocast,
-        device=accelerator.device,
-    )
+    with equal_sizes():
+        if mini_batch_size is None:
+            loss = model(batch)
+            accelerator.backward(loss)
+            return loss.detach()
+        from protoembed.objectives.cache import grad_cache_step
+
+        objective = accelerator.unwrap_model(model)
+        loss = grad_cache_step(
+            objective,
+            batch,
+            mini_batch_size,
+            backward=accelerator.backward,
+            autocast=accelerator.autocast,
+            device=accelerator.device,
+        )
     if accelerator.num_processes > 1:
         average_gradients(p for p in objective.parameters() if p.requires_grad)
     return loss

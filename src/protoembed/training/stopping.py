@@ -2,8 +2,8 @@
 
 :class:`StopRequest` installs a SIGTERM handler for the duration of a run (in the main thread only, where
 Python delivers signals) that records the signal instead of ending the process; the trainer asks
-:meth:`StopRequest.requested` before every step (a collective over the processes, so all of them stop
-after the same step) and raises :class:`TrainingInterrupted`, keeping its last checkpoint.
+:meth:`StopRequest.requested` before every step (one process), or after every logging and evaluation
+step (several: a collective over the processes, so all of them stop after the same step) and raises :class:`TrainingInterrupted`, keeping its last checkpoint.
 """
 
 from __future__ import annotations

@@ -98,10 +98,14 @@ class StreamedBatches(torch.utils.data.IterableDataset):
             yield self.collate(batch[self.rank * share : (self.rank + 1) * share])
 
 
-def stream_loader(batches: StreamedBatches, num_workers: int = 0) -> torch.utils.data.DataLoader:
+def stream_loader(
+    batches: StreamedBatches, num_workers: int = 0, pin_memory: bool = False
+) -> torch.utils.data.DataLoader:
     """The loader of ``batches`` (already batched and collated: ``batch_size=None``), ``num_workers``
-    processes (0: this one)."""
-    return torch.utils.data.DataLoader(batches, batch_size=None, num_workers=num_workers)
+    processes (0: this one), with ``pin_memory`` in page-locked memory (CUDA)."""
+    return torch.utils.data.DataLoader(
+        batches, batch_size=None, num_workers=num_workers, pin_memory=pin_memory
+    )
 
 
 def streamed_for(

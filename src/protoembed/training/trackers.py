@@ -2,7 +2,8 @@
 
 In: the tracker names of the config, the run's ``Accelerator`` (built with ``log_with`` and
 ``project_dir=OUTPUT_DIR/trackers``). Out: what ``training_log.jsonl`` logs, also sent to every tracker
-(:class:`TrackedLog`): ``train/loss`` and ``train/lr`` at each logged step, ``eval/dev_score`` (the dev score of the run's evaluator: STS-B dev Spearman x100 by default) at
+(:class:`TrackedLog`): ``train/loss``, ``train/lr``, ``train/tokens_per_second`` and ``train/mfu`` (where
+known) at each logged step, ``eval/dev_score`` (the dev score of the run's evaluator: STS-B dev Spearman x100 by default) at
 each evaluation, ``test/sts_avg`` at the end, each at its optimizer step; the resolved config as the run's
 hyper-parameters. TensorBoard writes ``OUTPUT_DIR/trackers/protoembed/events.out.tfevents.*``; a resumed
 run hides the steps logged after its checkpoint (they are trained again). Only the main process logs.
@@ -73,7 +74,12 @@ def metrics(entry: dict[str, Any]) -> dict[str, float]:
     or NaN, is left out)."""
     event = entry.get("event")
     if event == "train":
-        values = {"train/loss": entry.get("loss"), "train/lr": entry.get("lr")}
+        values = {
+            "train/loss": entry.get("loss"),
+            "train/lr": entry.get("lr"),
+            "train/tokens_per_second": entry.get("tokens_per_second"),
+            "train/mfu": entry.get("mfu"),  # left out where the device's peak is unknown
+        }
     elif event == "eval":
         values = {"eval/dev_score": entry.get("dev_score", entry.get("stsb_dev_spearman"))}
     elif event == "end":

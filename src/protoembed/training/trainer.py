@@ -9,11 +9,14 @@ evaluation embedder's sentence embeddings.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
 (STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
-``best_step``, ``best_dev_score``, ``best_dev_scorer`` (what scored it), ``train_wall_time_s``), ``training_log.jsonl`` (one JSON object per
-logged step, evaluation and event), ``config.yaml`` (the resolved config) and, while running,
+``best_step``, ``best_dev_score``, ``best_dev_scorer`` (what scored it), ``train_wall_time_s``,
+``tokens_per_second`` and ``mfu`` over the run's steps: :mod:`protoembed.training.throughput`),
+``training_log.jsonl`` (one JSON object per logged step, with the same two figures over its steps,
+evaluation and event), ``config.yaml`` (the resolved config) and, while running,
 ``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
 
-The loop: AdamW (no weight decay on biases and LayerNorm weights), a linear schedule with optional
+The loop: AdamW (no weight decay on biases and LayerNorm weights; torch's fused kernel on CUDA, its
+multi-tensor one elsewhere: :func:`~protoembed.training.components.adamw`), a linear schedule with optional
 warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the examples with a
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
 sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
@@ -25,7 +28,13 @@ processes and resuming work there). ``precision`` (bf16 / fp16 autocast, losses 
 ``report_to`` also sends the log's figures to Accelerate's trackers (:mod:`protoembed.training.trackers`).
 Each step is one :func:`protoembed.training.step.forward_backward`: plain, or with ``mini_batch_size``
 the GradCache step of the contrastive objectives (:mod:`protoembed.objectives.cache`); the DataLoader's
-collate function (``num_workers`` processes) hands the step the tokenised, padded views.
+collate function (``num_workers`` processes: by default none on a CPU, up to 4 on CUDA,
+:func:`~protoembed.training.components.loader_workers`; on CUDA in pinned memory, copied without blocking)
+hands the step the tokenised, padded views. The host never waits for the device inside a step: the
+losses are read at logging and evaluation steps only (:meth:`Trainer._loop`), so the host prepares the
+next step while the device runs the current one. ``training.compile`` compiles the backbone's forward
+(:func:`~protoembed.training.mixed_precision.compile_backbone`); attention is the backbone's Hugging Face
+default, PyTorch's fused SDPA kernel where the architecture has it (BERT, RoBERTa, ALBERT).
 The dev score every ``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
 ``max_seq_length`` truncates training inputs only (the objective owns it); the dev set and the saved model
 read sentences up to the base model's own limit (its ``sentence_bert_config.json``'s ``max_seq_length``,
@@ -44,10 +53,12 @@ uninterrupted run's.
 
 Stopping: SIGTERM (a scheduler's or ``kill``'s default) lets the current step finish (with its evaluation
 and checkpoint if one is due), then raises :class:`TrainingInterrupted`; the last checkpoint is kept, so
-``resume=True`` continues from it. With several processes the request is shared at every step, so all of
-them stop after the same step.
+``resume=True`` continues from it. With several processes the request is shared at every logging and
+evaluation step, so all of them stop after the same step.
 
-Progress goes to the ``protoembed.training`` logger (the ``train`` command prints it).
+Progress: the steps, loss, dev score, steps/s, time left and throughput on stderr
+(:class:`protoembed.progress.Progress`: a bar on a terminal, a line every 10 s elsewhere; ``progress=False``:
+none); messages go to the ``protoembed.training`` logger (the ``train`` command prints them).
 """
 
 from __future__ import annotations
@@ -55,7 +66,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -90,22 +100,29 @@ from protoembed.training.components import (
     Evaluator,
     ObjectiveFactory,
     TrainableObjective,
+    adamw,
     build_objective_from_config,
     embedder_for,
     example_loader,
     examples_for,
+    loader_workers,
     param_groups,
     read_training_examples,
     stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
-from protoembed.training.mixed_precision import accelerate_precision, enable_gradient_checkpointing
+from protoembed.training.mixed_precision import (
+    accelerate_precision,
+    compile_backbone,
+    enable_gradient_checkpointing,
+)
 from protoembed.training.model_card import write_run_card
 from protoembed.training.runlog import RunLog
 from protoembed.training.samplers import EpochPlan, build_sampler
 from protoembed.training.step import Collator, check_mini_batch, forward_backward
 from protoembed.training.stopping import StopRequest, TrainingInterrupted
 from protoembed.training.streaming import StreamedBatches, stream_loader, streamed_examples, streamed_for
+from protoembed.training.throughput import TokenCounter, device_peak_flops, flop_params, mfu
 from protoembed.training.trackers import (
     TRACKER_DIR,
     TrackedLog,
@@ -146,7 +163,7 @@ class Trainer:
         self.callback = callback
         self.hold_lock = hold_lock
         self.output_dir = Path(cfg.output_dir).expanduser().absolute()
-        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.progress = True if progress is None else progress
         self.data_dir = cfg.data.data_dir
         tcfg = cfg.training
         #: ``None``: the default dev score (the objective's own, else the embedder's STS-B dev Spearman).
@@ -172,7 +189,10 @@ class Trainer:
         accelerator = Accelerator(
             cpu=not torch.cuda.is_available(),
             mixed_precision=accelerate_precision(tcfg.precision),
-            dataloader_config=DataLoaderConfiguration(split_batches=True),
+            # pinned batches (CUDA) go to the device without blocking the host
+            dataloader_config=DataLoaderConfiguration(
+                split_batches=True, non_blocking=torch.cuda.is_available()
+            ),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
             log_with=tcfg.report_to or None,
             project_dir=str(self.output_dir / TRACKER_DIR) if tcfg.report_to else None,
@@ -209,18 +229,29 @@ class Trainer:
         warmup = tcfg.warmup if isinstance(tcfg.warmup, int) else round(tcfg.warmup * self.total_steps)
         check_mini_batch(objective, tcfg.mini_batch_size, tcfg.batch_size, world)
         in_memory = None if self.streamed else self.examples
-        collate = Collator(in_memory, objective, tcfg.num_workers, tcfg.seed, rank)
+        self.workers = loader_workers(tcfg.num_workers, accelerator.device)
+        self.pinned = accelerator.device.type == "cuda"
+        collate = Collator(in_memory, objective, self.workers, tcfg.seed, rank)
         if self.streamed:
             self.batches = StreamedBatches(
                 self.examples, tcfg.batch_size, cfg.data.shuffle_buffer, tcfg.seed, collate, rank, world
             )
-            loader = stream_loader(self.batches, tcfg.num_workers)  # not Accelerate's: see training.streaming
+            # not Accelerate's loader: see training.streaming
+            loader = stream_loader(self.batches, self.workers, self.pinned)
         else:
-            loader = example_loader(self.examples, tcfg.batch_size, self.sampler, collate, tcfg.num_workers)
-        groups = param_groups(
-            objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, embedder.encoder.auto_model
-        )
-        optimizer = torch.optim.AdamW(groups, lr=tcfg.lr)
+            loader = example_loader(
+                self.examples, tcfg.batch_size, self.sampler, collate, self.workers, self.pinned
+            )
+        backbone = embedder.encoder.auto_model
+        groups = param_groups(objective, tcfg.weight_decay, tcfg.lr, tcfg.head_lr, backbone)
+        optimizer = adamw(groups, tcfg.lr, accelerator.device)
+        #: the backbone's attention kernel (Hugging Face's choice: ``sdpa`` where the architecture has it)
+        self.attention = getattr(backbone.config, "_attn_implementation", None)
+        self.tokens = TokenCounter(backbone)
+        self.flop_params = flop_params(backbone)
+        self.peak = device_peak_flops(accelerator.device, tcfg.precision)
+        if tcfg.compile:
+            compile_backbone(backbone)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         if self.streamed:
             self.objective, self.optimizer, self.scheduler = accelerator.prepare(
@@ -309,6 +340,7 @@ class Trainer:
             best_dev_score=self.state.best_score,
             best_dev_scorer=self.state.best_scorer,
             train_wall_time_s=round(self.state.wall_time_s, 1),
+            **self._throughput(0, 0.0),
         )
         return results
 
@@ -403,6 +435,8 @@ class Trainer:
                 "total_steps": self.total_steps,
                 "steps_per_epoch": self.steps_per_epoch,
                 "world_size": acc.num_processes,
+                "loader_workers": self.workers,
+                "attention": self.attention,
                 "data": self.examples.summary(),
                 "objective": self._objective_config(),
             }
@@ -435,7 +469,8 @@ class Trainer:
             self._say(
                 f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
                 f"({dev_score_name(results)}); STS test avg "
-                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}"
+                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}; "
+                f"{self._rate_text(results)}"
             )
         acc.wait_for_everyone()
         return results
@@ -445,58 +480,127 @@ class Trainer:
         return {"name": self.cfg.objective.name, **objective.config()}
 
     def _loop(self, step: int) -> None:
-        from tqdm.auto import tqdm
+        """Train from ``step`` to the last step.
+
+        A step queues its work on the device and moves on: its loss stays a device tensor until a
+        *sync step* (a logging step, an evaluation step, the last step, or every step when a callback
+        is set), where the losses since the last sync are read together (one device sync, one
+        reduction over the processes), checked to be finite (a non-finite loss stops the run naming the
+        step that had it, before any later evaluation or checkpoint), logged and shown with the
+        throughput (:mod:`protoembed.training.throughput`) in the progress line
+        (:class:`protoembed.progress.Progress`: a bar on a terminal, a line every 10 s elsewhere).
+        """
+        from protoembed.progress import Progress
 
         acc, tcfg = self.accelerator, self.cfg.training
-        bar = tqdm(
-            total=self.total_steps,
+        pending: list[tuple[torch.Tensor, int]] = []  # (detached loss on the device, epoch) not yet read
+        logged: list[float] = []  # losses read since the last log entry
+        since_log = [0, 0.0]  # tokens, seconds of training since the last log entry
+        mark = time.monotonic()
+        progress = Progress(
+            self.total_steps,
+            desc="Training",
+            unit="steps",
             initial=step,
-            desc="train",
-            unit="step",
-            disable=not (self.progress and acc.is_main_process),
-            dynamic_ncols=True,
+            show=self.progress and acc.is_main_process,
         )
-        window: list[float] = []
-        try:
+        with progress:
             while step < self.total_steps:
                 epoch, done_in_epoch = self.plan.locate(step)
                 for batch in self._epoch_batches(epoch, done_in_epoch):
-                    self._check_stop(step)
+                    if acc.num_processes == 1:  # a flag here; across processes a collective, at syncs
+                        self._check_stop(step)
+                    self.tokens.add_batch(batch)
                     loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size)
-                    value = float(acc.reduce(loss.float().reshape(1), reduction="mean").item())
-                    if not math.isfinite(value):
-                        self._stop_on_nan(step + 1, epoch, value)
                     if tcfg.grad_clip is not None:
                         acc.clip_grad_norm_(self.objective.parameters(), tcfg.grad_clip)
                     self.optimizer.step()
                     self.scheduler.step()
                     self.optimizer.zero_grad(set_to_none=True)
                     step += 1
-                    window.append(value)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{value:.4f}", dev=fmt_score(self.state.last_score), refresh=False)
-                    if step % tcfg.log_steps == 0 or step == self.total_steps:
+                    pending.append((loss.float().reshape(1), epoch))
+                    logging_step = step % tcfg.log_steps == 0 or step == self.total_steps
+                    eval_step = step % tcfg.eval_steps == 0 or step == self.total_steps
+                    if not (logging_step or eval_step or self.callback is not None):
+                        progress.update(1)
+                        continue
+                    values = self._read_losses(pending, step)
+                    pending = []
+                    logged += values
+                    tokens, seconds = self._read_tokens(), time.monotonic() - mark
+                    self.state.tokens += tokens
+                    self.state.train_time_s += seconds
+                    since_log[0] += tokens
+                    since_log[1] += seconds
+                    if logging_step:
+                        rate = self._throughput(*since_log)
                         self.log.write(
                             {
                                 "event": "train",
                                 "step": step,
                                 "epoch": epoch,
-                                "loss": sum(window) / len(window),
+                                "loss": sum(logged) / len(logged),
                                 "lr": self.scheduler.get_last_lr()[0],
                                 "elapsed_s": round(self.wall_before + time.monotonic() - self.started, 2),
+                                **rate,
                             }
                         )
-                        window = []
+                        progress.status = self._status(values[-1], rate)
+                        logged, since_log = [], [0, 0.0]
                     if self.callback is not None:
-                        self.callback({"step": step, "loss": value, "epoch": epoch})
-                    if step % tcfg.eval_steps == 0 or step == self.total_steps:
+                        self.callback({"step": step, "loss": values[-1], "epoch": epoch})
+                    if eval_step:
                         self._evaluate(step)
                         self._checkpoint(step)
-                        bar.set_postfix(loss=f"{value:.4f}", dev=fmt_score(self.state.last_score))
+                        progress.status = self._status(values[-1], self._throughput(0, 0.0))
+                    progress.update(1)
+                    if acc.num_processes > 1:
+                        self._check_stop(step)
+                    mark = time.monotonic()
                     if step >= self.total_steps:
                         break
-        finally:
-            bar.close()
+
+    def _read_losses(self, pending: list[tuple[torch.Tensor, int]], step: int) -> list[float]:
+        """The losses of the ``len(pending)`` steps up to ``step`` (each the mean over processes), read
+        from the device at once; stops the run at the first non-finite one (:meth:`_stop_on_nan`)."""
+        losses = self.accelerator.reduce(torch.cat([loss for loss, _ in pending]), reduction="mean")
+        values = [float(v) for v in losses.tolist()]
+        first = step - len(values) + 1
+        for i, value in enumerate(values):
+            if not math.isfinite(value):
+                self._stop_on_nan(first + i, pending[i][1], value)
+        return values
+
+    def _read_tokens(self) -> int:
+        """The tokens trained since the last call, over every process (:class:`TokenCounter`)."""
+        tokens = self.tokens.take()
+        acc = self.accelerator
+        if acc.num_processes > 1:
+            total = torch.tensor([float(tokens)], dtype=torch.float64, device=acc.device)
+            tokens = int(acc.reduce(total, reduction="sum").item())
+        return tokens
+
+    def _throughput(self, tokens: int, seconds: float) -> dict[str, float | None]:
+        """``tokens_per_second`` and ``mfu`` of ``tokens`` trained in ``seconds`` (0 seconds: the run's
+        so far, from :attr:`state`); see :mod:`protoembed.training.throughput`."""
+        if seconds <= 0:
+            tokens, seconds = self.state.tokens, self.state.train_time_s
+        rate = tokens / seconds if seconds > 0 else 0.0
+        utilisation = mfu(self.flop_params, rate, self.peak)
+        return {
+            "tokens_per_second": round(rate, 1),
+            "mfu": None if utilisation is None else round(utilisation, 5),
+        }
+
+    @staticmethod
+    def _rate_text(rate: dict[str, Any]) -> str:
+        """``51,200 tokens/s`` and, where the peak is known, ``, MFU 8.1%``."""
+        text = f"{rate['tokens_per_second']:,.0f} tokens/s"
+        return text + (f", MFU {rate['mfu']:.1%}" if rate.get("mfu") is not None else "")
+
+    def _status(self, loss: float, rate: dict[str, float | None]) -> str:
+        """What the progress line shows after the counts: the last loss, the dev score, the throughput."""
+        return f"loss {loss:.4f}, dev {fmt_score(self.state.last_score)}, {self._rate_text(rate)}"
 
     def _epoch_batches(self, epoch: int, done: int) -> Iterable[Any]:
         """The batches of ``epoch`` after the ``done`` first ones: Accelerate's prepared loader in memory,
@@ -505,7 +609,8 @@ class Trainer:
             from accelerate.utils import send_to_device
 
             self.batches.set_epoch(epoch, done)
-            return (send_to_device(batch, self.accelerator.device) for batch in self.loader)
+            device, pinned = self.accelerator.device, self.pinned
+            return (send_to_device(batch, device, non_blocking=pinned) for batch in self.loader)
         self.sampler.set_epoch(epoch)
         loader = self.accelerator.skip_first_batches(self.loader, done) if done else self.loader
         loader.set_epoch(epoch)

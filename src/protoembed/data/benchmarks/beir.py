@@ -8,15 +8,25 @@ tasks):
 
 As BEIR reads it: a document's text is its title joined to its text by one space, stripped
 (:func:`join_title`); only the queries judged in the split are evaluated, in the order of their first
-judgment; other fields of a line (``metadata``) are ignored; an integer ``_id`` is read as its text. Every
-problem is a one-line :class:`~protoembed.errors.ProtoembedError` naming the file and the line: a line
-that is not a JSON object or lacks ``_id`` / ``text``, an id given twice, an empty corpus, a qrels file
-without its header, a judgment of a query or document the folder does not have, or one judged twice.
+judgment; other fields of a line (``metadata``) are ignored; an integer ``_id`` is read as its text.
+
+Judgments of ids the folder lacks, as datasets ship them (ArguAna's qrels name a document its corpus
+lacks; NFCorpus's test qrels name queries its queries file lacks), are scored as BEIR scores them and
+counted (:attr:`RetrievalData.missing_documents`, :attr:`RetrievalData.missing_queries`, logged once):
+
+- a document missing from the corpus stays a relevant document of its query that no run can retrieve
+  (BEIR's loader keeps the judgment; ``pytrec_eval`` counts it in nDCG's ideal ranking and in recall);
+- a query missing from the queries file is left out with its judgments (BEIR's loader stops on it).
+
+Every other problem is a one-line :class:`~protoembed.errors.ProtoembedError` naming the file and the line: a
+line that is not a JSON object or lacks ``_id`` / ``text``, an id given twice, an empty corpus, a qrels
+file without its header or whose judged queries are all missing, or a pair judged twice.
 """
 
 from __future__ import annotations
 
 import csv
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +34,8 @@ from typing import Any
 
 from protoembed.data.lines import iter_lines, json_object
 from protoembed.errors import ProtoembedError
+
+logger = logging.getLogger(__name__)
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -37,7 +49,8 @@ TITLE_SEPARATOR = " "
 @dataclass
 class RetrievalData:
     """A retrieval task's split: the corpus (ids and texts, title joined), the judged queries (ids and
-    texts) and the judgments (query id -> document id -> score)."""
+    texts) and the judgments (query id -> document id -> score; documents missing from the corpus
+    included), with the numbers of distinct judged ids the folder lacks (module docstring)."""
 
     name: str
     corpus_ids: list[str]
@@ -45,6 +58,8 @@ class RetrievalData:
     query_ids: list[str]
     query_texts: list[str]
     qrels: dict[str, dict[str, int]]
+    missing_documents: int = 0
+    missing_queries: int = 0
 
 
 def beir_files(folder: str, split: str) -> list[str]:
@@ -118,11 +133,9 @@ def _rows(rows: Any, path: Path) -> Iterator[list[str]]:
         raise ProtoembedError(f"{path}:{rows.line_num}: {err}") from None
 
 
-def read_qrels(
-    path: Path, queries: dict[str, str], corpus: dict[str, str], where: Path
-) -> dict[str, dict[str, int]]:
-    """The judgments of a qrels file (query id -> document id -> score, in file order), each id checked
-    against ``queries`` and ``corpus`` (``where``: the folder whose files are named in errors)."""
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """The judgments of a qrels file (query id -> document id -> score, in file order; the errors of the
+    module docstring, by ``file:line``)."""
     header = "\t".join(QRELS_HEADER)
     qrels: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
@@ -146,10 +159,6 @@ def read_qrels(
             value = int(score)
         except ValueError:
             raise ProtoembedError(f"{path}:{lineno}: score must be an integer, got {score!r}") from None
-        if query not in queries:
-            raise ProtoembedError(f"{path}:{lineno}: query-id {query!r} is not in {where / QUERIES_FILE}")
-        if doc not in corpus:
-            raise ProtoembedError(f"{path}:{lineno}: corpus-id {doc!r} is not in {where / CORPUS_FILE}")
         if (query, doc) in first_line:
             raise ProtoembedError(
                 f"{path}:{lineno}: query-id {query!r} and corpus-id {doc!r} are judged twice "
@@ -174,7 +183,26 @@ def read_beir(folder: Path, split: str, name: str) -> RetrievalData:
     if not corpus:
         raise ProtoembedError(f"{folder / CORPUS_FILE}: no documents")
     queries = read_jsonl_texts(folder / QUERIES_FILE, titled=False)
-    qrels = read_qrels(folder / QRELS_FOLDER / f"{split}.tsv", queries, corpus, folder)
+    path = folder / QRELS_FOLDER / f"{split}.tsv"
+    judged = read_qrels(path)
+    qrels = {query: docs for query, docs in judged.items() if query in queries}
+    if not qrels:
+        raise ProtoembedError(
+            f"{path}: none of its {len(judged)} judged queries is in {folder / QUERIES_FILE}"
+        )
+    missing_documents = len({doc for docs in qrels.values() for doc in docs if doc not in corpus})
+    missing_queries = len(judged) - len(qrels)
+    if missing_documents or missing_queries:
+        logger.warning(
+            "%s: the %s qrels name %d document(s) missing from %s (relevant, never retrieved) and %d "
+            "query id(s) missing from %s (left out), as BEIR scores them",
+            name,
+            split,
+            missing_documents,
+            CORPUS_FILE,
+            missing_queries,
+            QUERIES_FILE,
+        )
     return RetrievalData(
         name=name,
         corpus_ids=list(corpus),
@@ -182,4 +210,6 @@ def read_beir(folder: Path, split: str, name: str) -> RetrievalData:
         query_ids=list(qrels),
         query_texts=[queries[q] for q in qrels],
         qrels=qrels,
+        missing_documents=missing_documents,
+        missing_queries=missing_queries,
     )

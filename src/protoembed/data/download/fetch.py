@@ -73,9 +73,10 @@ def source_url(url: str, mirror: str | None = None) -> str:
     return url
 
 
-def sha256_file(path: Path) -> str:
-    """The hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
+def sha256_file(path: Path, algorithm: str = "sha256") -> str:
+    """The hex digest (``algorithm``: a :mod:`hashlib` name; sha256 by default) of a file, read in 1 MiB
+    chunks."""
+    digest = hashlib.new(algorithm)
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)

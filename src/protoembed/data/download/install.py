@@ -175,6 +175,12 @@ def _install_step(
         mirror=step.mirror,
     )
     digest, size = sha256_file(part), part.stat().st_size
+    if verify_hashes and source.md5 and (md5 := sha256_file(part, "md5")) != source.md5:
+        part.unlink()
+        raise ProtoembedError(
+            f"{step.url}: md5 {md5} differs from the one its host publishes ({source.md5}); the download was "
+            "deleted and nothing was installed"
+        )
     recorded = manifest.get(source.target, {}).get("sha256")
     expected = source.sha256 or recorded
     if verify_hashes and expected and digest != expected:
@@ -186,6 +192,8 @@ def _install_step(
             + ("" if source.sha256 else " (pass --no-verify to accept the new file)")
         )
     checked = "sha256 pinned" if source.sha256 else ("sha256 as recorded" if recorded else "sha256 recorded")
+    if verify_hashes and source.md5:
+        checked = f"md5 as published, {checked}"
     if source.unpack == "file":
         try:
             step.target.parent.mkdir(parents=True, exist_ok=True)

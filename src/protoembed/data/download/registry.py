@@ -37,6 +37,8 @@ WIKI_SAMPLE_RAW = (
     "baa1dbc2c090b303527fe71efabbb351e7e3510b/data/wiki1m_for_simcse.txt"
 )
 STS_WIKI = "http://ixa2.si.ehu.es/stswiki/images"
+#: BEIR's public zips (one folder each: corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+BEIR_ZIPS = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 
 Unpack = Literal["file", "tar", "zip"]
 
@@ -63,6 +65,7 @@ class Source:
     ``sha256`` / ``size``: the download's, when pinned (``None``: recorded at first download).
     ``approx_size``: the download's bytes as published (or estimated) when ``size`` is not pinned.
     ``file_sha256``: pinned sha256 of installed files (paths relative to the data directory).
+    ``md5``: the download's md5 as its host publishes it (checked before anything is unpacked).
     """
 
     url: str
@@ -74,6 +77,7 @@ class Source:
     size: int | None = None
     file_sha256: Mapping[str, str] = field(default_factory=dict)
     approx_size: int | None = None
+    md5: str | None = None
 
     def download_size(self, recorded: int | None = None) -> Size | None:
         """The download's size: ``recorded`` (the bytes a download recorded in the manifest) or the pinned
@@ -131,6 +135,12 @@ def _clustering(name: str, title: str, path: str, target: str, size: int, sha256
         (Source(f"{SCCL_RAW}/{path}", f"clustering/{target}", sha256=sha256, size=size),),
         "clustering",
     )
+
+
+def _beir(name: str, title: str, license: str, md5: str, approx_size: int) -> Dataset:
+    """A BEIR dataset, ``beir-<name>``: its zip (md5 as BEIR publishes it) unpacked to ``beir/<name>``."""
+    source = Source(f"{BEIR_ZIPS}/{name}.zip", f"beir/{name}", "zip", name, md5=md5, approx_size=approx_size)
+    return Dataset(f"beir-{name}", title, license, (source,), "retrieval")
 
 
 DATASETS: dict[str, Dataset] = {
@@ -306,6 +316,56 @@ DATASETS: dict[str, Dataset] = {
             "googlenews/S",
             1777019,
             "004e6210fbfcd11414f27b8bb6a83df6051bb8449c063b9d77955e2df0294082",
+        ),
+        # BEIR: the sizes are estimates (approximate until a download records them)
+        _beir(
+            "scifact",
+            "SciFact (BEIR): 300 test claims, 5,183 abstracts",
+            "CC BY-NC 2.0",
+            "5f7d1de60b170fc8027bb7898e2efca1",
+            2_816_079,
+        ),
+        _beir(
+            "nfcorpus",
+            "NFCorpus (BEIR): 323 test queries, 3,633 medical documents",
+            "research use (see the NFCorpus homepage)",
+            "a89dba18a62ef92f7d323ec890a0d38d",
+            2_400_000,
+        ),
+        _beir(
+            "fiqa",
+            "FiQA-2018 (BEIR): 648 test questions, 57,638 financial posts",
+            "research use (FiQA 2018 challenge terms)",
+            "17918ed23cd04fb15047f73e6c3bd9d9",
+            17_900_000,
+        ),
+        _beir(
+            "arguana",
+            "ArguAna (BEIR): 1,406 test arguments, 8,674 counter-arguments",
+            "CC BY-SA 4.0",
+            "8ad3e3c2a5867cdced806d6503f29b99",
+            3_800_000,
+        ),
+        _beir(
+            "scidocs",
+            "SCIDOCS (BEIR): 1,000 test paper titles, 25,657 abstracts",
+            "CC BY 4.0",
+            "38121350fc3a4d2f48850f6aff52e4a9",
+            28_000_000,
+        ),
+        _beir(
+            "quora",
+            "Quora duplicate questions (BEIR): 10,000 test questions, 522,931 questions",
+            "Quora's terms (non-commercial research)",
+            "18fb154900ba42a600f84b839c173167",
+            16_000_000,
+        ),
+        _beir(
+            "trec-covid",
+            "TREC-COVID (BEIR): 50 test topics, 171,332 CORD-19 documents",
+            "CORD-19's terms (per source)",
+            "ce62140cb23feb9becf6270d0d1fe6d1",
+            73_000_000,
         ),
     )
 }

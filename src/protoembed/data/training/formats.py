@@ -214,6 +214,8 @@ def _source(
     if name not in FORMATS:
         raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
     if columns and not FORMATS[name].mapped:
+        if located is None:  # a directory or a missing file is said first: the mapping is not the mistake
+            resolve_corpus_path(str(path), data_dir)
         raise ProtoembedError(
             f"{path}: format {name!r} has fixed columns ({', '.join(FORMATS[name].columns)}); a column "
             f"mapping applies to {', '.join(mapped_formats())}"
