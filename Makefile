@@ -99,8 +99,22 @@ bench-serve-env: $(VENV)/infinity/.installed
 bench-serve: install bench-serve-env
 	$(BIN)/python benchmarks/serve.py
 
+# The sentence-transformers rows run in workers that see the side install and only the main packages that do not
+# depend on it (benchmarks/side_install.py: the main datasets needs a newer huggingface-hub than the side's).
 bench: install bench-env
 	$(BIN)/python benchmarks/encode.py --runs 3
+
+# Every benchmark's --smoke run (a tiny random model, a few inputs; the figures mean nothing) and gpu_check.sh's
+# checks: what make test runs of benchmarks/.
+.PHONY: bench-smoke
+bench-smoke: install
+	$(BIN)/python -m pytest -q tests/test_benchmarks_smoke.py tests/test_bench_gpu_check.py
+
+# The data benchmarks/gpu_check.sh reads, copied into .gpu-data/ (ignored) for a GPU machine that does not see
+# $(DATA); there: benchmarks/gpu_check.sh --data .gpu-data
+.PHONY: gpu-data
+gpu-data: install
+	PYTHON=$(BIN)/python benchmarks/stage_gpu_data.sh $(DATA)
 
 # SentEval transfer tasks on the default model: table + JSON (encoding its ~108k distinct sentences takes most of the time;
 # --runtime onnx: an fp32 ONNX export of the model, made once and cached, gives the torch vectors to ~1e-7).

@@ -5,7 +5,7 @@
 
 A spinning process pinned to the last usable core runs for the whole benchmark. Each case encodes the
 same sentences (the STS-B test sentences of the staged data, else a fixed list; ``--smoke``: 64 of them,
-one run) with the default model on the CPU, batch 64, in a fresh interpreter (OpenMP reads its settings
+one run, a tiny random model in place of the default one: benchmarks/smoke.py) with the default model on the CPU, batch 64, in a fresh interpreter (OpenMP reads its settings
 once, when torch loads): the best of ``--runs`` timed passes after one warm-up batch. Cases:
 
 - ``protoembed (protoembed.threads)``: what ``protoembed encode`` does (threads = the free usable cores,
@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import smoke  # noqa: E402
 from machine import cpu_line, load_line  # noqa: E402
 
 CASES = {
@@ -82,13 +83,11 @@ def child(library: str, configure: bool, texts: list[str], runs: int) -> dict:
     if library == "protoembed":
         import protoembed
 
-        model = protoembed.load("default", device="cpu")
+        model = protoembed.load(smoke.model_name(), device="cpu")
     else:
         from sentence_transformers import SentenceTransformer
 
-        from protoembed.backbones import default_model_path
-
-        model = SentenceTransformer(str(default_model_path()), device="cpu")
+        model = SentenceTransformer(smoke.model_dir(), device="cpu")
     model.encode(texts[:64], batch_size=64)
     best = 0.0
     for _ in range(runs):
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--smoke", action="store_true", help="64 sentences, one run")
+    smoke.add_argument(parser)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -112,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         library, configure, _ = CASES[args.child]
         print(json.dumps(child(library, configure, texts, runs)))
         return 0
+    if args.smoke:
+        smoke.enable()
+        smoke.tiny_model()  # built once, for the children too
     print(cpu_line())
     print(load_line())
     print(f"{len(texts)} sentences, batch 64, best of {runs}; one core held by a spinning process")

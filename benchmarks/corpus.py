@@ -17,7 +17,8 @@ subprocess:
 
     python benchmarks/corpus.py [--lines 1000000] [--batch-size 64] [--num-workers 0]
 
-Last line: ``ratio=<whole-file read's memory rise / streamed read's>``.
+Last line: ``ratio=<whole-file read's memory rise / streamed read's>``. ``--smoke``: 2,000 lines, batch 8,
+the first step on a tiny random model (checks that the script runs; measures nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import smoke
 from child import child_result
 
 
@@ -59,12 +61,12 @@ def generate(path: Path, lines: int, data_dir: Path, words: int | None = None) -
     return path.stat().st_size
 
 
-def _config(corpus: Path, output: Path, batch: int, workers: int):
+def _config(corpus: Path, output: Path, batch: int, workers: int, model: str = "default"):
     from protoembed.training.config import config_from_dict
 
     return config_from_dict(
         {
-            "model": "default",
+            "model": model,
             "objective": {"name": "simcse"},
             "data": {"corpus": str(corpus)},
             "training": {"batch_size": batch, "max_steps": 2, "eval_steps": 2, "num_workers": workers},
@@ -73,14 +75,14 @@ def _config(corpus: Path, output: Path, batch: int, workers: int):
     )
 
 
-def child(mode: str, corpus: Path, batch: int, workers: int) -> dict:
+def child(mode: str, corpus: Path, batch: int, workers: int, model: str = "default") -> dict:
     """One measurement in this (fresh) process; imports come before the clock and the baseline."""
     import sentence_transformers  # noqa: F401 - imported lazily by the model load; not what is timed
 
     from protoembed.training.components import read_training_examples
     from protoembed.training.trainer import train
 
-    cfg = _config(corpus, Path(tempfile.mkdtemp(dir=corpus.parent)), batch, workers)
+    cfg = _config(corpus, Path(tempfile.mkdtemp(dir=corpus.parent)), batch, workers, model)
     Path("/proc/self/clear_refs").write_text("5")
     base = _status_kib("VmRSS")
     start = time.perf_counter()
@@ -132,10 +134,16 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, Path(args.corpus), args.batch_size, args.num_workers)))
+        model = smoke.model_name()
+        print(json.dumps(child(args.child, Path(args.corpus), args.batch_size, args.num_workers, model)))
         return
+    if args.smoke:
+        smoke.enable()
+        args.lines, args.batch_size = 2000, 8
+        smoke.tiny_model()  # built once, for the children too
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "wiki1m_generated.txt"
         size = generate(corpus, args.lines, Path(args.data_dir))

@@ -1,4 +1,5 @@
-"""SimCSE steps/s: protoembed's trainer against sentence-transformers' own trainer, same batch, both cached.
+"""Training steps/s, tokens/s and utilisation: SimCSE through protoembed's trainer against
+sentence-transformers' own trainer, same batch, both cached; ConPVP through protoembed's (``--objective``).
 
 protoembed: :func:`protoembed.training.trainer.train` of ``simcse`` (``cls`` head, ``max_seq_length``
 ``--tokens``) with ``training.mini_batch_size`` ``--mini-batch-size`` and ``training.precision``
@@ -11,19 +12,35 @@ Wikipedia sample (``$PROTOEMBED_DATA/unsup/wiki1m_sample``) and run ``--warmup``
 steps included, no evaluation). Backbones: ``default`` (all-MiniLM-L6-v2) and ``bert-base`` (a
 random-weight model of BERT-base's shape with the default tokenizer, saved to a temporary folder).
 
-Printed per row: steps/s, tokens/s (non-padding tokens of the 2B rows of a step), peak memory over the
-run, model built inside it (weights, gradients, AdamW, activations; CUDA: ``max_memory_allocated``; CPU:
-the rise of the resident set) and that per row of a step; last line
-``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (of the first backbone).
+``--objective conpvp``: the paper's ConPVP (configs/base/conpvp.yaml: its head and objective settings)
+through protoembed's trainer only (sentence-transformers has no ConPVP); ``--mini-batch-size 0``: the
+plain step, no GradCache (sentence-transformers: ``MultipleNegativesRankingLoss``).
+
+Printed per row: steps/s, tokens/s (non-padding tokens of one step's rows: 2B for SimCSE, 3B with the
+templates for ConPVP, as the objective collates them), model FLOPs utilisation (6 x parameters x tokens/s
+over the device's dense bf16 / fp16 peak, :data:`PEAK_TFLOPS` by GPU name or ``--peak-tflops``; the trainer's
+own ``tokens_per_second`` and ``mfu`` beside them where its step events or results.json carry them), peak
+memory over the run, model built inside it (weights, gradients, AdamW, activations; CUDA:
+``max_memory_allocated``; CPU: the rise of the resident set) and that per row of a step; last line
+``ratio=<protoembed steps/s / sentence-transformers steps/s>`` (of the first backbone; with ConPVP,
+``<protoembed steps/s / 6.6>``: the steps/s ``protoembed train --config configs/bert-base-uncased/conpvp.yaml``
+(batch 128, bf16, 32 tokens) ran on one H200 before the trainer was tuned for GPUs; the aim is 3x).
 
     python benchmarks/device_check.py [--device cuda|cpu] [--models default,bert-base] [--batch-size 64]
         [--mini-batch-size 32] [--steps 20] [--warmup 3] [--precision bf16|fp32] [--tokens 32]
+        [--objective simcse|conpvp] [--peak-tflops T]
+
+A model may also be given as a model folder (``--models /path/to/folder``).
+
+``--smoke`` (checks that the script runs; measures nothing): the default backbone replaced by a tiny random
+model, batch 4, mini-batch 2, 2 timed steps after 1, fp32, 16 tokens.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import tempfile
 import time
@@ -31,8 +48,38 @@ from pathlib import Path
 
 import torch
 
+import smoke
+from machine import device_line
+
 # the memory benchmark's shapes and sample reader
 from memory import backbone, sentences
+
+#: Dense bf16 / fp16 peak TFLOP/s of the GPUs by a part of their name (the vendors' data sheets, SXM parts).
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}
+#: ConPVP BERT-base, batch 128, bf16, one H200: steps/s before the trainer was tuned for GPUs (the aim: 3x).
+CONPVP_BEFORE = 6.6
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "base"
+
+
+def paper_objective(name: str) -> tuple[str, dict]:
+    """(head, objective settings) of the paper's ``name`` (configs/base/<name>.yaml, SimCSE: ``cls`` and
+    the objective's defaults, as sentence-transformers' side has no MLP)."""
+    if name == "simcse":
+        return "cls", {"name": "simcse"}
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
+    return config["head"], config["objective"]
+
+
+def peak_tflops(device: str, given: float | None) -> float | None:
+    """The device's dense bf16 peak: ``given``, else :data:`PEAK_TFLOPS` by the GPU's name; None when unknown."""
+    if given:
+        return given
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(torch.device(device))
+    return next((peak for part, peak in PEAK_TFLOPS.items() if part in name), None)
 
 
 class Clock:
@@ -40,6 +87,7 @@ class Clock:
 
     def __init__(self, warmup: int, device: str) -> None:
         self.warmup, self.device, self.marks = warmup, device, []
+        self.reported: dict = {}  # the trainer's own tokens_per_second / mfu, where it reports them
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
@@ -77,19 +125,20 @@ def run_protoembed(model_dir: str, texts: list[str], args: argparse.Namespace, o
     from protoembed.training.config import config_from_dict
     from protoembed.training.trainer import train
 
+    head, objective = paper_objective(args.objective)
     corpus = out / "corpus.txt"
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
     total = args.warmup + args.steps
     cfg = config_from_dict(
         {
             "model": model_dir,
-            "head": "cls",
+            "head": head,
             "max_seq_length": args.tokens,
-            "objective": {"name": "simcse"},
+            "objective": objective,
             "data": {"corpus": str(corpus)},
             "training": {
                 "batch_size": args.batch_size,
-                "mini_batch_size": args.mini_batch_size,
+                "mini_batch_size": args.mini_batch_size or None,
                 "precision": args.precision,
                 "lr": 3e-5,
                 "max_steps": total + 1,
@@ -103,18 +152,26 @@ def run_protoembed(model_dir: str, texts: list[str], args: argparse.Namespace, o
 
     def callback(event: dict) -> None:
         clock.step_done()
+        clock.reported.update({k: event[k] for k in ("tokens_per_second", "mfu") if k in event})
         if event["step"] == total:
             raise Stop
 
     with contextlib.suppress(Stop):
         train(cfg, callback=callback, progress=False, evaluator=lambda embedder: 0.0)
+    results = out / "protoembed" / "results.json"
+    if results.is_file():
+        saved = json.loads(results.read_text(encoding="utf-8"))
+        clock.reported.update({k: saved[k] for k in ("tokens_per_second", "mfu") if k in saved})
     return clock
 
 
 def run_st(model_dir: str, texts: list[str], args: argparse.Namespace, out: Path) -> Clock:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.losses import CachedMultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
     from transformers import TrainerCallback
@@ -124,7 +181,10 @@ def run_st(model_dir: str, texts: list[str], args: argparse.Namespace, out: Path
     transformer = Transformer(model_dir, max_seq_length=args.tokens)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
     model = SentenceTransformer(modules=[transformer, pooling], device=args.device)
-    loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size)
+    if args.mini_batch_size:
+        loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size)
+    else:
+        loss = MultipleNegativesRankingLoss(model)
     total = args.warmup + args.steps
 
     class Timer(TrainerCallback):
@@ -156,10 +216,10 @@ def run_st(model_dir: str, texts: list[str], args: argparse.Namespace, out: Path
 
 def model_folder(name: str, tmp: Path) -> str:
     """A Hugging Face model folder: the default backbone's, or a saved random-weight shape."""
-    from protoembed.backbones import default_model_path
-
     if name == "default":
-        return str(default_model_path())
+        return smoke.model_dir()
+    if Path(name).is_dir():
+        return name
     auto, tokenizer = backbone(name, None)
     folder = tmp / name
     auto.save_pretrained(str(folder))
@@ -167,13 +227,17 @@ def model_folder(name: str, tmp: Path) -> str:
     return str(folder)
 
 
-def tokens_per_step(model_dir: str, texts: list[str], args: argparse.Namespace) -> int:
-    """Non-padding tokens of one step's 2B rows ([CLS] sentence [SEP], at most ``--tokens``)."""
-    from transformers import AutoTokenizer
+def step_shape(model_dir: str, texts: list[str], args: argparse.Namespace) -> tuple[int, int]:
+    """(non-padding tokens of one step's rows as the objective collates them, the backbone's parameters)."""
+    import protoembed
+    from protoembed.objectives import build_objective
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    lengths = [min(len(ids), args.tokens) for ids in tokenizer(texts[: args.batch_size])["input_ids"]]
-    return 2 * sum(lengths)
+    head, settings = paper_objective(args.objective)
+    options = {k: v for k, v in settings.items() if k != "name"}
+    embedder = protoembed.load(model_dir, head=head, device="cpu")
+    objective = build_objective(args.objective, embedder, max_seq_length=args.tokens, **options)
+    views = objective.collate(texts[: args.batch_size])
+    return int(views.lengths.sum()), sum(p.numel() for p in embedder.parameters())
 
 
 def main() -> None:
@@ -187,32 +251,64 @@ def main() -> None:
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
+    parser.add_argument("--objective", choices=("simcse", "conpvp"), default="simcse")
+    parser.add_argument(
+        "--peak-tflops", type=float, help="the device's dense bf16 peak (default: by GPU name)"
+    )
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.models, args.batch_size, args.mini_batch_size, args.steps, args.warmup = "default", 4, 2, 2, 1
+        args.precision, args.tokens = "fp32", 16
     count = args.batch_size * (args.warmup + args.steps + 1)
     texts = sentences(count, Path(args.data_dir))
-    print(
-        f"SimCSE, device {args.device}, {args.precision}, batch {args.batch_size} ({2 * args.batch_size} rows), "
-        f"mini_batch_size {args.mini_batch_size}, max_seq_length {args.tokens}, {args.steps} timed steps "
-        f"after {args.warmup}"
+    peak = peak_tflops(args.device, args.peak_tflops)
+    print(device_line(args.device))
+    cached = (
+        f"mini_batch_size {args.mini_batch_size}" if args.mini_batch_size else "plain step (no GradCache)"
     )
-    print(f"{'model':>10} {'system':>21} {'steps/s':>8} {'tokens/s':>9} {'peak MiB':>9} {'MiB/row':>8}")
+    print(
+        f"{args.objective}, device {args.device}, {args.precision}, batch {args.batch_size}, {cached}, "
+        f"max_seq_length {args.tokens}, {args.steps} timed steps after {args.warmup}; MFU against "
+        f"{f'{peak:g} TFLOP/s' if peak else 'an unknown peak (--peak-tflops)'}"
+    )
+    print(
+        f"{'model':>10} {'system':>21} {'steps/s':>8} {'tokens/s':>9} {'MFU':>6} {'peak MiB':>9} {'MiB/row':>8}"
+        "  trainer's own"
+    )
+    systems = [("protoembed", run_protoembed)]
+    if args.objective == "simcse":
+        systems.append(("sentence-transformers", run_st))
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in [m for m in args.models.split(",") if m]:
             folder = model_folder(name, Path(tmp))
-            tokens = tokens_per_step(folder, texts, args)
+            tokens, params = step_shape(folder, texts, args)
+            shown = Path(name).name if Path(name).is_dir() else name
+            rows = 3 if args.objective == "conpvp" else 2
             rates = {}
-            for system, run in (("protoembed", run_protoembed), ("sentence-transformers", run_st)):
+            for system, run in systems:
                 out = Path(tempfile.mkdtemp(dir=tmp))
                 clock = run(folder, texts, args, out)
-                rate, peak = clock.steps_per_second(), clock.peak_mib()
+                rate, memory = clock.steps_per_second(), clock.peak_mib()
                 rates[system] = rate
+                mfu = 6 * params * rate * tokens / (peak * 1e12) if peak else float("nan")
+                own = ", ".join(f"{k} {v:.4g}" for k, v in clock.reported.items()) or "-"
                 print(
-                    f"{name:>10} {system:>21} {rate:>8.2f} {rate * tokens:>9.0f} {peak:>9.0f} "
-                    f"{peak / (2 * args.batch_size):>8.2f}",
+                    f"{shown:>10} {system:>21} {rate:>8.2f} {rate * tokens:>9.0f} {mfu:>6.1%} {memory:>9.0f} "
+                    f"{memory / (rows * args.batch_size):>8.2f}  {own}",
                     flush=True,
                 )
-            ratios.append(rates["protoembed"] / rates["sentence-transformers"])
+            if args.objective == "simcse":
+                ratios.append(rates["protoembed"] / rates["sentence-transformers"])
+            else:
+                ratios.append(rates["protoembed"] / CONPVP_BEFORE)
+    if args.objective == "conpvp":
+        print(
+            f"aim: ConPVP BERT-base batch 128 bf16 >= 3 x {CONPVP_BEFORE} steps/s (the last line's ratio >= 3 "
+            "when that is the first model)"
+        )
     print(f"ratio={ratios[0]:.3f}")
 
 

@@ -22,7 +22,13 @@ sentence-transformers' ONNX and OpenVINO backends need ``optimum-onnx`` / ``opti
 releases require transformers < 4.58 / < 5.6 while sentence-transformers 6 requires transformers >= 5 and
 the two need different ``optimum`` versions. Their rows therefore run sentence-transformers 5.x in two
 worker processes over side installs (``--st-onnx-env``, ``--st-openvino-env``, made by ``make
-bench-env``), driven row by row from here like the other rows.
+bench-env``), driven row by row from here like the other rows. A worker starts under ``python -S`` with the
+side install, then a view of the main site-packages without the packages that depend on the side
+install's (:mod:`side_install`), on its path: the main environment's datasets, which sentence-transformers
+imports whenever it is installed, needs a newer huggingface-hub than the side install's.
+
+``--smoke`` (checks that the script runs; measures nothing): a tiny random model, 32 sentences, one round,
+16 calibration sentences, the side installs' rows left out.
 
 Last lines: the fastest protoembed row and the fastest sentence-transformers row, lossless and any, the
 fastest lossless protoembed row that is not int8, and
@@ -47,7 +53,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import smoke
 from machine import cpu_line
+from side_install import build_view, child_command, child_env
 
 BASELINE = "sentence-transformers torch fp32"
 ST_ROWS = [
@@ -105,13 +113,11 @@ def sts_spearman(vectors: np.ndarray, sentences: list[str], pairs: list[tuple[st
 
 
 # ----------------------------------------------------------------- workers (sentence-transformers 5 + optimum)
-def _st_onnx_models(folder: Path) -> dict:
+def _st_onnx_models(folder: Path, model_dir: str) -> dict:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.backend import export_dynamic_quantized_onnx_model
 
-    from protoembed.backbones import default_model_path
-
-    fp32 = SentenceTransformer(str(default_model_path()), backend="onnx", device="cpu")  # its own export
+    fp32 = SentenceTransformer(model_dir, backend="onnx", device="cpu")  # its own export
     fp32.save(str(folder))
     export_dynamic_quantized_onnx_model(fp32, "avx2", str(folder))
     quantized = next((folder / "onnx").glob("model_*_avx2.onnx"))  # avx2: uint8 weights
@@ -121,16 +127,14 @@ def _st_onnx_models(folder: Path) -> dict:
     return {"fp32": fp32, "int8": int8}
 
 
-def _st_openvino_models(folder: Path, calibration: list[str]) -> dict:
+def _st_openvino_models(folder: Path, model_dir: str, calibration: list[str]) -> dict:
     """sentence-transformers' OpenVINO backend and its static int8, by the steps of
     ``export_static_quantized_openvino_model`` with local calibration sentences."""
     import nncf
     from optimum.intel.openvino import OVConfig, OVQuantizationConfig, OVQuantizer
     from sentence_transformers import SentenceTransformer
 
-    from protoembed.backbones import default_model_path
-
-    exported = SentenceTransformer(str(default_model_path()), backend="openvino", device="cpu")
+    exported = SentenceTransformer(model_dir, backend="openvino", device="cpu")
     exported.save(str(folder))
     exported.transformers_model.save_pretrained(str(folder / "openvino"))  # save() leaves openvino/ empty
     if not (folder / "openvino" / "openvino_model.xml").is_file():
@@ -165,16 +169,18 @@ def _st_openvino_models(folder: Path, calibration: list[str]) -> dict:
 
 
 def worker(args: argparse.Namespace) -> None:
-    """Serve one side install's rows: ``run NAME`` -> seconds, ``save NAME FILE``, ``quit``."""
+    """Serve one side install's rows: ``run NAME`` -> seconds, ``save NAME FILE``, ``quit``. Runs in a
+    child over the side install (:mod:`side_install`): protoembed is not importable there, so the model
+    folder comes as ``--model-dir``."""
     kind, workdir = args.worker
     sentences, _ = stsb_test(Path(args.data_dir))
     sentences = sentences[: args.limit]
     folder = Path(workdir) / f"st-{kind}"
     if kind == "onnx":
-        models = _st_onnx_models(folder)
+        models = _st_onnx_models(folder, args.model_dir)
     else:
         calibration = (Path(args.data_dir) / CALIBRATION_FILE).read_text(encoding="utf-8").splitlines()
-        models = _st_openvino_models(folder, calibration)
+        models = _st_openvino_models(folder, args.model_dir, calibration)
 
     def encode(model, texts=sentences) -> np.ndarray:
         return model.encode(texts, batch_size=args.batch_size, show_progress_bar=False)
@@ -200,13 +206,25 @@ def worker(args: argparse.Namespace) -> None:
             return
 
 
+def worker_process(kind: str, env_dir: Path, model_dir: str, args: argparse.Namespace, workdir: str):
+    """(command, environment) of the worker over the side install ``env_dir``: this file under ``python
+    -S`` with the side folder, then a view of the main site-packages without what depends on the side
+    install's packages (:func:`side_install.build_view`, in ``workdir``), on its path."""
+    view = Path(workdir) / f"main-view-{kind}"
+    build_view(env_dir, view)
+    command = child_command(__file__, "--worker", kind, workdir, "--model-dir", model_dir)
+    command += ["--batch-size", str(args.batch_size), "--data-dir", str(args.data_dir)]
+    command += ["--limit", str(args.limit)] if args.limit else []
+    return command, child_env(env_dir, view)
+
+
 class Worker:
     """A worker process over a side install, spoken to line by line."""
 
-    def __init__(self, kind: str, env_dir: Path, args: argparse.Namespace, workdir: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(env_dir.resolve())}
-        command = [sys.executable, __file__, "--worker", kind, workdir, "--batch-size", str(args.batch_size)]
-        command += ["--data-dir", str(args.data_dir)] + (["--limit", str(args.limit)] if args.limit else [])
+    def __init__(
+        self, kind: str, env_dir: Path, model_dir: str, args: argparse.Namespace, workdir: str
+    ) -> None:
+        command, env = worker_process(kind, env_dir, model_dir, args, workdir)
         self.process = subprocess.Popen(
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -250,14 +268,18 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a smoke run)")
     parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    if args.smoke:  # the side installs' rows need a download (make bench-env): left out
+        args.runs, args.limit, args.st_onnx_env, args.st_openvino_env = 1, args.limit or 32, None, None
+        smoke.enable()
 
     from sentence_transformers import SentenceTransformer
 
     import protoembed
-    from protoembed.backbones import default_model_path
     from protoembed.export.openvino import inference_precision_here
 
     data_dir = Path(args.data_dir)
@@ -265,10 +287,12 @@ def main() -> None:
     sentences = sentences[: args.limit]
     bs = args.batch_size
     workdir = tempfile.mkdtemp(prefix="protoembed-bench-")
-    ours = protoembed.load("default", device="cpu")
-    ours_bf16 = protoembed.load("default", device="cpu", precision="bf16")
+    model_dir, model_name = smoke.model_dir(), smoke.model_name()
+    ours = protoembed.load(model_name, device="cpu")
+    ours_bf16 = protoembed.load(model_name, device="cpu", precision="bf16")
     export = protoembed.export_embedder
     calibration = (data_dir / CALIBRATION_FILE).read_text(encoding="utf-8").splitlines()
+    calibration = calibration[:16] if args.smoke else calibration
     models = {
         "protoembed torch fp32": ours,
         "protoembed torch bf16": ours_bf16,
@@ -286,14 +310,16 @@ def main() -> None:
             )
         ),
     }
-    peer = SentenceTransformer(str(default_model_path()), device="cpu")
-    peer_bf16 = SentenceTransformer(
-        str(default_model_path()), device="cpu", model_kwargs={"torch_dtype": torch.bfloat16}
-    )
+    peer = SentenceTransformer(model_dir, device="cpu")
+    peer_bf16 = SentenceTransformer(model_dir, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16})
     workers: dict[str, Worker] = {}
-    for kind, env in (("onnx", Path(args.st_onnx_env)), ("openvino", Path(args.st_openvino_env))):
-        if env.is_dir():
-            workers[kind] = Worker(kind, env, args, workdir)
+    for kind, env in (("onnx", args.st_onnx_env), ("openvino", args.st_openvino_env)):
+        if env is None:
+            print(
+                f"the sentence-transformers {kind} rows are skipped in a smoke run (they need make bench-env)"
+            )
+        elif Path(env).is_dir():
+            workers[kind] = Worker(kind, Path(env), model_dir, args, workdir)
         else:
             print(f"no {env}: the sentence-transformers {kind} rows are skipped (make bench-env)")
 
@@ -383,7 +409,7 @@ def main() -> None:
     best_st_lossless = fastest([r for r in st_rows if lossless(r)])
     best_ours_any = fastest(ours_rows)
     best_ours_int8 = fastest([r for r in ours_rows if "int8" in r])
-    best_st_int8 = fastest([r for r in st_rows if "int8" in r])
+    st_int8 = [r for r in st_rows if "int8" in r]
     print(f"fastest lossless protoembed row: {best_ours} ({rates[best_ours]:.1f}/s)")
     print(f"fastest lossless sentence-transformers row: {best_st_lossless} ({rates[best_st_lossless]:.1f}/s)")
     print(f"fastest sentence-transformers row of any backend: {best_st} ({rates[best_st]:.1f}/s)")
@@ -397,9 +423,12 @@ def main() -> None:
         f"fastest lossless protoembed row without int8: {best_float} "
         f"({rates[best_float] / rates[best_st]:.2f}x the fastest sentence-transformers row)"
     )
-    print(
-        f"int8 against int8: {best_ours_int8} / {best_st_int8} = {rates[best_ours_int8] / rates[best_st_int8]:.2f}x"
-    )
+    if st_int8:  # no sentence-transformers int8 row without its side installs
+        best_st_int8 = fastest(st_int8)
+        print(
+            f"int8 against int8: {best_ours_int8} / {best_st_int8} = "
+            f"{rates[best_ours_int8] / rates[best_st_int8]:.2f}x"
+        )
     shutil.rmtree(workdir, ignore_errors=True)
     print(f"ratio={rates[best_ours] / rates[best_st]:.3f}")
 

@@ -40,6 +40,9 @@ drawn at random).
 
 Prints the CPU line and the load average before and after. Last line:
 ``ratio=<protoembed's / sentence-transformers' sentences/s at --lines>``.
+
+``--smoke`` (checks that the script runs; measures nothing): 200 and 100 lines on a tiny random model, one
+worker a side, ``--runtime torch``, no warm-up run.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+import smoke
 from corpus import generate
 from machine import cpu_line, load_line
 
@@ -63,13 +67,11 @@ SAMPLE_SECONDS = 0.1
 
 
 # ------------------------------------------------------------------------------------------------ the corpus
-def word_pieces(path: Path, count: int = 10000) -> float:
+def word_pieces(path: Path, model_dir: str, count: int = 10000) -> float:
     """Mean word pieces (with [CLS] and [SEP]) of the first ``count`` lines of ``path``."""
     from transformers import AutoTokenizer
 
-    from protoembed.backbones import default_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     with path.open(encoding="utf-8") as handle:
         head = [line.rstrip("\n") for _, line in zip(range(count), handle)]
     return float(np.mean([len(ids) for ids in tokenizer(head)["input_ids"]]))
@@ -152,6 +154,7 @@ def run_measured(command: list[str], what: str, env: dict[str, str] | None = Non
 # --------------------------------------------------------------------------------------------- the two sides
 def protoembed_command(corpus: Path, out: Path, args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "protoembed", "encode", str(corpus), "-o", str(out), "--no-progress"]
+    command += ["--model", smoke.model_name()]
     command += [
         "--runtime",
         args.runtime,
@@ -163,16 +166,14 @@ def protoembed_command(corpus: Path, out: Path, args: argparse.Namespace) -> lis
     return command + ["--shard-size", str(args.shard_size)]
 
 
-def st_child(corpus: str, out: str, workers: int, batch_size: int) -> None:
+def st_child(corpus: str, out: str, workers: int, batch_size: int, model_dir: str) -> None:
     """(The sentence-transformers side, in its own process.) Encode every line of ``corpus`` with a
     multi-process pool of ``workers`` CPU processes; save the (N, D) array to ``out``."""
     from sentence_transformers import SentenceTransformer
 
-    from protoembed.backbones import default_model_path
-
     with open(corpus, encoding="utf-8") as handle:
         lines = [line.rstrip("\n") for line in handle]
-    model = SentenceTransformer(str(default_model_path()), device="cpu")
+    model = SentenceTransformer(model_dir, device="cpu")
     pool = model.start_multi_process_pool(["cpu"] * workers)
     try:
         vectors = model.encode(lines, pool=pool, batch_size=batch_size, show_progress_bar=False)
@@ -206,9 +207,15 @@ def main() -> None:
     parser.add_argument("--check-rows", type=int, default=1000)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--st-child", nargs=2, help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
     if args.st_child:
-        return st_child(*args.st_child, args.workers, args.batch_size)
+        return st_child(*args.st_child, args.workers, args.batch_size, smoke.model_dir())
+    if args.smoke:
+        smoke.enable()
+        args.lines, args.small_lines, args.workers, args.runtime = 200, 100, 1, "torch"
+        args.shard_size, args.check_rows = 100, 50
+        smoke.tiny_model()  # built once, for the commands too
     small_lines = args.small_lines or max(1, args.lines // 10)
 
     print(cpu_line())
@@ -221,11 +228,14 @@ def main() -> None:
         generate(tmp / "warm.txt", 200, Path(args.data_dir), args.words)
         print(
             f"{args.lines} lines, {size / 2**20:.1f} MiB ({size / args.lines:.1f} bytes a line, "
-            f"{word_pieces(corpus):.1f} word pieces with [CLS] and [SEP]); first {args.words} words of "
+            f"{word_pieces(corpus, smoke.model_dir()):.1f} word pieces with [CLS] and [SEP]); first {args.words} words of "
             "Wikipedia sample sentences",
             flush=True,
         )
-        run_measured(protoembed_command(tmp / "warm.txt", tmp / "warm", args), "protoembed encode (warm-up)")
+        if not args.smoke:
+            run_measured(
+                protoembed_command(tmp / "warm.txt", tmp / "warm", args), "protoembed encode (warm-up)"
+            )
         results = {}
         print("measuring ...", flush=True)
         results["protoembed", small_lines] = run_measured(

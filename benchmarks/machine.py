@@ -25,3 +25,24 @@ def cpu_line() -> str:
 def load_line() -> str:
     """``load average: 1, 5 and 15 minutes``."""
     return "load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def device_line(device: str) -> str:
+    """What a device figure was measured on: the device (a CUDA GPU's name and memory, else the CPU line),
+    the host's cores and the versions of the libraries that ran."""
+    import importlib.metadata as metadata
+
+    import torch
+
+    versions = []
+    for name in ("protoembed", "torch", "transformers", "sentence-transformers", "tokenizers"):
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} (not installed)")
+    if device.startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.device(device))
+        where = f"GPU: {props.name} ({props.total_memory / 2**30:.0f} GiB), CUDA {torch.version.cuda}"
+    else:
+        where = cpu_line()
+    return f"{where}; host: {len(os.sched_getaffinity(0))} cores usable of {os.cpu_count()}; {', '.join(versions)}"

@@ -22,8 +22,12 @@ fp32 weights; a GPU needs about ``weights + 2 x weights (AdamW) + step peak``.
 
 ``--layers N`` keeps the shapes' width but only ``N`` layers (activations grow linearly with the depth;
 for a quick CPU run). A row that fails or runs past ``--row-timeout`` is printed as such.
-Last line: ``ratio=<plain peak / cached peak, ConPVP, BERT-base shape, batch 256, first precision>``
-(``ratio=nan`` when that pair of rows was not run).
+Last line: ``ratio=<plain peak / cached peak, ConPVP, BERT-base shape, batch 256 (the largest batch run when
+256 was not), first precision>`` (``ratio=nan`` when that pair of rows was not run).
+
+``--smoke`` (checks that the script runs; measures nothing): ConPVP on the BERT-base shape cut to one
+layer, batch 16, plain and cached (mini-batch 8), fp32, the default backbone replaced by a tiny random model
+(whose tokenizer every shape then reads).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from pathlib import Path
 
 import torch
 
+import smoke
+
 OBJECTIVES = {"conpvp": "soft_prompt", "simcse": "cls"}
 MODELS = ("default", "bert-base", "roberta-large")
 
@@ -47,12 +53,10 @@ def backbone(model: str, layers: int | None):
     """``(auto_model, tokenizer)``: the default backbone, or a random-weight model of a paper's shape."""
     from transformers import AutoModel, AutoTokenizer, BertConfig, RobertaConfig
 
-    from protoembed.backbones import default_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(smoke.model_dir())
     torch.manual_seed(0)
     if model == "default":
-        auto = AutoModel.from_pretrained(default_model_path())
+        auto = AutoModel.from_pretrained(smoke.model_dir())
         if layers:
             auto.encoder.layer = auto.encoder.layer[:layers]
             auto.config.num_hidden_layers = layers
@@ -186,7 +190,13 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--row", help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.models, args.objectives, args.batches, args.precisions = "bert-base", "conpvp", "16", "fp32"
+        args.mini_batch_size, args.layers = 8, 1
+        smoke.tiny_model()  # built once, for the rows too
     if args.row:
         print(json.dumps(measure(json.loads(args.row))))
         return
@@ -244,11 +254,13 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     first = split(args.precisions)[0]
+    batches = [int(b) for b in split(args.batches)]
+    batch = 256 if 256 in batches else max(batches)
     pick = {
         r["variant"]: r["peak_mib"]
         for r in results
         if "error" not in r
-        and (r["model"], r["objective"], r["batch"], r["precision"]) == ("bert-base", "conpvp", 256, first)
+        and (r["model"], r["objective"], r["batch"], r["precision"]) == ("bert-base", "conpvp", batch, first)
     }
     ratio = pick["plain"] / pick["cached"] if {"plain", "cached"} <= pick.keys() else float("nan")
     print(f"ratio={ratio:.2f}")

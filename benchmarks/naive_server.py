@@ -4,7 +4,8 @@
 The endpoint is a plain ``def``, so FastAPI runs each request in its thread pool (up to 40 at once), every
 one calling ``encode`` on the shared model: what a first server written in a few lines does.
 
-    NAIVE_MODEL=<model folder> python -m uvicorn naive_server:app --app-dir benchmarks --host 127.0.0.1 --port P
+    NAIVE_MODEL=<model folder> [NAIVE_DEVICE=cuda] python -m uvicorn naive_server:app --app-dir benchmarks \
+        --host 127.0.0.1 --port P
 
 POST /v1/embeddings ``{"model": ..., "input": [...]}`` -> OpenAI's response shape; GET /health -> 200.
 """
@@ -17,7 +18,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from sentence_transformers import SentenceTransformer
 
-model = SentenceTransformer(os.environ["NAIVE_MODEL"], device="cpu")
+model = SentenceTransformer(os.environ["NAIVE_MODEL"], device=os.environ.get("NAIVE_DEVICE", "cpu"))
 app = FastAPI()
 
 

@@ -8,7 +8,8 @@ way (the reference: ``tests/test_retrieval_metrics.py``'s :func:`reference`).
     python benchmarks/retrieval_metrics.py [--queries 2000] [--depth 100] [--docs 5000] [--seed 0]
 
 Prints the CPU, the load average, the largest absolute difference over every metric (x1, in 0..1) and the
-two times; last line: ``ratio=<pytrec_eval seconds / protoembed seconds>``.
+two times; last line: ``ratio=<pytrec_eval seconds / protoembed seconds>``. ``--smoke``: 50 queries of
+depth 20 over 500 documents (checks that the script runs; measures nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.test_retrieval_metrics import reference  # noqa: E402
 
+import smoke  # noqa: E402
 from machine import cpu_line, load_line  # noqa: E402
 from protoembed.evaluation.retrieval_metrics import retrieval_scores  # noqa: E402
 
@@ -46,7 +48,11 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--docs", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.queries, args.depth, args.docs = 50, 20, 500
     qrels, run = random_run(args.queries, args.depth, args.docs, args.seed)
     start = time.perf_counter()
     ours = retrieval_scores(qrels, run)

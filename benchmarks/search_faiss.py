@@ -17,6 +17,8 @@ recall@10: the share of the exact top 10 that FAISS returns, averaged over queri
     python benchmarks/search_faiss.py [--n 200000] [--queries 1000] [--dim 384] [--clusters 2000]
 
 Last line: ``ratio=<exact search seconds / faiss search seconds at the default nprobe> recall@10=<..>``.
+``--smoke``: 5,000 vectors of width 32 in 50 clusters, 50 queries (checks that the script runs; measures
+nothing).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 
 import numpy as np
 
+import smoke
 from machine import cpu_line, load_line
 
 
@@ -60,7 +63,11 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=1.0, help="noise around the centres")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.n, args.queries, args.dim, args.clusters = 5000, 50, 32, 50
 
     import faiss
     import torch

@@ -19,7 +19,10 @@ Servers, each started as a subprocess on 127.0.0.1, waited for by its health end
   (``$HF_HUB_CACHE/infinity_onnx/CPUExecutionProvider``): Infinity then serves its optimised graph, as
   intended;
 - ``naive``: benchmarks/naive_server.py (FastAPI + sentence-transformers, ``model.encode`` per request,
-  no batching across requests), under uvicorn.
+  no batching across requests), under uvicorn, on ``--device``;
+- any other ``protoembed-<runtime>`` (``protoembed-torch`` on a GPU, with ``--serve-args "--device cuda"``).
+
+The model: the default backbone (or the folder ``$PROTOEMBED_BENCH_DEFAULT_MODEL`` names: benchmarks/smoke.py).
 
 Load: ``--concurrency`` connections (default 1, 8, 32, keep-alive HTTP/1.1), each sending a request as soon
 as its previous one is answered, for ``--duration`` seconds (or ``--requests`` requests) per cell; every
@@ -46,10 +49,17 @@ Also checked: every server's vectors against ``protoembed onnx``'s for 8 short a
         [--infinity-env .venv/infinity] [--serve-args "..."] [--data-dir ../shared/data]
 
 The default run (5 servers, 2 lengths, 3 concurrencies, 2 rounds of 8 s) takes about 10 minutes.
+``--smoke`` (checks that the script runs; measures nothing): ``protoembed-onnx`` and ``naive`` on a tiny
+random model, concurrency 1, one round of half a second per cell; Infinity's engines are left out (their
+side install needs a download), and the ratio is then against the naive server.
 Prints a table per input length, the CPU line and the load average before and after; the fastest
 protoembed runtime and the fastest Infinity engine are the ones with the higher geometric mean of their
 sentences/s at the largest concurrency over the two lengths. Last line: ``ratio=<protoembed's / Infinity's
-sentences/s at the largest concurrency, mean of the short-input and the long-input ratio>``.
+sentences/s at the largest concurrency, mean of the short-input and the long-input ratio>`` (against the
+naive server when no Infinity engine ran).
+
+Infinity runs in its own virtual environment (``--infinity-env``), started without ``PYTHONPATH`` or the
+user's site-packages (:func:`side_env`), so that none of the main environment's packages reach it.
 """
 
 from __future__ import annotations
@@ -71,7 +81,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from machine import cpu_line, load_line
+import smoke
+from machine import device_line, load_line
 
 HERE = Path(__file__).resolve().parent
 ALL_SERVERS = ["protoembed-onnx", "protoembed-openvino", "infinity-torch", "infinity-optimum", "naive"]
@@ -238,6 +249,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def side_env(base: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The environment of a process in Infinity's virtual environment: ``base`` without ``PYTHONPATH`` (which
+    could name the main environment's packages) and without the user's site-packages, offline."""
+    env = {k: v for k, v in base.items() if k != "PYTHONPATH"}
+    return {**env, "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
+
+
 def prepare_infinity(env_dir: Path, model_dir: Path, workdir: Path) -> tuple[Path, Path]:
     """(model folder with ``model.onnx``, hub cache holding Infinity's optimised graph), made by this file's
     ``--prepare-infinity`` in the side install's interpreter."""
@@ -250,7 +268,7 @@ def prepare_infinity(env_dir: Path, model_dir: Path, workdir: Path) -> tuple[Pat
         str(folder),
         str(cache),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(command, capture_output=True, text=True, env=side_env(os.environ))
     if done.returncode:
         raise SystemExit(f"preparing Infinity's ONNX model failed: {done.stderr.strip()[-3000:]}")
     return folder, cache
@@ -312,7 +330,7 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
             if name == "infinity-optimum":  # its "auto" pooling is CLS on this engine; the model's is mean
                 command += ["--pooling-method", "mean"]
             env = {
-                **base,
+                **side_env(base),
                 "HF_HUB_CACHE": str(cache),
                 "DO_NOT_TRACK": "1",
                 "INFINITY_ANONYMOUS_USAGE_STATS": "0",
@@ -324,7 +342,13 @@ def make_servers(args: argparse.Namespace, model_dir: Path, workdir: Path) -> li
             command = [sys.executable, "-m", "uvicorn", "naive_server:app", "--app-dir", str(HERE)]
             command += ["--host", "127.0.0.1", "--port", PORT, "--log-level", "warning"]
             servers.append(
-                Server(name, command, "/v1/embeddings", "naive", {**base, "NAIVE_MODEL": str(model_dir)})
+                Server(
+                    name,
+                    command,
+                    "/v1/embeddings",
+                    "naive",
+                    {**base, "NAIVE_MODEL": str(model_dir), "NAIVE_DEVICE": args.device},
+                )
             )
         else:
             raise SystemExit(f"unknown server {name!r}: expected some of {', '.join(ALL_SERVERS)}")
@@ -435,24 +459,31 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=float, default=3.0, help="seconds of load per server and length first"
     )
-    parser.add_argument("--servers", default=",".join(ALL_SERVERS))
+    parser.add_argument("--servers", default=None, help=f"default: {','.join(ALL_SERVERS)}")
     parser.add_argument("--infinity-env", default=".venv/infinity")
     parser.add_argument("--serve-args", default="", help="more flags for protoembed serve")
+    parser.add_argument(
+        "--device", default="cpu", help="the naive server's device (give protoembed's in --serve-args)"
+    )
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--prepare-infinity", nargs=3, help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
     if args.prepare_infinity:
         return _prepare_infinity(*args.prepare_infinity)
-    args.servers = [s for s in args.servers.split(",") if s]
+    if args.smoke:
+        smoke.enable()
+        args.servers = args.servers or "protoembed-onnx,naive"
+        args.concurrency, args.duration, args.rounds = "1", 0.5, 1
+        args.warmup, args.requests = 0.3, 20
+    args.servers = [s for s in (args.servers or ",".join(ALL_SERVERS)).split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",")]
     per_request = {"short": args.inputs, "long": args.long_inputs}
 
-    from protoembed.backbones import default_model_path
-
-    model_dir = Path(default_model_path())
+    model_dir = Path(smoke.model_dir())
     pools = inputs(Path(args.data_dir), model_dir)
-    print(cpu_line())
+    print(device_line(args.device))
     print(f"before: {load_line()}")
     for length, (texts, tokens) in pools.items():
         print(
@@ -528,7 +559,7 @@ def main() -> None:
         return max(names, key=score.get, default=None)
 
     ours, infinity, naive = best("protoembed"), best("infinity"), best("naive")
-    ratios = []
+    ratios, against_naive = [], []
     for length in LENGTHS:
         if ours and infinity:
             a, b = results[ours, length, top], results[infinity, length, top]
@@ -539,10 +570,9 @@ def main() -> None:
                 f"p99 {1000 * p99[0]:.0f} ms against {1000 * p99[1]:.0f} ms"
             )
         if ours and naive:
-            print(
-                f"{length}, concurrency {top}: {ours} / naive = "
-                f"{results[ours, length, top].rate / results[naive, length, top].rate:.2f}x sentences/s"
-            )
+            against_naive.append(results[ours, length, top].rate / results[naive, length, top].rate)
+            print(f"{length}, concurrency {top}: {ours} / naive = {against_naive[-1]:.2f}x sentences/s")
+    ratios = ratios or against_naive
     print(f"ratio={sum(ratios) / len(ratios) if ratios else float('nan'):.3f}")
 
 

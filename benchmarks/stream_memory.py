@@ -15,6 +15,8 @@ before the baseline; the peak is the rise of the resident set's high-water mark 
     python benchmarks/stream_memory.py [--rows 2000000] [--batch-size 64] [--shuffle-buffer 10000]
 
 Prints the CPU and the load average; last line: ``ratio=<in-memory peak rise / streamed peak rise>``.
+``--smoke``: 2,000 rows, batches of 8, a shuffle buffer of 100 (checks that the script runs; measures
+nothing).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import smoke
 from child import child_result
 from machine import cpu_line, load_line
 
@@ -130,7 +133,11 @@ def main() -> None:
     parser.add_argument("--shuffle-buffer", type=int, default=10_000)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:
+        smoke.enable()
+        args.rows, args.batch_size, args.shuffle_buffer = 2000, 8, 100
     if args.child:
         print(json.dumps(child(args.child, Path(args.corpus), args.batch_size, args.shuffle_buffer)))
         return

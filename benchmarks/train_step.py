@@ -26,6 +26,9 @@ built, nothing trained), plus that absolute maximum.
 
 Last line: ``ratio=<conpvp step time / simcse step time>`` (target: at most 1.6).
 
+``--smoke`` (any mode; checks that the script runs, measures nothing): a tiny random model in place of the
+default backbone, batch 4, 2 steps, 16 tokens; the CPU peak memory (two more processes) is left out.
+
 Supervised mode, ``--objective cosine_regression``: SBERT's siamese STS-B step of protoembed (the
 ``cosine_regression`` objective, mean head, both columns in one backbone forward) against
 sentence-transformers' own step on the same model folder (``SentenceTransformer`` + ``CosineSimilarityLoss``,
@@ -87,6 +90,8 @@ from pathlib import Path
 
 import torch
 
+import smoke
+
 OBJECTIVES = {"conpvp": ("soft_prompt", {}), "simcse": ("cls", {})}
 WORDS = [
     "the",
@@ -120,9 +125,7 @@ def sentences(count: int, tokens: int, data_dir: Path) -> list[str]:
     """``count`` sentences of at least ``tokens`` word pieces (Wikipedia sample, or synthetic text)."""
     from transformers import AutoTokenizer
 
-    from protoembed.backbones import default_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(smoke.model_dir())
     found: list[str] = []
     for path in sorted((data_dir / "unsup" / "wiki1m_sample").glob("*.txt")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -156,7 +159,7 @@ def build(name: str, tokens: int, device: str, length: str = "sentence"):
     # prompt heads count sentence tokens; plain heads count the whole input ([CLS] + sentence + [SEP])
     max_len = tokens if name == "conpvp" or length == "row" else tokens + 2
     torch.manual_seed(0)
-    embedder = protoembed.load("default", head=head, device=device)
+    embedder = protoembed.load(smoke.model_name(), head=head, device=device)
     objective = build_objective(name, embedder, max_seq_length=max_len, **options).to(device).train()
     if name == "conpvp" and length == "row":  # the objective owns the truncation of training inputs
         objective.views.max_seq_length = tokens - template_overhead(objective)
@@ -232,22 +235,20 @@ class SiameseStep:
     """One supervised training step: protoembed's ``cosine_regression`` or sentence-transformers' own."""
 
     def __init__(self, system: str, device: str, lr: float, head: str = "mean") -> None:
-        from protoembed.backbones import default_model_path
-
         torch.manual_seed(0)
         self.system, self.device = system, device
         if system == "protoembed":
             import protoembed
             from protoembed.objectives import build_objective
 
-            embedder = protoembed.load("default", head=head, device=device)
+            embedder = protoembed.load(smoke.model_name(), head=head, device=device)
             self.model = build_objective("cosine_regression", embedder).to(device).train()
             self.backbone = embedder.encoder.auto_model
         else:
             from sentence_transformers import SentenceTransformer
             from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
 
-            self.st = SentenceTransformer(str(default_model_path()), device=device)
+            self.st = SentenceTransformer(smoke.model_dir(), device=device)
             self.model = CosineSimilarityLoss(self.st).train()
             self.backbone = self.st[0].auto_model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
@@ -681,7 +682,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="--breakdown: alternating rounds per variant")
     parser.add_argument("--memory-steps", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure-rss", choices=sorted(OBJECTIVES), help=argparse.SUPPRESS)
+    smoke.add_argument(parser)
     args = parser.parse_args()
+    if args.smoke:  # whichever mode is asked for, small
+        smoke.enable()
+        smoke.tiny_model()  # built once, for the memory children too
+        args.batch_size, args.steps, args.tokens, args.memory_steps = 4, 2, 16, 1
+        args.mini_batch_size = args.mini_batch_size and 2
     if args.batch_size is None:
         args.batch_size = 32 if args.objective else 16
     if args.steps is None:
@@ -706,7 +713,11 @@ def main() -> None:
 
     device = args.device
     memory: dict[str, str] = {}
-    if not device.startswith("cuda"):  # first: a child's max RSS starts at its parent's at fork time
+    if (
+        args.smoke
+    ):  # two more interpreters; the children's code runs in the smoke run of the other modes' rows
+        memory = dict.fromkeys(OBJECTIVES, "peak memory not measured in a smoke run")
+    elif not device.startswith("cuda"):  # first: a child's max RSS starts at its parent's at fork time
         memory = {name: cpu_memory(name, args) for name in OBJECTIVES}
     data = sentences(args.batch_size * (args.steps + 1), args.tokens, Path(args.data_dir))
     batches = [data[i * args.batch_size : (i + 1) * args.batch_size] for i in range(args.steps + 1)]

@@ -21,6 +21,9 @@ above), one after the other in one process; it prints the encoding and probe tim
 difference between the two sets of vectors, and the same agreement line and last ``ratio=``.
 
     python benchmarks/transfer.py --end-to-end [--task MR] [--runtime torch|onnx] [--outer-folds 10]
+
+``--smoke`` (checks that the script runs; measures nothing): the probes on 400 random 16-dimensional
+features with two classes instead of the task's embeddings, one outer fold.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+import smoke
 from protoembed.runtimes import TORCH, runtime_choices
 
 
@@ -106,9 +110,9 @@ def time_probes(
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
-    from protoembed.evaluation.transfer import C_GRIDS, SEED, nested_selection
+    from protoembed.evaluation.transfer import SEED, nested_selection
 
-    grid = list(C_GRIDS[task])
+    grid = c_grid(task)
     started = time.perf_counter()
     chosen = nested_selection(x, y, outer, inner_folds=10, seed=SEED, grid=grid)
     ours = {
@@ -128,6 +132,20 @@ def time_probes(
     return ours, sklearn
 
 
+def c_grid(task: str) -> list[float]:
+    """The C values searched on ``task``: its task entry's ``c_grid`` (SentEval's grid for these tasks)."""
+    from protoembed.evaluation.tasks import get_task
+
+    return list(get_task(task).c_grid)
+
+
+def random_features(rows: int = 400, width: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A smoke run's classifier inputs: two Gaussian classes one standard deviation apart, labels 0/1."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=rows)
+    return rng.standard_normal((rows, width)) + y[:, None] * (1 / np.sqrt(width)), y
+
+
 def print_agreement(ours: dict[str, object], sklearn: dict[str, object], folds: int) -> None:
     """Whether the accuracies agree within 0.1 and in how many folds the chosen C is equal."""
     difference = ours["acc"] - sklearn["acc"]
@@ -140,12 +158,10 @@ def print_agreement(ours: dict[str, object], sklearn: dict[str, object], folds: 
 
 def end_to_end(args: argparse.Namespace) -> None:
     """Time the whole task (load + encode + probe) both ways and print the ratio."""
-    from protoembed.evaluation.transfer import C_GRIDS
-
     x, y, encode_time, st_x = end_to_end_features(args.task, args.data_dir, args.runtime)
     outer = outer_folds(x, y, args.outer_folds)
     print(
-        f"{args.task}: {x.shape[0]} examples, {len(outer)} outer folds, C grid {list(C_GRIDS[args.task])}, "
+        f"{args.task}: {x.shape[0]} examples, {len(outer)} outer folds, C grid {c_grid(args.task)}, "
         f"runtime {args.runtime}"
     )
     print(
@@ -176,18 +192,21 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("PROTOEMBED_DATA", "../shared/data"))
     parser.add_argument("--end-to-end", action="store_true", help="time loading + encoding + probe")
     parser.add_argument("--runtime", choices=runtime_choices(), default=TORCH, help="with --end-to-end")
+    smoke.add_argument(parser)
     args = parser.parse_args()
-    if args.end_to_end:
+    if args.end_to_end and not args.smoke:
         end_to_end(args)
         return
 
-    from protoembed.evaluation.transfer import C_GRIDS
-
-    x, y = task_features(args.task, args.data_dir, args.cache)
+    if args.smoke:
+        smoke.enable()
+        (x, y), args.outer_folds = random_features(), 1
+    else:
+        x, y = task_features(args.task, args.data_dir, args.cache)
     outer = outer_folds(x, y, args.outer_folds)
     print(
         f"{args.task}: {x.shape[0]} examples x {x.shape[1]} features, {len(outer)} outer folds, "
-        f"C grid {list(C_GRIDS[args.task])}"
+        f"C grid {c_grid(args.task)}"
     )
     ours, sklearn = time_probes(x, x, y, args.task, outer)
     print(f"protoembed:   {ours['time']:8.1f} s  acc {ours['acc']:.2f}  C {ours['C']}")

@@ -81,8 +81,9 @@ SUBPROCESS_TESTS = (
     "test_report.py::test_report_and_analyze_commands_load_no_torch",
     "test_readme_tables.py",
     "test_threads.py::test_model_commands_size_torch_s_threads_before_it_loads",
-    "test_bench_device_check.py",
     "test_bench_feed_rate.py",
+    "test_bench_gpu_check.py",
+    "test_benchmarks_smoke.py",
     "test_docs_site.py",  # mkdocs build
     "test_serve_cli.py::test_a_port_in_use_is_one_line_and_exit_2_before_the_model_loads",
     "test_serve_cli.py::test_a_folder_that_is_not_a_model_is_one_line_and_exit_2",
