@@ -47,7 +47,7 @@ def test_the_flags_are_the_fields():
         assert action.help.startswith(field.description)
     assert flags["runtime"].choices == runtime_choices() == ("auto", "torch", "onnx", "openvino")
     assert flags["runtime"].default == AUTO == "auto"
-    assert flags["precision"].choices == PRECISIONS == ("fp32", "bf16")
+    assert flags["precision"].choices == PRECISIONS == ("fp32", "bf16", "fp16")
     assert heads_help() in flags["head"].help and flags["head"].metavar == "HEAD"
     assert flags["max_seq_length"].metavar == "N" and flags["max_seq_length"].default is None
     assert flags["model"].default == "default"
