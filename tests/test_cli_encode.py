@@ -113,7 +113,7 @@ def test_folder_mode_errors_are_one_line_exit_2(tiny_model_dirs, tmp_path, capsy
         (["encode", str(tmp_path / "in.jsonl"), "-o", out, "--field", "text"], "in.jsonl:2: no field 'text'"),
         (
             ["encode", str(tmp_path), "-o", out],
-            f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), .jsonl, .jsonl.gz, .csv, .parquet (encode each file of the directory, or join them into one)",
+            f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), *.jsonl, *.jsonl.gz, *.csv, *.csv.gz, *.tsv, *.tsv.gz, *.parquet (encode each file of the directory, or join them into one)",
         ),
         (["encode", str(txt), "-o", str(taken), *model], "holds another run's output (shard-00000.npy)"),
         (["encode", str(txt), "-o", str(tmp_path / "o.npy"), "--resume"], "--resume needs an output folder"),

@@ -83,7 +83,7 @@ def test_shards_equal_the_model_encode_and_read_back_as_one_array(
     assert manifest["complete"] and manifest["rows"] == 23 and manifest["dimension"] == 32
     assert manifest["input"] == {
         "path": str(src.resolve()),
-        "format": "txt",
+        "format": "text",
         "field": None,
         "rows": 23,
         "size": src.stat().st_size,
@@ -230,7 +230,7 @@ def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
         (
             tmp_path,
             {},
-            f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), .jsonl, .jsonl.gz, .csv, .parquet",
+            f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), *.jsonl, *.jsonl.gz, *.csv, *.csv.gz, *.tsv, *.tsv.gz, *.parquet",
         ),
         (txt, {"field": "text"}, "--field / --column name the text of jsonl, csv or parquet input"),
         (txt, {"format": "xml"}, "unknown corpus format 'xml'"),

@@ -24,7 +24,15 @@ from protoembed.commands.common import (
     spec_from_args,
 )
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
-from protoembed.corpus.sources import AUTO, CORPUS_FILES, FORMATS, blank_error, corpus_source, no_rows_error
+from protoembed.corpus.sources import (
+    ALIASES,
+    AUTO,
+    CORPUS_FILES,
+    FORMATS,
+    blank_error,
+    corpus_source,
+    no_rows_error,
+)
 from protoembed.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
 from protoembed.progress import LINE_EVERY
 
@@ -71,12 +79,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=(AUTO, *FORMATS),
+        choices=(AUTO, *FORMATS, *ALIASES),
         default=AUTO,
-        help="input format (default auto: by the file name, .jsonl, .jsonl.gz, .csv, .parquet; text lines else)",
+        help=f"input format (default auto: by the file name: {CORPUS_FILES}; "
+        + ", ".join(f"{alias}: {name}" for alias, name in ALIASES.items())
+        + ")",
     )
     parser.add_argument("--field", metavar="F", help="jsonl: the field holding the text")
-    parser.add_argument("--column", metavar="C", help="csv, parquet: the column holding the text")
+    parser.add_argument(
+        "--column",
+        metavar="C",
+        help=f"{', '.join(f for f in FORMATS[1:] if f != 'jsonl')}: the column holding the text",
+    )
     add_model_options(parser)
     add_pipeline_options(parser)
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from protoembed.data.download.fetch import sha256_file
 from protoembed.errors import ProtoembedError
@@ -73,6 +73,15 @@ class InputRecord(BaseModel):
     field: str | None
     rows: int
     size: int
+
+    @field_validator("format")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        """A format by its registry name (a manifest written before the formats had one table says
+        ``txt``: resumed as ``text``)."""
+        from protoembed.corpus.sources import ALIASES
+
+        return ALIASES.get(value, value)
 
 
 class EncodeSettings(BaseModel):

@@ -4,14 +4,16 @@ A :class:`CorpusSource` names a file, its format and (for a table) the field or 
 :meth:`CorpusSource.rows` reads it again each time it is called, one ``(position, text)`` pair at a time,
 so memory never holds the whole file. The formats and their readers:
 
-- ``txt``: one sentence per line, by :func:`protoembed.data.lines.iter_lines` (the rules of every text
-  input: UTF-8, lines split on ``\\n`` only, CRLF ends removed); every line is a row, empty ones too
-  (they are refused when encoded, unless empty sentences are allowed);
-- ``jsonl`` (``*.jsonl``, ``*.jsonl.gz``), ``csv``, ``parquet``: the openers of
-  :mod:`protoembed.data.training.tables` (blank lines and blank CSV rows are skipped, not rows); the text
-  is the named field / column of each row, which must hold a string.
+- ``text`` (``txt`` is the same): one sentence per line, by :func:`protoembed.data.lines.iter_lines` (the
+  rules of every text input: UTF-8, lines split on ``\\n`` only, CRLF ends removed); every line is a row,
+  empty ones too (they are refused when encoded, unless empty sentences are allowed);
+- the table formats of the training-data registry (:func:`protoembed.data.training.formats.table_formats`:
+  ``jsonl``, ``csv``, ``tsv``, ``parquet``), by their openers (blank lines and blank CSV rows are skipped,
+  not rows); the text is the named field / column of each row, which must hold a string.
 
-``auto`` picks the format by the file name's ending (:data:`SUFFIXES`), text lines for any other.
+One table, :data:`protoembed.data.training.formats.FORMATS`, names them, their file-name patterns and their
+openers for training and for ``encode`` alike. ``auto`` picks a table format by the file name (its
+patterns), text lines for any other name.
 Errors are one line naming the file and the line (``file:12``) or row (``file: row 12``). Nothing here
 imports torch.
 """
@@ -21,24 +23,26 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 from protoembed.data.lines import iter_lines
-from protoembed.data.training.tables import EMPTY_LINE, Table, open_csv, open_jsonl, open_parquet, position
+from protoembed.data.training.formats import FORMATS as DATA_FORMATS
+from protoembed.data.training.formats import TEXT, table_formats
+from protoembed.data.training.tables import EMPTY_LINE, Table, position
 from protoembed.errors import ProtoembedError
 
-#: The formats a corpus is read in.
-FORMATS = ("txt", "jsonl", "csv", "parquet")
+#: The formats a corpus is read in: text lines, then the table formats (their names and patterns come from
+#: the training-data registry).
+FORMATS = (TEXT, *table_formats())
+#: Other names of formats (``txt``: this module's name for text lines before the registry's).
+ALIASES = {"txt": TEXT}
 #: The format that picks one of :data:`FORMATS` by the file name.
 AUTO = "auto"
-#: File-name endings -> format, for ``auto`` (any other name: ``txt``).
-SUFFIXES = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".csv": "csv", ".parquet": "parquet", ".txt": "txt"}
 #: What a corpus file may be, for help and messages.
 CORPUS_FILES = "UTF-8 text (one sentence per line), " + ", ".join(
-    suffix for suffix, fmt in SUFFIXES.items() if fmt != "txt"
+    pattern for name in table_formats() for pattern in DATA_FORMATS[name].patterns
 )
-#: The table openers by format.
-_OPENERS = {"jsonl": open_jsonl, "csv": open_csv, "parquet": open_parquet}
 
 
 def _kind(value: object) -> str:
@@ -73,10 +77,12 @@ class CorpusSource:
             ProtoembedError: a line that is not UTF-8 / not a JSON object, a row without the field or
                 with a non-string value, a table without the column (its columns listed).
         """
-        if self.format == "txt":
+        if self.format == TEXT:
             yield from enumerate(iter_lines(self.path), start=1)
             return
-        table: Table = _OPENERS[self.format](self.path)
+        opener = DATA_FORMATS[self.format].table
+        assert opener is not None
+        table: Table = opener(self.path)
         if table.fields is not None and self.field not in table.fields:
             raise ProtoembedError(
                 f"{self.path}: no column {self.field!r}; its columns are {', '.join(table.fields) or 'none'}"
@@ -97,9 +103,11 @@ class CorpusSource:
 
 
 def format_of(path: str | os.PathLike[str]) -> str:
-    """The format ``auto`` picks for ``path``: by its ending (:data:`SUFFIXES`), else ``txt``."""
+    """The format ``auto`` picks for ``path``: the first table format whose file-name patterns match it
+    (case ignored), else text lines."""
     name = Path(path).name.lower()
-    return next((fmt for suffix, fmt in SUFFIXES.items() if name.endswith(suffix)), "txt")
+    matches = (fmt for fmt in table_formats() if any(fnmatch(name, p) for p in DATA_FORMATS[fmt].patterns))
+    return next(matches, TEXT)
 
 
 def corpus_source(
@@ -112,7 +120,8 @@ def corpus_source(
 
     Args:
         path: the file.
-        format: one of :data:`FORMATS`, or ``auto`` / ``None`` (by the file name: :func:`format_of`).
+        format: one of :data:`FORMATS` (or an alias, :data:`ALIASES`), or ``auto`` / ``None`` (by the file
+            name: :func:`format_of`).
         field: the JSONL field holding the text; ``column``: the CSV / Parquet column (either name is
             taken for any table format; both must agree when both are given).
     Raises:
@@ -129,6 +138,7 @@ def corpus_source(
         raise ProtoembedError(f"{path}: file not found")
     if format in (None, AUTO):
         format = format_of(path)
+    format = ALIASES.get(format, format)
     if format not in FORMATS:
         raise ProtoembedError(
             f"unknown corpus format {format!r}: expected {AUTO} or one of {', '.join(FORMATS)}"
@@ -138,11 +148,11 @@ def corpus_source(
             f"{path}: give the text's field or its column, not both ({field!r}, {column!r})"
         )
     name = field if field is not None else column
-    if format == "txt":
+    if format == TEXT:
         if name is not None:
             raise ProtoembedError(
-                f"{path}: --field / --column name the text of jsonl, csv or parquet input; this file is read "
-                "as text lines (format txt), one sentence per line"
+                f"{path}: --field / --column name the text of {', '.join(table_formats())} input; this file is read "
+                "as text lines (format text), one sentence per line"
             )
         return CorpusSource(path, format)
     if name is None:
@@ -191,7 +201,7 @@ def scan(source: CorpusSource) -> Scan:
 
 def no_rows_error(source: CorpusSource) -> ProtoembedError:
     """The one-line error for an input without rows (``file: no lines to encode``)."""
-    return ProtoembedError(f"{source.path}: no {'lines' if source.format == 'txt' else 'rows'} to encode")
+    return ProtoembedError(f"{source.path}: no {'lines' if source.format == TEXT else 'rows'} to encode")
 
 
 def blank_error(source: CorpusSource, positions: list[int] | tuple[int, ...], count: int) -> ProtoembedError:
@@ -200,8 +210,8 @@ def blank_error(source: CorpusSource, positions: list[int] | tuple[int, ...], co
     shown = ", ".join(map(str, positions[:BLANKS_KEPT])) + (
         " ..." if count > len(positions[:BLANKS_KEPT]) else ""
     )
-    what = "line" if source.format == "txt" else source.unit
+    what = "line" if source.format == TEXT else source.unit
     return ProtoembedError(
-        f"{source.path}: {count} empty or blank {'line' if source.format == 'txt' else 'text'}(s) ({what} "
+        f"{source.path}: {count} empty or blank {'line' if source.format == TEXT else 'text'}(s) ({what} "
         f"{shown}); remove them or pass --allow-empty to encode them as the template alone"
     )

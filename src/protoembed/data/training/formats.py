@@ -41,6 +41,7 @@ from protoembed.data.training.nli import (
 from protoembed.data.training.pairs import read_sick_examples, read_stsb_examples
 from protoembed.data.training.tables import (
     ExampleStream,
+    Table,
     open_csv,
     open_jsonl,
     open_parquet,
@@ -64,13 +65,15 @@ Streamer = Callable[..., ExampleStream]
 class Format:
     """A registered file format: its reader, the file-name patterns that select it, the columns it yields
     (``()``: the file's own, named like protoembed's or mapped: a table format, which takes a column
-    mapping), a description, and optionally the streamed reader (``data.streaming``)."""
+    mapping), a description, optionally the streamed reader (``data.streaming``) and, for a table read
+    from one file, its opener (``path -> Table``: what ``protoembed encode`` reads a corpus with)."""
 
     reader: Reader
     patterns: tuple[str, ...]
     columns: tuple[str, ...]
     description: str
     stream: Streamer | None = None
+    table: Callable[..., Table] | None = None
 
     @property
     def mapped(self) -> bool:
@@ -149,6 +152,7 @@ FORMATS: dict[str, Format] = {
         (),
         "JSON lines: one object per line, keys named like the example columns or mapped",
         streamer("jsonl", open_jsonl),
+        open_jsonl,
     ),
     "csv": Format(
         reader("csv", open_csv),
@@ -156,6 +160,7 @@ FORMATS: dict[str, Format] = {
         (),
         "CSV with a header row naming the columns (named like the example columns or mapped)",
         streamer("csv", open_csv),
+        open_csv,
     ),
     "tsv": Format(
         reader("tsv", open_tsv),
@@ -163,6 +168,7 @@ FORMATS: dict[str, Format] = {
         (),
         "tab-separated values (no quoting) with a header row naming the columns",
         streamer("tsv", open_tsv),
+        open_tsv,
     ),
     "parquet": Format(
         reader("parquet", open_parquet),
@@ -170,6 +176,7 @@ FORMATS: dict[str, Format] = {
         (),
         "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
         streamer("parquet", open_parquet),
+        open_parquet,
     ),
     "hf_dataset": Format(
         reader("hf_dataset", open_hf_dataset),
@@ -180,6 +187,16 @@ FORMATS: dict[str, Format] = {
         streamer("hf_dataset", open_hf_dataset),
     ),
 }
+
+
+#: The format of text lines, one sentence a line (the fallback of :func:`infer_format`).
+TEXT = "text"
+
+
+def table_formats() -> list[str]:
+    """The formats of tables read from one file (:attr:`Format.table`): ``jsonl``, ``csv``, ``tsv``,
+    ``parquet``."""
+    return [name for name, spec in FORMATS.items() if spec.table is not None]
 
 
 def infer_format(path: str | os.PathLike[str], columns: Mapping[str, str] | None = None) -> str:
