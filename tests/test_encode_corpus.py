@@ -146,7 +146,7 @@ def test_every_format_gives_the_same_shards(model, tmp_path, one_thread):
     import pyarrow.parquet as pq
 
     texts = [*SENTENCES[:10], 'with "quotes", and a comma', *SENTENCES[10:]]
-    runs = {"txt": write_txt(tmp_path / "in.txt", texts)}
+    runs = {"text": write_txt(tmp_path / "in.txt", texts)}
     lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(texts)]
     lines.insert(4, "")
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -156,21 +156,26 @@ def test_every_format_gives_the_same_shards(model, tmp_path, one_thread):
         writer.writerow(["id", "sentence"])
         writer.writerows(enumerate(texts))
     runs["csv"] = tmp_path / "in.csv"
+    with open(tmp_path / "in.tsv", "w", newline="", encoding="utf-8") as handle:
+        handle.write("id\tsentence\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(texts)))
+    runs["tsv"] = tmp_path / "in.tsv"
     pq.write_table(pa.table({"sentence": texts, "n": list(range(len(texts)))}), tmp_path / "in.parquet")
     runs["parquet"] = tmp_path / "in.parquet"
     hashes = {}
     for fmt, path in runs.items():
-        options = {"field": "text"} if fmt == "jsonl" else {"column": "sentence"} if fmt != "txt" else {}
+        options = {"field": "text"} if fmt == "jsonl" else {"column": "sentence"} if fmt != "text" else {}
         out = tmp_path / f"out-{fmt}"
         encode_corpus(model, path, out, shard_size=6, batch_size=4, **options)
         assert read_manifest(out).input.format == fmt  # picked by the file name
         hashes[fmt] = shard_hashes(out)
-    assert len(hashes["txt"]) == 4
-    assert (
-        hashes["jsonl"] == hashes["txt"]
-        and hashes["csv"] == hashes["txt"]
-        and hashes["parquet"] == hashes["txt"]
-    )
+    assert len(hashes["text"]) == 4
+    assert all(hashes[fmt] == hashes["text"] for fmt in ("jsonl", "csv", "tsv", "parquet"))
+    # a folder whose manifest says txt (this format's name before the formats had one table) resumes
+    manifest = read_manifest(tmp_path / "out-text")
+    manifest.input.format, manifest.complete = "txt", False
+    corpus_encoding.write_manifest(tmp_path / "out-text", manifest)
+    encode_corpus(model, runs["text"], tmp_path / "out-text", shard_size=6, batch_size=4, resume=True)
+    assert read_manifest(tmp_path / "out-text").input.format == "text"
     # an explicit format overrides the name
     (tmp_path / "lines.data").write_text("\n".join(lines) + "\n", encoding="utf-8")
     encode_corpus(
@@ -182,7 +187,7 @@ def test_every_format_gives_the_same_shards(model, tmp_path, one_thread):
         shard_size=6,
         batch_size=4,
     )
-    assert shard_hashes(tmp_path / "o2") == hashes["txt"]
+    assert shard_hashes(tmp_path / "o2") == hashes["text"]
 
 
 def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
@@ -232,7 +237,7 @@ def test_bad_input_is_one_line_naming_the_file_and_line(model, tmp_path):
             {},
             f"{tmp_path}: a directory; expected one corpus file: UTF-8 text (one sentence per line), *.jsonl, *.jsonl.gz, *.csv, *.csv.gz, *.tsv, *.tsv.gz, *.parquet",
         ),
-        (txt, {"field": "text"}, "--field / --column name the text of jsonl, csv or parquet input"),
+        (txt, {"field": "text"}, "--field / --column name the text of jsonl, csv, tsv, parquet input"),
         (txt, {"format": "xml"}, "unknown corpus format 'xml'"),
     ]
     for path, options, message in cases:
