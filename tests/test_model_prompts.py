@@ -121,3 +121,48 @@ def test_a_training_config_and_the_settings_take_prompts(saved):
     with pytest.raises(ProtoembedError) as err:
         model_spec(prompts={"query": 1})
     assert "prompts" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("head", ["mean", "mask"])
+def test_the_default_prompt_is_saved_and_applied_as_sentence_transformers_applies_it(
+    tiny_model_dirs, tmp_path, head, one_thread, monkeypatch
+):
+    """``default_prompt_name`` goes before every input when no prompt is named, in ``encode``, in
+    sentence-transformers' ``encode`` of the saved folder, in an export and in the server; a named prompt
+    or an explicit one replaces it; new prompts without that name drop it; a config naming a default
+    that is not one of its prompts is refused."""
+    import httpx
+
+    from test_serve import running
+
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head=head, prompts=PROMPTS)
+    model.default_prompt_name = "query"
+    prompted = model.encode(TEXTS, prompt_name="query")
+    np.testing.assert_array_equal(model.encode(TEXTS), prompted)
+    assert np.abs(model.encode(TEXTS, prompt="") - prompted).max() > 1e-3
+    np.testing.assert_array_equal(
+        model.encode(TEXTS, prompt_name="document"),
+        model.encode([PROMPTS["document"] + t for t in TEXTS], prompt=""),
+    )
+    folder = model.save(tmp_path / "saved")
+    config = json.loads((folder / ST_CONFIG_FILE).read_text(encoding="utf-8"))
+    assert config["default_prompt_name"] == "query"
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=head != "mean")
+    assert st.default_prompt_name == "query"
+    assert np.abs(st.encode(TEXTS) - prompted).max() <= 1e-6
+    reloaded = protoembed.load(str(folder))
+    assert reloaded.default_prompt_name == "query"
+    assert np.abs(reloaded.encode(TEXTS) - prompted).max() <= 1e-6
+    assert protoembed.load(str(folder), prompts={"document": "d : "}).default_prompt_name is None
+    exported = protoembed.load(str(export_embedder(reloaded, tmp_path / "export")))
+    assert exported.default_prompt_name == "query"
+    assert np.abs(exported.encode(TEXTS) - prompted).max() <= 1e-5
+    with running(reloaded) as (base, _):
+        body = {"input": TEXTS, "encoding_format": "float"}
+        served = httpx.post(f"{base}/v1/embeddings", json=body, timeout=60).json()["data"]
+        assert np.abs(np.array([d["embedding"] for d in served]) - prompted).max() <= 1e-6
+    config["default_prompt_name"] = "title"
+    (folder / ST_CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ProtoembedError, match="default_prompt_name 'title' is not one of its prompts"):
+        protoembed.load(str(folder))

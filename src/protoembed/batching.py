@@ -426,6 +426,10 @@ class Encodes:
     :meth:`encoding`."""
 
     prompts: dict[str, str]
+    #: the prompt :meth:`encode` puts before every input when neither ``prompt_name`` nor ``prompt`` is
+    #: given (a name of :attr:`prompts`; ``None``: none), as sentence-transformers applies its
+    #: ``default_prompt_name``
+    default_prompt_name: str | None = None
 
     def batch_encoder(self) -> BatchEncoder:
         """The encode pipeline over this model's tokenisation and forward."""
@@ -475,7 +479,8 @@ class Encodes:
             precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA only) for this call (default: the model's
                 own); an export runs in its own precision only.
             prompt_name: put the model's prompt of that name (``prompts``) before each sentence
-                (``query`` / ``document`` when the model has none: no prompt).
+                (``query`` / ``document`` when the model has none: no prompt; ``None`` with no ``prompt``:
+                :attr:`default_prompt_name`'s).
             prompt: put this text before each sentence instead.
             tokenizer_workers: threads that tokenise (default: the cores the forward does not need,
                 :func:`default_tokenizer_workers`: 1 on a CPU of up to 31 cores; on CUDA, the cores but
@@ -494,6 +499,8 @@ class Encodes:
                 sentences named), or (:class:`~protoembed.errors.EmptySentenceError`) empty sentences
                 without ``allow_empty``.
         """
+        if prompt_name is None and prompt is None:  # as sentence-transformers applies it
+            prompt_name = self.default_prompt_name
         sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
         with self.encoding(precision):
             return self.batch_encoder().encode(

@@ -185,7 +185,7 @@ class Embedder(torch.nn.Module, Encodes):
                 modules[0] = LayoutModule(TRANSFORMER, self.encoder)
             write_modules(tmp, modules)
             versions = library_versions("sentence_transformers", "transformers", "pytorch")
-            write_st_config(tmp, versions, self.prompts, self.similarity_fn_name)
+            write_st_config(tmp, versions, self.prompts, self.similarity_fn_name, self.default_prompt_name)
             write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
             write_model_card(tmp, name=Path(path).name)
 

@@ -13,10 +13,13 @@ This module is the one home of the prompt names and of the rule that applies a p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from protoembed.errors import ProtoembedError
+
+logger = logging.getLogger(__name__)
 
 #: The prompt of queries (the retrieval suite's queries, ``search``'s queries, ``mine``'s anchors).
 QUERY = "query"
@@ -73,3 +76,12 @@ def apply_prompt(
     if not isinstance(sentences, Iterable):
         return sentences
     return [text + s if isinstance(s, str) else s for s in sentences]
+
+
+def kept_default(default_prompt_name: str | None, prompts: Mapping[str, str]) -> str | None:
+    """A model's default prompt name once its prompts are replaced: kept when the new prompts have it, else
+    ``None`` (logged: replacing the prompts drops a default they no longer define)."""
+    if default_prompt_name is None or default_prompt_name in prompts:
+        return default_prompt_name
+    logger.info("the new prompts have no %r: the model no longer has a default prompt", default_prompt_name)
+    return None

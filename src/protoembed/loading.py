@@ -25,6 +25,7 @@ from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.runtime import is_export_dir, open_export
 from protoembed.heads import HEADS, get_head
+from protoembed.input_prompts import kept_default
 from protoembed.inputs import resolve_device
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.precision import check_fp16
@@ -127,7 +128,7 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
         check_export_runtime(spec.runtime, path)
         return open_export(path, spec)
-    saved = {"prompts": {}, "similarity_fn_name": None}
+    saved: dict[str, Any] = {"prompts": {}, "similarity_fn_name": None, "default_prompt_name": None}
     if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
@@ -164,6 +165,7 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     if spec.normalize is not None:
         embedder.normalize = spec.normalize
     embedder.prompts = dict(saved["prompts"] if spec.prompts is None else spec.prompts)
+    embedder.default_prompt_name = kept_default(saved.get("default_prompt_name"), embedder.prompts)
     embedder.similarity_fn_name = saved["similarity_fn_name"] or DEFAULT_SCORE_FUNCTION
     if spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports:  # its fp32 export, made once, cached
         from protoembed.export.cache import onnx_embedder

@@ -30,6 +30,7 @@ class SentenceEmbedder(Protocol):
         runtime: the registry name of the runtime that runs it (a key of
             :data:`protoembed.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
         prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.input_prompts`).
+        default_prompt_name: the prompt ``encode`` applies when none is named (``None``: none).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
             :mod:`protoembed.semantic_search`).
     """
@@ -39,6 +40,7 @@ class SentenceEmbedder(Protocol):
     normalize: bool
     runtime: str
     prompts: dict[str, str]
+    default_prompt_name: str | None
     similarity_fn_name: str
 
     @property

@@ -110,22 +110,28 @@ def library_versions(*names: str) -> dict[str, str]:
 
 
 def write_st_config(
-    folder: Path, versions: dict[str, str], prompts: dict[str, str], similarity_fn_name: str
+    folder: Path,
+    versions: dict[str, str],
+    prompts: dict[str, str],
+    similarity_fn_name: str,
+    default_prompt_name: str | None = None,
 ) -> None:
-    """Write ``config_sentence_transformers.json``: ``versions``, the model's ``prompts`` (name -> text;
-    no default prompt) and its ``similarity_fn_name`` (``cosine``, ``dot``)."""
+    """Write ``config_sentence_transformers.json``: ``versions``, the model's ``prompts`` (name -> text),
+    its ``default_prompt_name`` (the prompt ``encode`` puts before every input when none is named;
+    ``None``: none) and its ``similarity_fn_name`` (``cosine``, ``dot``)."""
     config = {
         "__version__": versions,
         "prompts": dict(prompts),
-        "default_prompt_name": None,
+        "default_prompt_name": default_prompt_name,
         "similarity_fn_name": similarity_fn_name,
     }
     write_json(folder / ST_CONFIG_FILE, config)
 
 
 def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """``prompts`` (name -> text, ``{}`` when none) and ``similarity_fn_name`` (``None`` when not named)
-    of ``folder``'s ``config_sentence_transformers.json``; both empty when there is no such file.
+    """``prompts`` (name -> text, ``{}`` when none), ``similarity_fn_name`` and ``default_prompt_name``
+    (``None`` when not named) of ``folder``'s ``config_sentence_transformers.json``; empty when there is no
+    such file.
 
     Raises:
         ValueError: a file that is not JSON, or prompts that are not a mapping of texts (the file named).
@@ -135,7 +141,16 @@ def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     prompts = config.get("prompts") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
         raise ValueError(f"{path}: 'prompts' must map prompt names to texts, got {prompts!r}")
-    return {"prompts": dict(prompts), "similarity_fn_name": config.get("similarity_fn_name")}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ValueError(
+            f"{path}: default_prompt_name {default!r} is not one of its prompts ({', '.join(prompts) or 'none'})"
+        )
+    return {
+        "prompts": dict(prompts),
+        "similarity_fn_name": config.get("similarity_fn_name"),
+        "default_prompt_name": default,
+    }
 
 
 def write_sentence_bert_config(

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from protoembed.export.layout import EXPORT_CONFIG, PROMPTS, SIMILARITY_FN_NAME, check_export_target
+from protoembed.export.layout import (
+    DEFAULT_PROMPT_NAME,
+    EXPORT_CONFIG,
+    PROMPTS,
+    SIMILARITY_FN_NAME,
+    check_export_target,
+)
 from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
 from protoembed.runtimes import DEFAULT_FORMAT
@@ -146,6 +152,7 @@ def export_embedder(
             "opset": OPSET,
             "quantize": quantize,
             PROMPTS: dict(model.prompts),
+            DEFAULT_PROMPT_NAME: model.default_prompt_name,
             SIMILARITY_FN_NAME: model.similarity_fn_name,
             **extra,
         }

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 #: Bumped whenever a reader of an older version could misread a newer folder (2: OpenVINO folders).
 FORMAT_VERSION = 2
 EXPORT_CONFIG = "protoembed_export.json"
-#: Keys of :data:`EXPORT_CONFIG`: the model's input prompts and its score function (the names of
-#: ``config_sentence_transformers.json``).
+#: Keys of :data:`EXPORT_CONFIG`: the model's input prompts, its default prompt's name and its score
+#: function (the names of ``config_sentence_transformers.json``).
 PROMPTS = "prompts"
+DEFAULT_PROMPT_NAME = "default_prompt_name"
 SIMILARITY_FN_NAME = "similarity_fn_name"
 GRAPH_FILE = "onnx/model.onnx"
 #: Values of ``--quantize`` (fp32 when not given).

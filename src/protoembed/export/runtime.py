@@ -27,12 +27,14 @@ from protoembed.batching import BatchEncoder, Encodes
 from protoembed.encoder import PromptEncoder
 from protoembed.errors import ProtoembedError
 from protoembed.export.layout import (
+    DEFAULT_PROMPT_NAME,
     EXPORT_CONFIG,
     FORMAT_VERSION,
     PROMPTS,
     SIMILARITY_FN_NAME,
     is_export_dir,  # noqa: F401 (imported from here by protoembed.loading)
 )
+from protoembed.input_prompts import kept_default
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.precision import check_precision
 from protoembed.runtimes import (
@@ -88,6 +90,7 @@ class ExportedEmbedder(Encodes):
         self.head: str = config["head"]
         self.normalize = normalize
         self.prompts: dict[str, str] = dict(config.get(PROMPTS) or {})
+        self.default_prompt_name: str | None = config.get(DEFAULT_PROMPT_NAME)
         self.similarity_fn_name: str = config.get(SIMILARITY_FN_NAME) or DEFAULT_SCORE_FUNCTION
         self._inputs: list[str] = list(config["inputs"])  # the graph's input names, in order
         #: the export folder it was opened from (set by :func:`load_export`; keys the embedding store)
@@ -243,6 +246,7 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
     embedder.root = root
     if spec.prompts is not None:
         embedder.prompts = dict(spec.prompts)
+        embedder.default_prompt_name = kept_default(embedder.default_prompt_name, embedder.prompts)
     if precision is not None and embedder.precision != precision:
         logger.warning(
             "%s: %s runs in %s on this CPU (no native %s)", root, entry.label, embedder.precision, precision

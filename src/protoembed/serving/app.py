@@ -348,12 +348,15 @@ def create_app(
         value: Any, field: str, prompt_name: str | None = None, truncate: bool = True
     ) -> tuple[np.ndarray, int]:
         """``(vectors, tokens)`` of a request's inputs (:mod:`protoembed.serving.inputs`): rows built on a
-        tokenizer thread, with the model's prompt ``prompt_name`` (``None``: none) and, without
+        tokenizer thread, with the model's prompt ``prompt_name`` (``None``: its default prompt, as
+        ``encode`` applies it) and, without
         ``truncate``, texts longer than the model takes refused; queued for the batcher within the
         queued-token limit."""
         try:
             inputs = parse_inputs(value, field, settings.max_inputs_per_request, settings.max_input_chars)
-            prompt = prompt_text(model.prompts, prompt_name)
+            prompt = prompt_text(
+                model.prompts, model.default_prompt_name if prompt_name is None else prompt_name
+            )
         except InputError as err:
             raise APIError(err.status, err.message, field, err.code) from None
         except ProtoembedError as err:  # an unknown prompt name
