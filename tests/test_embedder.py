@@ -235,3 +235,44 @@ def test_a_new_head_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, ti
     np.testing.assert_allclose(vectors, means * np.sqrt(counts)[:, None], rtol=1e-5, atol=1e-6)
     cfg = config_from_dict({"head": "sqrt", "objective": "simcse", "data": {"corpus": "x.txt"}})
     assert cfg.head == "sqrt" and "sqrt: mean times sqrt(tokens)" in heads_help()
+
+
+def test_soft_prompt_rows_are_filled_without_a_device_sync(tiny_model_dirs):
+    """A batch mixing anchors (soft prompt) and prototypes (``soft_prompt_rows`` False) of different
+    lengths: the slots right before each flagged row's mask hold the soft prompt, every other position its
+    word embedding (a loop per row is the reference), the soft prompt gets the gradient of its slots alone,
+    and no operator whose output shape depends on the data runs (indexing by a boolean mask, which waits for
+    the device to count it)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="soft_prompt", n_soft_prompt=2)
+    encoder = embedder.encoder
+    ids, masks = encoder.tokenize_ids(["a man is playing a guitar", "the cat", "two dogs run"])
+    features = encoder.collate(ids, masks)
+    features["soft_prompt_rows"] = torch.tensor([True, False, True])
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            indexes = [
+                i for a in args if isinstance(a, (list, tuple)) for i in a if isinstance(i, torch.Tensor)
+            ]
+            if any(i.dtype == torch.bool for i in indexes) or func.__name__.startswith("nonzero"):
+                self.seen.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Ops() as ops:
+        embeds = encoder.input_embeddings(features)
+    assert not ops.seen, ops.seen  # the shapes follow from the batch's alone
+    words = encoder.auto_model.get_input_embeddings()(features["input_ids"]).detach()
+    expected = words.clone()
+    for row, flagged in enumerate(features["soft_prompt_rows"].tolist()):
+        if flagged:
+            mask = int(features["mask_index"][row])
+            expected[row, mask - 2 : mask] = encoder.soft_prompt.detach()
+    torch.testing.assert_close(embeds.detach(), expected, atol=0, rtol=0)
+    embeds.sum().backward()
+    torch.testing.assert_close(encoder.soft_prompt.grad, torch.full_like(encoder.soft_prompt, 2.0))  # 2 rows

@@ -333,21 +333,20 @@ class PromptEncoder(InputModule):
         The ``n_soft_prompt`` slots right before ``mask_index`` are replaced in every row, or only in the
         rows flagged by an optional boolean feature ``soft_prompt_rows`` (B,) (batches that mix anchors with
         discrete-template prototypes, ConPVP).
+
+        Written with shapes fixed by the batch alone (a slot mask and a gather, no boolean indexing), so
+        the forward never waits for the device to count the flagged rows.
         """
         embeds = self.auto_model.get_input_embeddings()(features["input_ids"])
-        rows = torch.arange(embeds.size(0), device=embeds.device)
-        if "soft_prompt_rows" in features:
-            rows = rows[features["soft_prompt_rows"].to(embeds.device)]
         k = self.n_soft_prompt
-        slots = (
-            features["mask_index"].to(embeds.device)[rows].unsqueeze(1)
-            - k
-            + torch.arange(k, device=embeds.device)
-        )
-        embeds = embeds.clone()
-        prompt = self.soft_prompt.to(embeds.dtype).unsqueeze(0).expand(rows.numel(), -1, -1)
-        embeds[rows.unsqueeze(1).expand_as(slots), slots] = prompt
-        return embeds
+        positions = torch.arange(embeds.size(1), device=embeds.device)
+        # offset j in [0, k): the row's j-th soft-prompt slot (the k positions right before its mask)
+        offset = positions.unsqueeze(0) - (features["mask_index"].to(embeds.device).unsqueeze(1) - k)
+        in_slot = (offset >= 0) & (offset < k)
+        if "soft_prompt_rows" in features:
+            in_slot = in_slot & features["soft_prompt_rows"].to(embeds.device).bool().unsqueeze(1)
+        prompt = self.soft_prompt.to(embeds.dtype)[offset.clamp(0, k - 1)]
+        return torch.where(in_slot.unsqueeze(-1), prompt, embeds)
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
         """Run the backbone; adds ``token_embeddings`` (B, T, H) to ``features``.
