@@ -866,7 +866,7 @@ def test_a_trained_models_card_holds_the_runs_own_numbers(run_alone):
     start = json.loads((run / "training_log.jsonl").read_text().splitlines()[0])
     rows = dict(_card_table(card, "## Training"))
     assert rows["dev score there"] == (
-        f"{dev_score(results):.2f} (STS-B dev Spearman x100 of the embeddings' cosine similarities)"
+        f"{dev_score(results):.2f} (spearman x100 on STSBenchmark (dev split), scored by the embeddings)"
     )
     assert int(rows["selected at step"]) == results["best_step"]
     corpus = Path(start["data"]["files"][0]["path"])
@@ -874,7 +874,8 @@ def test_a_trained_models_card_holds_the_runs_own_numbers(run_alone):
     assert rows["training data"] == f"`corpus.txt` ({lines} lines, {start['data']['examples']} examples)"
     assert rows["objective"] == "simcse (temperature=0.05, mlp=train)"
     table = {
-        row[0]: row[1:] for row in _card_table(card, "## Results: STS (senteval data, test split, cosine)")
+        row[0]: row[1:]
+        for row in _card_table(card, "STS (senteval data, test split, head cls, scorer cosine")
     }
     for task, row in results["tasks"].items():
         assert [float(table[task][0]), float(table[task][1]), int(table[task][2])] == [

@@ -326,14 +326,14 @@ def test_a_regression_run_keeps_the_best_cross_encoder_by_its_own_dev_score(
     assert results["best_dev_scorer"] == "objective"
     said = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("best dev score"))
     assert said.startswith(
-        f"best dev score {results['best_dev_score']:.2f} at step {results['best_step']} (STS-B dev Spearman "
-        f"x100 of the cross-encoder's pair scores); STS test avg {results['avg']:.2f} (Spearman x100 of "
-        "the embeddings' cosine similarities)"
+        f"best dev score {results['best_dev_score']:.2f} at step {results['best_step']} (spearman x100 on "
+        f"STSBenchmark (dev split), scored by the model's own pair scores (a cross-encoder)); test avg "
+        f"{results['avg']:.2f} (sts: STSBenchmark)"
     )
     card = (out / "best" / "README.md").read_text(encoding="utf-8")
     assert (
-        f"| dev score there | {results['best_dev_score']:.2f} (STS-B dev Spearman x100 of the cross-encoder's "
-        "pair scores) |" in card
+        f"| dev score there | {results['best_dev_score']:.2f} (spearman x100 on STSBenchmark (dev split), "
+        "scored by the model's own pair scores (a cross-encoder)) |" in card
     )
     best = max(evals, key=lambda e: e["dev_score"])
     assert evals[-1]["best_step"] == best["step"]

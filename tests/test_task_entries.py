@@ -309,7 +309,7 @@ def test_an_installed_plugin_task_changes_no_default_run(
 ) -> None:
     """A package installed beside protoembed (a real ``*.dist-info`` with a ``protoembed.tasks`` entry point,
     found by importlib.metadata in a new interpreter) adds an STS task that does not ask to be a default:
-    ``eval sts``'s run, training's default test tasks and the report still list exactly the papers' tasks;
+    ``eval sts``'s run, a papers' config's test tasks and the report still list exactly the papers' tasks;
     the task runs when named."""
     import subprocess
     import sys
@@ -332,8 +332,8 @@ def test_an_installed_plugin_task_changes_no_default_run(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     probe = (
         "import json; from protoembed.evaluation.tasks import TASKS, default_tasks;"
-        "from protoembed.training.config import config_from_dict;"
-        "c = config_from_dict({'output_dir': 'x', 'data': {'corpus': 'c.txt'}, 'objective': {'name': 'simcse'}});"
+        "from protoembed.training.config import load_config;"
+        f"c = load_config({str(Path(__file__).parents[1] / 'configs' / 'cpu' / 'simcse.yaml')!r});"
         "print(json.dumps(['PluginSTS' in TASKS, default_tasks('sts'), c.training.test_tasks]))"
     )
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)

@@ -17,7 +17,7 @@ import torch
 import protoembed
 from protoembed.cli import main
 from tiny_models import without_dropout
-from training_helpers import write_corpus
+from training_helpers import STSB_SELECTION, write_corpus
 
 
 def _config(tmp_path: Path, model_dir: Path, objective: str, head: str, **training) -> Path:
@@ -29,6 +29,7 @@ def _config(tmp_path: Path, model_dir: Path, objective: str, head: str, **traini
         "eval_steps": 2,
         "log_steps": 1,
         "eval_batch_size": 256,
+        "selection": STSB_SELECTION,
         "test_tasks": ["STSBenchmark"],
         **training,
     }

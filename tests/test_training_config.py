@@ -69,7 +69,11 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
         ("", ["training.lr=fast"], "'training.lr': expected a number"),
         ("", ["training.warmup=1.5"], "fraction of the steps"),
         ("", ["training.eval_variant=tokenised"], "expected senteval or raw"),
-        ("", ["training.test_tasks=[STS17]"], "'training.test_tasks': unknown task 'STS17' of suite sts"),
+        (
+            "",
+            ["training.test_tasks=[STS17]"],
+            "'training.test_tasks': unknown task 'STS17'; choose from: STS12",
+        ),
         ("", ["head=pooler"], "unknown head 'pooler'"),
         ("", ["training"], "expected KEY=VALUE"),
         ("", ["objective.tau=0.1"], "--set objective.tau=0.1: objective 'simcse': unknown option 'tau'"),

@@ -99,7 +99,7 @@ def test_a_trained_model_keeps_the_base_models_limit_and_names_its_dev_score(
     """A base saved with max_seq_length 20 (as the default backbone's 256): best/ truncates at 20, not at
     the backbone's position limit, whatever the config's training max_seq_length (16); the log line gives
     the dev score with 2 decimals and says what it scored, the card too (results.json: every digit)."""
-    from protoembed.run_layout import DEV_SCORERS
+    from protoembed.run_layout import dev_score_name
 
     base = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=20).save(tmp_path / "b")
     assert json.loads((base / "sentence_bert_config.json").read_text())["max_seq_length"] == 20
@@ -110,12 +110,12 @@ def test_a_trained_model_keeps_the_base_models_limit_and_names_its_dev_score(
     assert protoembed.load(str(out / "best")).max_seq_length == 20
     saved = json.loads((out / "results.json").read_text())
     assert saved["best_dev_scorer"] == "embedder" and saved["best_dev_score"] == results["best_dev_score"]
-    name = DEV_SCORERS["embedder"]
-    assert name == "STS-B dev Spearman x100 of the embeddings' cosine similarities"
+    name = dev_score_name(saved)
+    assert name == "spearman x100 on STSBenchmark (dev split), scored by the embeddings"
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("best dev score")]
     assert said == [
-        f"best dev score {saved['best_dev_score']:.2f} at step 2 ({name}); STS test avg {saved['avg']:.2f} "
-        f"(Spearman x100 of the embeddings' cosine similarities); model in {out / 'best'}; "
+        f"best dev score {saved['best_dev_score']:.2f} at step 2 ({name}); test avg {saved['avg']:.2f} "
+        f"(sts: STSBenchmark); model in {out / 'best'}; "
         f"{saved['tokens_per_second']:,.0f} tokens/s"  # no MFU on a CPU
     ]
     card = (out / "best" / "README.md").read_text(encoding="utf-8")

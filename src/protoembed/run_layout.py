@@ -25,21 +25,28 @@ LOG_FILE = "training_log.jsonl"
 #: the run's final scores
 RESULTS_FILE = "results.json"
 
-#: ``results.json``'s key of the dev score that selected ``best/`` (the run's evaluator's: STS-B dev
-#: Spearman x100 by default, another score when the run gives another evaluator)
+#: ``results.json``'s key of the dev score that selected ``best/`` (the score of the run's selection:
+#: ``training.selection``, or the evaluator the run was given; ``None`` when nothing selected)
 DEV_SCORE = "best_dev_score"
-
-
 #: ``results.json``'s key of who scored the dev set (a key of :data:`DEV_SCORERS`)
 DEV_SCORER = "best_dev_scorer"
-#: The trainer's dev scorers (``training_log.jsonl``'s ``dev_scorer``) -> what their score is, as the
-#: training log line and the model card name it.
-#: What an STS score of sentence embeddings is (the dev score of ``embedder``, the STS test average).
-EMBEDDING_SCORE = "Spearman x100 of the embeddings' cosine similarities"
+#: ``results.json``'s key of what the selection scored: ``{"tasks", "metric", "split"}``
+#: (:meth:`protoembed.evaluation.evaluator.Evaluator.describe`; ``None``: no selection evaluator)
+SELECTION = "selection"
+#: The scorer of a run without selection: ``best/`` is the last step's model.
+LAST_STEP = "last"
+#: The trainer's dev scorers (``training_log.jsonl``'s ``dev_scorer``) -> what scored, as the training
+#: log line and the model card name it.
 DEV_SCORERS = {
-    "embedder": f"STS-B dev {EMBEDDING_SCORE}",
+    "embedder": "the embeddings",
+    "objective": "the model's own pair scores (a cross-encoder)",
+    "evaluator": "the run's own evaluator, on the embeddings",
+    LAST_STEP: "none: no selection, best/ is the last step's model",
+}
+#: What the scorers of a results file written before :data:`SELECTION` was recorded scored: STS-B dev.
+_STSB_DEV = {
+    "embedder": "STS-B dev Spearman x100 of the embeddings' cosine similarities",
     "objective": "STS-B dev Spearman x100 of the cross-encoder's pair scores",
-    "evaluator": "the run's own evaluator's score of the embeddings",
 }
 
 
@@ -49,10 +56,31 @@ def dev_score(results: Mapping[str, Any]) -> Any:
     return results.get(DEV_SCORE)
 
 
+def selection_text(selection: Mapping[str, Any]) -> str:
+    """``spearman x100 on STSBenchmark (dev split)`` for a :data:`SELECTION` record (several tasks: their
+    mean; a task's own metric where they differ)."""
+    metric, tasks = selection.get("metric"), list(selection.get("tasks") or [])
+    if isinstance(metric, Mapping):
+        scored = ", ".join(f"{metric.get(t)} of {t}" for t in tasks)
+    else:
+        scored = f"{metric} x100 on {', '.join(tasks)}"
+    mean = "mean " if len(tasks) > 1 else ""
+    split = selection.get("split")
+    return f"{mean}{scored}" + (f" ({split} split)" if split else "")
+
+
 def dev_score_name(results: Mapping[str, Any]) -> str:
-    """What a run's dev score is: :data:`DEV_SCORERS` of the results' :data:`DEV_SCORER` (results written
-    before that key, or by a run that scored nothing: said so)."""
+    """What a run's dev score is: who scored (:data:`DEV_SCORERS`) and what (:func:`selection_text` of
+    the results' :data:`SELECTION`); results written before the selection was recorded scored STS-B dev
+    (said so), results without a scorer say that too."""
     scorer = results.get(DEV_SCORER)
+    selection = results.get(SELECTION)
+    if scorer == LAST_STEP:
+        return DEV_SCORERS[LAST_STEP]
+    if isinstance(selection, Mapping) and scorer in DEV_SCORERS:
+        return f"{selection_text(selection)}, scored by {DEV_SCORERS[scorer]}"
+    if SELECTION not in results and scorer in _STSB_DEV:
+        return _STSB_DEV[scorer]
     if scorer in DEV_SCORERS:
         return DEV_SCORERS[scorer]
     return "scorer not recorded: STS-B dev Spearman x100 unless the run was given another"
@@ -71,10 +99,12 @@ __all__ = [
     "DEV_SCORE",
     "DEV_SCORER",
     "DEV_SCORERS",
-    "EMBEDDING_SCORE",
+    "LAST_STEP",
+    "SELECTION",
     "LOG_FILE",
     "RESULTS_FILE",
     "dev_score",
     "dev_score_name",
+    "selection_text",
     "fmt_score",
 ]

@@ -4,8 +4,8 @@ Suites are sub-commands of ``eval``, one per :class:`~protoembed.evaluation.suit
 :data:`protoembed.evaluation.suite.SUITES` (``sts``, ``transfer``, ``fewshot``, ``clustering``): its
 :class:`~protoembed.evaluation.suite.CommandLine` gives the sub-command's help and options, ``--tasks``
 takes the entries of :data:`protoembed.evaluation.tasks.TASKS` that list the suite. This module is an
-adapter: the options parsed, it calls :func:`protoembed.evaluation.run.run_suite`, as
-:func:`protoembed.evaluate` does, prints the suite's table and writes the results JSON (the model, the
+adapter: the options parsed, it runs the :class:`~protoembed.evaluation.evaluator.Evaluator` of the
+suite's tasks, as :func:`protoembed.evaluate` does, prints the suite's table and writes the results JSON (the model, the
 suite's name ``"suite"`` and the suite's result).
 """
 
@@ -77,8 +77,8 @@ def registered(entry: Task | None) -> Iterator[None]:
 def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     """``protoembed eval <suite>``: print the suite's tables, optionally write the results JSON (and the
     suite's other files, such as few-shot's ``--figure``); the results are
-    :func:`protoembed.evaluation.run.run_suite`'s, as :func:`protoembed.evaluate` returns them."""
-    from protoembed.evaluation import run
+    :class:`~protoembed.evaluation.evaluator.Evaluator`'s, as :func:`protoembed.evaluate` returns them."""
+    from protoembed.evaluation.evaluator import Evaluator
 
     if getattr(args, "cross_encoder", False):  # a folder that is no cross-encoder: said before the data
         from protoembed.evaluation.cross_encoder import cross_encoder_dir
@@ -88,18 +88,16 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     entry = suite.command.folder_task(folder) if folder else None
     tasks = [*(args.tasks or []), entry.name] if entry else args.tasks
     with registered(entry):
-        result = run.run_suite(
-            suite,
-            lazy_encoder(args),
-            args.model,
+        evaluator = Evaluator(
             tasks,
-            suite_options(suite, args),
-            model_path=args.model,
+            suite=suite.name,
             data_dir=args.data_dir,
-            progress=True,
             batch_size=args.batch_size,
-            device=args.device,
+            **suite_options(suite, args),
         )
+        result = evaluator.run(
+            lazy_encoder(args), label=args.model, model_path=args.model, progress=True, device=args.device
+        )[suite.name]
     for path in suite.command.write_files(args, result):
         print(f"wrote {path}", file=sys.stderr)
     return _finish(args, result, suite.format_table(result))

@@ -1,9 +1,9 @@
-"""What one training run is built from: the head, the objective, the dev evaluator, the epoch sampler and
+"""What one training run is built from: the head, the objective, the epoch sampler and
 the AdamW groups.
 
 In: a :class:`~protoembed.training.config_models.TrainConfig` (and the embedder it loads). Out: the pieces
 :class:`~protoembed.training.trainer.Trainer` hands to Accelerate. :class:`TrainableObjective` and
-:data:`Evaluator` are what the trainer requires of an objective and of a dev metric.
+:data:`DevScorer` are what the trainer requires of an objective and of a dev metric.
 """
 
 from __future__ import annotations
@@ -58,25 +58,9 @@ class TrainableObjective(Protocol):
 
 #: ``(config, embedder) -> objective``: how a run builds its objective.
 ObjectiveFactory = Callable[[TrainConfig, "Embedder"], TrainableObjective]
-#: ``embedder -> dev score`` (higher is better; NaN = no score): selects ``best/``.
-Evaluator = Callable[["Embedder"], float]
-
-
-def stsb_dev_evaluator(
-    data_dir: str | os.PathLike[str] | None, variant: str = "senteval", batch_size: int = 128
-) -> Evaluator:
-    """The default dev metric: Spearman x100 on the STS Benchmark dev split (SimCSE's and ConPVP's
-    model selection), whole sentences, ``batch_size`` sentences per forward."""
-    from protoembed.evaluation.sts import stsb_dev_spearman
-
-    def evaluate(embedder: Embedder) -> float:
-        return stsb_dev_spearman(
-            lambda s: embedder.encode(s, batch_size=batch_size, show_progress_bar=False),
-            data_dir,
-            variant=variant,
-        )
-
-    return evaluate
+#: ``embedder -> dev score`` (higher is better; NaN = no score): selects ``best/`` (an
+#: :class:`~protoembed.evaluation.evaluator.Evaluator` is one).
+DevScorer = Callable[["Embedder"], float]
 
 
 def head_for(cfg: TrainConfig) -> str | None:

@@ -13,10 +13,11 @@ overrides and the one-line error messages are :mod:`protoembed.training.config`'
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -40,6 +41,9 @@ from protoembed.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSp
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
 from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
 from protoembed.pydantic_util import STRICT, Name, Number, OptionalText
+
+if TYPE_CHECKING:
+    from protoembed.evaluation.evaluator import Evaluator
 
 
 class ConfigKeyError(ValueError):
@@ -218,11 +222,62 @@ def _one_task(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-def _default_test_tasks() -> list[str]:
-    """``training.test_tasks`` when a config names none: the ``sts`` suite's default run."""
-    from protoembed.evaluation.tasks import default_tasks
+def run_evaluator(
+    tasks: list[str],
+    split: str | None,
+    metric: str | None = None,
+    variant: str = "senteval",
+    data_dir: str | None = None,
+    batch_size: int = 64,
+) -> Evaluator:
+    """The :class:`~protoembed.evaluation.evaluator.Evaluator` a run uses: ``tasks`` on ``split``, scored
+    by ``metric``, STS data of ``variant`` (given to the suites that read it)."""
+    from protoembed.evaluation.evaluator import Evaluator, group_by_suite
+    from protoembed.evaluation.suite import SUITES
 
-    return default_tasks("sts", "test")
+    reads_variant = any("variant" in SUITES[name].options.model_fields for name in group_by_suite(tasks))
+    options = {"variant": variant} if reads_variant else {}
+    return Evaluator(tasks, split=split, metric=metric, data_dir=data_dir, batch_size=batch_size, **options)
+
+
+class SelectionConfig(BaseModel):
+    """``training.selection``: the evaluator that chooses ``best/`` (:class:`~protoembed.evaluation.evaluator.Evaluator`):
+    its tasks (any suite's; a task declared in the config's ``tasks:`` too), scored on ``split`` every
+    ``eval_steps`` steps and after the last, ``metric`` averaged over the tasks, higher is better. The
+    papers' configs select on ``{tasks: [STSBenchmark], metric: spearman, split: dev}``
+    (``configs/base/sts-eval.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tasks: Annotated[list[str], BeforeValidator(_one_task), Field(min_length=1)] = Field(
+        validation_alias=AliasChoices("tasks", "task"),
+        description="task names (or one; `task:` works too), their table names, or tasks declared in `tasks:`",
+    )
+    metric: str | None = Field(
+        None,
+        description="the per-task score averaged (spearman, ndcg_at_10, acc, ...); null = each task's main score",
+    )
+    split: Literal["train", "dev", "test"] | None = Field(
+        "dev",
+        description="the split scored (STS, retrieval); null for suites that evaluate by their own protocol "
+        "(transfer, few-shot, clustering)",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> SelectionConfig:
+        """Tasks, then split, then metric, each error under its own key (no file is read)."""
+        steps = (
+            ("tasks", {}),
+            ("split", {"split": self.split}),
+            ("metric", {"split": self.split, "metric": self.metric}),
+        )
+        for key, given in steps:
+            try:
+                checked = run_evaluator(self.tasks, **{"split": None, **given})
+            except ProtoembedError as err:
+                raise ConfigKeyError(f"training.selection.{key}", str(err)) from None
+        object.__setattr__(self, "tasks", checked.task_names())
+        return self
 
 
 def _warmup_number(value: Any) -> Any:
@@ -273,16 +328,24 @@ class TrainingConfig(BaseModel):
         42, description="model init, dropout, shuffling (seed + epoch), ConPVP's template draws"
     )
     eval_steps: Annotated[int, Field(ge=1)] = Field(
-        125, description="STS-B dev Spearman every N steps and at the end; checkpoint after each"
+        125, description="the selection's score every N steps and at the end; checkpoint after each"
     )
-    eval_variant: Literal["senteval", "raw"] = Field("senteval", description="STS data: senteval | raw")
+    eval_variant: Literal["senteval", "raw"] = Field(
+        "senteval", description="STS data of selection and test: senteval | raw"
+    )
     eval_batch_size: Annotated[int, Field(ge=1)] = Field(128, description="sentences per evaluation batch")
     log_steps: Annotated[int, Field(ge=1)] = Field(
         10, description="training_log.jsonl: mean loss of the last N steps, lr"
     )
-    test_tasks: Annotated[list[str], BeforeValidator(_one_task), Field(min_length=1)] = Field(
-        default_factory=_default_test_tasks,
-        description="STS test tasks of results.json (the tables' names STS-B, SICK-R work too)",
+    selection: SelectionConfig | None = Field(
+        None,
+        description="the evaluator that chooses best/ every eval_steps: tasks, metric, split (null: best/ is "
+        "the last step's model)",
+    )
+    test_tasks: Annotated[list[str], BeforeValidator(_one_task)] = Field(
+        default_factory=list,
+        description="test tasks of results.json, all of one suite, on their test split (the tables' names "
+        "STS-B, SICK-R work too; [] = none)",
     )
     keep_checkpoint: bool = Field(False, description="keep OUTPUT_DIR/checkpoint after the run finished")
     mini_batch_size: Annotated[int, Field(ge=1)] | None = Field(
@@ -343,12 +406,35 @@ class TrainingConfig(BaseModel):
     @field_validator("test_tasks")
     @classmethod
     def _tasks(cls, tasks: list[str]) -> list[str]:
-        from protoembed.evaluation.tasks import get_task
-
-        try:  # any STS task entry, by its name or its table name
-            return [get_task(task, "sts").name for task in tasks]
-        except ProtoembedError as err:  # names the task and lists the known ones
+        """Any task entries (names or table names) of one suite, as canonical names."""
+        if not tasks:
+            return tasks
+        try:  # names the task and lists the known ones
+            evaluator = run_evaluator(tasks, None)
+        except ProtoembedError as err:
             raise ValueError(str(err)) from None
+        if len(evaluator.tasks) > 1:
+            per_suite = "; ".join(f"{suite}: {', '.join(names)}" for suite, names in evaluator.tasks.items())
+            raise ValueError(
+                f"results.json holds the tasks of one suite; these are of {len(evaluator.tasks)} ({per_suite})"
+            )
+        return evaluator.task_names()
+
+    def selection_evaluator(self, data_dir: str | None) -> Evaluator | None:
+        """The evaluator of :attr:`selection` (``None``: none, ``best/`` is the last step's model)."""
+        sel = self.selection
+        if sel is None:
+            return None
+        return run_evaluator(
+            sel.tasks, sel.split, sel.metric, self.eval_variant, data_dir, self.eval_batch_size
+        )
+
+    def test_evaluator(self, data_dir: str | None) -> Evaluator | None:
+        """The evaluator of :attr:`test_tasks` (``None``: no test tasks), on the test split: the default
+        split of the suites that take one."""
+        if not self.test_tasks:
+            return None
+        return run_evaluator(self.test_tasks, None, None, self.eval_variant, data_dir, self.eval_batch_size)
 
 
 class TrainConfig(ModelSettings):
@@ -380,14 +466,15 @@ class TrainConfig(ModelSettings):
     )
     tasks: list[TaskDeclaration] = Field(
         default_factory=list,
-        description="evaluation tasks of your own, registered before training.test_tasks is read: name, "
-        "kind (pairs | classification | clustering), files (split -> path) and the task's fields",
+        description="evaluation tasks of your own, registered before training.selection and training.test_tasks are read: name, "
+        "kind (pairs | classification | clustering | retrieval), files (split -> path) and the task's fields",
     )
 
     @model_validator(mode="before")
     @classmethod
     def _register_tasks(cls, data: Any) -> Any:
-        """Register the config's own tasks first, so that ``training.test_tasks`` may name them."""
+        """Register the config's own tasks first, so that ``training.selection`` and ``training.test_tasks``
+        may name them."""
         if isinstance(data, dict) and isinstance(data.get("tasks"), list):
             from protoembed.evaluation.tasks import register_declared
 

@@ -3,7 +3,8 @@
 - ``config.yaml`` (the resolved config, less ``output_dir``; its ``model`` is the card's backbone);
 - ``training_log.jsonl``'s ``start`` entry (the objective's options, each training file and its example
   count, steps and processes);
-- ``results.json`` (best step, the dev score that chose ``best/`` and what it scored, STS test results).
+- ``results.json`` (best step, the dev score that chose ``best/`` and what it scored, the test results as their suite's
+  table prints them).
 
 :func:`write_run_card` writes the card (:func:`protoembed.model_card.write_model_card`) with them.
 This module imports no torch.
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from protoembed.evaluation.suite import SUITES
 from protoembed.model_card import fmt_cell, read_json, write_model_card
 from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score, dev_score_name
 
@@ -80,15 +82,10 @@ def _training_section(run_dir: Path) -> list[str]:
         rows.append(("selected at step", fmt_cell(results.get("best_step"))))
         rows.append(("dev score there", f"{fmt_cell(dev_score(results))} ({dev_score_name(results)})"))
     lines += ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
-    if isinstance(results, dict) and isinstance(results.get("tasks"), dict):
-        split = results.get("split", "test")
-        lines += [f"## Results: STS ({results.get('variant', '?')} data, {split} split, cosine)", ""]
-        lines += ["| Task | Spearman x100 | Pearson x100 | n |", "|---|---:|---:|---:|"]
-        for task, row in results["tasks"].items():
-            lines.append(
-                f"| {task} | {fmt_cell(row.get('spearman'))} | {fmt_cell(row.get('pearson'))} | {row.get('n')} |"
-            )
-        lines += [f"| Avg. | {fmt_cell(results.get('avg'))} | | |", ""]
+    suite = SUITES.get(results.get("suite")) if isinstance(results, dict) else None
+    if suite is not None:
+        own = {k: v for k, v in results.items() if k != "model"}  # the model is this folder, wherever it is
+        lines += ["## Results", "", suite.format_table(own), ""]
     config = _run_config(run_dir)
     if config:
         import yaml

@@ -2,8 +2,9 @@
 download --for CONFIG`` (:mod:`protoembed.data.needs` names the missing file and its fetch command).
 
 A config reads, in each stage: its ``data.corpus`` files (a ``save_to_disk`` folder counts as one; a
-``hub:`` dataset is the ``datasets`` library's to fetch), STS-B dev (model selection, in the config's
-``training.eval_variant``) and the test sets of ``training.test_tasks`` (their task entries' files).
+``hub:`` dataset is the ``datasets`` library's to fetch), the files of ``training.selection``'s tasks
+on its split and of ``training.test_tasks`` on their test split (their task entries' files; STS data in
+the config's ``training.eval_variant``). A run with neither reads only its training files.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from protoembed.data.needs import Need, need_file, task_needs
+from protoembed.data.needs import Need, need_file
 from protoembed.data.training.hf import HUB_PREFIX
-from protoembed.evaluation.tasks import get_task
 
 if TYPE_CHECKING:
     from protoembed.training.config_models import TrainConfig
@@ -28,11 +28,12 @@ def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
         for f in cfg.data.files()
         if not f.path.startswith(HUB_PREFIX)  # a hub dataset: fetched by datasets itself
     ]
-    variant = cfg.training.eval_variant
-    selection = [get_task("STSBenchmark")]
-    needs += task_needs(selection, data_dir, variant, "dev", f"{stage}model selection on")
-    tests = [get_task(name, "sts") for name in cfg.training.test_tasks]
-    needs += task_needs(tests, data_dir, variant, "test", f"{stage}test set")
+    selection = cfg.training.selection_evaluator(data_dir)
+    if selection is not None:
+        needs += selection.needs(f"{stage}model selection on")
+    tests = cfg.training.test_evaluator(data_dir)
+    if tests is not None:
+        needs += tests.needs(f"{stage}test set")
     return needs
 
 

@@ -76,14 +76,16 @@ import torch
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
 from protoembed.errors import ProtoembedError, WriteError
+from protoembed.evaluation.evaluator import Evaluator
 from protoembed.folder_lock import hold_output_dirs
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.run_layout import (
     BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
-    EMBEDDING_SCORE,
+    LAST_STEP,
     RESULTS_FILE,
+    SELECTION,
     dev_score_name,
     fmt_score,
 )
@@ -97,7 +99,7 @@ from protoembed.training.checkpoint import (
     save_checkpoint,
 )
 from protoembed.training.components import (
-    Evaluator,
+    DevScorer,
     ObjectiveFactory,
     TrainableObjective,
     adamw,
@@ -108,7 +110,6 @@ from protoembed.training.components import (
     loader_workers,
     param_groups,
     read_training_examples,
-    stsb_dev_evaluator,
 )
 from protoembed.training.config import TrainConfig, dump_config
 from protoembed.training.mixed_precision import (
@@ -151,7 +152,7 @@ class Trainer:
         objective_factory: ObjectiveFactory | None = None,
         callback: Callback | None = None,
         progress: bool | None = None,
-        evaluator: Evaluator | None = None,
+        evaluator: Evaluator | DevScorer | None = None,
         examples: Examples | None = None,
         hold_lock: bool = True,
     ) -> None:
@@ -166,11 +167,10 @@ class Trainer:
         self.progress = True if progress is None else progress
         self.data_dir = cfg.data.data_dir
         tcfg = cfg.training
-        #: ``None``: the default dev score (the objective's own, else the embedder's STS-B dev Spearman).
+        #: the evaluator given to :func:`train` (``None``: the config's ``training.selection``)
         self.custom_evaluator = evaluator
-        self.evaluator = evaluator or stsb_dev_evaluator(
-            self.data_dir, tcfg.eval_variant, tcfg.eval_batch_size
-        )
+        #: what selects ``best/`` (``None``: nothing, ``best/`` is the last step's model)
+        self.evaluator = evaluator or tcfg.selection_evaluator(self.data_dir)
         self.examples: Examples | StreamedExamples | None = examples
         #: ``data.streaming`` (:mod:`protoembed.training.streaming`), unless examples were passed in memory
         self.streamed = cfg.data.streaming and examples is None
@@ -270,14 +270,19 @@ class Trainer:
 
     # ------------------------------------------------------------ evaluation
     def _evaluate(self, step: int) -> None:
-        """The dev score (:meth:`_dev_score`); keep the model as ``best/`` if it improved."""
-        if self.accelerator.is_main_process:
+        """The dev score (:meth:`_dev_score`); keep the model as ``best/`` if it improved. Without an
+        evaluator the last step's model is ``best/`` (scorer :data:`~protoembed.run_layout.LAST_STEP`,
+        no score), and the steps before it are not scored."""
+        if self.accelerator.is_main_process and (self.evaluator is not None or step == self.total_steps):
             objective = self.accelerator.unwrap_model(self.objective)
-            score, scorer = self._dev_score(objective)
             state = self.state
-            improved = state.best_step is None or (
-                not math.isnan(score) and (state.best_score is None or score > state.best_score)
-            )
+            if self.evaluator is None:
+                score, scorer, improved = math.nan, LAST_STEP, True
+            else:
+                score, scorer = self._dev_score(objective)
+                improved = state.best_step is None or (
+                    not math.isnan(score) and (state.best_score is None or score > state.best_score)
+                )
             if improved:
                 objective.save(self.output_dir / BEST_DIR)
                 state.best_score, state.best_step = _nan_to_none(score), step
@@ -303,14 +308,10 @@ class Trainer:
         are :data:`protoembed.run_layout.DEV_SCORERS`."""
         own = getattr(objective, "dev_pair_scores", None) if self.custom_evaluator is None else None
         if own is not None:
-            from protoembed.evaluation.correlation import correlations
-            from protoembed.evaluation.tasks import TASKS
-
-            tcfg = self.cfg.training
-            pairs = TASKS["STSBenchmark"].load(self.data_dir, tcfg.eval_variant, "dev")
-            scores = own(pairs.sentences1, pairs.sentences2, tcfg.eval_batch_size)
-            if scores is not None:
-                return float(correlations(scores, pairs.scores)[0]), "objective"
+            size = self.cfg.training.eval_batch_size
+            score = self.evaluator.score_pairs(lambda first, second: own(first, second, size))
+            if score is not None:
+                return float(score), "objective"
         scorer = "embedder" if self.custom_evaluator is None else "evaluator"
         return float(self.evaluator(objective.eval_embedder())), scorer
 
@@ -321,21 +322,20 @@ class Trainer:
         self.last_checkpoint_step = step
 
     def _final_results(self) -> dict[str, Any]:
-        from protoembed.evaluation.sts import SUITE, evaluate_sts
+        """``results.json``: the test evaluator's result of ``best/`` (its suite's JSON, which the report
+        reads; none without test tasks), what selected ``best/`` and the run's figures."""
         from protoembed.loading import load
 
-        tcfg = self.cfg.training
-        best = load(str(self.output_dir / BEST_DIR), device=self.accelerator.device)
-        results = evaluate_sts(
-            lambda s: best.encode(s, batch_size=tcfg.eval_batch_size, show_progress_bar=False),
-            self.data_dir,
-            variant=tcfg.eval_variant,
-            tasks=tcfg.test_tasks,
-            split="test",
-        )
+        best_dir = str(self.output_dir / BEST_DIR)
+        tests = self.cfg.training.test_evaluator(self.data_dir)
+        results: dict[str, Any] = {"suite": None, "tasks": {}, "avg": None}
+        if tests is not None:
+            best = load(best_dir, device=self.accelerator.device)
+            results = next(iter(tests.run(best, label=best_dir).values()))
+        selection = self.evaluator.describe() if isinstance(self.evaluator, Evaluator) else None
         results.update(
-            model=str(self.output_dir / BEST_DIR),
-            suite=SUITE.name,  # how the report reads the file
+            model=best_dir,
+            **{SELECTION: selection},
             best_step=self.state.best_step,
             best_dev_score=self.state.best_score,
             best_dev_scorer=self.state.best_scorer,
@@ -466,10 +466,15 @@ class Trainer:
             )
             if not tcfg.keep_checkpoint:
                 remove_checkpoint(self.output_dir)
+            tested = (
+                f"test avg {fmt_score(_nan_to_none(results['avg']))} "
+                f"({results['suite']}: {', '.join(results['tasks'])})"
+                if results["suite"]
+                else "no test tasks"
+            )
             self._say(
                 f"best dev score {fmt_score(results['best_dev_score'])} at step {results['best_step']} "
-                f"({dev_score_name(results)}); STS test avg "
-                f"{fmt_score(_nan_to_none(results['avg']))} ({EMBEDDING_SCORE}); model in {self.output_dir / BEST_DIR}; "
+                f"({dev_score_name(results)}); {tested}; model in {self.output_dir / BEST_DIR}; "
                 f"{self._rate_text(results)}"
             )
         acc.wait_for_everyone()
