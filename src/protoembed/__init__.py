@@ -14,7 +14,10 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 - :func:`load_results` and :func:`build_report`: results JSON files or run folders read back, and the
   markdown page ``protoembed report`` writes from them;
 - :class:`Task`, :func:`register_task` and :func:`get_task`: a task of one's own (known by name to
-  ``eval``, :func:`evaluate`, the report and training's ``test_tasks``), and looking one up;
+  ``eval``, :func:`evaluate`, the report and training's ``selection`` and ``test_tasks``), and looking one up;
+- :class:`Evaluator`: tasks of any suite with their split, options and metric, run on a model (each
+  suite's results JSON) and scored as one number; what ``eval``, :func:`evaluate` and training (its
+  ``evaluator=``, a config's ``training.selection``) run;
 - :func:`encode_corpus` (a corpus file of any size -> a folder of ``.npy`` shards and a manifest, streamed,
   resumable, over several processes; ``protoembed encode INPUT -o OUT_DIR``) and :func:`open_corpus` (a
   finished folder as one memory-mapped array, :class:`~protoembed.corpus.CorpusVectors`);
@@ -28,7 +31,7 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 - :class:`ProtoembedError`: the error of a mistake the user can fix (a one-line message).
 
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
-:mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
+:mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.evaluation.evaluator`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
 :mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
 :mod:`protoembed.errors`), so ``import
@@ -49,6 +52,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.data.paths import resolve_data_dir as resolve_data_dir
     from protoembed.embedder import Embedder as Embedder
     from protoembed.errors import ProtoembedError as ProtoembedError
+    from protoembed.evaluation.evaluator import Evaluator as Evaluator
     from protoembed.evaluation.run import evaluate as evaluate
     from protoembed.evaluation.tasks import Task as Task
     from protoembed.evaluation.tasks import get_task as get_task
@@ -66,6 +70,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
 #: public name -> the module that defines it (the name itself, or ``""`` for a public module).
 _HOMES = {
     "Embedder": "protoembed.embedder",
+    "Evaluator": "protoembed.evaluation.evaluator",
     "ProtoembedError": "protoembed.errors",
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",

@@ -14,7 +14,8 @@ A new task is one :class:`Task` given to :func:`register_task` (``protoembed.reg
 entry of a training config's ``tasks:`` list (:class:`TaskDeclaration`), or one entry point of the group
 ``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of them, or a function
 returning either); :func:`pairs_file_task` (STS-like),
-:func:`classification_file_task` (transfer / few-shot), :func:`clustering_file_task` and :func:`beir_task` (retrieval) build one for
+:func:`classification_file_task` (transfer / few-shot), :func:`clustering_file_task`, :func:`beir_task`
+and :func:`pair_retrieval_task` (retrieval: a BEIR folder, (query, document) pairs) build one for
 files in the usual layouts. An entry is validated when it is made: an unknown suite, a ``protoembed
 data`` entry that does not exist, a split other than train / dev / test, or a main score its suites do
 not compute is a one-line :class:`~protoembed.errors.ProtoembedError`.
@@ -378,6 +379,35 @@ def beir_task(
     )
 
 
+def pair_retrieval_task(
+    name: str,
+    dataset: str | None,
+    paths: Mapping[str, str],
+    columns: Mapping[str, str] | None = None,
+    **fields: Any,
+) -> Task:
+    """A retrieval task read from (query, document) pairs, one file per split (the dev or test part of
+    one's own training pairs; :mod:`protoembed.data.benchmarks.pair_retrieval`): any training data format,
+    ``columns`` mapping ``anchor`` / ``positive`` / ``negative`` to the file's own columns; main score
+    nDCG@10. ``paths``: split -> file, relative to the data directory or absolute. ``fields``: further
+    :class:`Task` fields."""
+    from protoembed.data.benchmarks.pair_retrieval import read_pair_retrieval
+    from protoembed.evaluation.retrieval_metrics import MAIN_SCORE
+
+    if not paths:
+        raise ProtoembedError(f"task {name!r}: give the pairs file of at least one split")
+    return make_task(
+        name=name,
+        suites=("retrieval",),
+        dataset=dataset,
+        files=lambda variant, split: [paths[split]],
+        read=lambda root, variant, split: read_pair_retrieval(root / paths[split], name, columns),
+        splits=tuple(paths),
+        main_score=MAIN_SCORE,
+        **fields,
+    )
+
+
 def beir_folder_task(folder: str | os.PathLike[str]) -> Task:
     """A user's BEIR folder as a one-off retrieval task (``protoembed eval retrieval --task-dir``): named
     after the folder, read from its absolute path, with the splits whose qrels file it has.
@@ -402,7 +432,8 @@ def beir_folder_task(folder: str | os.PathLike[str]) -> Task:
 class TaskDeclaration(BaseModel):
     """A task declared in a config (a training config's ``tasks:`` list): one of the file layouts above
     (``kind``: ``pairs`` -> :func:`pairs_file_task`, ``classification`` -> :func:`classification_file_task`,
-    ``clustering`` -> :func:`clustering_file_task`, ``retrieval`` -> :func:`beir_task`), its ``files``
+    ``clustering`` -> :func:`clustering_file_task`, ``retrieval`` -> :func:`beir_task`,
+    ``retrieval_pairs`` -> :func:`pair_retrieval_task`), its ``files``
     (split -> path, relative to the data directory or absolute; clustering: ``{all: path}``; retrieval:
     ``{all: folder}`` with its qrels ``splits``), and the :class:`Task` fields a config may set.
     """
@@ -410,14 +441,19 @@ class TaskDeclaration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, description="the task's name (results files key their tasks by it)")
-    kind: Literal["pairs", "classification", "clustering", "retrieval"] = Field(
+    kind: Literal["pairs", "classification", "clustering", "retrieval", "retrieval_pairs"] = Field(
         description="pairs (STS-like, gold 0-5) | classification (transfer, few-shot) | clustering | "
-        "retrieval (a folder in the BEIR layout)"
+        "retrieval (a folder in the BEIR layout) | retrieval_pairs ((query, document) pairs as training "
+        "data is read)"
     )
     files: dict[str, str] = Field(
         min_length=1,
         description="split -> file (classification: all, or train/[dev]/test; clustering: all; retrieval: "
-        "all -> the BEIR folder)",
+        "all -> the BEIR folder; retrieval_pairs: split -> pairs file)",
+    )
+    columns: dict[str, str] | None = Field(
+        None,
+        description="retrieval_pairs: anchor / positive / negative -> the file's own column names",
     )
     splits: tuple[Split, ...] | None = Field(
         None, min_length=1, description="retrieval: the qrels files the folder has (default: test)"
@@ -442,8 +478,12 @@ class TaskDeclaration(BaseModel):
                 f"task {self.name!r}: splits is for retrieval tasks (a {self.kind} task's splits are the "
                 "keys of files)"
             )
+        if self.columns is not None and self.kind != "retrieval_pairs":
+            raise ProtoembedError(f"task {self.name!r}: columns is for retrieval_pairs tasks")
         if self.kind == "pairs":
             return pairs_file_task(self.name, self.dataset, self.files, self.layout, **fields)
+        if self.kind == "retrieval_pairs":
+            return pair_retrieval_task(self.name, self.dataset, self.files, self.columns, **fields)
         if self.kind == "classification":
             extra = {"c_grid": self.c_grid} if self.c_grid else {}
             return classification_file_task(

@@ -266,14 +266,16 @@ class SelectionConfig(BaseModel):
     @model_validator(mode="after")
     def _checked(self) -> SelectionConfig:
         """Tasks, then split, then metric, each error under its own key (no file is read)."""
+        from protoembed.evaluation.evaluator import group_by_suite
+
         steps = (
-            ("tasks", {}),
-            ("split", {"split": self.split}),
-            ("metric", {"split": self.split, "metric": self.metric}),
+            ("tasks", lambda: group_by_suite(self.tasks)),
+            ("split", lambda: run_evaluator(self.tasks, self.split)),
+            ("metric", lambda: run_evaluator(self.tasks, self.split, self.metric)),
         )
-        for key, given in steps:
+        for key, check in steps:
             try:
-                checked = run_evaluator(self.tasks, **{"split": None, **given})
+                checked = check()
             except ProtoembedError as err:
                 raise ConfigKeyError(f"training.selection.{key}", str(err)) from None
         object.__setattr__(self, "tasks", checked.task_names())
@@ -467,7 +469,7 @@ class TrainConfig(ModelSettings):
     tasks: list[TaskDeclaration] = Field(
         default_factory=list,
         description="evaluation tasks of your own, registered before training.selection and training.test_tasks are read: name, "
-        "kind (pairs | classification | clustering | retrieval), files (split -> path) and the task's fields",
+        "kind (pairs | classification | clustering | retrieval | retrieval_pairs), files (split -> path) and the task's fields",
     )
 
     @model_validator(mode="before")
