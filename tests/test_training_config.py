@@ -10,7 +10,6 @@ import yaml
 
 from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
 from protoembed.errors import ProtoembedError
-from protoembed.evaluation.tasks import default_tasks
 from protoembed.training.config import config_from_dict, dump_config, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,9 +218,9 @@ def test_readme_schema_is_generated_from_the_models():
 
     [(name, staged)] = stage_configs(data, "configs/README.md")
     assert name == "nli" and staged.output_dir == str(Path("runs/NAME") / "nli")
-    assert staged.training.test_tasks == default_tasks("sts")
+    assert (staged.training.selection, staged.training.test_tasks) == (None, [])  # none by default
     data.pop("stages")
-    assert config_from_dict(data).training.test_tasks == default_tasks("sts")
+    assert config_from_dict(data).training.test_tasks == []
 
 
 def test_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
