@@ -28,8 +28,9 @@ class TrainableObjective(Protocol):
     It must also be a ``torch.nn.Module`` (Accelerate wraps it, the optimizer reads its parameters, its
     ``state_dict`` goes into checkpoints); training-input truncation is the objective's own business.
     Optionally it has ``dev_pair_scores(sentences1, sentences2, batch_size) -> array | None``: its own
-    score of each pair, whose STS-B dev Spearman selects ``best/`` instead of the evaluation embedder's
-    whenever it is not ``None`` (the regression cross-encoder).
+    score of each pair, whose correlation with the gold of the selection's STS-like tasks selects
+    ``best/`` instead of the evaluation embedder's whenever it is not ``None`` (the regression
+    cross-encoder).
     """
 
     columns: Sequence[str | tuple[str, ...]]

@@ -1,7 +1,7 @@
 """Chained training stages in one config: e.g. SBERT's NLI then STS-B as ONE command.
 
 A config with a ``stages:`` list trains each stage in turn, the next starting from the previous stage's
-kept model (``best/``, selected on STS-B dev as in a single run). Every key outside ``stages`` is shared;
+kept model (``best/``, chosen by the stage's ``training.selection`` as in a single run). Every key outside ``stages`` is shared;
 each stage is a mapping with a ``name`` and the keys it sets on top (deep-merged as ``base:`` files are):
 its own ``objective``, ``data``, ``training`` (epochs, batch, lr, ...), ``head``, ``max_seq_length``, and
 its own ``base:`` files (paths relative to the config file given to ``protoembed train``)::

@@ -2,14 +2,17 @@
 
 In: a :class:`~protoembed.training.config.TrainConfig`; optionally an objective factory (anything meeting
 :class:`~protoembed.training.components.TrainableObjective`) and a dev ``evaluator`` (an
-``embedder -> score`` callable, as sentence-transformers' ``evaluator=``). By default the dev score is the
-objective's own when it scores pairs itself (``objective.dev_pair_scores(sentences1, sentences2,
-batch_size)`` not ``None``: the regression cross-encoder's STS-B dev Spearman of its pair scores), else the STS-B dev Spearman of the
-evaluation embedder's sentence embeddings.
+:class:`~protoembed.evaluation.evaluator.Evaluator`, or any ``embedder -> score`` callable, as
+sentence-transformers' ``evaluator=``). Without one, the config's ``training.selection`` is the evaluator
+(its tasks, split and metric); with neither, ``best/`` is the last step's model. The dev score is the
+objective's own when it scores pairs itself and the selection's tasks are STS-like
+(``objective.dev_pair_scores(sentences1, sentences2, batch_size)`` not ``None``: the regression
+cross-encoder's correlation of its pair scores), else the evaluator's score of the evaluation embedder.
 Out, in ``output_dir``: ``best/`` (the objective's evaluation embedder with the best dev score,
 sentence-transformers layout), ``results.json``
-(STS test results of ``best/``: :func:`protoembed.evaluation.sts.evaluate_sts`'s format plus ``model``,
-``best_step``, ``best_dev_score``, ``best_dev_scorer`` (what scored it), ``train_wall_time_s``,
+(the test results of ``best/`` on ``training.test_tasks``: their suite's results JSON, none without test
+tasks, plus ``model``, ``selection`` (what the dev score scored),
+``best_step``, ``best_dev_score``, ``best_dev_scorer`` (who scored it), ``train_wall_time_s``,
 ``tokens_per_second`` and ``mfu`` over the run's steps: :mod:`protoembed.training.throughput`),
 ``training_log.jsonl`` (one JSON object per logged step, with the same two figures over its steps,
 evaluation and event), ``config.yaml`` (the resolved config) and, while running,
@@ -302,10 +305,11 @@ class Trainer:
 
     def _dev_score(self, objective: TrainableObjective) -> tuple[float, str]:
         """``(dev score, who scored)``: when no evaluator was passed and the objective scores pairs itself
-        (``dev_pair_scores`` not ``None``: the regression cross-encoder), the Spearman x100 of its scores of
-        the STS-B dev pairs against gold (``"objective"``), else the evaluator's on the evaluation embedder
-        (``"embedder"``: the default STS-B dev Spearman, ``"evaluator"``: the one passed in); the scorers
-        are :data:`protoembed.run_layout.DEV_SCORERS`."""
+        (``dev_pair_scores`` not ``None``: the regression cross-encoder), the selection's correlation of its
+        scores of the selection's STS-like pairs against gold (``"objective"``;
+        :meth:`~protoembed.evaluation.evaluator.Evaluator.score_pairs`), else the evaluator's on the
+        evaluation embedder (``"embedder"``: the config's selection, ``"evaluator"``: the one passed in);
+        the scorers are :data:`protoembed.run_layout.DEV_SCORERS`."""
         own = getattr(objective, "dev_pair_scores", None) if self.custom_evaluator is None else None
         if own is not None:
             size = self.cfg.training.eval_batch_size
@@ -638,7 +642,7 @@ def train(
     objective_factory: ObjectiveFactory | None = None,
     callback: Callback | None = None,
     progress: bool | None = None,
-    evaluator: Evaluator | None = None,
+    evaluator: Evaluator | DevScorer | None = None,
     examples: Examples | None = None,
     hold_lock: bool = True,
 ) -> dict[str, Any]:
@@ -646,9 +650,9 @@ def train(
 
     ``objective_factory(cfg, embedder)`` replaces ``build_objective`` (tests, custom objectives);
     ``callback(event)`` is called after every optimizer step with ``{"step", "loss", "epoch"}`` (an
-    exception from it stops the run); ``evaluator(embedder) -> float`` replaces the default dev score
-    that selects ``best/`` (higher is better; the default: the objective's own ``dev_score`` if it gives
-    one, else the embedder's STS-B dev Spearman); ``examples`` replaces reading ``cfg.data`` (already read);
+    exception from it stops the run); ``evaluator`` (an :class:`~protoembed.evaluation.evaluator.Evaluator`
+    or any ``embedder -> float``, higher is better) replaces ``training.selection`` as what selects
+    ``best/``; ``examples`` replaces reading ``cfg.data`` (already read);
     ``hold_lock=False``: the caller holds the output folder's lock
     (:func:`protoembed.folder_lock.hold_output_dirs`, as ``protoembed train`` does before loading anything).
     """
