@@ -83,8 +83,8 @@ def test_the_score_is_the_mean_of_the_tasks_metric_computed_independently(tiny_m
     assert list(results) == ["sts"] and results["sts"]["split"] == "dev"
     assert [
         results["sts"]["tasks"][t]["spearman"] for t in ("STSBenchmark", "SICKRelatedness")
-    ] == pytest.approx(expected, abs=1e-4)
-    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-4)
+    ] == pytest.approx(expected, abs=1e-3)
+    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-3)
     assert evaluator.describe() == {
         "tasks": ["STSBenchmark", "SICKRelatedness"],
         "metric": "spearman",

@@ -140,7 +140,7 @@ def test_a_trained_run_is_recorded_without_training(tiny_model_dirs, tmp_path) -
     configs.mkdir()
     (configs / "simcse.yaml").write_text(
         f"model: {tiny_model_dirs['bert']}\nobjective: {{name: simcse}}\ndata: {{corpus: c.txt}}\n"
-        "training: {max_steps: 12}\n"
+        "training: {max_steps: 12, test_tasks: [STS12, STS13, STS14, STS15, STS16, STSBenchmark, SICKRelatedness]}\n"
     )
     runs, records = tmp_path / "runs", tmp_path / "records"
     _write_run(runs / "simcse-seed1", 70.0, log=True)
