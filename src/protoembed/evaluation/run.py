@@ -70,9 +70,8 @@ def evaluate(
     """
     settings = {k: options.pop(k) for k in model_settings() if k in options}
     spec = model_spec(model=model if isinstance(model, str) else "default", **settings)
-    # every suite's tasks, options and files are checked before the model is loaded
+    # every suite's tasks and options are checked here, its files by run() before the model is loaded
     evaluator = Evaluator(tasks, suite=suite, data_dir=data_dir, batch_size=batch_size, **options)
-    evaluator.check_files()
     if isinstance(model, str):
 
         def load() -> Any:

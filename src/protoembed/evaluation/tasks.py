@@ -291,18 +291,38 @@ def pairs_file_task(
     """
     from protoembed.data.benchmarks.sts import read_pairs_file
 
+    return _file_per_split_task(
+        name,
+        "sts",
+        dataset,
+        paths,
+        lambda file, variant, split: read_pairs_file(file, f"{name}/{split}", layout, variant),
+        "spearman",
+        **fields,
+    )
+
+
+def _file_per_split_task(
+    name: str,
+    suite: str,
+    dataset: str | None,
+    paths: Mapping[str, str],
+    read: Callable[[Path, str, str], Any],
+    main_score: str,
+    **fields: Any,
+) -> Task:
+    """A task of ``suite`` read from one file per split (``paths``: split -> file, relative to the data
+    directory or absolute) by ``read(file, variant, split)``."""
     if not paths:
         raise ProtoembedError(f"task {name!r}: give the file of at least one split")
     return make_task(
         name=name,
-        suites=("sts",),
+        suites=(suite,),
         dataset=dataset,
         files=lambda variant, split: [paths[split]],
-        read=lambda root, variant, split: read_pairs_file(
-            root / paths[split], f"{name}/{split}", layout, variant
-        ),
+        read=lambda root, variant, split: read(root / paths[split], variant, split),
         splits=tuple(paths),
-        main_score="spearman",
+        main_score=main_score,
         **fields,
     )
 
@@ -394,16 +414,13 @@ def pair_retrieval_task(
     from protoembed.data.benchmarks.pair_retrieval import read_pair_retrieval
     from protoembed.evaluation.retrieval_metrics import MAIN_SCORE
 
-    if not paths:
-        raise ProtoembedError(f"task {name!r}: give the pairs file of at least one split")
-    return make_task(
-        name=name,
-        suites=("retrieval",),
-        dataset=dataset,
-        files=lambda variant, split: [paths[split]],
-        read=lambda root, variant, split: read_pair_retrieval(root / paths[split], name, columns),
-        splits=tuple(paths),
-        main_score=MAIN_SCORE,
+    return _file_per_split_task(
+        name,
+        "retrieval",
+        dataset,
+        paths,
+        lambda file, variant, split: read_pair_retrieval(file, name, columns),
+        MAIN_SCORE,
         **fields,
     )
 
