@@ -31,7 +31,10 @@ Out, in RUN (the layout of a protoembed run, so the study records both alike): `
 checkpoint, sentence-transformers layout, read by ``protoembed eval --model RUN/best``), ``results.json``
 (``best_step``, ``best_dev_score`` x100, what scored it, steps, wall time, versions; no test task: the
 study evaluates ``best/`` with protoembed's commands), ``training_log.jsonl`` (the trainer's log history,
-one JSON object per entry), ``config.yaml`` (the config as read, and the sentence-transformers settings).
+one JSON object per entry, with ``elapsed_s``), ``config.yaml`` (the config as read, and the
+sentence-transformers settings). The process is set up as protoembed's command line sets its own
+(:func:`protoembed.threads.configure_process`: torch's threads sized to the cores that are free, OpenMP's
+idle threads sleeping): without it, on this shared 2-core machine, a step took 7x protoembed's.
 A run whose ``results.json`` exists is left as it is; an unfinished one starts again.
 """
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -269,6 +273,7 @@ def train(config: Path, overrides: list[str], folder: Path) -> dict[str, Any]:
     """Train the anchor run of ``config`` (with ``overrides``) into ``folder``; returns its results."""
     import datasets
     import sentence_transformers
+    import torch
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -294,6 +299,8 @@ def train(config: Path, overrides: list[str], folder: Path) -> dict[str, Any]:
         "steps": steps,
         "steps_per_epoch": per_epoch,
         "examples": len(columns["anchor"]),
+        "torch_threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "columns": list(columns),
         "arguments": {
             k: str(v)
@@ -369,6 +376,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Train one anchor run (see the module docstring); returns the exit code."""
     args = parse_args(argv)
+    if "torch" not in sys.modules:  # the process as protoembed's command line sets its own, before torch
+        from protoembed.threads import configure_process
+
+        configure_process()
     if (args.output_dir / RESULTS_FILE).is_file():
         print(f"own_pairs_st: {args.output_dir} is finished; left as it is", file=sys.stderr)
         return 0
