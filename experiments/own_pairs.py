@@ -131,10 +131,12 @@ def _sts(model: str, out: Path, folder: Path) -> bool:
 
 def mine(name: str, data: Path, records_dir: Path) -> bool:
     """Mine set ``name``'s hard negatives for the mined methods once (``data/mined.jsonl``), its wall time
-    recorded in ``mining-<set>/``."""
+    recorded in ``mining-<set>/`` (a new mining replaces the time an earlier one recorded: mining starts
+    over when interrupted)."""
     out = data / MINED_FILE
     if out.is_file():
         return True
+    (records_dir / f"mining-{name}" / TIME_FILE).unlink(missing_ok=True)
     query, document = SETS[name][1]
     cmd = _protoembed("mine", "--model", "default", "--data", str(data / "train_pairs.jsonl"))
     cmd += ["--columns", f"anchor={query}", f"positive={document}", "--corpus", str(data / "train_pool.txt")]
