@@ -59,6 +59,7 @@ from experiments.own_pairs_plan import (  # noqa: E402
 )
 from experiments.own_pairs_report import (  # noqa: E402
     DEV_FILE,
+    MINED_COUNTS,
     RETRIEVAL_FILE,
     STS_FILE,
     UNTRAINED,
@@ -140,7 +141,17 @@ def mine(name: str, data: Path, records_dir: Path) -> bool:
     query, document = SETS[name][1]
     cmd = _protoembed("mine", "--model", "default", "--data", str(data / "train_pairs.jsonl"))
     cmd += ["--columns", f"anchor={query}", f"positive={document}", "--corpus", str(data / "train_pool.txt")]
-    return _timed([*cmd, *MINE_OPTIONS, "--output", str(out)], records_dir / f"mining-{name}", "mine_s")
+    folder = records_dir / f"mining-{name}"
+    if not _timed([*cmd, *MINE_OPTIONS, "--output", str(out)], folder, "mine_s"):
+        return False
+    counts = {"pairs": _lines(data / "train_pairs.jsonl"), "rows": _lines(out)}
+    write_json(folder / MINED_COUNTS, counts)
+    return True
+
+
+def _lines(path: Path) -> int:
+    """The non-empty lines of a text file (a JSONL file's rows)."""
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def evaluate_untrained(name: str, data: Path, records_dir: Path) -> bool:
@@ -186,8 +197,7 @@ def run_eval_steps(config: Path, max_steps: int | None) -> int:
     from experiments.own_pairs_st import _local, read_config
 
     data = read_config(config, [])
-    path = _local(str(data["data"]["corpus"]))
-    pairs = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    pairs = _lines(_local(str(data["data"]["corpus"])))
     steps = epoch_steps(pairs, int(data["training"]["batch_size"]))
     return eval_steps(min(steps, max_steps) if max_steps else steps)
 

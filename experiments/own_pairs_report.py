@@ -43,6 +43,8 @@ from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS
 RETRIEVAL_FILE = "retrieval.json"
 DEV_FILE = "dev.json"
 STS_FILE = "sts.json"
+#: ``mining-<set>/``'s counts: the training pairs and the mined rows (the pairs that got a negative).
+MINED_COUNTS = "mined.json"
 UNTRAINED = "untrained-default"
 #: Set -> its label on the page, in the page's order (the sets of :mod:`experiments.own_pairs_data`).
 SET_LABELS = {"snli": "SNLI, hypothesis -> premise", "googlenews": "GoogleNews, title -> snippet"}
@@ -190,6 +192,19 @@ def _wall(runs: list[dict[str, Any]]) -> str:
     return f"{train + evals:.0f} s ({train:.0f} + {evals:.0f})"
 
 
+def _steps_cell(runs: list[dict[str, Any]]) -> str:
+    """The runs' steps and evaluation interval (each distinct one; ``n/a`` before a run is recorded)."""
+    shown = sorted(
+        {
+            (r["steps"], (r["config"].get("training") or {}).get("eval_steps"))
+            for r in runs
+            if r["steps"] is not None
+        },
+        key=str,
+    )
+    return ", ".join(f"{steps} ({every})" if every else str(steps) for steps, every in shown) or "n/a"
+
+
 def _lr_cell(data: dict[str, Any], method: str) -> str:
     if method in UNSUPERVISED:
         return "3e-05 (fixed)"
@@ -205,16 +220,16 @@ def main_table(data: dict[str, Any]) -> list[str]:
     names = " | ".join(label for _, label in METRICS)
     grid = " / ".join(lr_text(lr) for lr in LR_GRID)
     lines = [
-        f"| Model | lr (dev nDCG@10 at {grid}) | Seeds | dev nDCG@10 | {names} | Δ nDCG@10 | STS-B test | "
-        "Δ STS-B | Wall / run (train + evaluations) |",
-        "|---|---|---:|---:|" + "---:|" * len(METRICS) + "---:|---:|---:|---:|",
+        f"| Model | Steps (dev every) | lr (dev nDCG@10 at {grid}) | Seeds | dev nDCG@10 | {names} | Δ nDCG@10 | "
+        "STS-B test | Δ STS-B | Wall / run (train + evaluations) |",
+        "|---|---:|---|---:|---:|" + "---:|" * len(METRICS) + "---:|---:|---:|---:|",
     ]
     before = data["before"]
     if before:
         cells = " | ".join(f"{before['retrieval'][k]:.2f}" for k, _ in METRICS)
         dev = f"{before['dev'][MAIN]:.2f}" if before["dev"] else "n/a"
         sts = f"{before['sts']:.2f}" if before["sts"] is not None else "n/a"
-        lines.append(f"| untrained default (mean head) | – | – | {dev} | {cells} | | {sts} | | |")
+        lines.append(f"| untrained default (mean head) | – | – | – | {dev} | {cells} | | {sts} | | |")
     for method, spec in METHODS.items():
         runs = method_runs(data, method)
         label = spec.label + (" (30 steps)" if method in UNSUPERVISED else "")
@@ -224,7 +239,8 @@ def main_table(data: dict[str, Any]) -> list[str]:
         d_ndcg = _change([r["retrieval"][MAIN] for r in runs], before["retrieval"][MAIN] if before else None)
         d_sts = _change(sts, before["sts"] if before else None)
         lines.append(
-            f"| {label} | {_lr_cell(data, method)} | {len(runs)} | {dev} | {cells} | {_signed(d_ndcg)} | "
+            f"| {label} | {_steps_cell(runs)} | {_lr_cell(data, method)} | {len(runs)} | {dev} | {cells} | "
+            f"{_signed(d_ndcg)} | "
             f"{_cell(sts)} | {_signed(d_sts)} | {_wall(runs)} |"
         )
     return lines
@@ -409,32 +425,42 @@ def per_seed_table(data: dict[str, Any], name: str) -> list[str]:
 
 
 def _budget(sets: dict[str, dict[str, Any]]) -> str:
-    """The supervised budget as the records show it (steps, eval steps, batch, precision, sampler)."""
-    parts = []
-    config: dict[str, Any] = {}
-    for name in SET_LABELS:
-        runs = [
-            r
+    """The supervised budget as a recorded protoembed run's config shows it (batch, precision, sampler)."""
+    config = next(
+        (
+            r["config"]
+            for data in sets.values()
             for m in TRAINED
             if METHODS[m].library == "protoembed"
-            for rs in sets[name]["runs"].get(m, {}).values()
+            for rs in data["runs"].get(m, {}).values()
             for r in rs
-        ]
-        run = next((r for r in runs if r["steps"]), None)
-        if run is None:
-            continue
-        config = config or run["config"]
-        parts.append(
-            f"{name}: {run['steps']} steps, dev every {run['config'].get('training', {}).get('eval_steps', '?')}"
-        )
+            if r["config"]
+        ),
+        {},
+    )
     training = config.get("training", {})
-    if not parts:
+    if not training:
         return "one epoch over the training pairs (no run recorded yet)"
     return (
-        f"one epoch over the training pairs ({'; '.join(parts)}), batch {training.get('batch_size', '?')} "
+        f"one epoch over the training pairs (steps in the tables), batch {training.get('batch_size', '?')} "
         f"(the last incomplete batch dropped, batch sampler `{training.get('batch_sampler', '?')}`), "
         f"{config.get('max_seq_length', '?')} tokens, {training.get('precision', '?')}, warm-up "
         f"{training.get('warmup', '?')}, weight decay {training.get('weight_decay', '?')}"
+    )
+
+
+def _mined_counts(records_dir: Path, data: dict[str, dict[str, Any]]) -> str:
+    """What the mining kept per set (``mining-<set>/mined.json``): the pairs that got a negative."""
+    parts = []
+    for name in SET_LABELS:
+        mined = _json(records_dir / f"mining-{name}" / MINED_COUNTS) or {}
+        if mined:
+            parts.append(f"{name} {mined['rows']} of {mined['pairs']} pairs")
+    if not parts:
+        return ""
+    return (
+        " The mined methods train on the pairs that got a negative (the others have none in their top 20 "
+        f"at least 5% below their own document): {', '.join(parts)}; their epoch is that much shorter."
     )
 
 
@@ -500,7 +526,9 @@ def write_report(
         "sentence-transformers' own `SentenceTransformerTrainer` (`experiments/own_pairs_st.py`) on the same "
         "pairs, batch, steps, learning rate, schedule, seed and dev split. Hard negatives: `protoembed mine "
         + " ".join(mine_options)
-        + "` with the untrained model. Every kept model, whichever library trained it, is evaluated by "
+        + "` with the untrained model."
+        + _mined_counts(records_dir, sets)
+        + " Every kept model, whichever library trained it, is evaluated by "
         "`protoembed eval retrieval --model RUN/best --task-dir DATA/<set>-dev --split dev` (what the lr is "
         "chosen on), `... --task-dir DATA/<set>/<set>-retrieval --split test` (exact search"
         + (f", {protocol.get('score_function')} scores" if protocol.get("score_function") else "")

@@ -376,6 +376,7 @@ def _records(tmp_path: Path) -> Path:
             run = records / run_name(method, "googlenews", lr, seed)
             _write(run / DEV_FILE, _scores(p["dev"][lr] if seed == 1 else 33.0))
             _write(run / "results.json", {"best_step": 2, "total_steps": 16})
+            (run / "config.yaml").write_text("training: {eval_steps: 4}\n")
             _write(run / "study_time.json", {"train_s": 100.0, "dev_s": 10.0})
             if lr == chosen[method]:
                 _write(run / RETRIEVAL_FILE, _scores(p["test"][seed]))
@@ -398,16 +399,21 @@ def test_page_rows_are_the_chosen_lrs_seed_means_and_changes_from_untrained(tmp_
         tmp_path / "page.md", records, Path("c"), ["--num-negatives", "1"], "`cmd`"
     ).read_text()
     news = text[text.index("## GoogleNews") :]
-    assert "| untrained default (mean head) | – | – | 29.00 | 30.00 | 40.00 | 25.00 | | 82.00 | | |" in news
+    assert (
+        "| untrained default (mean head) | – | – | – | 29.00 | 30.00 | 40.00 | 25.00 | | 82.00 | | |" in news
+    )
     # sup: lr 5e-05 chosen (dev 31 / 33 / 32); dev of the kept models 33 (seed 1) and 33, 33; test 35 ± 1
     row = (
-        "| supervised SimCSE, in-batch negatives | 5e-05 (31.00 / 33.00 / 32.00) | 3 | 33.00 ± 0.00 | 35.00 ± 1.00 "
+        "| supervised SimCSE, in-batch negatives | 16 (4) | 5e-05 (31.00 / 33.00 / 32.00) | 3 | 33.00 ± 0.00 | 35.00 ± 1.00 "
         "| 45.00 ± 1.00 | 30.00 ± 1.00 | +5.00 | 81.00 ± 0.00 | -1.00 | 120 s (100 + 20) |"
     )
     assert row in news
-    assert "| sentence-transformers MNRL, in-batch negatives | 0.0001 (30.00 / 31.00 / 32.00) | 3 |" in news
-    assert "| unsupervised SimCSE on the texts (30 steps) | 3e-05 (fixed) | 1 | n/a | 28.00 |" in news
-    assert "| supervised SimCSE, + 1 mined hard negative | ? (– / – / –) | 0 |" in news
+    assert (
+        "| sentence-transformers MNRL, in-batch negatives | 16 (4) | 0.0001 (30.00 / 31.00 / 32.00) | 3 |"
+        in news
+    )
+    assert "| unsupervised SimCSE on the texts (30 steps) | n/a | 3e-05 (fixed) | 1 | n/a | 28.00 |" in news
+    assert "| supervised SimCSE, + 1 mined hard negative | n/a | ? (– / – / –) | 0 |" in news
     # protoembed 35.00 against sentence-transformers 35.00: 0.00, the aim (>= -0.5) met; mined: not yet
     assert "`sup` − `st-mnrl` +0.00 (aim met); `sup-mined` − `st-mnrl-mined` n/a (not measured yet)" in news
     assert "supervised SimCSE, in-batch negatives (`sup`) raises test nDCG@10 by +5.00" in text
