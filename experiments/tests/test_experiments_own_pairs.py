@@ -395,9 +395,11 @@ def test_page_rows_are_the_chosen_lrs_seed_means_and_changes_from_untrained(tmp_
     from experiments.own_pairs_report import write_report
 
     records = _records(tmp_path)
+    _write(records / "mining-googlenews" / "mined.json", {"pairs": 100, "rows": 40})
     text = write_report(
         tmp_path / "page.md", records, Path("c"), ["--num-negatives", "1"], "`cmd`"
     ).read_text()
+    assert "at least 5% below their own document): googlenews 40 of 100 pairs;" in text
     news = text[text.index("## GoogleNews") :]
     assert (
         "| untrained default (mean head) | – | – | – | 29.00 | 30.00 | 40.00 | 25.00 | | 82.00 | | |" in news
