@@ -243,6 +243,7 @@ def test_run(run_dir: Path, record_dir: Path, test: Path) -> bool:
     if (record_dir / RETRIEVAL_FILE).is_file():
         _say(f"{run_dir.name}: recorded, skipped")
         return True
+    load_start = load_average()
     best = run_dir / BEST_DIR
     if not best.is_dir():
         _say(
@@ -255,7 +256,7 @@ def test_run(run_dir: Path, record_dir: Path, test: Path) -> bool:
         str(best), test, "test", run_dir / RETRIEVAL_FILE, run_dir, "retrieval_s"
     ):
         return False
-    environment = machine(load_average(), load_average())
+    environment = machine(load_start, load_average())  # the test evaluations' (training's: its log)
     copy_record([(run_dir / n, n) for n in TESTED_FILES], record_dir, environment)
     return True
 
