@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 # SentEval's SNLI copy: premise, hypothesis, label per line. Five premises: the fifth (every
 # DEV_PREMISE_EVERY-th) is the dev split; the test split shares texts with both.
@@ -215,14 +216,9 @@ def test_the_driver_tries_the_grid_then_trains_and_tests_the_other_seeds_at_the_
     assert names == [run_name("st-mnrl", "googlenews", lr, 1) for lr in LR_GRID] + [
         run_name("st-mnrl", "googlenews", mid, seed) for seed in (2, 3)
     ]
-    assert trainings[0][-6:] == [
-        "--set",
-        f"training.lr={low}",
-        "--set",
-        "training.seed=1",
-        "--set",
-        "training.eval_steps=2",
-    ]
+    first = trainings[0]
+    sets = [first[k + 1] for k, arg in enumerate(first) if arg == "--set"]
+    assert sets[:3] == [f"training.lr={low}", "training.seed=1", "training.eval_steps=2"]
     assert chosen_lr(records, "st-mnrl", "googlenews") == mid
     tested = sorted(p.parent.name for p in records.glob("*/retrieval.json"))
     assert tested == [run_name("st-mnrl", "googlenews", mid, seed) for seed in (1, 2, 3)]
@@ -450,3 +446,23 @@ def test_the_docs_table_is_the_records_summary():
     table = "\n".join(summary_table(root / "docs" / "results" / "own-pairs"))
     assert table.count("\n") >= 3  # both sets recorded
     assert f"\n{table}\n" in (root / "docs" / "training" / "your-data.md").read_text(encoding="utf-8")
+
+
+def test_the_dev_task_folder_is_passed_absolute_when_it_exists_from_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """protoembed reads a declared task's relative folder under the data directory; the driver hands it the
+    folder the config names under the working directory (as ``data.corpus`` is read), the declaration kept."""
+    from experiments.own_pairs import task_folders
+
+    config = _study_config(tmp_path, "unused")
+    assert task_folders(config) == []  # already absolute
+    monkeypatch.chdir(tmp_path)
+    data = yaml.safe_load(config.read_text())
+    data["tasks"][0]["files"]["all"] = "dev"
+    config.write_text(json.dumps(data))
+    (override,) = task_folders(config)
+    key, value = override.split("=", 1)
+    assert key == "tasks" and yaml.safe_load(value) == [
+        {**data["tasks"][0], "files": {"all": str(tmp_path / "dev")}}
+    ]
