@@ -1,26 +1,36 @@
 """Own-pairs study: adapt a sentence model to in-domain (query, document) pairs and judge it by retrieval.
 
 The engineer's loop on data staged here (:mod:`experiments.own_pairs_data`: two sets, SNLI hypothesis ->
-premise and GoogleNews title -> snippet, each with its training pairs and texts and a BEIR-layout retrieval
-set that no training step sees). For each set, seeds {1, 2, 3} and each method (configs
-``configs/cpu/own-pairs/<method>-<set>.yaml``):
+premise and GoogleNews title -> snippet, each with its training pairs and texts, a dev split and a test split
+in the BEIR layout; no training step sees either split, no choice sees the test split). The methods, the
+learning-rate grid and the seeds are :mod:`experiments.own_pairs_plan`'s; the configs are
+``configs/cpu/own-pairs/<config>-<set>.yaml``:
 
-- ``simcse``, ``conpvp``: unsupervised, on the training split's texts (no pairing used);
-- ``sup``: supervised SimCSE on the pairs (``data.columns`` maps the file's own column names, e.g.
-  ``title`` / ``snippet``, to anchor / positive), in-batch negatives;
-- ``sup-mined``: the same with one hard negative per pair mined by ``protoembed mine`` with the untrained
-  model over the training documents (once per set, before the runs);
+- ``sup`` (protoembed): supervised SimCSE on the pairs (``data.columns`` maps the file's own column names,
+  e.g. ``title`` / ``snippet``, to anchor / positive), in-batch negatives;
+- ``sup-mined`` (protoembed): the same with one hard negative per pair mined by ``protoembed mine`` with
+  the untrained model over the training documents (once per set, before the runs);
+- ``st-mnrl``, ``st-mnrl-mined`` (the anchor): the same two configs trained by sentence-transformers'
+  ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` (:mod:`experiments.own_pairs_st`);
+- ``simcse``, ``conpvp``: unsupervised, recorded by the 30-step study and not rerun (their test split is
+  unchanged).
 
-then ``protoembed eval retrieval`` on the set's retrieval split (nDCG@10 the main score) and STS-B test (in
-the run's ``results.json``: what general similarity is forgotten). "Untrained" is the default model with its
-own mean head, evaluated once per set (it has no seed).
+Every supervised run trains one epoch and keeps its checkpoint with the best dev nDCG@10 (evaluated every
+eighth of the epoch and after the last step: ``training.selection``). Per (set, method): the learning rates
+of the grid with seed 1, the one whose run scores the best dev nDCG@10 chosen, then seeds 2 and 3 at it.
+Every run's ``best/`` is evaluated by the same protoembed commands, whichever library trained it:
+``protoembed eval retrieval`` on the dev split (``dev.json``, what the learning rate is chosen on) and, for
+the three runs at the chosen learning rate, on the test split (``retrieval.json``, nDCG@10 the main score)
+and ``protoembed eval sts --tasks STSBenchmark`` (``sts.json``: what general similarity is forgotten).
+"Untrained" is the default model with its own mean head, evaluated once per set (it has no seed).
 
 Run from the repository root: ``make experiment-own-pairs`` or ``python experiments/own_pairs.py``
-(``--sets googlenews --methods sup --seeds 1`` for a subset, ``--report-only`` to rewrite the page). The
-data goes to ``runs/own-pairs/data/<set>/``, runs train into ``runs/own-pairs/<method>-<set>-seed<k>/``
-(git-ignored); each finished run's small files are recorded in ``docs/results/own-pairs/<run>/``
-(committed), a recorded run is skipped and an interrupted one resumes. The page,
-``docs/results/own-pairs.md``, is rewritten from the records every time.
+(``--sets googlenews --methods st-mnrl`` for a subset, ``--max-steps 4 --runs-dir ... --records-dir ...`` for
+a smoke test, ``--report-only`` to rewrite the page). The data goes to ``runs/own-pairs/data/``, runs train
+into ``runs/own-pairs/<method>-<set>-lr<lr>-seed<k>/`` (git-ignored); each finished run's small files are
+recorded in ``docs/results/own-pairs/<run>/`` (committed), a recorded run is skipped and an interrupted
+protoembed run resumes (an anchor run starts again). The page, ``docs/results/own-pairs.md``, is rewritten
+from the records every time.
 """
 
 from __future__ import annotations
@@ -33,12 +43,27 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python experiments/own_pairs.py
     import script_path  # noqa: F401  (puts the repository root on sys.path)
 
-from experiments.own_pairs_data import SETS, prepare  # noqa: E402
-from experiments.own_pairs_report import (  # noqa: E402
+from experiments.own_pairs_data import SETS, dev_dir, prepare, test_dir  # noqa: E402
+from experiments.own_pairs_plan import (  # noqa: E402
+    LR_GRID,
     METHODS,
+    MINED_CONFIG,
+    PROTOEMBED,
+    SEEDS,
+    SELECTION_SEED,
+    TRAINED,
+    choose_lr,
+    epoch_steps,
+    eval_steps,
+    run_name,
+)
+from experiments.own_pairs_report import (  # noqa: E402
+    DEV_FILE,
+    MINED_COUNTS,
     RETRIEVAL_FILE,
+    STS_FILE,
     UNTRAINED,
-    task_dir,
+    retrieval_scores,
     write_report,
 )
 from experiments.records import (  # noqa: E402
@@ -57,18 +82,22 @@ from experiments.records import (  # noqa: E402
     write_json,
 )
 
-DEFAULT_SEEDS = [1, 2, 3]
 DEFAULTS = {
     "configs": "configs/cpu/own-pairs",
     "runs_dir": "runs/own-pairs",
     "records_dir": "docs/results/own-pairs",
     "report": "docs/results/own-pairs.md",
 }
-#: ``protoembed mine``'s settings for ``sup-mined`` (recorded on the page): one negative per pair among the
-#: 20 documents the untrained model ranks highest for the query, the highest-ranked one scoring at least
-#: 5% below the pair's own document (a guard against documents the query also describes).
+#: ``protoembed mine``'s settings for the mined methods (recorded on the page): one negative per pair
+#: among the 20 documents the untrained model ranks highest for the query, the highest-ranked one scoring
+#: at least 5% below the pair's own document (a guard against documents the query also describes).
 MINE_OPTIONS = ["--num-negatives", "1", "--range-max", "20", "--relative-margin", "0.05", "--sampling", "top"]
 MINED_FILE = "mined.jsonl"
+#: The sentence-transformers anchor's script (:mod:`experiments.own_pairs_st`).
+ANCHOR_SCRIPT = Path(__file__).resolve().with_name("own_pairs_st.py")
+#: A trained run's record files, in copying order (the last marks the record complete); a tested run's.
+TRAINED_FILES = (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, DEV_FILE)
+TESTED_FILES = (TIME_FILE, STS_FILE, RETRIEVAL_FILE)
 
 
 def _say(message: str) -> None:
@@ -81,64 +110,195 @@ def _protoembed(*args: str) -> list[str]:
 
 def _timed(cmd: list[str], folder: Path, key: str, quiet: bool = False) -> bool:
     """Run ``cmd``; add its wall time to ``folder``'s ``key``; True if it exited 0."""
-    _say(f"{folder.name}: {' '.join(cmd[3:])}")
+    shown = cmd[3:] if cmd[1] == "-m" else [Path(cmd[1]).name, *cmd[2:]]
+    _say(f"{folder.name}: {' '.join(shown)}")
     code = timed_call(cmd, folder, key, quiet=quiet)
     if code != 0:
         _say(f"{folder.name}: exit {code}; rerun to resume")
     return code == 0
 
 
-def _retrieval(model: str, retrieval_dir: Path, out: Path, folder: Path) -> bool:
-    cmd = _protoembed(
-        "eval", "retrieval", "--model", model, "--task-dir", str(retrieval_dir), "--split", "test"
-    )
-    return _timed([*cmd, "--output", str(out)], folder, "retrieval_s", quiet=True)
+def _retrieval(model: str, task: Path, split: str, out: Path, folder: Path, key: str) -> bool:
+    """``protoembed eval retrieval`` of ``model`` on the BEIR folder ``task``'s ``split`` into ``out``."""
+    cmd = _protoembed("eval", "retrieval", "--model", model, "--task-dir", str(task), "--split", split)
+    return _timed([*cmd, "--output", str(out)], folder, key, quiet=True)
+
+
+def _sts(model: str, out: Path, folder: Path) -> bool:
+    """``protoembed eval sts --tasks STSBenchmark`` (test) of ``model`` into ``out``."""
+    cmd = _protoembed("eval", "sts", "--model", model, "--tasks", "STSBenchmark", "--output", str(out))
+    return _timed(cmd, folder, "sts_s", quiet=True)
 
 
 def mine(name: str, data: Path, records_dir: Path) -> bool:
-    """Mine set ``name``'s hard negatives for ``sup-mined`` once (``data/mined.jsonl``), its wall time
-    recorded in ``mining-<set>/``."""
+    """Mine set ``name``'s hard negatives for the mined methods once (``data/mined.jsonl``), its wall time
+    recorded in ``mining-<set>/`` (a new mining replaces the time an earlier one recorded: mining starts
+    over when interrupted)."""
     out = data / MINED_FILE
     if out.is_file():
         return True
+    (records_dir / f"mining-{name}" / TIME_FILE).unlink(missing_ok=True)
     query, document = SETS[name][1]
     cmd = _protoembed("mine", "--model", "default", "--data", str(data / "train_pairs.jsonl"))
     cmd += ["--columns", f"anchor={query}", f"positive={document}", "--corpus", str(data / "train_pool.txt")]
-    return _timed([*cmd, *MINE_OPTIONS, "--output", str(out)], records_dir / f"mining-{name}", "mine_s")
+    folder = records_dir / f"mining-{name}"
+    if not _timed([*cmd, *MINE_OPTIONS, "--output", str(out)], folder, "mine_s"):
+        return False
+    counts = {"pairs": _lines(data / "train_pairs.jsonl"), "rows": _lines(out)}
+    write_json(folder / MINED_COUNTS, counts)
+    return True
+
+
+def _lines(path: Path) -> int:
+    """The non-empty lines of a text file (a JSONL file's rows)."""
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def evaluate_untrained(name: str, data: Path, records_dir: Path) -> bool:
-    """Retrieval and STS-B test of the untrained default model (its mean head) on set ``name``, once."""
+    """Test and dev retrieval and STS-B test of the untrained default model (its mean head) on set
+    ``name``, once each."""
     out = records_dir / f"{UNTRAINED}-{name}"
     out.mkdir(parents=True, exist_ok=True)
-    retrieval = out / RETRIEVAL_FILE
-    if not retrieval.is_file() and not _retrieval("default", task_dir(data, name), retrieval, out):
-        return False
-    if not (out / RESULTS_FILE).is_file():
-        cmd = _protoembed("eval", "sts", "--model", "default", "--tasks", "STSBenchmark")
-        if not _timed([*cmd, "--output", str(out / RESULTS_FILE)], out, "sts_s", quiet=True):
+    splits = ((test_dir(data, name), "test", RETRIEVAL_FILE), (dev_dir(data, name), "dev", DEV_FILE))
+    for task, split, file in splits:
+        if not (out / file).is_file() and not _retrieval(
+            "default", task, split, out / file, out, f"{split}_s"
+        ):
             return False
+    if not (out / RESULTS_FILE).is_file() and not _sts("default", out / RESULTS_FILE, out):
+        return False
     write_json(out / ENVIRONMENT_FILE, machine(None, load_average()))
     return True
 
 
-def run_one(config: Path, seed: int, run_dir: Path, record_dir: Path, retrieval_dir: Path) -> bool:
-    """Train (or resume) one run, evaluate its retrieval, record it; True if done."""
+def config_path(configs: Path, method: str, name: str) -> Path:
+    """The config method ``method`` reads on set ``name``."""
+    return configs / f"{METHODS[method].config}-{name}.yaml"
+
+
+def check_config(config: Path, method: str) -> None:
+    """Validate ``config`` as ``method``'s library reads it (protoembed: ``load_run``; the anchor: its
+    :func:`~experiments.own_pairs_st.anchor_config`), before the first run."""
+    from experiments.own_pairs_st import anchor_config, read_config
+    from protoembed import ProtoembedError, load_run
+
+    if METHODS[method].library == PROTOEMBED:
+        load_run(config, [])
+        return
+    try:
+        anchor_config(read_config(config, []))
+    except (ValueError, KeyError) as err:
+        raise ProtoembedError(f"{config}: {err}") from None
+
+
+def run_eval_steps(config: Path, max_steps: int | None) -> int:
+    """``training.eval_steps`` of a run of ``config``: an eighth of its steps (one epoch of the pairs in
+    its ``data.corpus`` at its ``batch_size``, or ``max_steps``)."""
+    from experiments.own_pairs_st import _local, read_config
+
+    data = read_config(config, [])
+    pairs = _lines(_local(str(data["data"]["corpus"])))
+    steps = epoch_steps(pairs, int(data["training"]["batch_size"]))
+    return eval_steps(min(steps, max_steps) if max_steps else steps)
+
+
+def task_folders(config: Path) -> list[str]:
+    """``--set`` overrides that give the config's own tasks (the dev split) their folders as absolute paths
+    when they exist from the working directory: protoembed reads a declared task's relative folder under
+    the data directory, whereas the configs name the study's folders under ``runs/`` as ``data.corpus``
+    does (working directory first). The declarations stay the configs'; ``[]`` when nothing changes."""
+    import json
+
+    from experiments.own_pairs_st import read_config
+
+    tasks = read_config(config, []).get("tasks") or []
+    fixed = [
+        {
+            **task,
+            "files": {k: str(Path(v).resolve()) if Path(v).exists() else v for k, v in task["files"].items()},
+        }
+        for task in tasks
+    ]
+    return [f"tasks={json.dumps(fixed)}"] if fixed != tasks else []
+
+
+def train_command(method: str, config: Path, run_dir: Path, overrides: list[str]) -> list[str]:
+    """The command that trains (or resumes) one run of ``method``: ``protoembed train`` or the anchor."""
+    sets = [arg for o in overrides for arg in ("--set", o)]
+    if METHODS[method].library == PROTOEMBED:
+        return _protoembed("train", "--config", str(config), "--resume", "--output-dir", str(run_dir), *sets)
+    return [sys.executable, str(ANCHOR_SCRIPT), "--config", str(config), "--output-dir", str(run_dir), *sets]
+
+
+def train_run(
+    method: str,
+    config: Path,
+    lr: float,
+    seed: int,
+    where: tuple[Path, Path, Path],
+    every: int,
+    cap: int | None,
+) -> bool:
+    """Train one run (``where``: its run folder, record folder and the set's dev folder), evaluate its
+    ``best/`` on the dev split, record it; True if done."""
+    run_dir, record_dir, dev = where
+    if (record_dir / DEV_FILE).is_file():
+        return True
+    overrides = [f"training.lr={lr}", f"training.seed={seed}", f"training.eval_steps={every}"]
+    overrides += task_folders(config)
+    overrides += [f"training.max_steps={cap}"] if cap else []
+    load_start = load_average()
+    command = train_command(method, config, run_dir, overrides)
+    if not (run_dir / RESULTS_FILE).is_file() and not _timed(command, run_dir, "train_s"):
+        return False
+    if not (run_dir / DEV_FILE).is_file() and not _retrieval(
+        str(run_dir / BEST_DIR), dev, "dev", run_dir / DEV_FILE, run_dir, "dev_s"
+    ):
+        return False
+    copy_record([(run_dir / n, n) for n in TRAINED_FILES], record_dir, machine(load_start, load_average()))
+    return True
+
+
+def test_run(run_dir: Path, record_dir: Path, test: Path) -> bool:
+    """Evaluate a trained run's ``best/`` on the test split and STS-B test, add them to its record."""
     if (record_dir / RETRIEVAL_FILE).is_file():
         _say(f"{run_dir.name}: recorded, skipped")
         return True
     load_start = load_average()
-    if not (run_dir / RESULTS_FILE).is_file():
-        cmd = _protoembed("train", "--config", str(config), "--resume", "--output-dir", str(run_dir))
-        if not _timed([*cmd, "--set", f"training.seed={seed}"], run_dir, "train_s"):
-            return False
+    best = run_dir / BEST_DIR
+    if not best.is_dir():
+        _say(
+            f"{run_dir.name}: {best} is missing (recorded elsewhere?); remove {record_dir} to train it again"
+        )
+        return False
+    if not (run_dir / STS_FILE).is_file() and not _sts(str(best), run_dir / STS_FILE, run_dir):
+        return False
     if not (run_dir / RETRIEVAL_FILE).is_file() and not _retrieval(
-        str(run_dir / BEST_DIR), retrieval_dir, run_dir / RETRIEVAL_FILE, run_dir
+        str(best), test, "test", run_dir / RETRIEVAL_FILE, run_dir, "retrieval_s"
     ):
         return False
-    names = (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, RETRIEVAL_FILE)  # retrieval last: complete
-    copy_record([(run_dir / n, n) for n in names], record_dir, machine(load_start, load_average()))
+    environment = machine(load_start, load_average())  # the test evaluations' (training's: its log)
+    copy_record([(run_dir / n, n) for n in TESTED_FILES], record_dir, environment)
     return True
+
+
+def dev_score(record_dir: Path) -> float | None:
+    """A recorded run's dev nDCG@10 (``None`` before it is recorded)."""
+    import json
+
+    path = record_dir / DEV_FILE
+    return (
+        retrieval_scores(json.loads(path.read_text(encoding="utf-8")))["ndcg_at_10"]
+        if path.is_file()
+        else None
+    )
+
+
+def chosen_lr(records_dir: Path, method: str, name: str) -> float | None:
+    """The learning rate chosen for ``method`` on set ``name`` from its recorded selection runs (``None``
+    while one is missing): :func:`~experiments.own_pairs_plan.choose_lr`."""
+    scores = {lr: dev_score(records_dir / run_name(method, name, lr, SELECTION_SEED)) for lr in LR_GRID}
+    return choose_lr(scores)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -147,11 +307,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python experiments/own_pairs.py", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
-        "--configs", default=DEFAULTS["configs"], type=Path, help="<method>-<set>.yaml folder"
+        "--configs", default=DEFAULTS["configs"], type=Path, help="<config>-<set>.yaml folder"
     )
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), choices=list(SEEDS))
+    parser.add_argument("--methods", nargs="+", choices=TRAINED, default=TRAINED)
+    parser.add_argument("--max-steps", type=int, default=None, help="cap every run (a smoke test)")
     parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
     parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
@@ -167,39 +328,71 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
-    from protoembed import load_run, resolve_data_dir
+    from protoembed import resolve_data_dir
 
     data = {name: args.runs_dir / "data" / name for name in args.sets}  # the configs name these folders
-    configs = {(m, name): args.configs / f"{m}-{name}.yaml" for name in args.sets for m in args.methods}
-    failed = []
+    failed: list[str] = []
     if not args.report_only:
         for name in args.sets:
             stats = prepare(name, resolve_data_dir(None), data[name])
             write_json(args.records_dir / f"data-{name}.json", stats)
-        for path in configs.values():
-            load_run(path, [])  # every config checked before the first run
+        for name in args.sets:
+            for method in args.methods:
+                check_config(config_path(args.configs, method, name), method)  # all before the first run
         for name in args.sets:
             if not evaluate_untrained(name, data[name], args.records_dir):
                 failed.append(f"{UNTRAINED}-{name}")
-            if "sup-mined" in args.methods and not mine(name, data[name], args.records_dir):
+            mined = any(METHODS[m].config == MINED_CONFIG for m in args.methods)
+            if mined and not mine(name, data[name], args.records_dir):
                 failed.append(f"mining-{name}")
-        for seed in args.seeds:  # seed-major: a partial study already has every cell once
-            for name in args.sets:
-                for method in args.methods:
-                    run = f"{method}-{name}-seed{seed}"
-                    where = (args.runs_dir / run, args.records_dir / run, task_dir(data[name], name))
-                    if not run_one(configs[method, name], seed, *where):
-                        failed.append(run)
+        failed += _runs(args, data)
     write_report(args.report, args.records_dir, args.configs, MINE_OPTIONS, _command(argv, args))
     _say(f"report written to {args.report}")
     return finished(failed, _say)
+
+
+def _runs(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
+    """The selection runs of every (set, method), then its seeds at the chosen learning rate, each tested;
+    returns the runs that failed."""
+    failed = []
+    every = {
+        (name, method): run_eval_steps(config_path(args.configs, method, name), args.max_steps)
+        for name in args.sets
+        for method in args.methods
+    }
+
+    def train(method: str, name: str, lr: float, seed: int) -> bool:
+        run = run_name(method, name, lr, seed)
+        where = (args.runs_dir / run, args.records_dir / run, dev_dir(data[name], name))
+        config = config_path(args.configs, method, name)
+        if train_run(method, config, lr, seed, where, every[name, method], args.max_steps):
+            return True
+        failed.append(run)
+        return False
+
+    for name in args.sets:  # the learning rates, on the selection seed
+        for method in args.methods:
+            for lr in LR_GRID:
+                train(method, name, lr, SELECTION_SEED)
+    for seed in args.seeds:  # seed-major: a partial study already has every cell once
+        for name in args.sets:
+            for method in args.methods:
+                lr = chosen_lr(args.records_dir, method, name)
+                if lr is None:
+                    continue  # a selection run failed: named above
+                run = run_name(method, name, lr, seed)
+                if train(method, name, lr, seed) and not test_run(
+                    args.runs_dir / run, args.records_dir / run, test_dir(data[name], name)
+                ):
+                    failed.append(run)
+    return failed
 
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the study: ``make experiment-own-pairs`` when the defaults were used."""
     given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
     defaults = parse_args([])
-    keys = ("configs", "seeds", "runs_dir", "records_dir", "report", "methods", "sets")
+    keys = ("configs", "seeds", "runs_dir", "records_dir", "report", "methods", "sets", "max_steps")
     if all(getattr(args, k) == getattr(defaults, k) for k in keys):
         return "`make experiment-own-pairs` (= `python experiments/own_pairs.py`)"
     return "`python experiments/own_pairs.py" + "".join(" " + shlex.quote(a) for a in given) + "`"

@@ -28,6 +28,22 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"protoembed.training.components", "protoembed.training.samplers"}),
         "counts the repeated texts of the examples the trainer reads and the batches its samplers make",
     ),
+    "own_pairs_st.py": (
+        frozenset(
+            {
+                "protoembed.backbones",
+                "protoembed.data.benchmarks.beir",
+                "protoembed.data.training.examples",
+                "protoembed.threads",
+                "protoembed.training.config",
+                "protoembed.training.samplers",
+            }
+        ),
+        "trains protoembed's run with sentence-transformers (the study's anchor): it must read the config as "
+        "`protoembed train` reads it (base files, --set), the model folder it resolves, the dev folder as its "
+        "retrieval suite reads it, count the batches its sampler makes, and set the process up as its command "
+        "line does",
+    ),
     "precision_check.py": (
         frozenset({"protoembed.training.components"}),
         "runs one batch through an objective built as the trainer builds it, in fp32 and under bf16",
