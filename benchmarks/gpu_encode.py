@@ -195,7 +195,7 @@ def library_rows(
     from sentence_transformers import SentenceTransformer
 
     import protoembed
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
 
     ours = protoembed.load(folder, device=args.device)
     wanted = {"tokenizer_workers": args.tokenizer_workers, "max_tokens_per_batch": args.max_tokens_per_batch}

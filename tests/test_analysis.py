@@ -13,7 +13,7 @@ import pytest
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation import analysis, fewshot_figure
 from protoembed.evaluation.sts import evaluate_sts
 from protoembed.io import save_figure

@@ -12,8 +12,8 @@ import torch
 
 import protoembed
 from protoembed.batching import BatchEncoder
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.embedder import Embedder
-from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.export import export_embedder
 from protoembed.export.onnx import OnnxEmbedder
 from tiny_models import CORPUS

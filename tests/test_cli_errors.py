@@ -24,7 +24,7 @@ import torch
 
 import protoembed
 from protoembed.cli import build_parser, main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.export import export_embedder
 from protoembed.io import replace_dir, write_json_atomic
 from protoembed.run_layout import dev_score

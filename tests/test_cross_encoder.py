@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
 from protoembed.loading import build
 from protoembed.objectives import build_objective, objective_class, plan_objective

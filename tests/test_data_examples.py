@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import read_sick, read_stsb
 from protoembed.data.training.examples import NLI_LABELS, Examples
 from protoembed.data.training.formats import FORMATS, convert, infer_format, nli_triplets, read_examples
-from protoembed.errors import ProtoembedError
 
 C, E, N = (NLI_LABELS.index(name) for name in ("contradiction", "entailment", "neutral"))
 

@@ -10,7 +10,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.heads import HEADS
 
 SENTENCES = [

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 import protoembed
-from protoembed import progress
 from protoembed.cli import main
+from protoembed.core import progress
+from protoembed.core.errors import ProtoembedError
 from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
 from protoembed.corpus import encoding as corpus_encoding
 from protoembed.corpus.manifest import read_manifest
-from protoembed.errors import ProtoembedError
 from protoembed.folder_lock import LOCK_FILE
 from tiny_models import CORPUS
 

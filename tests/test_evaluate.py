@@ -14,8 +14,8 @@ from scipy.stats import pearsonr, spearmanr
 
 import protoembed
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.registry import DATASETS, Dataset, Source
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS, get_task, markdown, pairs_file_task
 from protoembed.report import build_report, load_results
 from sts_toy import ROWS, write_pairs

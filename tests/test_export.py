@@ -11,7 +11,7 @@ import torch
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, export_embedder, load_export
 from protoembed.heads import HEADS
 

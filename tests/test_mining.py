@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.mining import RULES, MineOptions, mine_hard_negatives
 
 DIM = 8

@@ -11,7 +11,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.export.graph import export_embedder
 from protoembed.st_layout import ST_CONFIG_FILE
 

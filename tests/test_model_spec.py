@@ -16,7 +16,7 @@ import pytest
 import protoembed
 from protoembed.cli import main
 from protoembed.commands.common import MODEL_FLAGS, add_model_options
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.export.runtime import load_export
 from protoembed.heads import HEADS, heads_help
 from protoembed.model_spec import ModelSettings, ModelSpec, model_settings, model_spec

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.loading import build
 from protoembed.objectives import REGISTRY, build_objective
 from protoembed.prompts import Template, tokenize_template

@@ -16,7 +16,7 @@ import protoembed
 from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
 from protoembed import precision as precision_module
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
 from protoembed.export import openvino as openvino_module

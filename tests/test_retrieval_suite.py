@@ -14,8 +14,8 @@ import pytest
 import protoembed
 from beir_toy import write_beir
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import read_beir
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.embedding_cache import EmbeddingStore
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.retrieval import evaluate_retrieval, format_retrieval_table, search

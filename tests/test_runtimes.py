@@ -12,7 +12,7 @@ import pytest
 import protoembed
 from protoembed import precision as precision_module
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.export import export_embedder
 from protoembed.runtimes import (

@@ -17,7 +17,7 @@ from pydantic import Field
 
 import protoembed
 from protoembed.cli import build_parser, main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import SUITES, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
 from protoembed.evaluation.tables import papers_row
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name

@@ -22,7 +22,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.tasks import (
     TaskRegistry,
     classification_file_task,

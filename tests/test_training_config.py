@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import default_tasks
 from protoembed.training.config import config_from_dict, dump_config, load_config
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.objectives import build_objective
 from protoembed.objectives.base import contrastive_loss
 from protoembed.run_layout import CHECKPOINT_DIR

@@ -11,7 +11,7 @@ import torch
 from scipy.stats import spearmanr
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus

@@ -31,7 +31,7 @@ Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
 :mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
-:mod:`protoembed.errors`), so ``import
+:mod:`protoembed.core.errors`), so ``import
 protoembed`` (and the CLI's ``--help``) does not load torch.
 """
 
@@ -40,15 +40,15 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from protoembed.version import __version__
+from protoembed.core.version import __version__
 
 if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
     from protoembed import run_layout as run_layout
+    from protoembed.core.errors import ProtoembedError as ProtoembedError
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
     from protoembed.data.paths import resolve_data_dir as resolve_data_dir
     from protoembed.embedder import Embedder as Embedder
-    from protoembed.errors import ProtoembedError as ProtoembedError
     from protoembed.evaluation.run import evaluate as evaluate
     from protoembed.evaluation.tasks import Task as Task
     from protoembed.evaluation.tasks import get_task as get_task
@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
 #: public name -> the module that defines it (the name itself, or ``""`` for a public module).
 _HOMES = {
     "Embedder": "protoembed.embedder",
-    "ProtoembedError": "protoembed.errors",
+    "ProtoembedError": "protoembed.core.errors",
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",
     "encode_corpus": "protoembed.corpus",

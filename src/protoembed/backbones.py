@@ -17,7 +17,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 DEFAULT_SPEC = "default"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")

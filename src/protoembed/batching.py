@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.progress import Progress
 from protoembed.encoder import PromptEncoder, pad_rows
-from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.input_prompts import apply_prompt
 from protoembed.inputs import check_batch_size, check_count, check_sentences
-from protoembed.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -471,7 +471,7 @@ class Encodes:
             sentences: the sentences (a single string gives a single vector).
             batch_size: sentences per forward pass, at most.
             normalize: L2-normalise the vectors (default: the model's own setting).
-            show_progress_bar: report progress on stderr (:class:`~protoembed.progress.Progress`: a bar
+            show_progress_bar: report progress on stderr (:class:`~protoembed.core.progress.Progress`: a bar
                 with sentences/s on a terminal, a line every 10 s elsewhere; default: for more than 1000
                 sentences).
             convert_to_tensor: return a torch tensor on the model's device instead of numpy.
@@ -496,7 +496,7 @@ class Encodes:
                 ``tokenizer_workers`` or ``max_tokens_per_batch`` below 1, a token budget below a row's
                 length (named), an unknown ``prompt_name`` or both prompt arguments, a precision the model
                 cannot run here (fp16 without CUDA), a tokenizer worker's failure (the chunk and its
-                sentences named), or (:class:`~protoembed.errors.EmptySentenceError`) empty sentences
+                sentences named), or (:class:`~protoembed.core.errors.EmptySentenceError`) empty sentences
                 without ``allow_empty``.
         """
         if prompt_name is None and prompt is None:  # as sentence-transformers applies it

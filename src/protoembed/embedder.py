@@ -19,6 +19,7 @@ from sentence_transformers.base.modules.module import Module
 
 from protoembed.backbones import quiet_transformers
 from protoembed.batching import BatchEncoder, Encodes
+from protoembed.core.version import __version__
 from protoembed.encoder import PromptEncoder
 from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
@@ -34,7 +35,6 @@ from protoembed.st_layout import (
     write_modules,
     write_st_config,
 )
-from protoembed.version import __version__
 
 PROTOEMBED_CONFIG = "protoembed.json"
 

@@ -37,7 +37,7 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers.base.modules.input_module import InputModule
 
 from protoembed.backbones import load_backbone
-from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
 from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_config
 

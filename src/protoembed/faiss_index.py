@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError, missing_package, pip_extra
+from protoembed.core.errors import ProtoembedError, missing_package, pip_extra
 
 logger = logging.getLogger(__name__)
 

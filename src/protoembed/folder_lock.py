@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 LOCK_FILE = ".protoembed.lock"
 

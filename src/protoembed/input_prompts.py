@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Checks of the arguments a user passes to the Python API (the CLI's values go through them too).
 
-Each returns the checked value or raises a one-line :class:`~protoembed.errors.ProtoembedError` naming
+Each returns the checked value or raises a one-line :class:`~protoembed.core.errors.ProtoembedError` naming
 the value and what was expected.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 
 def check_count(name: str, value: Any) -> int:

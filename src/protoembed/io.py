@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError, WriteError
+from protoembed.core.errors import ProtoembedError, WriteError
 
 _TMP_TAG = "tmp"
 _OLD_TAG = "old"

@@ -20,9 +20,9 @@ import torch
 from sentence_transformers.base.modules.module import Module
 
 from protoembed.backbones import loading_errors, quiet_transformers, resolve_model_dir
+from protoembed.core.errors import ProtoembedError
 from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
-from protoembed.errors import ProtoembedError
 from protoembed.export.runtime import is_export_dir, open_export
 from protoembed.heads import HEADS, get_head
 from protoembed.input_prompts import kept_default

@@ -47,10 +47,10 @@ from typing import Annotated, Any, Literal, Protocol
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import Flag, WholeMessage, check_options, checked
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 from protoembed.input_prompts import DOCUMENT, QUERY
-from protoembed.pydantic_util import Flag, WholeMessage, check_options, checked
 from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, encode_as, pairwise, top_k
 
 logger = logging.getLogger(__name__)

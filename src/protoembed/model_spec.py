@@ -7,7 +7,7 @@ check their keyword arguments by :func:`model_spec`; the command line's model fl
 from its fields (:func:`protoembed.commands.common.add_model_options`); the training config's model keys
 are the fields of :class:`ModelSettings`, the part of a spec a config sets (``prompts``, a mapping, is
 set by a config or a keyword argument, not by a flag). A bad value is a one-line
-:class:`~protoembed.errors.ProtoembedError` (``max_seq_length must be a positive number of tokens, got
+:class:`~protoembed.core.errors.ProtoembedError` (``max_seq_length must be a positive number of tokens, got
 0``). Nothing here imports torch: devices are checked when a model is loaded
 (:func:`protoembed.inputs.resolve_device`).
 """
@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import STRICT, Flag, Name, OptionalText, check_options, checked
 from protoembed.heads import HEADS, get_head, heads_help
 from protoembed.precision import PRECISIONS, check_precision
-from protoembed.pydantic_util import STRICT, Flag, Name, OptionalText, check_options, checked
 from protoembed.runtimes import AUTO, check_runtime, runtime_choices, runtimes_help
 
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 if TYPE_CHECKING:  # torch is imported where used: the CLI reads PRECISIONS without it
     import torch

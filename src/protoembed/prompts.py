@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.input_prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
 
 if TYPE_CHECKING:

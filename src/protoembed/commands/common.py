@@ -18,10 +18,10 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import Flag, check_options
 from protoembed.io import check_writable
 from protoembed.model_spec import ModelSpec, model_spec
-from protoembed.pydantic_util import Flag, check_options
 
 
 def positive_int(text: str) -> int:
@@ -86,7 +86,7 @@ MODEL_FLAGS = ("model", "head", "template", "max_seq_length", "device", "precisi
 
 
 def _flag_of(field: FieldInfo) -> Flag:
-    """The field's :class:`~protoembed.pydantic_util.Flag` (in its ``Annotated``), or the plain one."""
+    """The field's :class:`~protoembed.core.pydantic_util.Flag` (in its ``Annotated``), or the plain one."""
     return next((item for item in field.metadata if isinstance(item, Flag)), Flag())
 
 
@@ -125,7 +125,7 @@ def add_option_flags(
     check: bool = False,
 ) -> None:
     """One flag per field of ``model`` (``names``: of those fields only, in that order): ``--inner-folds``
-    for ``inner_folds`` (or its :class:`~protoembed.pydantic_util.Flag`'s ``name``), its default, its
+    for ``inner_folds`` (or its :class:`~protoembed.core.pydantic_util.Flag`'s ``name``), its default, its
     description (then the flag's ``help`` and ``(default: X)`` for a default other than ``None``) as the
     help; a bool is a switch, a ``Literal`` or the flag's ``choices`` give the choices, any other value is
     read as the field's type, and with ``check`` also checked by the model when parsed

@@ -109,7 +109,7 @@ def task_name(suite: str) -> Callable[[str], str]:
     """``argparse`` type for ``--tasks``: a task of ``suite`` in :data:`protoembed.evaluation.tasks.TASKS`
     by its name or table name, case ignored, as its canonical name (looked up when parsed, so an entry
     added after the parser was built is known too)."""
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
     from protoembed.evaluation.tasks import get_task
 
     def convert(text: str) -> str:

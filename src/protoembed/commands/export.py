@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from protoembed.commands.common import add_data_dir_option, add_option_flags
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.export.layout import QUANTIZE, check_export_target, is_export_dir
 from protoembed.model_spec import ModelSpec
 from protoembed.runtimes import (

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 
 from protoembed.commands.common import add_model_options, add_option_flags, load_from_args, output_file
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import check_options
 from protoembed.mining import MineOptions
-from protoembed.pydantic_util import check_options
 
 #: The example columns of the pairs.
 PAIR_COLUMNS = ("anchor", "positive")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protoembed.commands.common import check_output_folder, output_folder
-from protoembed.errors import WriteError, resume_with
+from protoembed.core.errors import WriteError, resume_with
 
 if TYPE_CHECKING:
     from protoembed.training.preflight import Stages

@@ -48,6 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.progress import Progress
+from protoembed.core.version import __version__
 from protoembed.corpus.manifest import (
     MANIFEST,
     MAX_SHARDS,
@@ -65,12 +68,9 @@ from protoembed.corpus.manifest import (
 from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
-from protoembed.errors import EmptySentenceError, ProtoembedError
 from protoembed.folder_lock import hold_output_dir
 from protoembed.io import write_atomic
 from protoembed.model_spec import ModelSpec, model_spec
-from protoembed.progress import Progress
-from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.protocol import SentenceEmbedder
@@ -379,7 +379,7 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) 
 
 
 def _progress(total: int, initial: int, show: bool | None) -> Progress:
-    """The progress on stderr (:class:`~protoembed.progress.Progress`: sentences, their rate and the time
+    """The progress on stderr (:class:`~protoembed.core.progress.Progress`: sentences, their rate and the time
     left; a bar on a terminal, a line every 10 s elsewhere); ``show=False``: none."""
     return Progress(total, initial=initial, show=show is not False)
 
@@ -443,7 +443,7 @@ def encode_corpus(
             without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
             one worker per device.
         show_progress: ``False``: no progress on stderr (default: a bar with sentences/s on a terminal,
-            a line every 10 s elsewhere; :class:`~protoembed.progress.Progress`).
+            a line every 10 s elsewhere; :class:`~protoembed.core.progress.Progress`).
     A run given a spec is resumable by any process that loads the same spec (its digest hashes the
     model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
     unused pooler is drawn at random) is refused as another model.

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import sha256_file
-from protoembed.errors import ProtoembedError
 from protoembed.io import write_json_atomic
 
 #: The manifest's file name in an output folder.

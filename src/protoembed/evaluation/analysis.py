@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import StsPairs
 from protoembed.data.paths import resolve_data_dir
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings

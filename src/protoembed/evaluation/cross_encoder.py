@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import check_variant
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.tasks import get_tasks
 from protoembed.inputs import check_batch_size

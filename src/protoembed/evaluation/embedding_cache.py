@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.io import cache_dir, write_atomic
 
 logger = logging.getLogger(__name__)

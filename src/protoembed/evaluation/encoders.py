@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.runtimes import AUTO, check_runtime
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.analysis import model_colour
 from protoembed.evaluation.tasks import table_names
 from protoembed.io import pyplot, save_figure

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from protoembed.core.pydantic_util import Flag, check_options, checked
 from protoembed.data.benchmarks.beir import TITLE_SEPARATOR, RetrievalData
 from protoembed.evaluation.retrieval_metrics import (
     K_VALUES,
@@ -50,7 +51,6 @@ from protoembed.evaluation.suite import (
 )
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
 from protoembed.input_prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
-from protoembed.pydantic_util import Flag, check_options, checked
 from protoembed.semantic_search import CORPUS_CHUNK_SIZE, SCORE_FUNCTIONS, check_score_function, top_k
 
 

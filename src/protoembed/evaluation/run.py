@@ -15,12 +15,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import check_options
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
 from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, registered_for_now
 from protoembed.model_spec import model_settings, model_spec
-from protoembed.pydantic_util import check_options
 from protoembed.runtimes import AUTO
 
 logger = logging.getLogger(__name__)

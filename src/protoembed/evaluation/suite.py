@@ -159,7 +159,7 @@ SUITES: dict[str, Suite] = {}
 
 def register_suite(suite: Suite) -> Suite:
     """Add ``suite`` to :data:`SUITES` (its name must be new)."""
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
 
     if suite.name in SUITES:
         raise ProtoembedError(f"suite {suite.name!r} is already registered")

@@ -32,7 +32,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 #: ``(data directory, variant, split) -> the suite's input`` (:class:`~protoembed.data.benchmarks.sts.StsPairs`,
 #: :class:`~protoembed.data.benchmarks.transfer.TransferData`, :class:`~protoembed.data.benchmarks.clustering.ClusteringData`).

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.version import __version__
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
 from protoembed.io import cache_dir
 from protoembed.runtimes import AUTO, DEFAULT_FORMAT, check_export_runtime, check_runtime, get_runtime
-from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.export.runtime import ExportedEmbedder

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from protoembed.core.version import __version__
 from protoembed.export.layout import (
     DEFAULT_PROMPT_NAME,
     EXPORT_CONFIG,
@@ -56,7 +57,6 @@ from protoembed.st_layout import (
     write_modules,
     write_st_config,
 )
-from protoembed.version import __version__
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 if TYPE_CHECKING:
     from protoembed.runtimes.base import RuntimeSpec

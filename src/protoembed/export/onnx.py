@@ -9,7 +9,7 @@ caller's texts, else the staged Wikipedia sample: :mod:`protoembed.export.calibr
 vector does not depend on the other texts of its batch.
 
 Running (:func:`load_onnx` -> :class:`OnnxEmbedder`): ONNX Runtime's CPU provider with, for speed, one
-intra-op thread per free core (:mod:`protoembed.threads`), every graph optimisation and sequential execution (the graph is one chain of
+intra-op thread per free core (:mod:`protoembed.core.threads`), every graph optimisation and sequential execution (the graph is one chain of
 layers: parallel execution only adds scheduling).
 """
 
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.threads import intra_op_threads
 from protoembed.export import graph as tracing
 from protoembed.export.calibration import calibration_feeds
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.quiet import stdout_to_log
 from protoembed.export.runtime import ExportedEmbedder
-from protoembed.threads import intra_op_threads
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 def session_options(threads: int | None = None) -> Any:
     """ONNX Runtime options: ``threads`` intra-op threads (default: the free usable cores,
-    :func:`protoembed.threads.intra_op_threads`), all optimisations,
+    :func:`protoembed.core.threads.intra_op_threads`), all optimisations,
     and intra-op threads that sleep between operators instead of spinning.
 
     Spinning threads gain nothing measurable on idle cores, and on busy ones (a server's own HTTP threads

@@ -11,7 +11,7 @@ scales calibrated on padded batches of real sentences: the caller's texts, else 
 the staged Wikipedia sample).
 
 Running (:func:`load_openvino` -> :class:`OpenVinoEmbedder`): OpenVINO's CPU plugin compiles the IR (or
-an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per free usable core (:mod:`protoembed.threads`)
+an ONNX export's graph, which its ONNX reader takes as it is) with one inference thread per free usable core (:mod:`protoembed.core.threads`)
 and the latency hint. Its inference precision is bf16 on CPUs with native bf16 (AVX512-BF16 or AMX) and
 f32 elsewhere unless ``precision`` asks for one; the precision it ran in is logged on load and reported
 by :attr:`OpenVinoEmbedder.precision`. ``--runtime auto``'s rule for it: :func:`picked_by_auto`.
@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError, missing_package
+from protoembed.core.errors import ProtoembedError, missing_package
+from protoembed.core.threads import intra_op_threads
 from protoembed.export import graph as tracing
 from protoembed.export.calibration import (  # noqa: F401 (CALIBRATION_*, calibration_sentences: read from here)
     CALIBRATION_BATCH,
@@ -38,7 +39,6 @@ from protoembed.export.calibration import (  # noqa: F401 (CALIBRATION_*, calibr
 )
 from protoembed.export.layout import GRAPH_FILE
 from protoembed.export.runtime import ExportedEmbedder
-from protoembed.threads import intra_op_threads
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder
@@ -74,7 +74,7 @@ def picked_by_auto(spec: RuntimeSpec, config: dict[str, Any]) -> bool:
 
 def compile_config(threads: int | None, precision: str | None) -> dict[str, Any]:
     """The CPU plugin's settings: ``threads`` inference threads (default: the free usable cores,
-    :func:`protoembed.threads.intra_op_threads`), the latency
+    :func:`protoembed.core.threads.intra_op_threads`), the latency
     hint (one stream: batches run one after another), and the inference precision when one is asked
     (``fp32`` -> f32, ``bf16`` -> bf16; ``None``: :func:`inference_precision_here`)."""
     config: dict[str, Any] = {

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from protoembed.batching import BatchEncoder, Encodes
+from protoembed.core.errors import ProtoembedError
 from protoembed.encoder import PromptEncoder
-from protoembed.errors import ProtoembedError
 from protoembed.export.layout import (
     DEFAULT_PROMPT_NAME,
     EXPORT_CONFIG,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.heads.base import HeadSpec
 from protoembed.prompts import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
 

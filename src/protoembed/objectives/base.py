@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import ColumnSpec, describe_columns
 from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
 from protoembed.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.fp32_losses import fp32_loss

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
 from protoembed.objectives.registry import ConPVPOptions

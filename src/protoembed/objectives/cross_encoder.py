@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from protoembed.backbones import quiet_transformers
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
 from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
 from protoembed.objectives.fp32_losses import fp32_loss

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.registry import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch

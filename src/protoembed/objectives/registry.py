@@ -20,7 +20,7 @@ docstrings and the configs README show), the objective's default head and column
 changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder with an explicit ``task``
 needs that task's gold column), so that a run is planned from its options alone
 (:func:`protoembed.objectives.plan.plan_objective`). Unknown keys are errors and values are checked
-strictly (:data:`protoembed.pydantic_util.STRICT`).
+strictly (:data:`protoembed.core.pydantic_util.STRICT`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import STRICT, PositiveNumber, first_error, problem
 from protoembed.data.training.examples import ColumnSpec
-from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template
-from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem
 
 #: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
 MLPMode = Literal["train", "keep", "none"]

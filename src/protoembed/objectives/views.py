@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.encoder import PromptEncoder
-from protoembed.errors import ProtoembedError
 from protoembed.prompts import Template, TemplateIds, tokenize_template
 
 

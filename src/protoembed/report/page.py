@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import ENCODING
 from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.run_layout import BEST_DIR, RESULTS_FILE

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.precision import CPU_PRECISIONS, PRECISIONS
 from protoembed.runtimes.base import RuntimeSpec
 

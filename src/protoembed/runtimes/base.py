@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protoembed.errors import ProtoembedError, missing_package
+from protoembed.core.errors import ProtoembedError, missing_package
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -49,15 +49,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from protoembed.batching import check_pipeline_options, default_tokenizer_workers, tokenizer_pool
-from protoembed.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.pydantic_util import problem
+from protoembed.core.version import __version__
 from protoembed.input_prompts import prompt_text
 from protoembed.protocol import SentenceEmbedder
-from protoembed.pydantic_util import problem
 from protoembed.serving.batcher import DynamicBatcher, QueueFull
 from protoembed.serving.inputs import InputError, id_rows, json_type, parse_inputs, too_long
 from protoembed.serving.metrics import Metrics
 from protoembed.serving.settings import ServeSettings
-from protoembed.version import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.prompts import Template
 
 #: Names of the template sets shipped with the package.

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError, WriteError
+from protoembed.core.errors import ProtoembedError, WriteError
 from protoembed.io import (
     clean_stale_siblings,
     shared_temp_sibling,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 from protoembed.training.config_models import TrainConfig
 
 if TYPE_CHECKING:

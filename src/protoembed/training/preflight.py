@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.training.config_models import TrainConfig
 
 #: Rows of each training file parsed before the run starts (``--check``: also every file that cannot

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import WriteError
+from protoembed.core.errors import WriteError
 from protoembed.run_layout import LOG_FILE
 
 __all__ = ["LOG_FILE", "RunLog"]

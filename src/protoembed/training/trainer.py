@@ -73,9 +73,9 @@ from typing import Any
 
 import torch
 
+from protoembed.core.errors import ProtoembedError, WriteError
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
-from protoembed.errors import ProtoembedError, WriteError
 from protoembed.folder_lock import hold_output_dirs
 from protoembed.io import write_atomic, write_json_atomic
 from protoembed.run_layout import (
@@ -490,7 +490,7 @@ class Trainer:
         throughput (:mod:`protoembed.training.throughput`) in the progress line
         (:class:`protoembed.progress.Progress`: a bar on a terminal, a line every 10 s elsewhere).
         """
-        from protoembed.progress import Progress
+        from protoembed.core.progress import Progress
 
         acc, tcfg = self.accelerator, self.cfg.training
         pending: list[tuple[torch.Tensor, int]] = []  # (detached loss on the device, epoch) not yet read

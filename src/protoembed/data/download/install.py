@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
 from protoembed.data.download.installed import MANIFEST, hash_tree, read_manifest, verify, write_manifest
 from protoembed.data.download.registry import Dataset, Source
 from protoembed.data.download.unpack import extract, pick_folder
-from protoembed.errors import ProtoembedError
 from protoembed.io import check_writable, replace_dir
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.progress import format_size
 from protoembed.data.download.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
-from protoembed.errors import ProtoembedError
-from protoembed.progress import format_size
 
 #: The Hugging Face dataset repository of SimCSE's training and evaluation files.
 SIMCSE_HF = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
@@ -46,7 +46,7 @@ Unpack = Literal["file", "tar", "zip"]
 @dataclass(frozen=True)
 class Size:
     """A download's size: ``bytes``, and ``exact`` (pinned, or recorded by a download) or not (as published
-    or estimated). ``str()``: :func:`~protoembed.progress.format_size`."""
+    or estimated). ``str()``: :func:`~protoembed.core.progress.format_size`."""
 
     bytes: int
     exact: bool

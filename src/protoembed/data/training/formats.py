@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.clustering import read_clustering_texts
 from protoembed.data.training.corpus import open_text, read_corpus, resolve_corpus_path
 from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
@@ -49,7 +50,6 @@ from protoembed.data.training.tables import (
     reader,
     streamer,
 )
-from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 
 def _number_from_text(value: Any) -> Any:
