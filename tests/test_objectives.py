@@ -16,10 +16,10 @@ import torch
 
 import protoembed
 from protoembed.core.errors import ProtoembedError
+from protoembed.inputs.template_sets import template_set
+from protoembed.inputs.templates import Template, tokenize_template
 from protoembed.loading import build
 from protoembed.objectives import REGISTRY, build_objective
-from protoembed.prompts import Template, tokenize_template
-from protoembed.templates import template_set
 
 SENTENCES = [
     "a man is playing a guitar .",

@@ -45,8 +45,8 @@ import torch
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
 from protoembed.encoder import PromptEncoder, pad_rows
-from protoembed.input_prompts import apply_prompt
-from protoembed.inputs import check_batch_size, check_count, check_sentences
+from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
+from protoembed.inputs.prompts import apply_prompt
 
 logger = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ class Embedder(torch.nn.Module, Encodes):
         precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA): the backbone's forward in :meth:`encode` (see
             :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
         prompts: input prompts, name -> text prepended to each input by ``encode(prompt_name=...)``
-            (:mod:`protoembed.input_prompts`; ``query`` and ``document`` are the retrieval roles).
+            (:mod:`protoembed.inputs.prompts`; ``query`` and ``document`` are the retrieval roles).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``;
             :mod:`protoembed.semantic_search`).
     """

@@ -38,7 +38,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from protoembed.backbones import load_backbone
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
-from protoembed.prompts import Template, TemplateIds, special_tokens_around, tokenize_template
+from protoembed.inputs.templates import Template, TemplateIds, special_tokens_around, tokenize_template
 from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_config
 
 logger = logging.getLogger(__name__)

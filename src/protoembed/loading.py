@@ -25,8 +25,8 @@ from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.encoder import PromptEncoder
 from protoembed.export.runtime import is_export_dir, open_export
 from protoembed.heads import HEADS, get_head
-from protoembed.input_prompts import kept_default
-from protoembed.inputs import resolve_device
+from protoembed.inputs.checks import resolve_device
+from protoembed.inputs.prompts import kept_default
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.precision import check_fp16
 from protoembed.protocol import SentenceEmbedder

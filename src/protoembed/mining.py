@@ -3,7 +3,7 @@
 For each distinct anchor, the candidates are the texts of the pool (the given corpus plus every positive,
 deduplicated, first occurrence first) ranked by the embedding model's score with the anchor (the anchor
 encoded with the model's ``query`` prompt, the pool with its ``document`` prompt:
-:mod:`protoembed.input_prompts`). The anchor's own text and every positive of the anchor (all rows with
+:mod:`protoembed.inputs.prompts`). The anchor's own text and every positive of the anchor (all rows with
 the same anchor text) are never candidates. Then, per anchor:
 
 1. the window: ranks ``range_min`` .. ``range_max - 1`` (0-based) of that ranking;
@@ -50,7 +50,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import Flag, WholeMessage, check_options, checked
 from protoembed.data.training.examples import Examples
-from protoembed.input_prompts import DOCUMENT, QUERY
+from protoembed.inputs.prompts import DOCUMENT, QUERY
 from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, encode_as, pairwise, top_k
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ DEFAULT = MineOptions()
 
 class Encoder(Protocol):
     """What mining needs of an embedding model: ``encode(texts, batch_size=...) -> (N, D) array``
-    (a ``prompts`` mapping, if any, is read by :func:`protoembed.input_prompts.prompts_of`)."""
+    (a ``prompts`` mapping, if any, is read by :func:`protoembed.inputs.prompts.prompts_of`)."""
 
     def encode(self, sentences: Sequence[str], batch_size: int = ...) -> Any: ...
 

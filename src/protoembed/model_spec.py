@@ -9,7 +9,7 @@ are the fields of :class:`ModelSettings`, the part of a spec a config sets (``pr
 set by a config or a keyword argument, not by a flag). A bad value is a one-line
 :class:`~protoembed.core.errors.ProtoembedError` (``max_seq_length must be a positive number of tokens, got
 0``). Nothing here imports torch: devices are checked when a model is loaded
-(:func:`protoembed.inputs.resolve_device`).
+(:func:`protoembed.inputs.checks.resolve_device`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class SentenceEmbedder(Protocol):
         normalize: whether its vectors are L2-normalised.
         runtime: the registry name of the runtime that runs it (a key of
             :data:`protoembed.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
-        prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.input_prompts`).
+        prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.inputs.prompts`).
         default_prompt_name: the prompt ``encode`` applies when none is named (``None``: none).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
             :mod:`protoembed.semantic_search`).

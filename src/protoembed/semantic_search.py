@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.input_prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
+from protoembed.inputs.prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
 
 if TYPE_CHECKING:
     import torch
@@ -249,8 +249,8 @@ def rank(
 
 
 def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int | None = BATCH_SIZE) -> np.ndarray:
-    """``texts`` encoded by ``model`` with its prompt of ``role`` (:data:`~protoembed.input_prompts.QUERY`
-    or :data:`~protoembed.input_prompts.DOCUMENT`; none when it has none) prepended: any object with an
+    """``texts`` encoded by ``model`` with its prompt of ``role`` (:data:`~protoembed.inputs.prompts.QUERY`
+    or :data:`~protoembed.inputs.prompts.DOCUMENT`; none when it has none) prepended: any object with an
     ``encode(sentences, batch_size=...)``, of any runtime (``batch_size`` ``None``: the model's own
     default). Returns float32 ``(len(texts), d)``, also from a model that returns a torch tensor."""
     prompted = apply_prompt(list(texts), prompts_of(model), role)
@@ -274,7 +274,7 @@ def search(
     """The ``top_k`` corpus documents of each query, best first.
 
     The queries are encoded with the model's ``query`` prompt and the documents with its ``document``
-    prompt (:mod:`protoembed.input_prompts`; none when it has none), then ranked by :func:`rank`.
+    prompt (:mod:`protoembed.inputs.prompts`; none when it has none), then ranked by :func:`rank`.
 
     Args:
         model: a loaded model of any runtime (:func:`protoembed.load`), or any object with

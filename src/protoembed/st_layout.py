@@ -7,7 +7,7 @@ and the ONNX export (:mod:`protoembed.export.graph`) write, and for what the loa
   module sits in the root (``path`` ``""``), module ``i`` in ``<i>_<ClassName>/``
   (:func:`write_modules`, :func:`read_modules`);
 - ``config_sentence_transformers.json``: library versions, the model's input prompts (name -> text,
-  :mod:`protoembed.input_prompts`) and its score function (``similarity_fn_name``)
+  :mod:`protoembed.inputs.prompts`) and its score function (``similarity_fn_name``)
   (:func:`write_st_config`, :func:`read_st_config`);
 - ``sentence_bert_config.json``: ``max_seq_length`` and ``do_lower_case`` of the input module, what
   sentence-transformers' own ``Transformer`` module reads (:func:`write_sentence_bert_config`).

@@ -317,7 +317,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
     Raises:
         ProtoembedError: an unknown ``prompt_name``.
     """
-    from protoembed.input_prompts import prompt_text, prompts_of
+    from protoembed.inputs.prompts import prompt_text, prompts_of
 
     return EncodeSettings(
         head=model.head,

@@ -104,7 +104,7 @@ class LazyEncoder:
     def prompts(self) -> dict[str, str]:
         """The model's input prompts (name -> text, :func:`protoembed.input_prompts.prompts_of`), the
         model loaded first if not done yet (``{}`` for a model without any)."""
-        from protoembed.input_prompts import prompts_of
+        from protoembed.inputs.prompts import prompts_of
 
         if self.model is None:
             self._load()

@@ -50,7 +50,7 @@ from protoembed.evaluation.suite import (
     result_protocol,
 )
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
-from protoembed.input_prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
+from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
 from protoembed.semantic_search import CORPUS_CHUNK_SIZE, SCORE_FUNCTIONS, check_score_function, top_k
 
 

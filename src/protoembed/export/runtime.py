@@ -34,7 +34,7 @@ from protoembed.export.layout import (
     SIMILARITY_FN_NAME,
     is_export_dir,  # noqa: F401 (imported from here by protoembed.loading)
 )
-from protoembed.input_prompts import kept_default
+from protoembed.inputs.prompts import kept_default
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.precision import check_precision
 from protoembed.runtimes import (

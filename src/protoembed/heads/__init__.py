@@ -9,7 +9,7 @@ from typing import Any
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.heads.base import HeadSpec
-from protoembed.prompts import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
+from protoembed.inputs.templates import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
 
 HEADS: dict[str, HeadSpec] = {
     spec.name: spec

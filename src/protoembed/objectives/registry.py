@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import STRICT, PositiveNumber, first_error, problem
 from protoembed.data.training.examples import ColumnSpec
-from protoembed.prompts import Template
+from protoembed.inputs.templates import Template
 
 #: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
 MLPMode = Literal["train", "keep", "none"]

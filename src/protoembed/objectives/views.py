@@ -25,7 +25,7 @@ import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.encoder import PromptEncoder
-from protoembed.prompts import Template, TemplateIds, tokenize_template
+from protoembed.inputs.templates import Template, TemplateIds, tokenize_template
 
 
 @dataclass

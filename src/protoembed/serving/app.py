@@ -52,7 +52,7 @@ from protoembed.batching import check_pipeline_options, default_tokenizer_worker
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.pydantic_util import problem
 from protoembed.core.version import __version__
-from protoembed.input_prompts import prompt_text
+from protoembed.inputs.prompts import prompt_text
 from protoembed.protocol import SentenceEmbedder
 from protoembed.serving.batcher import DynamicBatcher, QueueFull
 from protoembed.serving.inputs import InputError, id_rows, json_type, parse_inputs, too_long

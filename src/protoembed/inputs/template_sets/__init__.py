@@ -1,7 +1,7 @@
 """ConPVP template sets: positive templates T+ and negative templates T- (ConPVP Sec. 3, Table 1).
 
 A set is a text file with two sections, one template per line, ``<S>`` the sentence and ``[MASK]`` the
-backbone's mask token (rendered per backbone by :mod:`protoembed.prompts`)::
+backbone's mask token (rendered per backbone by :mod:`protoembed.inputs.templates`)::
 
     # comments and blank lines are skipped
     [positive]
@@ -20,7 +20,7 @@ Packaged sets (``templates/<name>.txt``):
   around ``<S>`` and ``[MASK]`` are the code's own.
 
 Any other name is read as the path of a user file in the format above. Every entry is validated with
-:class:`protoembed.prompts.Template`: an entry without ``<S>`` or ``[MASK]`` is an error naming
+:class:`protoembed.inputs.templates.Template`: an entry without ``<S>`` or ``[MASK]`` is an error naming
 ``file:line``.
 """
 
@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.prompts import Template
+from protoembed.inputs.templates import Template
 
 #: Names of the template sets shipped with the package.
 PACKAGED_SETS = ("paper", "official")
@@ -44,7 +44,7 @@ def template_set(name_or_path: str) -> tuple[list[Template], list[Template]]:
         name_or_path: ``paper``, ``official`` (packaged), or the path of a file with ``[positive]`` and
             ``[negative]`` sections.
     Returns:
-        two non-empty lists of :class:`~protoembed.prompts.Template`.
+        two non-empty lists of :class:`~protoembed.inputs.templates.Template`.
     Raises:
         ProtoembedError: unreadable file, a line outside a section, an unknown section, an invalid
             template (message names ``file:line``), or an empty section.
