@@ -408,7 +408,7 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
 def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_path, monkeypatch):
     """The checkpoint holds the shared backbone under two names and the auto task; a resumed run
     (stopped after step 3, checkpoint at step 2) ends where a straight run does."""
-    from protoembed.run_layout import CHECKPOINT_DIR
+    from protoembed.outputs.run_layout import CHECKPOINT_DIR
     from protoembed.training import train
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))

@@ -26,7 +26,7 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
 from protoembed.corpus import encoding as corpus_encoding
 from protoembed.corpus.manifest import read_manifest
-from protoembed.folder_lock import LOCK_FILE
+from protoembed.outputs.folder_lock import LOCK_FILE
 from tiny_models import CORPUS
 
 #: 23 distinct sentences of different lengths (23 = 4 shards of 5 and one of 3)
@@ -55,7 +55,7 @@ def shard_hashes(folder: Path) -> dict[str, str]:
 
 
 def folder_files(folder: Path) -> list[str]:
-    """The files of ``folder`` but the lock file a run leaves (:mod:`protoembed.folder_lock`)."""
+    """The files of ``folder`` but the lock file a run leaves (:mod:`protoembed.outputs.folder_lock`)."""
     return sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
 
 
@@ -561,7 +561,7 @@ def test_another_runs_folder_is_refused(model, tmp_path):
 
 
 def test_a_folder_in_use_is_refused_and_too_many_shards_too(model, tmp_path):
-    from protoembed.folder_lock import hold_output_dir
+    from protoembed.outputs.folder_lock import hold_output_dir
 
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"

@@ -41,7 +41,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: (``serving``) and corpus-scale encoding (``corpus``) on the model and the data readers; ``interface``: the command line and
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("core", "io", "inputs", "precision", "run_layout", "folder_lock"),
+    "core": ("core", "outputs", "inputs", "precision"),
     "data": ("data",),
     "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
     + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search", "faiss_index"),

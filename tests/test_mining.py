@@ -382,7 +382,7 @@ def _tiny_cross_encoder(model_dir, folder):
 
     import protoembed
     from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR, save_cross_encoder, sequence_classifier
-    from protoembed.run_layout import BEST_DIR
+    from protoembed.outputs.run_layout import BEST_DIR
 
     torch.manual_seed(0)
     embedder = protoembed.load(str(model_dir), head="cls", device="cpu")

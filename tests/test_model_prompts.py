@@ -13,7 +13,7 @@ from sentence_transformers import SentenceTransformer
 import protoembed
 from protoembed.core.errors import ProtoembedError
 from protoembed.export.graph import export_embedder
-from protoembed.st_layout import ST_CONFIG_FILE
+from protoembed.outputs.st_layout import ST_CONFIG_FILE
 
 TEXTS = ["a man is playing a guitar .", "two dogs are running through a field .", "the cat sat on the mat ."]
 PROMPTS = {"query": "search query : ", "document": "passage : "}

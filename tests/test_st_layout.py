@@ -1,4 +1,4 @@
-"""The sentence-transformers layout files: one writer (``protoembed.st_layout``) behind ``Embedder.save``,
+"""The sentence-transformers layout files: one writer (``protoembed.outputs.st_layout``) behind ``Embedder.save``,
 ``PromptEncoder.save`` and the ONNX export, so a saved model and its export describe it alike."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 import protoembed
 from protoembed.export import export_embedder
-from protoembed.st_layout import (
+from protoembed.outputs.st_layout import (
     MODULES_FILE,
     NORMALIZE,
     POOLING,

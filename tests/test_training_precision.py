@@ -15,7 +15,7 @@ import protoembed
 from protoembed.core.errors import ProtoembedError
 from protoembed.objectives import build_objective
 from protoembed.objectives.base import contrastive_loss
-from protoembed.run_layout import CHECKPOINT_DIR
+from protoembed.outputs.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from protoembed.training.components import build_objective_from_config
 from protoembed.training.mixed_precision import enable_gradient_checkpointing

@@ -30,7 +30,7 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
 :mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
-:mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
+:mod:`protoembed.outputs.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
 :mod:`protoembed.core.errors`), so ``import
 protoembed`` (and the CLI's ``--help``) does not load torch.
 """
@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 from protoembed.core.version import __version__
 
 if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
-    from protoembed import run_layout as run_layout
     from protoembed.core.errors import ProtoembedError as ProtoembedError
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
@@ -57,13 +56,14 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.export.graph import export_embedder as export_embedder
     from protoembed.loading import load as load
     from protoembed.mining import mine_hard_negatives as mine_hard_negatives
+    from protoembed.outputs import run_layout as run_layout
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
     from protoembed.semantic_search import search as search
     from protoembed.semantic_search import similarity as similarity
     from protoembed.training.stages import load_run as load_run
 
-#: public name -> the module that defines it (the name itself, or ``""`` for a public module).
+#: public name -> the module that defines it (for a public module, :data:`_MODULES`: the package that holds it).
 _HOMES = {
     "Embedder": "protoembed.embedder",
     "ProtoembedError": "protoembed.core.errors",
@@ -80,11 +80,13 @@ _HOMES = {
     "open_corpus": "protoembed.corpus",
     "register_task": "protoembed.evaluation.tasks",
     "resolve_data_dir": "protoembed.data.paths",
-    "run_layout": "",
+    "run_layout": "protoembed.outputs",
     "search": "protoembed.semantic_search",
     "similarity": "protoembed.semantic_search",
     "table_name": "protoembed.evaluation.tasks",
 }
+#: The public names that are modules.
+_MODULES = frozenset({"run_layout"})
 
 
 def __getattr__(name: str) -> Any:
@@ -93,7 +95,7 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     home = _HOMES[name]
-    return import_module(f"{__name__}.{name}") if not home else getattr(import_module(home), name)
+    return import_module(f"{home}.{name}") if name in _MODULES else getattr(import_module(home), name)
 
 
 __all__ = [*_HOMES, "__version__"]

@@ -21,12 +21,9 @@ from protoembed.backbones import quiet_transformers
 from protoembed.batching import BatchEncoder, Encodes
 from protoembed.core.version import __version__
 from protoembed.encoder import PromptEncoder
-from protoembed.io import replace_dir
 from protoembed.model_card import write_model_card
-from protoembed.precision import AUTOCAST_DTYPES, check_fp16, check_precision, native_bf16, warn_emulated_bf16
-from protoembed.runtimes import TORCH
-from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
-from protoembed.st_layout import (
+from protoembed.outputs.io import replace_dir
+from protoembed.outputs.st_layout import (
     TRANSFORMER,
     LayoutModule,
     library_versions,
@@ -35,6 +32,9 @@ from protoembed.st_layout import (
     write_modules,
     write_st_config,
 )
+from protoembed.precision import AUTOCAST_DTYPES, check_fp16, check_precision, native_bf16, warn_emulated_bf16
+from protoembed.runtimes import TORCH
+from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 PROTOEMBED_CONFIG = "protoembed.json"
 
@@ -176,7 +176,7 @@ class Embedder(torch.nn.Module, Encodes):
         ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
         ``config_sentence_transformers.json`` (with :attr:`prompts` and :attr:`similarity_fn_name`),
         ``protoembed.json`` (the head's name); the
-        sentence-transformers files are those of :mod:`protoembed.st_layout`. Returns the final path.
+        sentence-transformers files are those of :mod:`protoembed.outputs.st_layout`. Returns the final path.
         """
 
         def build(tmp: Path) -> None:

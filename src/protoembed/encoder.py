@@ -39,7 +39,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 from protoembed.backbones import load_backbone
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.inputs.templates import Template, TemplateIds, special_tokens_around, tokenize_template
-from protoembed.st_layout import read_sentence_bert_config, write_sentence_bert_config
+from protoembed.outputs.st_layout import read_sentence_bert_config, write_sentence_bert_config
 
 logger = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ from protoembed.heads import HEADS, get_head
 from protoembed.inputs.checks import resolve_device
 from protoembed.inputs.prompts import kept_default
 from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.outputs.st_layout import MODULES_FILE, read_modules, read_st_config
 from protoembed.precision import check_fp16
 from protoembed.protocol import SentenceEmbedder
 from protoembed.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
-from protoembed.st_layout import MODULES_FILE, read_modules, read_st_config
 
 
 def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:

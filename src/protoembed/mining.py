@@ -421,7 +421,7 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) 
         ProtoembedError: ``path`` holds none of these (the message names it).
     """
     from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR
-    from protoembed.run_layout import BEST_DIR
+    from protoembed.outputs.run_layout import BEST_DIR
 
     root = Path(path).expanduser()
     for folder in (root, root / CROSS_ENCODER_DIR, root / BEST_DIR / CROSS_ENCODER_DIR):

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protoembed.io import write_atomic
+from protoembed.outputs.io import write_atomic
+from protoembed.outputs.st_layout import MODULES_FILE
 from protoembed.runtimes import RUNTIMES, TORCH, RuntimeSpec, auto_runtime, folder_format, format_writer
-from protoembed.st_layout import MODULES_FILE
 
 CARD_FILE = "README.md"
 

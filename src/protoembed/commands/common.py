@@ -20,8 +20,8 @@ from pydantic.fields import FieldInfo
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import Flag, check_options
-from protoembed.io import check_writable
 from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.outputs.io import check_writable
 
 
 def positive_int(text: str) -> int:
@@ -60,7 +60,7 @@ def output_file(suffix: str | None = None, create_parents: bool = True) -> Calla
 def output_folder(text: str) -> str:
     """``argparse`` type for an output folder (``train --output-dir``): checked writable at parse time.
 
-    The same probe as :func:`output_file` (:func:`protoembed.io.check_writable`) on a file inside the
+    The same probe as :func:`output_file` (:func:`protoembed.outputs.io.check_writable`) on a file inside the
     folder, so a read-only folder or file system, or a file of that name, is refused before anything is
     read or trained; a missing folder is fine when its nearest existing parent is writable.
     """
@@ -239,7 +239,7 @@ def check_token_budget(budget: int | None, args: argparse.Namespace) -> None:
     longest = getattr(args, "max_seq_length", None)
     if longest is None:
         from protoembed.backbones import resolve_model_dir
-        from protoembed.st_layout import read_sentence_bert_config
+        from protoembed.outputs.st_layout import read_sentence_bert_config
 
         model = getattr(args, "model", "default")
         if model != "default" and not Path(model).expanduser().is_dir():

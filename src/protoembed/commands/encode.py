@@ -186,7 +186,7 @@ def _encode_to_array(args: argparse.Namespace) -> int:
     """``-o FILE.npy``: the whole input encoded in memory and written as one array."""
     import numpy as np
 
-    from protoembed.io import write_atomic
+    from protoembed.outputs.io import write_atomic
 
     for flag, given in (
         ("--resume", args.resume),

@@ -50,7 +50,7 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
 
 
 def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int:
-    from protoembed.io import write_json_atomic
+    from protoembed.outputs.io import write_json_atomic
 
     print(table)
     if args.output:

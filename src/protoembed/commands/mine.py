@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not len(examples):
         raise ProtoembedError(f"{args.data}: {summary.line()}; nothing written to {args.output}")
-    from protoembed.io import write_jsonl_atomic
+    from protoembed.outputs.io import write_jsonl_atomic
 
     names = list(examples.columns)
     rows = (dict(zip(names, row)) for row in zip(*examples.columns.values()))

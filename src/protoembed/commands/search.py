@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     import protoembed
     from protoembed.commands.common import load_from_args
     from protoembed.data.documents import read_documents
-    from protoembed.io import write_jsonl_atomic
+    from protoembed.outputs.io import write_jsonl_atomic
     from protoembed.semantic_search import check_index, check_top_k
 
     check_top_k(args.top_k, "--top-k")

@@ -17,13 +17,13 @@ Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards
   encoded again (the result is the same bytes as the lost shard's);
 - a shard file the manifest does not record (a kill between its rename and the manifest's update, or a
   file copied in by hand) is never trusted, whatever its shape: it is encoded again (logged);
-- a shard is made durable (the file, then its folder, fsynced: :func:`protoembed.io.write_atomic`)
+- a shard is made durable (the file, then its folder, fsynced: :func:`protoembed.outputs.io.write_atomic`)
   before the manifest names it, so after a power cut the manifest names no shard that was never written;
 - hidden temp files of interrupted writes are removed.
 
 Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
 another run's vectors are never mixed in or overwritten. The run's main process (rank 0 under torchrun)
-holds the folder's lock (:mod:`protoembed.folder_lock`) from the check of the folder to the final
+holds the folder's lock (:mod:`protoembed.outputs.folder_lock`) from the check of the folder to the final
 manifest, so a second run into a folder in use is refused at once.
 
 Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
@@ -68,9 +68,9 @@ from protoembed.corpus.manifest import (
 from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
-from protoembed.folder_lock import hold_output_dir
-from protoembed.io import write_atomic
 from protoembed.model_spec import ModelSpec, model_spec
+from protoembed.outputs.folder_lock import hold_output_dir
+from protoembed.outputs.io import write_atomic
 
 if TYPE_CHECKING:
     from protoembed.protocol import SentenceEmbedder
@@ -505,7 +505,7 @@ def encode_corpus(
 
 
 def _locked(folder: Path) -> contextlib.AbstractContextManager[Path]:
-    """The lock of the output ``folder`` (:func:`~protoembed.folder_lock.hold_output_dir`)."""
+    """The lock of the output ``folder`` (:func:`~protoembed.outputs.folder_lock.hold_output_dir`)."""
     return hold_output_dir(folder, run="encode run", option="output folder (-o)")
 
 

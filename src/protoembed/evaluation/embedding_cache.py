@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.io import cache_dir, write_atomic
+from protoembed.outputs.io import cache_dir, write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from protoembed.evaluation.suite import (
 )
 from protoembed.evaluation.tasks import Task, get_tasks, table_names
 from protoembed.evaluation.transfer import features
-from protoembed.io import pyplot, save_figure
+from protoembed.outputs.io import pyplot, save_figure
 
 
 class FewshotOptions(SuiteOptions):

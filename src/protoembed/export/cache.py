@@ -22,7 +22,7 @@ import torch
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.version import __version__
 from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
-from protoembed.io import cache_dir
+from protoembed.outputs.io import cache_dir
 from protoembed.runtimes import AUTO, DEFAULT_FORMAT, check_export_runtime, check_runtime, get_runtime
 
 if TYPE_CHECKING:

@@ -44,10 +44,9 @@ from protoembed.export.layout import (
     SIMILARITY_FN_NAME,
     check_export_target,
 )
-from protoembed.io import clean_stale_temp, replace_dir
 from protoembed.model_card import write_model_card
-from protoembed.runtimes import DEFAULT_FORMAT
-from protoembed.st_layout import (
+from protoembed.outputs.io import clean_stale_temp, replace_dir
+from protoembed.outputs.st_layout import (
     NORMALIZE,
     POOLING,
     TRANSFORMER,
@@ -57,6 +56,7 @@ from protoembed.st_layout import (
     write_modules,
     write_st_config,
 )
+from protoembed.runtimes import DEFAULT_FORMAT
 
 if TYPE_CHECKING:
     from protoembed.embedder import Embedder

@@ -24,10 +24,10 @@ from protoembed.backbones import quiet_transformers
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
 from protoembed.embedder import Embedder
-from protoembed.io import replace_dir
 from protoembed.objectives.base import Objective
 from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import GOLD_COLUMNS, CrossEncoderOptions
+from protoembed.outputs.io import replace_dir
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any
 from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import ENCODING
 from protoembed.evaluation.suite import SUITES as DECLARED
-from protoembed.run_layout import BEST_DIR, RESULTS_FILE
+from protoembed.outputs.run_layout import BEST_DIR, RESULTS_FILE
 
 logger = logging.getLogger(__name__)
 

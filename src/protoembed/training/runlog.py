@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.core.errors import WriteError
-from protoembed.run_layout import LOG_FILE
+from protoembed.outputs.run_layout import LOG_FILE
 
 __all__ = ["LOG_FILE", "RunLog"]
 

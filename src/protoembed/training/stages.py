@@ -41,8 +41,8 @@ from pydantic import ValidationError
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import first_error, problem
-from protoembed.io import write_atomic, write_json_atomic
-from protoembed.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
+from protoembed.outputs.io import write_atomic, write_json_atomic
+from protoembed.outputs.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.config import (
     TrainConfig,
     apply_overrides,

@@ -76,9 +76,9 @@ import torch
 from protoembed.core.errors import ProtoembedError, WriteError
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
-from protoembed.folder_lock import hold_output_dirs
-from protoembed.io import write_atomic, write_json_atomic
-from protoembed.run_layout import (
+from protoembed.outputs.folder_lock import hold_output_dirs
+from protoembed.outputs.io import write_atomic, write_json_atomic
+from protoembed.outputs.run_layout import (
     BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
