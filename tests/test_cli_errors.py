@@ -25,7 +25,7 @@ import torch
 import protoembed
 from protoembed.cli import build_parser, main
 from protoembed.core.errors import ProtoembedError
-from protoembed.export import export_embedder
+from protoembed.model.export import export_embedder
 from protoembed.outputs.io import replace_dir, write_json_atomic
 from protoembed.outputs.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
@@ -309,7 +309,7 @@ def test_results_json_records_the_resolved_head(tiny_model_dirs, tmp_path, capsy
 def test_cli_modules_import_no_torch():
     """``--help`` stays fast: the package, the head registry and the whole parser load no torch."""
     code = (
-        "import sys, protoembed, protoembed.heads; from protoembed.cli import build_parser; build_parser(); "
+        "import sys, protoembed, protoembed.model.heads; from protoembed.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') "
         "if m in sys.modules))"
     )
@@ -647,7 +647,7 @@ def test_a_full_disk_on_encode_export_and_report(
 ):
     """encode's .npy, an export's folder (with a stale temp folder of an export killed by kill -9 beside
     it) and report's page: one line each, nothing half-written left."""
-    import protoembed.export.graph
+    import protoembed.model.export.graph
 
     out = tmp_path / "out"
     out.mkdir()
@@ -670,7 +670,9 @@ def test_a_full_disk_on_encode_export_and_report(
     killed.mkdir()
     (killed / "model.onnx").write_bytes(b"87 MB in real life")
     with monkeypatch.context() as patch:
-        patch.setattr(protoembed.export.graph, "trace_graph", lambda e, path, *a: half_then_enospc(path))
+        patch.setattr(
+            protoembed.model.export.graph, "trace_graph", lambda e, path, *a: half_then_enospc(path)
+        )
         code_err = run_cli(["export", model, "-o", str(out / "onnx")], capsys)
     assert_failed_in_one_line(
         code_err, f"cannot write {out / 'onnx'}: No space left on device; no partial folder"

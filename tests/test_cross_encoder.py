@@ -14,7 +14,7 @@ from scipy.stats import pearsonr, spearmanr
 import protoembed
 from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
-from protoembed.loading import build
+from protoembed.model.loading import build
 from protoembed.objectives import build_objective, objective_class, plan_objective
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.registry import OptionError
@@ -382,7 +382,7 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
     from safetensors.torch import load_file
     from sentence_transformers import CrossEncoder
 
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     objective = build_objective(
         "cross_encoder",

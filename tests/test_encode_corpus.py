@@ -673,7 +673,7 @@ def test_a_worker_that_dies_is_one_line_naming_its_shard(tmp_path, monkeypatch):
     import threading
 
     from protoembed.corpus.sources import corpus_source
-    from protoembed.model_spec import model_spec
+    from protoembed.model.model_spec import model_spec
 
     class Killed:
         def __init__(self, target, args, daemon):

@@ -41,10 +41,9 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: (``serving``) and corpus-scale encoding (``corpus``) on the model and the data readers; ``interface``: the command line and
 #: the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("core", "outputs", "inputs", "precision"),
+    "core": ("core", "outputs", "inputs"),
     "data": ("data",),
-    "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search", "faiss_index"),
+    "model": ("model", "encoder", "heads", "semantic_search", "faiss_index"),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),
@@ -281,10 +280,10 @@ def test_loading_a_model_never_imports_the_training_layer():
     # training/: no arrow points up from them, deferred imports counted
     graph = import_graph(deferred=True)
     for start in (
-        "protoembed.loading",
-        "protoembed.heads.mlp",
-        "protoembed.heads.cnn",
-        "protoembed.heads.mask",
+        "protoembed.model.loading",
+        "protoembed.model.heads.mlp",
+        "protoembed.model.heads.cnn",
+        "protoembed.model.heads.mask",
     ):
         upward = sorted(
             m

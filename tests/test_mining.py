@@ -340,7 +340,7 @@ def test_agrees_with_sentence_transformers_on_the_default_model(tmp_path):
     from sentence_transformers.util import mine_hard_negatives as st_mine
 
     import protoembed
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     embedder = protoembed.load("default", device="cpu")
     encoded: dict[tuple[str, ...], np.ndarray] = {}  # each text list encoded once, as theirs are cached

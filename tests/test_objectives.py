@@ -18,7 +18,7 @@ import protoembed
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.template_sets import template_set
 from protoembed.inputs.templates import Template, tokenize_template
-from protoembed.loading import build
+from protoembed.model.loading import build
 from protoembed.objectives import REGISTRY, build_objective
 
 SENTENCES = [

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import protoembed
-from protoembed import precision as precision_module
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.export import export_embedder
-from protoembed.runtimes import (
+from protoembed.model import precision as precision_module
+from protoembed.model.export import export_embedder
+from protoembed.model.runtimes import (
     RUNTIMES,
     RuntimeSpec,
     check_runtime,

@@ -27,8 +27,8 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   :func:`run_layout.dev_score`, the dev score that chose a run's kept model;
 - :class:`ProtoembedError`: the error of a mistake the user can fix (a one-line message).
 
-Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
-:mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
+Each is imported on first use (from :mod:`protoembed.model.loading`, :mod:`protoembed.model.embedder`,
+:mod:`protoembed.model.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
 :mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
 :mod:`protoembed.outputs.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
 :mod:`protoembed.core.errors`), so ``import
@@ -47,15 +47,15 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
     from protoembed.data.paths import resolve_data_dir as resolve_data_dir
-    from protoembed.embedder import Embedder as Embedder
     from protoembed.evaluation.run import evaluate as evaluate
     from protoembed.evaluation.tasks import Task as Task
     from protoembed.evaluation.tasks import get_task as get_task
     from protoembed.evaluation.tasks import register_task as register_task
     from protoembed.evaluation.tasks import table_name as table_name
-    from protoembed.export.graph import export_embedder as export_embedder
-    from protoembed.loading import load as load
     from protoembed.mining import mine_hard_negatives as mine_hard_negatives
+    from protoembed.model.embedder import Embedder as Embedder
+    from protoembed.model.export.graph import export_embedder as export_embedder
+    from protoembed.model.loading import load as load
     from protoembed.outputs import run_layout as run_layout
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
@@ -65,15 +65,15 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
 
 #: public name -> the module that defines it (for a public module, :data:`_MODULES`: the package that holds it).
 _HOMES = {
-    "Embedder": "protoembed.embedder",
+    "Embedder": "protoembed.model.embedder",
     "ProtoembedError": "protoembed.core.errors",
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",
     "encode_corpus": "protoembed.corpus",
     "evaluate": "protoembed.evaluation.run",
-    "export_embedder": "protoembed.export.graph",
+    "export_embedder": "protoembed.model.export.graph",
     "get_task": "protoembed.evaluation.tasks",
-    "load": "protoembed.loading",
+    "load": "protoembed.model.loading",
     "load_results": "protoembed.report",
     "load_run": "protoembed.training.stages",
     "mine_hard_negatives": "protoembed.mining",

@@ -402,7 +402,7 @@ def _rows(
 def is_cross_encoder(folder: Path) -> bool:
     """True if ``folder`` holds a cross-encoder: sentence-transformers' ``CrossEncoder`` layout, or a
     Hugging Face ``*ForSequenceClassification`` model."""
-    from protoembed.model_card import read_json
+    from protoembed.model.model_card import read_json
 
     st_config = read_json(folder / "config_sentence_transformers.json") or {}
     hf_config = read_json(folder / "config.json") or {}
@@ -434,7 +434,7 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) 
         )
     from sentence_transformers import CrossEncoder
 
-    from protoembed.backbones import quiet_transformers
+    from protoembed.model.backbones import quiet_transformers
 
     with quiet_transformers():
         return CrossEncoder(str(folder), device=device)

@@ -20,7 +20,7 @@ from protoembed.commands.common import (
     load_from_args,
 )
 from protoembed.core.errors import ProtoembedError
-from protoembed.model_spec import ModelSpec
+from protoembed.model.model_spec import ModelSpec
 from protoembed.serving.settings import API_KEY_ENV, ServeSettings, served_model_name
 
 DESCRIPTION = (

@@ -84,8 +84,8 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None):
     """
     from sentence_transformers import CrossEncoder
 
-    from protoembed.backbones import loading_errors, quiet_transformers
     from protoembed.inputs.checks import resolve_device
+    from protoembed.model.backbones import loading_errors, quiet_transformers
 
     folder = cross_encoder_dir(path)
     with quiet_transformers(), loading_errors(folder):

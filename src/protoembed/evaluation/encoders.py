@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
-from protoembed.runtimes import AUTO, check_runtime
+from protoembed.model.runtimes import AUTO, check_runtime
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from protoembed.protocol import SentenceEmbedder
+    from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ class LazyEncoder:
 
     def _load(self) -> None:
         """Load the model, switch it to the asked runtime, then (as asked) open its embedding store."""
-        from protoembed.export.cache import with_runtime
+        from protoembed.model.export.cache import with_runtime
 
         model = with_runtime(self.load(), self.runtime)  # ``auto``: as loaded
         self.model = model
         if self.cache_embeddings:  # keyed by the weights (or export files), runtime and precision
             from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
-            from protoembed.export.cache import model_digest
+            from protoembed.model.export.cache import model_digest
 
             key = f"{model.runtime}-{model.precision}" + ("-allow-empty" if self.allow_empty else "")
             self.store = EmbeddingStore(self._encode, store_folder(model_digest(model), key))

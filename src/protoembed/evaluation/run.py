@@ -20,8 +20,8 @@ from protoembed.core.pydantic_util import check_options
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
 from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, registered_for_now
-from protoembed.model_spec import model_settings, model_spec
-from protoembed.runtimes import AUTO
+from protoembed.model.model_spec import model_settings, model_spec
+from protoembed.model.runtimes import AUTO
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def evaluate(
             label = name or model
 
             def load() -> Any:
-                from protoembed.loading import load_model
+                from protoembed.model.loading import load_model
 
                 return load_model(spec)
         else:

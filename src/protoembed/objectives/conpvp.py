@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.embedder import Embedder
 from protoembed.inputs.template_sets import template_set
 from protoembed.inputs.templates import TemplateIds
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
 from protoembed.objectives.registry import ConPVPOptions

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from protoembed.backbones import quiet_transformers
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
-from protoembed.embedder import Embedder
+from protoembed.model.backbones import quiet_transformers
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import Objective
 from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import GOLD_COLUMNS, CrossEncoderOptions

@@ -21,7 +21,7 @@ from protoembed.data.training.examples import ColumnSpec
 from protoembed.objectives.registry import ObjectiveOptions, objective_class, options_class
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
+    from protoembed.model.embedder import Embedder
     from protoembed.objectives.base import Objective
 
 

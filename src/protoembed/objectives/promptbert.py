@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.embedder import Embedder
 from protoembed.inputs.templates import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.registry import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch

@@ -1,7 +1,7 @@
 """The sentence-transformers folder layout: the JSON files that let ``SentenceTransformer(path)`` read a folder.
 
-One home for what :meth:`protoembed.embedder.Embedder.save`, :meth:`protoembed.encoder.PromptEncoder.save`
-and the ONNX export (:mod:`protoembed.export.graph`) write, and for what the loader reads:
+One home for what :meth:`protoembed.model.embedder.Embedder.save`, :meth:`protoembed.model.encoder.PromptEncoder.save`
+and the ONNX export (:mod:`protoembed.model.export.graph`) write, and for what the loader reads:
 
 - ``modules.json``: the module list, one ``{"idx", "name", "path", "type"}`` entry per module; the input
   module sits in the root (``path`` ``""``), module ``i`` in ``<i>_<ClassName>/``

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protoembed.model_card import fmt_cell, read_json, write_model_card
+from protoembed.model.model_card import fmt_cell, read_json, write_model_card
 from protoembed.outputs.run_layout import (
     BEST_DIR,
     CONFIG_FILE,

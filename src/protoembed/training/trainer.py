@@ -322,7 +322,7 @@ class Trainer:
 
     def _final_results(self) -> dict[str, Any]:
         from protoembed.evaluation.sts import SUITE, evaluate_sts
-        from protoembed.loading import load
+        from protoembed.model.loading import load
 
         tcfg = self.cfg.training
         best = load(str(self.output_dir / BEST_DIR), device=self.accelerator.device)

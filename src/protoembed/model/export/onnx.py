@@ -1,11 +1,11 @@
 """The ONNX Runtime runtime (registry entry ``onnx``): write ``onnx/model.onnx`` and run it.
 
 Writing (:func:`write_onnx`, ``protoembed export --format onnx``): the traced graph
-(:func:`protoembed.export.graph.trace_graph`), then ONNX Runtime's transformer optimiser fuses attention,
+(:func:`protoembed.model.export.graph.trace_graph`), then ONNX Runtime's transformer optimiser fuses attention,
 LayerNorm and GELU (kept only if it reproduces the traced graph to 1e-4 on a probe batch); ``int8`` then
 quantises the matrix multiplications (ONNX Runtime's quantiser: int8 weights with a scale per output
 column) and gives their activations fixed scales calibrated on padded batches of real sentences (the
-caller's texts, else the staged Wikipedia sample: :mod:`protoembed.export.calibration`), so a text's
+caller's texts, else the staged Wikipedia sample: :mod:`protoembed.model.export.calibration`), so a text's
 vector does not depend on the other texts of its batch.
 
 Running (:func:`load_onnx` -> :class:`OnnxEmbedder`): ONNX Runtime's CPU provider with, for speed, one
@@ -25,15 +25,15 @@ import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.threads import intra_op_threads
-from protoembed.export import graph as tracing
-from protoembed.export.calibration import calibration_feeds
-from protoembed.export.layout import GRAPH_FILE
-from protoembed.export.quiet import stdout_to_log
-from protoembed.export.runtime import ExportedEmbedder
+from protoembed.model.export import graph as tracing
+from protoembed.model.export.calibration import calibration_feeds
+from protoembed.model.export.layout import GRAPH_FILE
+from protoembed.model.export.quiet import stdout_to_log
+from protoembed.model.export.runtime import ExportedEmbedder
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
-    from protoembed.encoder import PromptEncoder
+    from protoembed.model.embedder import Embedder
+    from protoembed.model.encoder import PromptEncoder
 
 logger = logging.getLogger(__name__)
 

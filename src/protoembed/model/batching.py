@@ -1,9 +1,9 @@
 """The encode pipeline shared by every runtime: tokenise in a pool of threads while the forward runs.
 
-:class:`BatchEncoder` holds what the loop needs from a model (its :class:`~protoembed.encoder.PromptEncoder`
+:class:`BatchEncoder` holds what the loop needs from a model (its :class:`~protoembed.model.encoder.PromptEncoder`
 for tokenisation and padding, and a *forward* callable from padded features to vectors), so the torch
-:class:`~protoembed.embedder.Embedder` and the exported models
-(:class:`~protoembed.export.runtime.ExportedEmbedder`) encode alike by composition: same input rows, same
+:class:`~protoembed.model.embedder.Embedder` and the exported models
+(:class:`~protoembed.model.export.runtime.ExportedEmbedder`) encode alike by composition: same input rows, same
 batches, same order. :class:`Encodes` is the one ``encode`` method (its signature and its
 documentation) that both offer on top of it.
 
@@ -44,9 +44,9 @@ import torch
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
-from protoembed.encoder import PromptEncoder, pad_rows
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
 from protoembed.inputs.prompts import apply_prompt
+from protoembed.model.encoder import PromptEncoder, pad_rows
 
 logger = logging.getLogger(__name__)
 
@@ -393,7 +393,7 @@ class BatchEncoder:
     def tokenize(
         self, texts: list[str], allow_empty: bool = False
     ) -> tuple[list[list[int]], list[int] | None]:
-        """The encoder's input rows of ``texts`` (:meth:`~protoembed.encoder.PromptEncoder.tokenize_ids`:
+        """The encoder's input rows of ``texts`` (:meth:`~protoembed.model.encoder.PromptEncoder.tokenize_ids`:
         template, truncation to ``max_seq_length``), unpadded.
 
         Raises:
@@ -403,7 +403,7 @@ class BatchEncoder:
 
     def pad(self, ids: list[list[int]], masks: list[int] | None = None) -> dict[str, torch.Tensor]:
         """One batch of input rows (from :meth:`tokenize`) padded into features on the host
-        (:meth:`~protoembed.encoder.PromptEncoder.collate`; pinned when the model is on CUDA)."""
+        (:meth:`~protoembed.model.encoder.PromptEncoder.collate`; pinned when the model is on CUDA)."""
         return {name: self._host(value) for name, value in self.encoder.collate(ids, masks).items()}
 
     def vectors(
@@ -421,7 +421,7 @@ class BatchEncoder:
 
 
 class Encodes:
-    """The ``encode`` of every model type (the torch :class:`~protoembed.embedder.Embedder` and the
+    """The ``encode`` of every model type (the torch :class:`~protoembed.model.embedder.Embedder` and the
     exports), written once: the class provides ``prompts``, :meth:`batch_encoder` and
     :meth:`encoding`."""
 
@@ -464,7 +464,7 @@ class Encodes:
         Identical texts run once (and rows that tokenise alike, within a chunk); a pool of threads
         tokenises the next chunks while the forward runs; batches are formed from rows of similar token
         length (longest first) and padded to the batch's own length; the forward runs in inference mode
-        (see :mod:`protoembed.batching`). The vectors do not depend on ``tokenizer_workers`` nor on
+        (see :mod:`protoembed.model.batching`). The vectors do not depend on ``tokenizer_workers`` nor on
         ``max_tokens_per_batch`` (to float rounding).
 
         Args:

@@ -1,7 +1,7 @@
 """A cached fp32 export of a loaded model, for commands that encode many sentences.
 
 :func:`onnx_embedder` exports a torch :class:`~protoembed.Embedder` once in
-:data:`~protoembed.runtimes.DEFAULT_FORMAT` (ONNX; fp32, no quantisation: under ONNX Runtime the vectors
+:data:`~protoembed.model.runtimes.DEFAULT_FORMAT` (ONNX; fp32, no quantisation: under ONNX Runtime the vectors
 equal the torch model's to float rounding, about 1e-7) into a cache folder keyed by a digest of its
 weights and settings, and opens it on a registered runtime that reads that format (ONNX Runtime,
 OpenVINO; :func:`with_runtime` is the ``--runtime`` switch). A later call for the same model reuses the
@@ -21,13 +21,13 @@ import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.version import __version__
-from protoembed.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+from protoembed.model.export.layout import EXPORT_CONFIG, FORMAT_VERSION
+from protoembed.model.runtimes import AUTO, DEFAULT_FORMAT, check_export_runtime, check_runtime, get_runtime
 from protoembed.outputs.io import cache_dir
-from protoembed.runtimes import AUTO, DEFAULT_FORMAT, check_export_runtime, check_runtime, get_runtime
 
 if TYPE_CHECKING:
-    from protoembed.export.runtime import ExportedEmbedder
-    from protoembed.protocol import SentenceEmbedder
+    from protoembed.model.export.runtime import ExportedEmbedder
+    from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def model_digest(embedder: SentenceEmbedder) -> str:
     the graph or the tokenisation depends on, and the prompts and score function the export keeps: two
     models with the same digest encode alike. An opened
     export (no torch weights) is keyed on its folder's files instead (:func:`export_digest`)."""
-    from protoembed.export.runtime import ExportedEmbedder
+    from protoembed.model.export.runtime import ExportedEmbedder
 
     if isinstance(embedder, ExportedEmbedder) and embedder.root is not None:
         return export_digest(embedder.root, embedder.encoder.max_seq_length)
@@ -85,19 +85,19 @@ def onnx_embedder(
     precision: str | None = None,
 ) -> ExportedEmbedder:
     """``embedder`` run by ``runtime`` (a registered runtime that reads
-    :data:`~protoembed.runtimes.DEFAULT_FORMAT`: ``onnx``, ``openvino``) on its fp32 export, exported into
+    :data:`~protoembed.model.runtimes.DEFAULT_FORMAT`: ``onnx``, ``openvino``) on its fp32 export, exported into
     ``root / <digest>`` (default ``cache_dir("onnx")``: ``$PROTOEMBED_CACHE/onnx``) on the first call and
     reused afterwards. ``digest``: :func:`model_digest` of ``embedder`` when the caller has it already;
-    ``precision``: as :func:`~protoembed.export.runtime.load_export` (``None``: the runtime's choice).
+    ``precision``: as :func:`~protoembed.model.export.runtime.load_export` (``None``: the runtime's choice).
     An ``embedder`` that is already an opened export is returned as it is when it runs on ``runtime``,
     else reopened from its folder on ``runtime``.
 
     Raises:
         ProtoembedError: ``runtime`` is unknown or does not read that format (a torch model cannot be
-            run there through the cache), or as :func:`~protoembed.export.runtime.load_export`.
+            run there through the cache), or as :func:`~protoembed.model.export.runtime.load_export`.
     """
-    from protoembed.export.graph import export_embedder
-    from protoembed.export.runtime import ExportedEmbedder, load_export
+    from protoembed.model.export.graph import export_embedder
+    from protoembed.model.export.runtime import ExportedEmbedder, load_export
 
     if isinstance(embedder, ExportedEmbedder):
         if embedder.runtime == runtime and precision in (None, embedder.precision):
@@ -128,14 +128,14 @@ def onnx_embedder(
 
 
 def with_runtime(model: SentenceEmbedder, runtime: str, precision: str | None = None) -> SentenceEmbedder:
-    """``model`` on ``runtime`` (``auto`` or a key of :data:`~protoembed.runtimes.RUNTIMES`):
+    """``model`` on ``runtime`` (``auto`` or a key of :data:`~protoembed.model.runtimes.RUNTIMES`):
 
     - ``auto``: as it is (a torch model stays on torch; an export was opened by ``auto``'s rule);
     - ``torch``: a torch model as it is; an export is refused (it has no torch weights);
     - a runtime that opens exports (``onnx``, ``openvino``): an export on that runtime; a torch model's
       cached fp32 export (:func:`onnx_embedder`) on it.
     """
-    from protoembed.export.runtime import ExportedEmbedder
+    from protoembed.model.export.runtime import ExportedEmbedder
 
     check_runtime(runtime)
     exported = isinstance(model, ExportedEmbedder)

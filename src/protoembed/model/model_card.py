@@ -8,7 +8,7 @@ folder, never from memory of the process:
 - the folder: ``config.json`` (backbone architecture, layers, width), ``protoembed.json`` (head),
   ``protoembed_encoder.json`` (template, soft prompt), ``modules.json`` (which modules need
   ``trust_remote_code``), ``protoembed_export.json`` (an export's format and precision);
-- the runtime registry (:mod:`protoembed.runtimes`): the ``library_name`` and the format's name of the
+- the runtime registry (:mod:`protoembed.model.runtimes`): the ``library_name`` and the format's name of the
   entry that wrote the folder (the torch runtime's for a saved model, the format's writer for an export).
 
 :func:`card_text` renders, :func:`write_model_card` writes atomically. This module imports no torch.
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from protoembed.model.runtimes import RUNTIMES, TORCH, RuntimeSpec, auto_runtime, folder_format, format_writer
 from protoembed.outputs.io import write_atomic
 from protoembed.outputs.st_layout import MODULES_FILE
-from protoembed.runtimes import RUNTIMES, TORCH, RuntimeSpec, auto_runtime, folder_format, format_writer
 
 CARD_FILE = "README.md"
 

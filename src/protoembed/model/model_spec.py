@@ -1,7 +1,7 @@
 """The model settings a user gives, each once: :class:`ModelSpec` (its fields' types, defaults, checks and
 help texts).
 
-:func:`protoembed.load`, :func:`~protoembed.export.runtime.load_export` and :func:`protoembed.evaluate`
+:func:`protoembed.load`, :func:`~protoembed.model.export.runtime.load_export` and :func:`protoembed.evaluate`
 check their keyword arguments by :func:`model_spec`; the command line's model flags (``--model``,
 ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``, ``--runtime``) are made
 from its fields (:func:`protoembed.commands.common.add_model_options`); the training config's model keys
@@ -20,9 +20,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import STRICT, Flag, Name, OptionalText, check_options, checked
-from protoembed.heads import HEADS, get_head, heads_help
-from protoembed.precision import PRECISIONS, check_precision
-from protoembed.runtimes import AUTO, check_runtime, runtime_choices, runtimes_help
+from protoembed.model.heads import HEADS, get_head, heads_help
+from protoembed.model.precision import PRECISIONS, check_precision
+from protoembed.model.runtimes import AUTO, check_runtime, runtime_choices, runtimes_help
 
 
 def _positive_tokens(value: Any) -> Any:
@@ -37,7 +37,7 @@ def _device_text(value: Any) -> Any:
     return str(value) if type(value).__module__ == "torch" else value
 
 
-#: A registered head (:data:`protoembed.heads.HEADS`), or ``None`` (the model's own).
+#: A registered head (:data:`protoembed.model.heads.HEADS`), or ``None`` (the model's own).
 HeadName = Annotated[OptionalText, AfterValidator(checked(get_head))]
 #: A token budget: ``None`` or an integer of at least 1.
 MaxSeqLength = Annotated[int | None, BeforeValidator(_positive_tokens)]

@@ -1,7 +1,7 @@
 """The sentences an int8 export calibrates its fixed activation scales on, and their feeds: the first
 distinct lines of the caller's texts, else of the staged Wikipedia sample, in padded batches tokenised as
 encode tokenises them. Both int8 writers read them (ONNX Runtime's static scales:
-:mod:`protoembed.export.onnx`; NNCF: :mod:`protoembed.export.openvino`)."""
+:mod:`protoembed.model.export.onnx`; NNCF: :mod:`protoembed.model.export.openvino`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Names of an export folder and ``protoembed export``'s ``--quantize`` values (no heavy imports: the CLI
-reads them). The formats and runtimes are the registry's: :mod:`protoembed.runtimes`.
+reads them). The formats and runtimes are the registry's: :mod:`protoembed.model.runtimes`.
 
 An export folder holds its format's graph (``onnx/model.onnx``: :data:`GRAPH_FILE`;
 ``openvino/openvino_model.xml`` + ``.bin`` for ``--format openvino``) and ``protoembed_export.json``
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from protoembed.core.errors import ProtoembedError
 
 if TYPE_CHECKING:
-    from protoembed.runtimes.base import RuntimeSpec
+    from protoembed.model.runtimes.base import RuntimeSpec
 
 #: Bumped whenever a reader of an older version could misread a newer folder (2: OpenVINO folders).
 FORMAT_VERSION = 2
@@ -33,7 +33,7 @@ QUANTIZE = ("int8",)
 
 
 def is_export_dir(path: str | os.PathLike) -> bool:
-    """True if ``path`` is a folder written by :func:`~protoembed.export.export_embedder`."""
+    """True if ``path`` is a folder written by :func:`~protoembed.model.export.export_embedder`."""
     return (Path(path) / EXPORT_CONFIG).is_file()
 
 
@@ -48,7 +48,7 @@ def check_export_target(
         ProtoembedError: an unknown format or quantisation, a missing optional package (with the pip
             command), a folder that holds something else.
     """
-    from protoembed.runtimes import DEFAULT_FORMAT, format_writer
+    from protoembed.model.runtimes import DEFAULT_FORMAT, format_writer
 
     writer = format_writer(format)
     if quantize is not None and quantize not in QUANTIZE:

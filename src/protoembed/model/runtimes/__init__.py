@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.precision import CPU_PRECISIONS, PRECISIONS
-from protoembed.runtimes.base import RuntimeSpec
+from protoembed.model.precision import CPU_PRECISIONS, PRECISIONS
+from protoembed.model.runtimes.base import RuntimeSpec
 
 #: The ``--runtime`` value that lets the model pick (see :func:`auto_runtime`).
 AUTO = "auto"
@@ -43,10 +43,10 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format_label="ONNX",
             format_help="onnx/model.onnx",
             quantize_help="int8 matrix multiplications, activation scales calibrated on --calibration",
-            writer="protoembed.export.onnx:write_onnx",
-            calibration="protoembed.export.calibration:calibration_sentences",
+            writer="protoembed.model.export.onnx:write_onnx",
+            calibration="protoembed.model.export.calibration:calibration_sentences",
             reads=("onnx",),
-            loader="protoembed.export.onnx:load_onnx",
+            loader="protoembed.model.export.onnx:load_onnx",
             auto_priority=10,
             auto_help="otherwise",
             extra="onnx",
@@ -62,14 +62,14 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             format_help="openvino/openvino_model.xml + .bin, OpenVINO's IR",
             format_version=2,
             quantize_help="NNCF post-training quantisation calibrated on --calibration",
-            writer="protoembed.export.openvino:write_openvino",
-            calibration="protoembed.export.calibration:calibration_sentences",
+            writer="protoembed.model.export.openvino:write_openvino",
+            calibration="protoembed.model.export.calibration:calibration_sentences",
             reads=("onnx", "openvino"),
-            loader="protoembed.export.openvino:load_openvino",
+            loader="protoembed.model.export.openvino:load_openvino",
             precisions=CPU_PRECISIONS,
-            default_precision="protoembed.export.openvino:inference_precision_here",
+            default_precision="protoembed.model.export.openvino:inference_precision_here",
             auto_priority=20,
-            auto_when="protoembed.export.openvino:picked_by_auto",
+            auto_when="protoembed.model.export.openvino:picked_by_auto",
             auto_help="for an fp32 graph where it is installed and the CPU has native bf16 (AVX512-BF16 or "
             "AMX); for an OpenVINO export always (its only reader)",
             extra="openvino",
@@ -95,7 +95,7 @@ def register_runtime(spec: RuntimeSpec) -> RuntimeSpec:
     if spec.loader is None:  # only the torch runtime runs without one: a new entry never falls back to it
         raise ProtoembedError(
             f"runtime {spec.name!r} has no loader: a runtime opens export folders "
-            "(loader='module:function', see protoembed.runtimes.base.RuntimeSpec)"
+            "(loader='module:function', see protoembed.model.runtimes.base.RuntimeSpec)"
         )
     if spec.format is not None and spec.format in export_formats():
         raise ProtoembedError(f"export format {spec.format!r} already has a writer")

@@ -1,10 +1,10 @@
 """Embedder = backbone encoder (+ template / soft prompt) + head.
 
-Data flow: text -> :class:`~protoembed.encoder.PromptEncoder` (formatting, truncation, soft prompt,
-backbone) -> pooling module (head) -> vector; ``encode`` is the :class:`~protoembed.batching.BatchEncoder`
+Data flow: text -> :class:`~protoembed.model.encoder.PromptEncoder` (formatting, truncation, soft prompt,
+backbone) -> pooling module (head) -> vector; ``encode`` is the :class:`~protoembed.model.batching.BatchEncoder`
 loop over this module's forward pass. :meth:`Embedder.save` writes the sentence-transformers layout, so
 ``SentenceTransformer(path)`` loads the model and produces the same vectors as ``protoembed.load(path)``
-(reading and building are in :mod:`protoembed.loading`).
+(reading and building are in :mod:`protoembed.model.loading`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,19 @@ from pathlib import Path
 import torch
 from sentence_transformers.base.modules.module import Module
 
-from protoembed.backbones import quiet_transformers
-from protoembed.batching import BatchEncoder, Encodes
 from protoembed.core.version import __version__
-from protoembed.encoder import PromptEncoder
-from protoembed.model_card import write_model_card
+from protoembed.model.backbones import quiet_transformers
+from protoembed.model.batching import BatchEncoder, Encodes
+from protoembed.model.encoder import PromptEncoder
+from protoembed.model.model_card import write_model_card
+from protoembed.model.precision import (
+    AUTOCAST_DTYPES,
+    check_fp16,
+    check_precision,
+    native_bf16,
+    warn_emulated_bf16,
+)
+from protoembed.model.runtimes import TORCH
 from protoembed.outputs.io import replace_dir
 from protoembed.outputs.st_layout import (
     TRANSFORMER,
@@ -32,8 +40,6 @@ from protoembed.outputs.st_layout import (
     write_modules,
     write_st_config,
 )
-from protoembed.precision import AUTOCAST_DTYPES, check_fp16, check_precision, native_bf16, warn_emulated_bf16
-from protoembed.runtimes import TORCH
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 PROTOEMBED_CONFIG = "protoembed.json"
@@ -45,10 +51,10 @@ class Embedder(torch.nn.Module, Encodes):
     Args:
         encoder: the input module (tokenizer + backbone + template / soft prompt).
         pooler: a module turning ``token_embeddings`` into ``sentence_embedding``.
-        head: the head's registry name (see :data:`protoembed.heads.HEADS`).
+        head: the head's registry name (see :data:`protoembed.model.heads.HEADS`).
         normalize: L2-normalise the output vectors (as a saved ``Normalize`` module does).
         precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA): the backbone's forward in :meth:`encode` (see
-            :mod:`protoembed.precision`); training always runs the forward as the trainer sets it.
+            :mod:`protoembed.model.precision`); training always runs the forward as the trainer sets it.
         prompts: input prompts, name -> text prepended to each input by ``encode(prompt_name=...)``
             (:mod:`protoembed.inputs.prompts`; ``query`` and ``document`` are the retrieval roles).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``;
@@ -108,7 +114,7 @@ class Embedder(torch.nn.Module, Encodes):
             normalize: L2-normalise ``sentence_embedding`` (default: :attr:`normalize`; the objectives
                 pass False, their losses take cosines of the raw head output).
             precision: ``bf16`` (``fp16``) runs the backbone under bf16 (fp16) autocast and the head and
-                normalisation in fp32 on its fp32-cast token embeddings (see :mod:`protoembed.precision`).
+                normalisation in fp32 on its fp32-cast token embeddings (see :mod:`protoembed.model.precision`).
         """
         if precision == "fp32":
             encoded = self.encoder(features)
@@ -143,8 +149,8 @@ class Embedder(torch.nn.Module, Encodes):
     @contextlib.contextmanager
     def encoding(self, precision: str | None) -> Iterator[None]:
         """Eval mode and ``precision`` (``None``: :attr:`precision`) for one :meth:`encode`, restored
-        afterwards (:meth:`protoembed.batching.Encodes.encoding`); ``fp16`` off CUDA refused
-        (:func:`~protoembed.precision.check_fp16`)."""
+        afterwards (:meth:`protoembed.model.batching.Encodes.encoding`); ``fp16`` off CUDA refused
+        (:func:`~protoembed.model.precision.check_fp16`)."""
         chosen = self.precision if precision is None else check_precision(precision)
         if chosen == "fp16":
             check_fp16("precision", self.device)

@@ -1,7 +1,7 @@
 """What every runtime's model offers: the :class:`SentenceEmbedder` protocol.
 
-:func:`protoembed.load` returns a torch :class:`~protoembed.embedder.Embedder` or an exported model
-(an :class:`~protoembed.export.runtime.ExportedEmbedder` of a registered runtime: :mod:`protoembed.runtimes`);
+:func:`protoembed.load` returns a torch :class:`~protoembed.model.embedder.Embedder` or an exported model
+(an :class:`~protoembed.model.export.runtime.ExportedEmbedder` of a registered runtime: :mod:`protoembed.model.runtimes`);
 all of them satisfy this protocol, and callers that only encode (the evaluation suites, the analyses,
 the export cache, the commands) type against it instead of probing attributes. Only the torch model can
 be trained, saved or exported.
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from protoembed.encoder import PromptEncoder
+    from protoembed.model.encoder import PromptEncoder
 
 
 @runtime_checkable
@@ -28,7 +28,7 @@ class SentenceEmbedder(Protocol):
         head: the head's registry name (``mean``, ``mask``, ...).
         normalize: whether its vectors are L2-normalised.
         runtime: the registry name of the runtime that runs it (a key of
-            :data:`protoembed.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
+            :data:`protoembed.model.runtimes.RUNTIMES`: ``torch``, ``onnx``, ``openvino``, ...).
         prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.inputs.prompts`).
         default_prompt_name: the prompt ``encode`` applies when none is named (``None``: none).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
@@ -89,5 +89,5 @@ class SentenceEmbedder(Protocol):
         progress: Any = None,
     ) -> np.ndarray | torch.Tensor:
         """Vectors of ``sentences`` in input order: every model type's ``encode`` is
-        :meth:`protoembed.batching.Encodes.encode` (its arguments described there)."""
+        :meth:`protoembed.model.batching.Encodes.encode` (its arguments described there)."""
         ...

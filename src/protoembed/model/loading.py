@@ -1,11 +1,11 @@
 """Loading above the embedder and the export: :func:`load` (a folder or hub id -> a model) and
-:func:`build` (a backbone + a head -> an :class:`~protoembed.embedder.Embedder`).
+:func:`build` (a backbone + a head -> an :class:`~protoembed.model.embedder.Embedder`).
 
 :func:`load` reads three kinds of folder: an export (-> an
-:class:`~protoembed.export.runtime.ExportedEmbedder` on a registered runtime (:mod:`protoembed.runtimes`),
-by :func:`~protoembed.export.runtime.open_export`), a protoembed / sentence-transformers folder
+:class:`~protoembed.model.export.runtime.ExportedEmbedder` on a registered runtime (:mod:`protoembed.model.runtimes`),
+by :func:`~protoembed.model.export.runtime.open_export`), a protoembed / sentence-transformers folder
 (``modules.json``: the saved input module, pooling module and ``Normalize``), or a bare Hugging Face
-backbone (with a new head). Its settings are a :class:`~protoembed.model_spec.ModelSpec`. The torch model and the exports sit below this module; neither imports the other.
+backbone (with a new head). Its settings are a :class:`~protoembed.model.model_spec.ModelSpec`. The torch model and the exports sit below this module; neither imports the other.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules.module import Module
 
-from protoembed.backbones import loading_errors, quiet_transformers, resolve_model_dir
 from protoembed.core.errors import ProtoembedError
-from protoembed.embedder import PROTOEMBED_CONFIG, Embedder
-from protoembed.encoder import PromptEncoder
-from protoembed.export.runtime import is_export_dir, open_export
-from protoembed.heads import HEADS, get_head
 from protoembed.inputs.checks import resolve_device
 from protoembed.inputs.prompts import kept_default
-from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.model.backbones import loading_errors, quiet_transformers, resolve_model_dir
+from protoembed.model.embedder import PROTOEMBED_CONFIG, Embedder
+from protoembed.model.encoder import PromptEncoder
+from protoembed.model.export.runtime import is_export_dir, open_export
+from protoembed.model.heads import HEADS, get_head
+from protoembed.model.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.model.precision import check_fp16
+from protoembed.model.protocol import SentenceEmbedder
+from protoembed.model.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.outputs.st_layout import MODULES_FILE, read_modules, read_st_config
-from protoembed.precision import check_fp16
-from protoembed.protocol import SentenceEmbedder
-from protoembed.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 
@@ -39,7 +39,7 @@ def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
     """Read a sentence-transformers / protoembed folder: (encoder, pooler, head name, normalize)."""
     from sentence_transformers.sentence_transformer.modules.pooling import Pooling
 
-    from protoembed.heads import MaskTokenPooling
+    from protoembed.model.heads import MaskTokenPooling
 
     encoder: PromptEncoder | None = None
     pooler: Module | None = None
@@ -89,19 +89,19 @@ def _saved_head_name(path: Path, encoder: PromptEncoder, pooler: Module) -> str:
 def load(
     spec: str | os.PathLike[str] = "default", head: str | None = None, **settings: Any
 ) -> SentenceEmbedder:
-    """Load a backbone with a head: :func:`load_model` of the :class:`~protoembed.model_spec.ModelSpec`
+    """Load a backbone with a head: :func:`load_model` of the :class:`~protoembed.model.model_spec.ModelSpec`
     made of the arguments.
 
     Args:
         spec: ``default`` (packaged all-MiniLM-L6-v2), a Hugging Face model dir, a protoembed /
             sentence-transformers model dir, an export folder, or a hub id.
-        head: a registered head (a key of :data:`protoembed.heads.HEADS`);
+        head: a registered head (a key of :data:`protoembed.model.heads.HEADS`);
             default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
-        **settings: the other fields of :class:`~protoembed.model_spec.ModelSpec`, each described there:
+        **settings: the other fields of :class:`~protoembed.model.model_spec.ModelSpec`, each described there:
             ``template``, ``max_seq_length``, ``n_soft_prompt``, ``soft_prompt_init``, ``prompts`` (name ->
             text, replacing the saved ones), ``normalize``, ``device``, ``precision`` and ``runtime``.
     Returns:
-        an :class:`Embedder` in eval mode, or an :class:`~protoembed.export.runtime.ExportedEmbedder`
+        an :class:`Embedder` in eval mode, or an :class:`~protoembed.model.export.runtime.ExportedEmbedder`
         for an export folder or an export runtime (same ``encode``).
     Raises:
         ProtoembedError: an unknown setting, head or runtime, a bad ``max_seq_length`` or device, or a
@@ -150,7 +150,7 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
                 normalize=saved_normalize,
             )
     else:
-        from protoembed.backbones import load_backbone
+        from protoembed.model.backbones import load_backbone
 
         tokenizer, model = load_backbone(path)
         embedder = build(
@@ -168,7 +168,7 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     embedder.default_prompt_name = kept_default(saved.get("default_prompt_name"), embedder.prompts)
     embedder.similarity_fn_name = saved["similarity_fn_name"] or DEFAULT_SCORE_FUNCTION
     if spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports:  # its fp32 export, made once, cached
-        from protoembed.export.cache import onnx_embedder
+        from protoembed.model.export.cache import onnx_embedder
 
         return onnx_embedder(embedder.to("cpu").eval(), runtime=spec.runtime, precision=spec.precision)
     if spec.precision is not None:
@@ -188,7 +188,7 @@ def build(
     normalize: bool = False,
 ) -> Embedder:
     """Put a head on an already-loaded backbone (the arguments: fields of
-    :class:`~protoembed.model_spec.ModelSpec`, checked there); eval mode."""
+    :class:`~protoembed.model.model_spec.ModelSpec`, checked there); eval mode."""
     settings = dict(template=template, max_seq_length=max_seq_length, n_soft_prompt=n_soft_prompt)
     model_spec(head=head, soft_prompt_init=soft_prompt_init, normalize=normalize, **settings)
     spec = get_head(head)

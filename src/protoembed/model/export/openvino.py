@@ -29,21 +29,21 @@ import torch
 
 from protoembed.core.errors import ProtoembedError, missing_package
 from protoembed.core.threads import intra_op_threads
-from protoembed.export import graph as tracing
-from protoembed.export.calibration import (  # noqa: F401 (CALIBRATION_*, calibration_sentences: read from here)
+from protoembed.model.export import graph as tracing
+from protoembed.model.export.calibration import (  # noqa: F401 (CALIBRATION_*, calibration_sentences: read from here)
     CALIBRATION_BATCH,
     CALIBRATION_BATCHES,
     CALIBRATION_CORPUS,
     calibration_feeds,
     calibration_sentences,
 )
-from protoembed.export.layout import GRAPH_FILE
-from protoembed.export.runtime import ExportedEmbedder
+from protoembed.model.export.layout import GRAPH_FILE
+from protoembed.model.export.runtime import ExportedEmbedder
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
-    from protoembed.encoder import PromptEncoder
-    from protoembed.runtimes.base import RuntimeSpec
+    from protoembed.model.embedder import Embedder
+    from protoembed.model.encoder import PromptEncoder
+    from protoembed.model.runtimes.base import RuntimeSpec
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def picked_by_auto(spec: RuntimeSpec, config: dict[str, Any]) -> bool:
     """``--runtime auto``'s rule for OpenVINO on an export with ``config``: an fp32 graph on a CPU with
     native bf16 (AVX512-BF16 or AMX; OpenVINO runs it in bf16 there) with ``spec``'s package installed.
     (An OpenVINO folder has no other reader, so ``auto`` picks OpenVINO for it whatever this says.)"""
-    from protoembed.precision import native_bf16
+    from protoembed.model.precision import native_bf16
 
     return not config.get("quantize") and native_bf16("cpu") and spec.available()
 
@@ -124,7 +124,7 @@ def convert_to_ir(onnx_graph: Path, target: Path, calibration: list[dict[str, np
     converter and NNCF print on stdout is logged at DEBUG instead."""
     import openvino as ov
 
-    from protoembed.export.quiet import stdout_to_log
+    from protoembed.model.export.quiet import stdout_to_log
 
     with stdout_to_log(logger, "openvino"):  # its arguments and timings, NNCF's bars and log lines
         model = ov.convert_model(str(onnx_graph))
@@ -164,10 +164,10 @@ def _quantize(model: Any, calibration: list[dict[str, np.ndarray]]) -> Any:
 
 def inference_precision_here() -> str:
     """The precision an fp32 graph runs in here when none is asked: ``bf16`` on a CPU with native bf16
-    (:func:`protoembed.precision.native_bf16`: AVX512-BF16 or AMX, where OpenVINO's CPU plugin picks it by
+    (:func:`protoembed.model.precision.native_bf16`: AVX512-BF16 or AMX, where OpenVINO's CPU plugin picks it by
     itself), else ``fp32``. Decided by protoembed's flags, not the plugin, so that a simulated CPU
-    (:data:`protoembed.precision.CPU_FLAGS_ENV`) decides it too."""
-    from protoembed.precision import native_bf16
+    (:data:`protoembed.model.precision.CPU_FLAGS_ENV`) decides it too."""
+    from protoembed.model.precision import native_bf16
 
     return "bf16" if native_bf16("cpu") else "fp32"
 

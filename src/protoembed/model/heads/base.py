@@ -22,7 +22,7 @@ class HeadSpec:
     """Recipe for one head.
 
     Attributes:
-        name: registry name (its key in :data:`protoembed.heads.HEADS`).
+        name: registry name (its key in :data:`protoembed.model.heads.HEADS`).
         pooler: ``"module:function"`` of the factory ``(hidden_size) -> Module`` producing
             ``sentence_embedding``.
         description: one line, shown by ``--help``.

@@ -11,8 +11,8 @@ It is traced from the model's own forward (``Embedder.embed``, which training an
 so there is no second implementation of any head: :func:`trace_graph` (TorchScript exporter, opset 17,
 eager attention; batch and length are dynamic axes). What the traced graph becomes is the format's:
 :func:`export_embedder` hands it to the writer of the runtime registered for ``format``
-(:mod:`protoembed.runtimes`; ONNX Runtime's fusions and dynamic int8 in :mod:`protoembed.export.onnx`,
-OpenVINO IR and NNCF int8 in :mod:`protoembed.export.openvino`).
+(:mod:`protoembed.model.runtimes`; ONNX Runtime's fusions and dynamic int8 in :mod:`protoembed.model.export.onnx`,
+OpenVINO IR and NNCF int8 in :mod:`protoembed.model.export.openvino`).
 
 Folder layout: the format's graph files (``onnx/model.onnx``, or ``openvino/openvino_model.xml`` +
 ``.bin``), the tokenizer files, ``config.json`` (the backbone's config, for the position budget),
@@ -37,14 +37,15 @@ import numpy as np
 import torch
 
 from protoembed.core.version import __version__
-from protoembed.export.layout import (
+from protoembed.model.export.layout import (
     DEFAULT_PROMPT_NAME,
     EXPORT_CONFIG,
     PROMPTS,
     SIMILARITY_FN_NAME,
     check_export_target,
 )
-from protoembed.model_card import write_model_card
+from protoembed.model.model_card import write_model_card
+from protoembed.model.runtimes import DEFAULT_FORMAT
 from protoembed.outputs.io import clean_stale_temp, replace_dir
 from protoembed.outputs.st_layout import (
     NORMALIZE,
@@ -56,10 +57,9 @@ from protoembed.outputs.st_layout import (
     write_modules,
     write_st_config,
 )
-from protoembed.runtimes import DEFAULT_FORMAT
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
+    from protoembed.model.embedder import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def export_embedder(
             ``calibration`` (``onnx``: int8 matrix multiplications with fixed activation scales;
             ``openvino``: NNCF's post-training quantisation).
         optimize: let the writer optimise the graph (``onnx``: fuse attention / LayerNorm / GELU).
-        format: an export format of :func:`protoembed.runtimes.export_formats` (``onnx``:
+        format: an export format of :func:`protoembed.model.runtimes.export_formats` (``onnx``:
             ``onnx/model.onnx``; ``openvino``: ``openvino/openvino_model.xml`` + ``.bin``).
         calibration: sentences the int8 scales are calibrated on (a list, or a file of one per line), for
             a format that calibrates (default: the format's own, e.g. the staged Wikipedia sample under the

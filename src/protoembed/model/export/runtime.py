@@ -1,13 +1,13 @@
 """Run an exported folder behind the ``encode`` of :class:`~protoembed.Embedder`, on a registered runtime.
 
-:class:`ExportedEmbedder` composes the :class:`~protoembed.batching.BatchEncoder` loop that
+:class:`ExportedEmbedder` composes the :class:`~protoembed.model.batching.BatchEncoder` loop that
 ``Embedder.encode`` runs with the exported graph as its forward pass; tokenisation is the
-:class:`~protoembed.encoder.PromptEncoder`'s own (template, soft-prompt slots, sentence-only
+:class:`~protoembed.model.encoder.PromptEncoder`'s own (template, soft-prompt slots, sentence-only
 truncation), built from the saved tokenizer and the backbone's module tree on the ``meta`` device (no
 weights). :func:`open_export` (:func:`load_export`: from keyword settings) reads the folder, picks the runtime (``auto``:
-:func:`protoembed.runtimes.auto_runtime`), checks the precision against its registry entry and lets the
-entry's loader build the runtime's subclass (:class:`~protoembed.export.onnx.OnnxEmbedder`: ONNX
-Runtime; :class:`~protoembed.export.openvino.OpenVinoEmbedder`: OpenVINO).
+:func:`protoembed.model.runtimes.auto_runtime`), checks the precision against its registry entry and lets the
+entry's loader build the runtime's subclass (:class:`~protoembed.model.export.onnx.OnnxEmbedder`: ONNX
+Runtime; :class:`~protoembed.model.export.openvino.OpenVinoEmbedder`: OpenVINO).
 """
 
 from __future__ import annotations
@@ -23,21 +23,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from protoembed.batching import BatchEncoder, Encodes
 from protoembed.core.errors import ProtoembedError
-from protoembed.encoder import PromptEncoder
-from protoembed.export.layout import (
+from protoembed.inputs.prompts import kept_default
+from protoembed.model.batching import BatchEncoder, Encodes
+from protoembed.model.encoder import PromptEncoder
+from protoembed.model.export.layout import (
     DEFAULT_PROMPT_NAME,
     EXPORT_CONFIG,
     FORMAT_VERSION,
     PROMPTS,
     SIMILARITY_FN_NAME,
-    is_export_dir,  # noqa: F401 (imported from here by protoembed.loading)
+    is_export_dir,  # noqa: F401 (imported from here by protoembed.model.loading)
 )
-from protoembed.inputs.prompts import kept_default
-from protoembed.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
-from protoembed.precision import check_precision
-from protoembed.runtimes import (
+from protoembed.model.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
+from protoembed.model.precision import check_precision
+from protoembed.model.runtimes import (
     AUTO,
     RuntimeSpec,
     auto_runtime,
@@ -62,7 +62,7 @@ def _weightless_backbone(config: Any) -> torch.nn.Module:
 
 
 class ExportedEmbedder(Encodes):
-    """An exported model: ``encode`` by the :class:`~protoembed.batching.BatchEncoder` loop that
+    """An exported model: ``encode`` by the :class:`~protoembed.model.batching.BatchEncoder` loop that
     :meth:`protoembed.Embedder.encode` runs, with the forward pass run by an inference runtime
     (each registered runtime's loader returns its subclass, which runs one batch of feeds: :meth:`run`).
 
@@ -145,7 +145,7 @@ class ExportedEmbedder(Encodes):
 
     @contextlib.contextmanager
     def encoding(self, precision: str | None) -> Iterator[None]:
-        """Nothing to switch for :meth:`encode` (:meth:`protoembed.batching.Encodes.encoding`); a
+        """Nothing to switch for :meth:`encode` (:meth:`protoembed.model.batching.Encodes.encoding`); a
         ``precision`` other than the export's own (:attr:`precision`) is refused.
 
         Raises:
@@ -185,7 +185,7 @@ def read_export_config(path: Path) -> dict[str, Any]:
 
 def load_export(path: str | os.PathLike, *, threads: int | None = None, **settings: Any) -> ExportedEmbedder:
     """Open an exported folder: :func:`open_export` with the
-    :class:`~protoembed.model_spec.ModelSpec` made of ``settings`` (the keyword arguments of
+    :class:`~protoembed.model.model_spec.ModelSpec` made of ``settings`` (the keyword arguments of
     :func:`protoembed.load`); ``threads``: the runtime's CPU threads (default: its own choice).
 
     Raises:
@@ -199,7 +199,7 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
     graph, ``spec.max_seq_length`` only changes tokenisation, ``spec.prompts`` replaces the exported
     model's prompts; ``spec.model`` is not read).
 
-    ``spec.runtime``: ``auto`` (:func:`~protoembed.runtimes.auto_runtime`) or a registered runtime that
+    ``spec.runtime``: ``auto`` (:func:`~protoembed.model.runtimes.auto_runtime`) or a registered runtime that
     reads the folder's format (``onnx``: ONNX Runtime; ``openvino``). ``spec.precision``: ``None`` (the
     runtime's choice: the graph's own; under OpenVINO, bf16 on CPUs with native bf16, else fp32), or one
     of the runtime's entry's ``precisions`` (OpenVINO: ``fp32``, ``bf16``; ONNX Runtime: ``fp32``

@@ -1,6 +1,6 @@
-"""What a runtime is: a :class:`RuntimeSpec`, one entry of :data:`protoembed.runtimes.RUNTIMES`.
+"""What a runtime is: a :class:`RuntimeSpec`, one entry of :data:`protoembed.model.runtimes.RUNTIMES`.
 
-A runtime runs a model's forward pass behind the one ``encode`` of :mod:`protoembed.batching`. Its entry
+A runtime runs a model's forward pass behind the one ``encode`` of :mod:`protoembed.model.batching`. Its entry
 declares everything the rest of the package asks of it: its name (``--runtime``), the labels messages and
 model cards print, the export format it writes (``--format``, if any) and the formats it runs, how it
 opens an export folder, the precisions it runs, its rule for ``--runtime auto`` and the optional
@@ -21,8 +21,8 @@ from protoembed.core.errors import ProtoembedError, missing_package
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from protoembed.encoder import PromptEncoder
-    from protoembed.export.runtime import ExportedEmbedder
+    from protoembed.model.encoder import PromptEncoder
+    from protoembed.model.export.runtime import ExportedEmbedder
 
 
 def resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:
