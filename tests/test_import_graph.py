@@ -33,35 +33,48 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: when its cycle is gone.
 KNOWN_CYCLES: list[frozenset[str]] = []
 
-#: Layer -> the package modules and subpackages it holds (a subpackage with everything in it), lowest
-#: first. ``core``: errors, file writing, options checking, the run folder's names and its lock, progress on stderr, thread sizing; ``data``: the data
-#: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
-#: embedder, its saved layout, the model settings (model_spec), loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
-#: model; ``report`` on results files; ``training`` on all of those; ``inference``: the embeddings server
-#: (``serving``) and corpus-scale encoding (``corpus``) on the model and the data readers; ``interface``: the command line and
-#: the package's lazy public names.
+#: Layer -> the package's subpackages (and top modules) it holds, each with everything in it, lowest first:
+#: the folder names are the layers (docs/layout.md). ``core``: errors, the version, the registry shape,
+#: strict options, threads, progress; ``inputs``: argument checks, input prompts, templates; ``outputs``:
+#: atomic writing, the output folder's lock, the saved model's and the run folder's file names; ``data``:
+#: the data directory, training formats, benchmark readers, the downloader; ``model``: backbone, encoder,
+#: heads, the embedder, the model settings, loading, export and the runtimes; ``saved_paths``: the
+#: one-line modules at the paths older saved models name (``protoembed.encoder``, ``protoembed.heads.*``),
+#: which nothing in the package imports; ``retrieval``: similarity, search, mining; ``objectives`` and
+#: ``evaluation`` on the model; ``report`` on results files; ``training`` on all of those; ``inference``:
+#: the embeddings server (``serving``) and corpus-scale encoding (``corpus``); ``interface``: the command
+#: line and the package's lazy public names.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("core", "outputs", "inputs"),
+    "core": ("core",),
+    "inputs": ("inputs",),
+    "outputs": ("outputs",),
     "data": ("data",),
-    "model": ("model", "encoder", "heads", "semantic_search", "faiss_index"),
+    "model": ("model",),
+    "saved_paths": ("encoder", "heads"),
+    "retrieval": ("retrieval",),
     "objectives": ("objectives",),
     "evaluation": ("evaluation",),
     "report": ("report",),
-    "training": ("training", "mining"),
+    "training": ("training",),
     "inference": ("serving", "corpus"),
     "interface": ("cli", "__main__", "commands", ""),
 }
+_BELOW_MODEL = {"core", "inputs", "outputs", "data"}
 #: Layer -> the layers its modules may import (besides its own), deferred imports included.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
-    "data": {"core"},
-    "model": {"core", "data"},
-    "objectives": {"core", "data", "model"},
-    "evaluation": {"core", "data", "model"},
-    "report": {"core", "evaluation"},
-    "training": {"core", "data", "model", "objectives", "evaluation"},
-    "inference": {"core", "data", "model"},
-    "interface": set(LAYERS),
+    "inputs": {"core"},
+    "outputs": {"core"},
+    "data": {"core", "outputs"},
+    "model": _BELOW_MODEL,
+    "saved_paths": {"model"},
+    "retrieval": _BELOW_MODEL | {"model"},
+    "objectives": _BELOW_MODEL | {"model"},
+    "evaluation": _BELOW_MODEL | {"model", "retrieval"},
+    "report": {"core", "outputs", "evaluation"},
+    "training": _BELOW_MODEL | {"model", "retrieval", "objectives", "evaluation"},
+    "inference": _BELOW_MODEL | {"model", "retrieval"},
+    "interface": set(LAYERS) - {"saved_paths"},
 }
 
 

@@ -29,10 +29,10 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 
 Each is imported on first use (from :mod:`protoembed.model.loading`, :mod:`protoembed.model.embedder`,
 :mod:`protoembed.model.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.training.stages`,
-:mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
-:mod:`protoembed.outputs.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
-:mod:`protoembed.core.errors`), so ``import
-protoembed`` (and the CLI's ``--help``) does not load torch.
+:mod:`protoembed.report`, :mod:`protoembed.retrieval.mining`, :mod:`protoembed.evaluation.tasks`,
+:mod:`protoembed.data.paths`, :mod:`protoembed.outputs.run_layout`, :mod:`protoembed.retrieval.semantic_search`,
+:mod:`protoembed.corpus` and :mod:`protoembed.core.errors`), so ``import protoembed`` (and the CLI's
+``--help``) does not load torch. The package's layers, one folder each, are described in ``docs/layout.md``.
 """
 
 from __future__ import annotations
@@ -52,18 +52,19 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.evaluation.tasks import get_task as get_task
     from protoembed.evaluation.tasks import register_task as register_task
     from protoembed.evaluation.tasks import table_name as table_name
-    from protoembed.mining import mine_hard_negatives as mine_hard_negatives
     from protoembed.model.embedder import Embedder as Embedder
     from protoembed.model.export.graph import export_embedder as export_embedder
     from protoembed.model.loading import load as load
     from protoembed.outputs import run_layout as run_layout
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
-    from protoembed.semantic_search import search as search
-    from protoembed.semantic_search import similarity as similarity
+    from protoembed.retrieval.mining import mine_hard_negatives as mine_hard_negatives
+    from protoembed.retrieval.semantic_search import search as search
+    from protoembed.retrieval.semantic_search import similarity as similarity
     from protoembed.training.stages import load_run as load_run
 
-#: public name -> the module that defines it (for a public module, :data:`_MODULES`: the package that holds it).
+#: public name -> the module that defines it (a public module, one of :data:`_MODULES`: the package that
+#: holds it).
 _HOMES = {
     "Embedder": "protoembed.model.embedder",
     "ProtoembedError": "protoembed.core.errors",
@@ -76,13 +77,13 @@ _HOMES = {
     "load": "protoembed.model.loading",
     "load_results": "protoembed.report",
     "load_run": "protoembed.training.stages",
-    "mine_hard_negatives": "protoembed.mining",
+    "mine_hard_negatives": "protoembed.retrieval.mining",
     "open_corpus": "protoembed.corpus",
     "register_task": "protoembed.evaluation.tasks",
     "resolve_data_dir": "protoembed.data.paths",
     "run_layout": "protoembed.outputs",
-    "search": "protoembed.semantic_search",
-    "similarity": "protoembed.semantic_search",
+    "search": "protoembed.retrieval.semantic_search",
+    "similarity": "protoembed.retrieval.semantic_search",
     "table_name": "protoembed.evaluation.tasks",
 }
 #: The public names that are modules.

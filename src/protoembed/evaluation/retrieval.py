@@ -51,7 +51,8 @@ from protoembed.evaluation.suite import (
 )
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
 from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
-from protoembed.semantic_search import CORPUS_CHUNK_SIZE, SCORE_FUNCTIONS, check_score_function, top_k
+from protoembed.model.protocol import SCORE_FUNCTIONS, check_score_function
+from protoembed.retrieval.semantic_search import CORPUS_CHUNK_SIZE, top_k
 
 
 class RetrievalOptions(SuiteOptions):

@@ -29,6 +29,7 @@ from protoembed.model.precision import (
     native_bf16,
     warn_emulated_bf16,
 )
+from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION
 from protoembed.model.runtimes import TORCH
 from protoembed.outputs.io import replace_dir
 from protoembed.outputs.st_layout import (
@@ -40,7 +41,6 @@ from protoembed.outputs.st_layout import (
     write_modules,
     write_st_config,
 )
-from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 PROTOEMBED_CONFIG = "protoembed.json"
 
@@ -58,7 +58,7 @@ class Embedder(torch.nn.Module, Encodes):
         prompts: input prompts, name -> text prepended to each input by ``encode(prompt_name=...)``
             (:mod:`protoembed.inputs.prompts`; ``query`` and ``document`` are the retrieval roles).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``;
-            :mod:`protoembed.semantic_search`).
+            :data:`~protoembed.model.protocol.SCORE_FUNCTIONS`).
     """
 
     #: where :meth:`encode` runs (an export's embedder names its runtime: ``onnx``, ``openvino``, ...)

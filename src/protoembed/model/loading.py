@@ -29,10 +29,9 @@ from protoembed.model.export.runtime import is_export_dir, open_export
 from protoembed.model.heads import HEADS, get_head
 from protoembed.model.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.model.precision import check_fp16
-from protoembed.model.protocol import SentenceEmbedder
+from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION, SentenceEmbedder
 from protoembed.model.runtimes import AUTO, check_export_runtime, get_runtime
 from protoembed.outputs.st_layout import MODULES_FILE, read_modules, read_st_config
-from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 
 def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:

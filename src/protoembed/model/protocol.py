@@ -5,6 +5,10 @@
 all of them satisfy this protocol, and callers that only encode (the evaluation suites, the analyses,
 the export cache, the commands) type against it instead of probing attributes. Only the torch model can
 be trained, saved or exported.
+
+A model's vectors are compared by its score function (:data:`SCORE_FUNCTIONS`, its ``similarity_fn_name``:
+:func:`score_function_of`), which search (:mod:`protoembed.retrieval.semantic_search`), mining and the
+retrieval suite use.
 """
 
 from __future__ import annotations
@@ -12,11 +16,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from protoembed.core.errors import ProtoembedError
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
     from protoembed.model.encoder import PromptEncoder
+
+#: The similarity functions by name.
+SCORE_FUNCTIONS = ("cosine", "dot")
+#: The score function of a model that names none (as sentence-transformers' default).
+DEFAULT_SCORE_FUNCTION = SCORE_FUNCTIONS[0]
+
+
+def check_score_function(name: str) -> str:
+    """``name`` if it is one of :data:`SCORE_FUNCTIONS`.
+
+    Raises:
+        ProtoembedError: any other name.
+    """
+    if name not in SCORE_FUNCTIONS:
+        raise ProtoembedError(
+            f"unknown score function {name!r}; expected one of {', '.join(SCORE_FUNCTIONS)}"
+        )
+    return name
+
+
+def score_function_of(model: Any) -> str:
+    """The model's own score function: its ``similarity_fn_name`` (read from its saved
+    ``config_sentence_transformers.json``), else :data:`DEFAULT_SCORE_FUNCTION`."""
+    return getattr(model, "similarity_fn_name", None) or DEFAULT_SCORE_FUNCTION
 
 
 @runtime_checkable
@@ -32,7 +62,7 @@ class SentenceEmbedder(Protocol):
         prompts: its input prompts, name -> text (``query``, ``document``: :mod:`protoembed.inputs.prompts`).
         default_prompt_name: the prompt ``encode`` applies when none is named (``None``: none).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
-            :mod:`protoembed.semantic_search`).
+            :data:`SCORE_FUNCTIONS`).
     """
 
     encoder: PromptEncoder

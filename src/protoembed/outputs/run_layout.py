@@ -1,7 +1,7 @@
 """The names inside a training run's folder: one home for every module that writes or reads them.
 
-A run folder ``<output_dir>/`` holds the best model (``best/``, a sentence-transformers folder), the
-resumable checkpoint (``checkpoint/``), the resolved config (``config.yaml``), the run log
+A run folder ``<output_dir>/`` holds the best model (``best/``, a sentence-transformers folder; a
+``cross_encoder`` run's also holds the cross-encoder, ``best/cross_encoder/``), the resumable checkpoint (``checkpoint/``), the resolved config (``config.yaml``), the run log
 (``training_log.jsonl``, one JSON object a line) and the final scores (``results.json``). A staged run
 writes one such folder per stage under its own, and its own ``config.yaml`` / ``results.json`` on top.
 
@@ -24,6 +24,8 @@ CONFIG_FILE = "config.yaml"
 LOG_FILE = "training_log.jsonl"
 #: the run's final scores
 RESULTS_FILE = "results.json"
+#: the cross-encoder's folder inside ``best/`` (a ``cross_encoder`` run's)
+CROSS_ENCODER_DIR = "cross_encoder"
 
 #: ``results.json``'s key of the dev score that selected ``best/`` (the run's evaluator's: STS-B dev
 #: Spearman x100 by default, another score when the run gives another evaluator)
@@ -68,6 +70,7 @@ __all__ = [
     "BEST_DIR",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
+    "CROSS_ENCODER_DIR",
     "DEV_SCORE",
     "DEV_SCORER",
     "DEV_SCORERS",

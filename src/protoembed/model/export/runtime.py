@@ -37,6 +37,7 @@ from protoembed.model.export.layout import (
 )
 from protoembed.model.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.model.precision import check_precision
+from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION
 from protoembed.model.runtimes import (
     AUTO,
     RuntimeSpec,
@@ -47,7 +48,6 @@ from protoembed.model.runtimes import (
     get_runtime,
     readers,
 )
-from protoembed.semantic_search import DEFAULT_SCORE_FUNCTION
 
 logger = logging.getLogger(__name__)
 

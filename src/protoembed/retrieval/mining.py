@@ -51,7 +51,8 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import Flag, WholeMessage, check_options, checked
 from protoembed.data.training.examples import Examples
 from protoembed.inputs.prompts import DOCUMENT, QUERY
-from protoembed.semantic_search import SCORE_FUNCTIONS, check_score_function, encode_as, pairwise, top_k
+from protoembed.model.protocol import SCORE_FUNCTIONS, check_score_function
+from protoembed.retrieval.semantic_search import encode_as, pairwise, top_k
 
 logger = logging.getLogger(__name__)
 
@@ -420,8 +421,7 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) 
     Raises:
         ProtoembedError: ``path`` holds none of these (the message names it).
     """
-    from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR
-    from protoembed.outputs.run_layout import BEST_DIR
+    from protoembed.outputs.run_layout import BEST_DIR, CROSS_ENCODER_DIR
 
     root = Path(path).expanduser()
     for folder in (root, root / CROSS_ENCODER_DIR, root / BEST_DIR / CROSS_ENCODER_DIR):

@@ -7,11 +7,12 @@ in memory (never the whole queries x corpus matrix). Within what is kept, a rank
 (highest first), then by corpus index (lowest first); when several corpus rows tie at the ``k``-th score,
 which of them make the cut is not specified.
 
-Scores (:data:`SCORE_FUNCTIONS`): ``cosine`` (the vectors are L2-normalised first) and ``dot`` (the raw
-inner product, for models whose vectors are not normalised). A model's own is its ``similarity_fn_name``
-(``config_sentence_transformers.json``; :func:`score_function_of`).
+Scores (:data:`~protoembed.model.protocol.SCORE_FUNCTIONS`): ``cosine`` (the vectors are L2-normalised
+first) and ``dot`` (the raw inner product, for models whose vectors are not normalised). A model's own is
+its ``similarity_fn_name`` (``config_sentence_transformers.json``;
+:func:`~protoembed.model.protocol.score_function_of`).
 
-Indexes (:data:`INDEXES`): ``exact`` (:func:`top_k`) or ``faiss`` (:class:`protoembed.faiss_index.FaissIndex`:
+Indexes (:data:`INDEXES`): ``exact`` (:func:`top_k`) or ``faiss`` (:class:`protoembed.retrieval.faiss_index.FaissIndex`:
 exact below a size threshold, an inverted-file index above it; ``pip install 'protoembed[faiss]'``),
 both through :func:`rank`.
 """
@@ -25,14 +26,11 @@ import numpy as np
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
+from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION, check_score_function, score_function_of
 
 if TYPE_CHECKING:
     import torch
 
-#: The similarity functions by name.
-SCORE_FUNCTIONS = ("cosine", "dot")
-#: The score function of a model that names none (as sentence-transformers' default).
-DEFAULT_SCORE_FUNCTION = SCORE_FUNCTIONS[0]
 #: The search indexes by name: exact block-wise search, or FAISS.
 INDEXES = ("exact", "faiss")
 #: Sentences per forward pass when :func:`search` encodes.
@@ -44,25 +42,6 @@ QUERY_CHUNK_SIZE = 1_000
 
 #: One query's ranking: ``(corpus index, score)`` pairs, best first.
 Ranking = list[tuple[int, float]]
-
-
-def check_score_function(name: str) -> str:
-    """``name`` if it is one of :data:`SCORE_FUNCTIONS`.
-
-    Raises:
-        ProtoembedError: any other name.
-    """
-    if name not in SCORE_FUNCTIONS:
-        raise ProtoembedError(
-            f"unknown score function {name!r}; expected one of {', '.join(SCORE_FUNCTIONS)}"
-        )
-    return name
-
-
-def score_function_of(model: Any) -> str:
-    """The model's own score function: its ``similarity_fn_name`` (read from its saved
-    ``config_sentence_transformers.json``), else :data:`DEFAULT_SCORE_FUNCTION`."""
-    return getattr(model, "similarity_fn_name", None) or DEFAULT_SCORE_FUNCTION
 
 
 def check_index(name: str, nprobe: int | None = None) -> str:
@@ -229,7 +208,7 @@ def rank(
     nprobe: int | None = None,
 ) -> list[Ranking]:
     """The ``k`` best corpus rows of each query by ``index``: ``exact`` (:func:`top_k`) or ``faiss``
-    (:class:`~protoembed.faiss_index.FaissIndex` over the same scoring vectors; ``nprobe``: the inverted
+    (:class:`~protoembed.retrieval.faiss_index.FaissIndex` over the same scoring vectors; ``nprobe``: the inverted
     lists it visits per query, default its own). Rankings as :func:`top_k`'s.
 
     Raises:
@@ -240,7 +219,7 @@ def rank(
     check_score_function(score_function)
     if index == "exact":
         return top_k(queries, corpus, k, score_function)
-    from protoembed.faiss_index import FaissIndex
+    from protoembed.retrieval.faiss_index import FaissIndex
 
     q, c = query_corpus_vectors(queries, corpus, score_function)
     if not len(c):
@@ -300,7 +279,7 @@ def search(
     if corpus_ids is not None and len(corpus_ids) != len(corpus):
         raise ProtoembedError(f"corpus_ids has {len(corpus_ids)} entries for {len(corpus)} documents")
     if index == "faiss":  # before the encoding
-        from protoembed.faiss_index import require_faiss
+        from protoembed.retrieval.faiss_index import require_faiss
 
         require_faiss()
     if not len(queries):

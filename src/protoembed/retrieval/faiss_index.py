@@ -1,13 +1,13 @@
 """An optional FAISS index for corpora beyond exact search (``pip install 'protoembed[faiss]'``).
 
 :class:`FaissIndex` scores by inner product over the vectors it is given (the caller L2-normalises them
-for cosine: :func:`protoembed.semantic_search.rank` does). Below :data:`EXACT_BELOW` rows it is an
+for cosine: :func:`protoembed.retrieval.semantic_search.rank` does). Below :data:`EXACT_BELOW` rows it is an
 exact flat index (``IndexFlatIP``); from there on an inverted-file index (``IndexIVFFlat``, Jegou et al.,
 "Product quantization for nearest neighbor search", TPAMI 2011, section 5 without the quantisation):
 ``nlist`` k-means cells (default about the square root of the corpus size), each query scored exactly
 against the rows of its ``nprobe`` nearest cells only. With ``nprobe = nlist`` every row is scored and
 the result is the exact search's; below, recall against exact search is measured by
-``benchmarks/search_faiss.py``. Rankings are ordered as :func:`protoembed.semantic_search.top_k`'s: by
+``benchmarks/search_faiss.py``. Rankings are ordered as :func:`protoembed.retrieval.semantic_search.top_k`'s: by
 score, then by corpus index.
 """
 
