@@ -12,7 +12,8 @@ Imports under ``if TYPE_CHECKING:`` are never edges. ``from protoembed.x import 
 connected components of a graph (Tarjan).
 
 The layers (:data:`LAYERS`, lowest first) and the imports allowed between them (:data:`ALLOWED`) are
-checked on the every-import graph: an arrow from a layer to one it may not import fails, deferred or not.
+docs/layout.md's table, checked on the every-import graph: an arrow from a layer to one it may not import
+fails, deferred or not. The same page's tree names every module of the package, and names nothing else.
 
 Run ``python tests/test_import_graph.py`` to print every component with one shortest cycle through it,
 and every arrow between layers that the table does not allow.
@@ -21,6 +22,7 @@ and every arrow between layers that the table does not allow.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import deque
 from pathlib import Path
@@ -33,49 +35,44 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: when its cycle is gone.
 KNOWN_CYCLES: list[frozenset[str]] = []
 
-#: Layer -> the package's subpackages (and top modules) it holds, each with everything in it, lowest first:
-#: the folder names are the layers (docs/layout.md). ``core``: errors, the version, the registry shape,
-#: strict options, threads, progress; ``inputs``: argument checks, input prompts, templates; ``outputs``:
-#: atomic writing, the output folder's lock, the saved model's and the run folder's file names; ``data``:
-#: the data directory, training formats, benchmark readers, the downloader; ``model``: backbone, encoder,
-#: heads, the embedder, the model settings, loading, export and the runtimes; ``saved_paths``: the
-#: one-line modules at the paths older saved models name (``protoembed.encoder``, ``protoembed.heads.*``),
-#: which nothing in the package imports; ``retrieval``: similarity, search, mining; ``objectives`` and
-#: ``evaluation`` on the model; ``report`` on results files; ``training`` on all of those; ``inference``:
-#: the embeddings server (``serving``) and corpus-scale encoding (``corpus``); ``interface``: the command
-#: line and the package's lazy public names.
-LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("core",),
-    "inputs": ("inputs",),
-    "outputs": ("outputs",),
-    "data": ("data",),
-    "model": ("model",),
-    "saved_paths": ("encoder", "heads"),
-    "retrieval": ("retrieval",),
-    "objectives": ("objectives",),
-    "evaluation": ("evaluation",),
-    "report": ("report",),
-    "training": ("training",),
-    "inference": ("serving", "corpus"),
-    "interface": ("cli", "__main__", "commands", ""),
-}
-_BELOW_MODEL = {"core", "inputs", "outputs", "data"}
-#: Layer -> the layers its modules may import (besides its own), deferred imports included.
-ALLOWED: dict[str, set[str]] = {
-    "core": set(),
-    "inputs": {"core"},
-    "outputs": {"core"},
-    "data": {"core", "outputs"},
-    "model": _BELOW_MODEL,
-    "saved_paths": {"model"},
-    "retrieval": _BELOW_MODEL | {"model"},
-    "objectives": _BELOW_MODEL | {"model"},
-    "evaluation": _BELOW_MODEL | {"model", "retrieval"},
-    "report": {"core", "outputs", "evaluation"},
-    "training": _BELOW_MODEL | {"model", "retrieval", "objectives", "evaluation"},
-    "inference": _BELOW_MODEL | {"model", "retrieval"},
-    "interface": set(LAYERS) - {"saved_paths"},
-}
+#: The code layout's page: its table is the layers' one home (read by :func:`layer_table`), and its tree
+#: names every module (:func:`layout_tree`).
+LAYOUT_DOC = SRC.parents[1] / "docs" / "layout.md"
+#: A row of the layer table: ``| layer | `folder/`, `module.py` | layer, layer |`` (``nothing``: none).
+_ROW = re.compile(r"^\| *(\w+) *\| *((?:`[^`]+`(?:, *)?)+) *\| *([\w, ]+?) *\|$")
+#: An item of the tree: ``- `name/`: ...`` or ``- `a.py`, `b.py`: ...``, nested four spaces a level.
+_ITEM = re.compile(r"^( *)- ((?:`[^`]+`(?:, *)?)+):")
+
+
+def _names(cell: str) -> list[str]:
+    """The backticked names of a table cell or a tree item, in order."""
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _member(name: str) -> str:
+    """A layer table's entry as a top-level member name: ``model/`` -> ``model``, ``cli.py`` -> ``cli``,
+    ``__init__.py`` -> ``""`` (the package itself)."""
+    stem = name.rstrip("/").removesuffix(".py")
+    return "" if stem == "__init__" else stem
+
+
+def layer_table(text: str) -> tuple[dict[str, tuple[str, ...]], dict[str, set[str]]]:
+    """docs/layout.md's layer table: (layer -> the top-level members it holds, lowest first; layer -> the
+    layers it may import besides its own)."""
+    layers: dict[str, tuple[str, ...]] = {}
+    allowed: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        row = _ROW.match(line.strip())
+        if row and row[1] != "layer":
+            layers[row[1]] = tuple(_member(name) for name in _names(row[2]))
+            allowed[row[1]] = set() if row[3] == "nothing" else {n.strip() for n in row[3].split(",")}
+    return layers, allowed
+
+
+#: Layer -> the package's top-level members it holds (a subpackage with everything in it; ``""``: the
+#: package's ``__init__``), lowest first, and layer -> the layers its modules may import besides its own,
+#: deferred imports included: both from docs/layout.md's table, where each layer is described.
+LAYERS, ALLOWED = layer_table(LAYOUT_DOC.read_text(encoding="utf-8"))
 
 
 def module_names(root: Path = SRC) -> dict[str, Path]:
@@ -304,6 +301,75 @@ def test_loading_a_model_never_imports_the_training_layer():
             if m.startswith(("protoembed.objectives", "protoembed.training"))
         )
         assert not upward, f"{start} imports {upward}"
+
+
+def layout_tree(text: str) -> tuple[list[str], list[str]]:
+    """docs/layout.md's two lists of paths: the items under its ``src/protoembed/`` heading (relative to
+    the package: ``model/``, ``model/heads/mask.py``; an item's path is its parents' joined with its own)
+    and those under its "Around the package" heading (relative to the repository)."""
+    package: list[str] = []
+    around: list[str] = []
+    section: list[str] | None = None
+    parents: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = package if "`src/protoembed/`" in line else around if "Around" in line else None
+            parents = []
+            continue
+        item = _ITEM.match(line)
+        if section is None or not item:
+            continue
+        depth = len(item[1]) // 4
+        del parents[depth:]
+        names = _names(item[2])
+        section += ["".join(parents) + name for name in names]
+        parents.append(names[-1] if names[-1].endswith("/") else "")
+    return package, around
+
+
+def _documented(module: str) -> str:
+    """How docs/layout.md's tree names a module: ``protoembed.model.heads`` -> ``model/heads/``,
+    ``protoembed.model.loading`` -> ``model/loading.py``, ``protoembed`` -> ``__init__.py``."""
+    file = module_names()[module]
+    relative = file.relative_to(SRC)
+    if file.name == "__init__.py":
+        return "__init__.py" if relative.parent == Path() else f"{relative.parent.as_posix()}/"
+    return relative.as_posix()
+
+
+def test_the_layout_page_names_every_module_and_nothing_else():
+    package, around = layout_tree(LAYOUT_DOC.read_text(encoding="utf-8"))
+    assert len(package) == len(set(package)), "named twice: " + ", ".join(
+        sorted({p for p in package if package.count(p) > 1})
+    )
+    missing = sorted({_documented(m) for m in module_names()} - set(package))
+    assert not missing, "modules docs/layout.md does not name: " + ", ".join(missing)
+    absent = [p for p in package if not (SRC / p).exists()] + [
+        p for p in around if not (SRC.parents[1] / p).exists()
+    ]
+    assert not absent, "docs/layout.md names what does not exist: " + ", ".join(absent)
+    assert around, "docs/layout.md has no 'Around the package' list"
+
+
+def test_the_layer_table_names_every_top_level_member_once():
+    held = [member for members in LAYERS.values() for member in members]
+    assert len(held) == len(set(held)), held
+    top = {name.split(".")[1] if "." in name else "" for name in module_names()}
+    assert top == set(held), f"in no layer: {sorted(top - set(held))}; not there: {sorted(set(held) - top)}"
+    for layer, imports in ALLOWED.items():
+        lower = list(LAYERS)[: list(LAYERS).index(layer)]
+        assert imports <= set(lower), f"{layer} may import a layer above it: {sorted(imports - set(lower))}"
+
+
+def test_the_layout_readers_on_a_sample():
+    text = (
+        "| layer | holds | imports from |\n|---|---|---|\n| core | `core/` | nothing |\n"
+        "| top | `__init__.py`, `cli.py` | core |\n\n## The package: `src/protoembed/`\n\n"
+        "- `core/`: the core\n    - `errors.py`: errors\n      (a second line)\n- `a.py`, `b.py`: two\n"
+        "## Around the package\n\n- `tests/`: tests\n"
+    )
+    assert layer_table(text) == ({"core": ("core",), "top": ("", "cli")}, {"core": set(), "top": {"core"}})
+    assert layout_tree(text) == (["core/", "core/errors.py", "a.py", "b.py"], ["tests/"])
 
 
 def report() -> int:
