@@ -1,4 +1,5 @@
-"""Head registry: name -> :class:`HeadSpec`. A new head is one module (its pooling) plus one entry here.
+"""Head registry: name -> :class:`HeadSpec` (a :class:`~protoembed.core.registry.Registry`). A new head is
+one module (its pooling) plus one entry here (or ``HEADS.register(spec)``).
 
 The registry imports no torch: each spec names its pooling factory by import path.
 """
@@ -7,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from protoembed.core.errors import ProtoembedError
+from protoembed.core.registry import Registry
 from protoembed.inputs.templates import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
 from protoembed.model.heads.base import HeadSpec
 
-HEADS: dict[str, HeadSpec] = {
-    spec.name: spec
-    for spec in (
+HEADS: Registry[HeadSpec] = Registry(
+    "head",
+    [
         HeadSpec(
             "cls", "protoembed.model.heads.pooling:cls_pooler", "state of the first token ([CLS] / <s>)"
         ),
@@ -39,16 +40,13 @@ HEADS: dict[str, HeadSpec] = {
             "protoembed.model.heads.cnn:cnn_pooler",
             "small CNN over the token states, freshly initialised (Choi et al.)",
         ),
-    )
-}
+    ],
+)
 
 
 def get_head(name: str) -> HeadSpec:
     """The registered head ``name``; a one-line error lists the known ones otherwise."""
-    try:
-        return HEADS[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown head {name!r}: expected one of {', '.join(HEADS)}") from None
+    return HEADS.lookup(name)
 
 
 def heads_help() -> str:
