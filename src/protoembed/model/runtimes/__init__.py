@@ -1,5 +1,6 @@
-"""Runtime registry: name -> :class:`RuntimeSpec`. A new runtime is one module (its loader, and its writer
-if it writes an export format) plus one entry here (or one :func:`register_runtime` call).
+"""Runtime registry: name -> :class:`RuntimeSpec` (a :class:`~protoembed.core.registry.Registry`). A new
+runtime is one module (its loader, and its writer if it writes an export format) plus one entry here (or
+one :func:`register_runtime` call).
 
 Everything that names runtimes or export formats reads this table: ``--runtime``'s choices and help,
 ``export --format``'s check and help, :func:`check_runtime` (``protoembed.load``, ``LazyEncoder``, the
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from protoembed.core.errors import ProtoembedError
+from protoembed.core.registry import Registry
 from protoembed.model.precision import CPU_PRECISIONS, PRECISIONS
 from protoembed.model.runtimes.base import RuntimeSpec
 
@@ -24,9 +26,9 @@ TORCH = "torch"
 #: config names no format (version 1) is in it.
 DEFAULT_FORMAT = "onnx"
 
-RUNTIMES: dict[str, RuntimeSpec] = {
-    spec.name: spec
-    for spec in (
+RUNTIMES: Registry[RuntimeSpec] = Registry(
+    "runtime",
+    [
         RuntimeSpec(
             TORCH,
             label="PyTorch",
@@ -75,32 +77,30 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             extra="openvino",
             requires=("openvino",),
         ),
-    )
-}
+    ],
+)
 
 
-def register_runtime(spec: RuntimeSpec) -> RuntimeSpec:
+def register_runtime(spec: RuntimeSpec, *, replace: bool = False) -> RuntimeSpec:
     """Add ``spec`` to :data:`RUNTIMES` (``--runtime``'s choices of parsers built afterwards included);
-    returns it.
+    returns it. With ``replace``, an entry of the same name is replaced.
 
     Raises:
-        ProtoembedError: its name is ``auto`` or already registered, it has no loader (it would run
-            nothing: only the torch runtime, built in, runs without one), or its format already has a
-            writer.
+        ProtoembedError: its name is ``auto``, it has no loader (it would run nothing: only the torch
+            runtime, built in, runs without one), its format already has another runtime's writer, or its
+            name is already registered and ``replace`` is false.
     """
     if spec.name == AUTO:
         raise ProtoembedError(f"runtime {AUTO!r} is reserved: it names the rule that picks a runtime")
-    if spec.name in RUNTIMES:
-        raise ProtoembedError(f"runtime {spec.name!r} is already registered")
     if spec.loader is None:  # only the torch runtime runs without one: a new entry never falls back to it
         raise ProtoembedError(
             f"runtime {spec.name!r} has no loader: a runtime opens export folders "
             "(loader='module:function', see protoembed.model.runtimes.base.RuntimeSpec)"
         )
-    if spec.format is not None and spec.format in export_formats():
+    writer = export_formats().get(spec.format) if spec.format is not None else None
+    if writer is not None and writer.name != spec.name:
         raise ProtoembedError(f"export format {spec.format!r} already has a writer")
-    RUNTIMES[spec.name] = spec
-    return spec
+    return RUNTIMES.register(spec, replace=replace)
 
 
 def runtime_choices() -> tuple[str, ...]:
@@ -117,7 +117,7 @@ def check_runtime(runtime: str) -> str:
     """``runtime`` if it is ``auto`` or registered, else a one-line :class:`ProtoembedError` listing the
     choices."""
     if runtime not in runtime_choices():
-        raise ProtoembedError(f"unknown runtime {runtime!r}: expected one of {', '.join(runtime_choices())}")
+        raise ProtoembedError(RUNTIMES.unknown(runtime, runtime_choices()))
     return runtime
 
 
