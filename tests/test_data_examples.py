@@ -107,7 +107,7 @@ def test_a_new_format_is_its_reader_plus_one_registry_line(tmp_path: Path, monke
         "sentence2": ["A man is playing.", "A dog."],
         "score": [9.0, 2.0],
     }
-    with pytest.raises(ProtoembedError, match="unknown data format 'nope'; expected one of .*pipes"):
+    with pytest.raises(ProtoembedError, match="unknown data format 'nope': expected one of .*pipes"):
         read_examples(path, format="nope")
 
 
