@@ -767,7 +767,7 @@ def test_bad_input_is_one_line(server, tmp_path: Path, capsys) -> None:
     base, state = server
     dest = tmp_path / "data"
     cases = [
-        (["data", "download", "wiki2m"], "unknown dataset 'wiki2m'; known: senteval, sts-raw"),
+        (["data", "download", "wiki2m"], "unknown dataset 'wiki2m': expected one of senteval, sts-raw"),
         (["data", "download", "--for", str(REPO / "README.md")], "not a training config"),
         (["data", "download", "--for", str(tmp_path / "none.yaml")], "no such config file"),
         (
