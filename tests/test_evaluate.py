@@ -150,7 +150,7 @@ def test_every_task_reads_only_files_of_its_dataset() -> None:
         ),
         (
             dict(tasks=["MR"], suite="bogus"),
-            ["unknown suite 'bogus'; choose from: sts, transfer, fewshot, clustering"],
+            ["unknown suite 'bogus': expected one of sts, transfer, fewshot, clustering"],
         ),
         (
             dict(tasks=["STS-B"], shots=3),

@@ -78,7 +78,7 @@ def test_the_suite_is_the_recorded_one_and_a_file_without_one_is_an_error(
     unnamed = {"model": "m", "tasks": {"T": entry}, "avg": 60.0}
     for recorded in SUITES:
         assert suite_of({**unnamed, "suite": recorded}, tmp_path / "new.json") == recorded
-    with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus'; expected one of: sts, "):
+    with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus': expected one of sts, "):
         suite_of({**unnamed, "suite": "bogus"}, tmp_path / "new.json")
     with pytest.raises(ProtoembedError, match=r'old\.json: no "suite"; expected one of: sts, '):
         suite_of(unnamed, tmp_path / "old.json")

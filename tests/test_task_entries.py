@@ -53,7 +53,7 @@ def _vectors(model: str, sentences: list[str]) -> np.ndarray:
     [
         (
             dict(suites=("ranking",)),
-            "task 'T': unknown suite 'ranking'; choose from: sts, transfer, fewshot",
+            "task 'T': unknown suite 'ranking': expected one of sts, transfer, fewshot",
         ),
         (dict(dataset="my-data"), "task 'T': unknown `protoembed data` entry 'my-data'"),
         (dict(splits=("validation",)), "task 'T': splits.0: Input should be 'train', 'dev' or 'test'"),

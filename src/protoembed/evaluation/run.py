@@ -120,7 +120,7 @@ def group_by_suite(
             evaluate, or neither tasks nor a suite.
     """
     if suite is not None and suite not in SUITES:
-        raise ProtoembedError(f"unknown suite {suite!r}; choose from: {', '.join(SUITES)}")
+        raise ProtoembedError(SUITES.unknown(suite))
     if isinstance(tasks, str):
         tasks = [tasks]
     if tasks is None:

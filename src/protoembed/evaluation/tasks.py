@@ -108,7 +108,7 @@ class Task(BaseModel):
 
         for suite in self.suites:
             if suite not in SUITES:
-                raise ValueError(f"unknown suite {suite!r}; choose from: {', '.join(SUITES)}")
+                raise ValueError(SUITES.unknown(suite))
             if self.main_score not in SUITES[suite].scores:
                 raise ValueError(
                     f"main score {self.main_score!r} is not computed by suite {suite} "

@@ -61,9 +61,10 @@ def suite_of(data: Any, path: Path) -> str:
     if not (isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values())):
         raise _not_results(path)
     recorded = data.get("suite")
+    if recorded is None:
+        raise ProtoembedError(f'{path}: no "suite"; expected one of: {", ".join(DECLARED)}')
     if not isinstance(recorded, str) or recorded not in DECLARED:
-        said = 'no "suite"' if recorded is None else f"unknown suite {recorded!r}"
-        raise ProtoembedError(f"{path}: {said}; expected one of: {', '.join(DECLARED)}")
+        raise ProtoembedError(f"{path}: {DECLARED.unknown(recorded)}")
     return recorded
 
 
