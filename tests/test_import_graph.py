@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 from collections import deque
 from pathlib import Path
+
+import pytest
 
 PACKAGE = "protoembed"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
@@ -349,6 +353,23 @@ def test_the_layout_page_names_every_module_and_nothing_else():
     ]
     assert not absent, "docs/layout.md names what does not exist: " + ", ".join(absent)
     assert around, "docs/layout.md has no 'Around the package' list"
+
+
+def test_every_folder_of_modules_is_a_regular_package_git_tracks():
+    """A folder of modules without ``__init__.py`` imports as a namespace package, which the docs'
+    reference (griffe) cannot read; a package file git ignores (``.gitignore``'s ``outputs/``) would be
+    missing from a clone."""
+    folders = {file.parent for file in SRC.rglob("*.py") if "__pycache__" not in file.parts}
+    bare = sorted(str(f.relative_to(SRC)) for f in folders if not (f / "__init__.py").is_file())
+    assert not bare, f"folders of modules without __init__.py: {bare}"
+    git = shutil.which("git")
+    if git is None or not (SRC.parents[1] / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = [str(f) for f in sorted(SRC.rglob("*.py")) if "__pycache__" not in f.parts]
+    done = subprocess.run(
+        [git, "check-ignore", "--no-index", *files], cwd=SRC, capture_output=True, text=True
+    )
+    assert done.returncode == 1, f"package files .gitignore leaves out:\n{done.stdout}"
 
 
 def test_the_layer_table_names_every_top_level_member_once():
