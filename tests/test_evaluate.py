@@ -142,11 +142,11 @@ def test_every_task_reads_only_files_of_its_dataset() -> None:
     [
         (
             dict(tasks=["STS-C"]),
-            ["unknown task 'STS-C'; choose from: STS12,", "STSBenchmark (STS-B)", "GoogleNews-S"],
+            ["unknown task 'STS-C': expected one of STS12,", "STSBenchmark (STS-B)", "GoogleNews-S"],
         ),
         (
             dict(tasks=["Tweet"], suite="sts"),
-            ["unknown task 'Tweet' of suite sts; choose from: STS12,", "SICKRelatedness (SICK-R)"],
+            ["unknown task 'Tweet' of suite sts: expected one of STS12,", "SICKRelatedness (SICK-R)"],
         ),
         (
             dict(tasks=["MR"], suite="bogus"),

@@ -191,7 +191,7 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     with pytest.raises(ProtoembedError) as info:
         protoembed.evaluate(tiny, tasks=["toyset"], suite="retrieval")
     assert str(info.value) == (
-        "unknown task 'toyset' of suite retrieval; choose from: SciFact, NFCorpus, FiQA2018, ArguAna, SCIDOCS, "
+        "unknown task 'toyset' of suite retrieval: expected one of SciFact, NFCorpus, FiQA2018, ArguAna, SCIDOCS, "
         "QuoraRetrieval, TRECCOVID"
     )
     register_tasks(beir_task("toyset", None, str(folder)))
