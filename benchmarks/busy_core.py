@@ -9,7 +9,7 @@ one run, a tiny random model in place of the default one: benchmarks/smoke.py) w
 once, when torch loads): the best of ``--runs`` timed passes after one warm-up batch. Cases:
 
 - ``protoembed (protoembed.threads)``: what ``protoembed encode`` does (threads = the free usable cores,
-  OpenMP waiting passively; ``protoembed.threads.configure_process`` before torch is imported);
+  OpenMP waiting passively; ``protoembed.core.threads.configure_process`` before torch is imported);
 - ``protoembed, torch's default threads``: torch's own choice (a thread per core, OpenMP spinning): what
   ran before;
 - ``protoembed, OMP_NUM_THREADS=1``;
@@ -75,7 +75,7 @@ def spin() -> None:
 def child(library: str, configure: bool, texts: list[str], runs: int) -> dict:
     """One case in this (fresh) interpreter: its sentences/s (best of ``runs``) and torch's threads."""
     if configure:
-        from protoembed.threads import configure_process
+        from protoembed.core.threads import configure_process
 
         configure_process()
     import torch

@@ -280,7 +280,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     import protoembed
-    from protoembed.export.openvino import inference_precision_here
+    from protoembed.model.export.openvino import inference_precision_here
 
     data_dir = Path(args.data_dir)
     sentences, pairs = stsb_test(data_dir)

@@ -80,7 +80,7 @@ def tiny_model(folder: Path):
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     import protoembed
-    from protoembed.backbones import default_model_path, quiet_transformers
+    from protoembed.model.backbones import default_model_path, quiet_transformers
 
     torch.manual_seed(0)
     with quiet_transformers():
@@ -118,10 +118,10 @@ def tokenizer_alone(tokenizer, sentences: list[str], batch_size: int, workers: i
 
 class Waiting:
     """Time the encode's forward thread spends waiting for tokenised chunks (wraps
-    :meth:`protoembed.batching.BatchEncoder._pipeline`, the generator the forward loop pulls from)."""
+    :meth:`protoembed.model.batching.BatchEncoder._pipeline`, the generator the forward loop pulls from)."""
 
     def __init__(self) -> None:
-        from protoembed.batching import BatchEncoder
+        from protoembed.model.batching import BatchEncoder
 
         self.seconds = 0.0
         original = BatchEncoder._pipeline
@@ -168,8 +168,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     import protoembed
-    from protoembed.backbones import quiet_transformers
-    from protoembed.batching import usable_cores
+    from protoembed.model.backbones import quiet_transformers
+    from protoembed.model.batching import usable_cores
 
     torch.set_num_threads(args.torch_threads)
     sentences = sts_sentences(Path(args.data_dir))

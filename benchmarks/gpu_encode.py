@@ -118,7 +118,7 @@ def read_sentences(data: Path, count: int) -> list[str]:
 def installed_default() -> str | None:
     """The installed default model's folder, or None."""
     try:
-        from protoembed.backbones import default_model_path
+        from protoembed.model.backbones import default_model_path
 
         return str(default_model_path())
     except Exception:  # noqa: BLE001 - not installed, whatever the reason
@@ -195,7 +195,7 @@ def library_rows(
     from sentence_transformers import SentenceTransformer
 
     import protoembed
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
 
     ours = protoembed.load(folder, device=args.device)
     wanted = {"tokenizer_workers": args.tokenizer_workers, "max_tokens_per_batch": args.max_tokens_per_batch}

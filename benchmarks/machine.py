@@ -9,7 +9,7 @@ import subprocess
 
 def cpu_line() -> str:
     """The CPU's model name (``lscpu``) and which of the features that matter it has."""
-    from protoembed.precision import cpu_features
+    from protoembed.model.precision import cpu_features
 
     name = "unknown CPU"
     try:

@@ -110,7 +110,7 @@ def measure(row: dict) -> dict:
     """One row (in this process): build, collate, run one step, return the peak and the step's shape."""
     from accelerate import Accelerator
 
-    from protoembed.loading import build
+    from protoembed.model.loading import build
     from protoembed.objectives import build_objective
     from protoembed.training.step import forward_backward
 

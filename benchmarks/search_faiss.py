@@ -7,8 +7,8 @@ L2-normalised; each query a corpus vector plus the same noise again (before norm
 close neighbours (mean cosine of a query's exact top 1 and top 10: printed).
 Both searches score by cosine:
 
-- exact: :func:`protoembed.semantic_search.rank` with ``index="exact"`` (block-wise, torch matmul);
-- faiss: :class:`protoembed.faiss_index.FaissIndex` (IVF-Flat, inner product over the normalised
+- exact: :func:`protoembed.retrieval.semantic_search.rank` with ``index="exact"`` (block-wise, torch matmul);
+- faiss: :class:`protoembed.retrieval.faiss_index.FaissIndex` (IVF-Flat, inner product over the normalised
   vectors, ``nlist`` about sqrt(n)), built once (k-means training + adding the corpus, timed apart),
   then searched at several ``nprobe`` (the default first).
 
@@ -72,8 +72,8 @@ def main() -> None:
     import faiss
     import torch
 
-    from protoembed.faiss_index import FaissIndex
-    from protoembed.semantic_search import rank
+    from protoembed.retrieval.faiss_index import FaissIndex
+    from protoembed.retrieval.semantic_search import rank
 
     print(cpu_line())
     print(load_line())

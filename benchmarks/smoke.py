@@ -85,7 +85,7 @@ def model_dir() -> str:
         return str(tiny_model())
     if os.environ.get(DEFAULT_MODEL_ENV):
         return os.environ[DEFAULT_MODEL_ENV]
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     return str(default_model_path())
 

@@ -394,7 +394,7 @@ def bf16_main(args: argparse.Namespace) -> None:
     """``--bf16``: the bf16 mixed-precision training step against the fp32 one (see the module docstring)."""
     from accelerate import Accelerator
 
-    from protoembed.precision import cpu_features, native_bf16
+    from protoembed.model.precision import cpu_features, native_bf16
     from protoembed.training.step import forward_backward
 
     device, size, name = args.device, args.batch_size, args.cache_objective
@@ -461,7 +461,7 @@ def tiny_default(device: str):
 
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     folder = Path(tempfile.mkdtemp(prefix="protoembed-tiny-"))
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())
@@ -494,8 +494,8 @@ def breakdown_main(args: argparse.Namespace) -> None:
     Last line: ``ratio=<trainer steps/s / plain steps/s>`` (unsynchronised passes, median step).
     """
     import protoembed
+    from protoembed.model.precision import cpu_features
     from protoembed.objectives import build_objective
-    from protoembed.precision import cpu_features
     from protoembed.training.components import adamw, loader_workers
     from protoembed.training.throughput import device_peak_flops, flop_params, mfu
 

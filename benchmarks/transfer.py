@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 import smoke
-from protoembed.runtimes import TORCH, runtime_choices
+from protoembed.model.runtimes import TORCH, runtime_choices
 
 
 def task_features(task: str, data_dir: str, cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
@@ -71,11 +71,11 @@ def end_to_end_features(
     from sentence_transformers import SentenceTransformer
 
     from protoembed import load
-    from protoembed.backbones import resolve_model_dir
     from protoembed.evaluation.shared import sentence_embeddings
     from protoembed.evaluation.tasks import TASKS
     from protoembed.evaluation.transfer import features, task_sentences
-    from protoembed.export.cache import with_runtime
+    from protoembed.model.backbones import resolve_model_dir
+    from protoembed.model.export.cache import with_runtime
 
     data = TASKS[task].load(data_dir)
     sentences = list(dict.fromkeys(task_sentences(data)))

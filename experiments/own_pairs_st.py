@@ -33,7 +33,7 @@ checkpoint, sentence-transformers layout, read by ``protoembed eval --model RUN/
 study evaluates ``best/`` with protoembed's commands), ``training_log.jsonl`` (the trainer's log history,
 one JSON object per entry, with ``elapsed_s``), ``config.yaml`` (the config as read, and the
 sentence-transformers settings). The process is set up as protoembed's command line sets its own
-(:func:`protoembed.threads.configure_process`: torch's threads sized to the cores that are free, OpenMP's
+(:func:`protoembed.core.threads.configure_process`: torch's threads sized to the cores that are free, OpenMP's
 idle threads sleeping): without it, on this shared 2-core machine, a step took 7x protoembed's.
 A run whose ``results.json`` exists is left as it is; an unfinished one starts again.
 """
@@ -278,7 +278,7 @@ def train(config: Path, overrides: list[str], folder: Path) -> dict[str, Any]:
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from protoembed.backbones import resolve_model_dir
+    from protoembed.model.backbones import resolve_model_dir
 
     data = read_config(config, overrides)
     cfg = anchor_config(data)
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     """Train one anchor run (see the module docstring); returns the exit code."""
     args = parse_args(argv)
     if "torch" not in sys.modules:  # the process as protoembed's command line sets its own, before torch
-        from protoembed.threads import configure_process
+        from protoembed.core.threads import configure_process
 
         configure_process()
     if (args.output_dir / RESULTS_FILE).is_file():

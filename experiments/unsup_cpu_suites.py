@@ -238,7 +238,7 @@ def suites_and_figures(
     """
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
-        raise ProtoembedError(f"unknown suite {unknown[0]!r}; choose from: {', '.join(SUITES)}")
+        raise ProtoembedError(SUITES.unknown(unknown[0]))
     kept: dict[str, str | None] = {}
 
     def model(method: str, seed: int) -> Callable[[], str | None]:

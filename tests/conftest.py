@@ -30,7 +30,7 @@ os.environ[CPU_FLAGS_ENV] = flags_of(suite_kind())
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The host's CPU (model and the flags protoembed reads) and the CPU kind the suite simulates."""
-    from protoembed.precision import CPU_FEATURES, host_cpu_flags
+    from protoembed.model.precision import CPU_FEATURES, host_cpu_flags
 
     model = "unknown"
     try:
@@ -134,7 +134,7 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     """Fail a test not marked ``backbone`` as soon as it resolves the default backbone's folder."""
     if request.node.get_closest_marker("backbone"):
         return
-    import protoembed.backbones
+    import protoembed.model.backbones
 
     def refuse() -> str:
         pytest.fail(
@@ -142,7 +142,7 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
             "or list it in BACKBONE_TESTS in tests/conftest.py"
         )
 
-    monkeypatch.setattr(protoembed.backbones, "default_model_path", refuse)
+    monkeypatch.setattr(protoembed.model.backbones, "default_model_path", refuse)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The CPU kinds the test suite simulates (:data:`protoembed.precision.CPU_FLAGS_ENV`), so that every
+"""The CPU kinds the test suite simulates (:data:`protoembed.model.precision.CPU_FLAGS_ENV`), so that every
 CPU-dependent choice (``--runtime auto``, native or emulated bf16, OpenVINO's precision) is tested the same
 whatever machine runs the tests.
 
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from protoembed.precision import CPU_FLAGS_ENV
+from protoembed.model.precision import CPU_FLAGS_ENV
 
 #: kind -> the flags ``/proc/cpuinfo`` lists for it (those protoembed reads, and their neighbours)
 CPU_KINDS: dict[str, tuple[str, ...]] = {

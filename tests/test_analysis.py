@@ -13,10 +13,10 @@ import pytest
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation import analysis, fewshot_figure
 from protoembed.evaluation.sts import evaluate_sts
-from protoembed.io import save_figure
+from protoembed.outputs.io import save_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.batching import BatchEncoder
-from protoembed.embedder import Embedder
-from protoembed.errors import EmptySentenceError, ProtoembedError
-from protoembed.export import export_embedder
-from protoembed.export.onnx import OnnxEmbedder
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.model.batching import BatchEncoder
+from protoembed.model.embedder import Embedder
+from protoembed.model.export import export_embedder
+from protoembed.model.export.onnx import OnnxEmbedder
 from tiny_models import CORPUS
 
 SENTENCES = [
@@ -182,7 +182,7 @@ def test_progress_counts_sentences_and_truncation_is_logged_once(mean_model, cap
         chunk_rows=6,
     )
     sentences = PIPELINE_SENTENCES + ["stocks fell sharply after the report on monday . " * 30]
-    with caplog.at_level("WARNING", logger="protoembed.encoder"):
+    with caplog.at_level("WARNING", logger="protoembed.model.encoder"):
         loop.encode(sentences, batch_size=3, tokenizer_workers=2, progress=done.append)
     assert sum(done) == len(sentences) and all(n > 0 for n in done)
     warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
@@ -280,7 +280,7 @@ def test_a_budget_below_the_longest_row_names_both(mean_model) -> None:
 
 
 def test_default_workers_follow_the_usable_cores(monkeypatch) -> None:
-    from protoembed import batching
+    from protoembed.model import batching
 
     for cores, cpu, cuda in ((1, 1, 1), (2, 1, 1), (16, 1, 8), (32, 2, 8), (64, 4, 8), (4, 1, 3)):
         monkeypatch.setattr(

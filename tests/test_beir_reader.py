@@ -10,8 +10,8 @@ import pytest
 
 from beir_toy import CORPUS, QUERIES, write_beir
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import join_title, read_beir
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TaskDeclaration, beir_folder_task, register_declared, unregister_task
 
 

@@ -24,10 +24,10 @@ import torch
 
 import protoembed
 from protoembed.cli import build_parser, main
-from protoembed.errors import ProtoembedError
-from protoembed.export import export_embedder
-from protoembed.io import replace_dir, write_json_atomic
-from protoembed.run_layout import dev_score
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export import export_embedder
+from protoembed.outputs.io import replace_dir, write_json_atomic
+from protoembed.outputs.run_layout import dev_score
 from test_training_cli import _config, _env  # the tiny training config of the CLI tests
 from tiny_models import specials_only_mean
 
@@ -309,7 +309,7 @@ def test_results_json_records_the_resolved_head(tiny_model_dirs, tmp_path, capsy
 def test_cli_modules_import_no_torch():
     """``--help`` stays fast: the package, the head registry and the whole parser load no torch."""
     code = (
-        "import sys, protoembed, protoembed.heads; from protoembed.cli import build_parser; build_parser(); "
+        "import sys, protoembed, protoembed.model.heads; from protoembed.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') "
         "if m in sys.modules))"
     )
@@ -318,7 +318,7 @@ def test_cli_modules_import_no_torch():
 
 
 def test_a_shared_temp_folder_is_swapped_in_and_its_leftover_cleaned(tmp_path):
-    from protoembed.io import clean_stale_siblings, shared_temp_sibling, swap_dir
+    from protoembed.outputs.io import clean_stale_siblings, shared_temp_sibling, swap_dir
 
     target = tmp_path / "checkpoint"
     target.mkdir()
@@ -423,7 +423,7 @@ def test_a_run_that_leaves_only_its_lock_removes_it_and_the_folders_it_made(tmp_
     """A run refused or failed at start leaves no folder it created holding only ``.protoembed.lock``; a
     folder that was there stays (empty), one with the run's files keeps the lock file too; a refused run
     leaves the holder's folder alone; only the main process of a launcher's run takes the locks."""
-    from protoembed.folder_lock import LOCK_FILE, hold_output_dir, hold_output_dirs
+    from protoembed.outputs.folder_lock import LOCK_FILE, hold_output_dir, hold_output_dirs
 
     deep = tmp_path / "a" / "b" / "run"
     with pytest.raises(ProtoembedError, match="^failed at start$"), hold_output_dir(deep):
@@ -592,7 +592,7 @@ def short_run_alone(tiny_model_dirs, data_dir, tmp_path_factory) -> tuple[Path, 
 def test_a_full_disk_at_each_training_write(site, short_run_alone, data_dir, tmp_path, capsys, monkeypatch):
     """An injected ENOSPC at each write of a run: one line naming the path and what was kept, no partial
     file or folder, and --resume from what was kept gives the run alone's model and results."""
-    import protoembed.st_layout
+    import protoembed.outputs.st_layout
     import protoembed.training.runlog
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
@@ -601,7 +601,7 @@ def test_a_full_disk_at_each_training_write(site, short_run_alone, data_dir, tmp
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
         if site == "best":  # the first best/ (step 2), after its weights are written
-            patch.setattr(protoembed.st_layout, "write_json", _enospc)  # modules.json
+            patch.setattr(protoembed.outputs.st_layout, "write_json", _enospc)  # modules.json
             path, kept = out / "best", "no checkpoint had been written yet, so a resumed run starts over"
         elif site == "log":  # the log line of step 3, after the checkpoint of step 2
             appends = []
@@ -647,7 +647,7 @@ def test_a_full_disk_on_encode_export_and_report(
 ):
     """encode's .npy, an export's folder (with a stale temp folder of an export killed by kill -9 beside
     it) and report's page: one line each, nothing half-written left."""
-    import protoembed.export.graph
+    import protoembed.model.export.graph
 
     out = tmp_path / "out"
     out.mkdir()
@@ -670,7 +670,9 @@ def test_a_full_disk_on_encode_export_and_report(
     killed.mkdir()
     (killed / "model.onnx").write_bytes(b"87 MB in real life")
     with monkeypatch.context() as patch:
-        patch.setattr(protoembed.export.graph, "trace_graph", lambda e, path, *a: half_then_enospc(path))
+        patch.setattr(
+            protoembed.model.export.graph, "trace_graph", lambda e, path, *a: half_then_enospc(path)
+        )
         code_err = run_cli(["export", model, "-o", str(out / "onnx")], capsys)
     assert_failed_in_one_line(
         code_err, f"cannot write {out / 'onnx'}: No space left on device; no partial folder"
@@ -1004,7 +1006,7 @@ def test_torch_and_safetensors_write_errors_are_read_as_a_full_disk(tmp_path, mo
     """torch's zip writer and safetensors raise no OSError on a full disk: :func:`write_failure` still
     reads them as one. Simulated (runs everywhere): their messages, with statvfs saying 0 bytes are free.
     (On a real full tmpfs: the next test.)"""
-    from protoembed.io import write_failure
+    from protoembed.outputs.io import write_failure
 
     monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((4096, 4096, 1, 0, 0, 1, 0, 0, 0, 255)))
     torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
@@ -1023,7 +1025,7 @@ def test_torch_and_safetensors_write_errors_on_a_real_full_disk(tmp_path):
 
     from safetensors.torch import save_file
 
-    from protoembed.io import write_failure
+    from protoembed.outputs.io import write_failure
 
     disk = tmp_path / "disk"
     if not _mount_tmpfs(disk, "1m"):

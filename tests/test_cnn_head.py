@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.heads.cnn import CNNHead
+from protoembed.model.heads.cnn import CNNHead
 
 
 def _direct(head: CNNHead, states: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ def test_keyed_draws_do_not_depend_on_the_worker_count(tiny_model_dirs) -> None:
 
 def test_objectives_without_views_get_columns(tiny_model_dirs) -> None:
     import protoembed
-    from protoembed.loading import build as build_embedder
+    from protoembed.model.loading import build as build_embedder
     from protoembed.objectives import build_objective
 
     embedder = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from scipy.stats import pearsonr, spearmanr
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.cross_encoder import evaluate_cross_encoder_sts
-from protoembed.loading import build
+from protoembed.model.loading import build
 from protoembed.objectives import build_objective, objective_class, plan_objective
 from protoembed.objectives.cross_encoder import CrossEncoderObjective
 from protoembed.objectives.registry import OptionError
@@ -382,7 +382,7 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
     from safetensors.torch import load_file
     from sentence_transformers import CrossEncoder
 
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     objective = build_objective(
         "cross_encoder",
@@ -408,7 +408,7 @@ def test_default_backbone_keeps_its_pooler_and_round_trips(tmp_path):
 def test_resumed_run_ends_with_the_same_model(tiny_model_dirs, stsb_data, tmp_path, monkeypatch):
     """The checkpoint holds the shared backbone under two names and the auto task; a resumed run
     (stopped after step 3, checkpoint at step 2) ends where a straight run does."""
-    from protoembed.run_layout import CHECKPOINT_DIR
+    from protoembed.outputs.run_layout import CHECKPOINT_DIR
     from protoembed.training import train
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(stsb_data))

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import read_sick, read_stsb
 from protoembed.data.training.examples import NLI_LABELS, Examples
 from protoembed.data.training.formats import FORMATS, convert, infer_format, nli_triplets, read_examples
-from protoembed.errors import ProtoembedError
 
 C, E, N = (NLI_LABELS.index(name) for name in ("contradiction", "entailment", "neutral"))
 
@@ -107,7 +107,7 @@ def test_a_new_format_is_its_reader_plus_one_registry_line(tmp_path: Path, monke
         "sentence2": ["A man is playing.", "A dog."],
         "score": [9.0, 2.0],
     }
-    with pytest.raises(ProtoembedError, match="unknown data format 'nope'; expected one of .*pipes"):
+    with pytest.raises(ProtoembedError, match="unknown data format 'nope': expected one of .*pipes"):
         read_examples(path, format="nope")
 
 

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.columns import check_columns, parse_columns
 from protoembed.data.training.examples import COLUMN_NAMES, NLI_LABELS
 from protoembed.data.training.formats import FORMATS, infer_format, open_stream, read_examples
-from protoembed.errors import ProtoembedError
 
 QUESTIONS = ["what is a cat ?", "who wrote it , then ?", 'a "quoted" one', "é unicode ü"]
 ANSWERS = ["a small animal .", "nobody knows", "yes, with a comma", "ünïcödé"]

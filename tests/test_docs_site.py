@@ -94,7 +94,7 @@ def _first_line(path: str, function: str) -> str:
 
 @pytest.mark.parametrize(
     ("source", "function"),
-    [("protoembed/loading.py", "load"), ("protoembed/corpus/encoding.py", "encode_corpus")],
+    [("protoembed/model/loading.py", "load"), ("protoembed/corpus/encoding.py", "encode_corpus")],
 )
 def test_the_api_page_shows_the_docstrings(site: Path, source: str, function: str) -> None:
     article = _article(site / "reference" / "api" / "index.html")

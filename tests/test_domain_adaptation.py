@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.formats import FORMATS, infer_format, read_examples
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS
 from protoembed.training.components import read_training_examples
 from protoembed.training.config import config_from_dict, load_config

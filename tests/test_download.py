@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.progress import format_size
 from protoembed.data.download.fetch import fetch
 from protoembed.data.download.registry import DATASETS
-from protoembed.errors import ProtoembedError
-from protoembed.progress import format_size
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -540,7 +540,7 @@ def test_resume_after_a_cut_fetches_each_byte_once(server, tmp_path: Path) -> No
 def test_a_download_into_a_log_writes_progress_lines(server, tmp_path, capsys, monkeypatch) -> None:
     """stderr not a terminal: lines of bytes (here one per read, LINE_EVERY 0); the attempt cut short
     writes no "in all" line, the resumed one ends with the whole file."""
-    from protoembed import progress
+    from protoembed.core import progress
 
     monkeypatch.setattr(progress, "LINE_EVERY", 0)
     base, state = server
@@ -767,7 +767,7 @@ def test_bad_input_is_one_line(server, tmp_path: Path, capsys) -> None:
     base, state = server
     dest = tmp_path / "data"
     cases = [
-        (["data", "download", "wiki2m"], "unknown dataset 'wiki2m'; known: senteval, sts-raw"),
+        (["data", "download", "wiki2m"], "unknown dataset 'wiki2m': expected one of senteval, sts-raw"),
         (["data", "download", "--for", str(REPO / "README.md")], "not a training config"),
         (["data", "download", "--for", str(tmp_path / "none.yaml")], "no such config file"),
         (

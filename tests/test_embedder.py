@@ -10,8 +10,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 import protoembed
-from protoembed.errors import ProtoembedError
-from protoembed.heads import HEADS
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.heads import HEADS
 
 SENTENCES = [
     "a man is playing a guitar .",
@@ -204,7 +204,7 @@ def test_bad_model_specs(tmp_path, monkeypatch):
 
 
 def test_default_model_equals_sentence_transformers():
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     embedder = protoembed.load("default")
     assert embedder.head == "mean" and embedder.normalize
@@ -216,7 +216,7 @@ def test_a_new_head_is_its_file_plus_one_registry_line(monkeypatch, tmp_path, ti
     """A head written as one module and registered by one HEADS entry loads, encodes, is accepted by a
     training config and listed by --help, with nothing else edited (here: mean pooling times the square
     root of the token count, checked against the mean head)."""
-    from protoembed.heads import HeadSpec, heads_help
+    from protoembed.model.heads import HeadSpec, heads_help
     from protoembed.training.config import config_from_dict
 
     (tmp_path / "sqrt_head.py").write_text(

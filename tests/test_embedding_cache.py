@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.embedding_cache import STORE_FILE, EmbeddingStore, store_folder
 from transfer_toy import write_toy
 

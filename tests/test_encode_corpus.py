@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 import protoembed
-from protoembed import progress
 from protoembed.cli import main
+from protoembed.core import progress
+from protoembed.core.errors import ProtoembedError
 from protoembed.corpus import CorpusVectors, encode_corpus, open_corpus, verify
 from protoembed.corpus import encoding as corpus_encoding
 from protoembed.corpus.manifest import read_manifest
-from protoembed.errors import ProtoembedError
-from protoembed.folder_lock import LOCK_FILE
+from protoembed.outputs.folder_lock import LOCK_FILE
 from tiny_models import CORPUS
 
 #: 23 distinct sentences of different lengths (23 = 4 shards of 5 and one of 3)
@@ -55,7 +55,7 @@ def shard_hashes(folder: Path) -> dict[str, str]:
 
 
 def folder_files(folder: Path) -> list[str]:
-    """The files of ``folder`` but the lock file a run leaves (:mod:`protoembed.folder_lock`)."""
+    """The files of ``folder`` but the lock file a run leaves (:mod:`protoembed.outputs.folder_lock`)."""
     return sorted(p.name for p in folder.iterdir() if p.name != LOCK_FILE)
 
 
@@ -561,7 +561,7 @@ def test_another_runs_folder_is_refused(model, tmp_path):
 
 
 def test_a_folder_in_use_is_refused_and_too_many_shards_too(model, tmp_path):
-    from protoembed.folder_lock import hold_output_dir
+    from protoembed.outputs.folder_lock import hold_output_dir
 
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"
@@ -673,7 +673,7 @@ def test_a_worker_that_dies_is_one_line_naming_its_shard(tmp_path, monkeypatch):
     import threading
 
     from protoembed.corpus.sources import corpus_source
-    from protoembed.model_spec import model_spec
+    from protoembed.model.model_spec import model_spec
 
     class Killed:
         def __init__(self, target, args, daemon):

@@ -14,8 +14,8 @@ from scipy.stats import pearsonr, spearmanr
 
 import protoembed
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.registry import DATASETS, Dataset, Source
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TASKS, get_task, markdown, pairs_file_task
 from protoembed.report import build_report, load_results
 from sts_toy import ROWS, write_pairs
@@ -142,15 +142,15 @@ def test_every_task_reads_only_files_of_its_dataset() -> None:
     [
         (
             dict(tasks=["STS-C"]),
-            ["unknown task 'STS-C'; choose from: STS12,", "STSBenchmark (STS-B)", "GoogleNews-S"],
+            ["unknown task 'STS-C': expected one of STS12,", "STSBenchmark (STS-B)", "GoogleNews-S"],
         ),
         (
             dict(tasks=["Tweet"], suite="sts"),
-            ["unknown task 'Tweet' of suite sts; choose from: STS12,", "SICKRelatedness (SICK-R)"],
+            ["unknown task 'Tweet' of suite sts: expected one of STS12,", "SICKRelatedness (SICK-R)"],
         ),
         (
             dict(tasks=["MR"], suite="bogus"),
-            ["unknown suite 'bogus'; choose from: sts, transfer, fewshot, clustering"],
+            ["unknown suite 'bogus': expected one of sts, transfer, fewshot, clustering"],
         ),
         (
             dict(tasks=["STS-B"], shots=3),

@@ -21,7 +21,7 @@ from scipy.stats import spearmanr
 import protoembed
 from beir_toy import write_beir
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.evaluator import Evaluator
 from protoembed.evaluation.tasks import beir_folder_task, pair_retrieval_task
 from protoembed.training import train
@@ -156,14 +156,14 @@ def test_a_pairs_file_without_a_query_column_names_its_columns(tmp_path):
     [
         (
             {"tasks": ["STS-B"], "metric": "ndcg_at_10"},
-            "metric 'ndcg_at_10' is not computed by suite sts; choose from: spearman, pearson",
+            "metric 'ndcg_at_10' is not computed by suite sts: expected one of spearman, pearson",
         ),
         (
             {"tasks": ["MR"], "split": "dev"},
             "split 'dev': suite transfer scores its tasks by its own protocol, not a split (suites that take one: sts, retrieval)",
         ),
         ({"tasks": ["STS12"], "split": "dev"}, "STS12 has only a test split (asked for 'dev')"),
-        ({"tasks": ["STS-Z"]}, "unknown task 'STS-Z'; choose from: STS12"),
+        ({"tasks": ["STS-Z"]}, "unknown task 'STS-Z': expected one of STS12"),
         (
             {"tasks": ["STS-B"], "folds": 3},
             "unknown option 'folds' for the suites run (sts: variant, split, cross_encoder)",
@@ -215,14 +215,14 @@ def _own_config(model_dir: Path, tmp_path: Path, **training) -> dict:
         (
             {"task": "own-dev", "metric": "spearman"},
             "training.selection.metric",
-            "metric 'spearman' is not computed by suite retrieval; choose from: ndcg_at_1",
+            "metric 'spearman' is not computed by suite retrieval: expected one of ndcg_at_1",
         ),
         (
             {"task": "own-dev", "split": "test"},
             "training.selection.split",
             "own-dev has only a dev split (asked for 'test')",
         ),
-        ({"task": "own-test"}, "training.selection.tasks", "unknown task 'own-test'; choose from:"),
+        ({"task": "own-test"}, "training.selection.tasks", "unknown task 'own-test': expected one of"),
     ],
 )
 def test_a_bad_selection_names_its_key_before_torch(tiny_model_dirs, tmp_path, selection, key, message):

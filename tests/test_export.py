@@ -11,9 +11,9 @@ import torch
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
-from protoembed.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, export_embedder, load_export
-from protoembed.heads import HEADS
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, export_embedder, load_export
+from protoembed.model.heads import HEADS
 
 LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
 SENTENCES = [
@@ -226,7 +226,7 @@ def test_broken_exports_are_named(exported_mean, tmp_path):
 
 
 def test_interrupted_export_leaves_nothing(exported_mean, tmp_path, monkeypatch):
-    import protoembed.export.onnx as onnx_module
+    import protoembed.model.export.onnx as onnx_module
 
     model, _ = exported_mean
 

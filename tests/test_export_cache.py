@@ -9,8 +9,8 @@ import pytest
 
 import protoembed
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.export import OnnxEmbedder, export_embedder
-from protoembed.export.cache import export_digest, model_digest
+from protoembed.model.export import OnnxEmbedder, export_embedder
+from protoembed.model.export.cache import export_digest, model_digest
 
 SENTENCES = ["a man is playing a guitar .", "a woman is slicing an onion .", "hello"]
 

@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.fewshot import draw_shots, evaluate_fewshot, format_fewshot_table
 from protoembed.evaluation.tasks import TASKS
 from transfer_toy import bag_of_words, write_toy

@@ -25,7 +25,7 @@ from grad_cache_cases import (
     max_relative_difference,
     twin,
 )
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.objectives.cache import chunks, grad_cache_step
 from protoembed.training.step import check_mini_batch
 from training_helpers import tiny_config, write_corpus

@@ -12,7 +12,8 @@ Imports under ``if TYPE_CHECKING:`` are never edges. ``from protoembed.x import 
 connected components of a graph (Tarjan).
 
 The layers (:data:`LAYERS`, lowest first) and the imports allowed between them (:data:`ALLOWED`) are
-checked on the every-import graph: an arrow from a layer to one it may not import fails, deferred or not.
+docs/layout.md's table, checked on the every-import graph: an arrow from a layer to one it may not import
+fails, deferred or not. The same page's tree names every module of the package, and names nothing else.
 
 Run ``python tests/test_import_graph.py`` to print every component with one shortest cycle through it,
 and every arrow between layers that the table does not allow.
@@ -21,9 +22,14 @@ and every arrow between layers that the table does not allow.
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+import subprocess
 import sys
 from collections import deque
 from pathlib import Path
+
+import pytest
 
 PACKAGE = "protoembed"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
@@ -33,38 +39,44 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 #: when its cycle is gone.
 KNOWN_CYCLES: list[frozenset[str]] = []
 
-#: Layer -> the package modules and subpackages it holds (a subpackage with everything in it), lowest
-#: first. ``core``: errors, file writing, options checking, the run folder's names and its lock, progress on stderr, thread sizing; ``data``: the data
-#: directory, training formats, benchmark readers, the downloader; ``model``: backbone, heads, the
-#: embedder, its saved layout, the model settings (model_spec), loading, export and the runtimes; ``objectives`` and ``evaluation`` on the
-#: model; ``report`` on results files; ``training`` on all of those; ``inference``: the embeddings server
-#: (``serving``) and corpus-scale encoding (``corpus``) on the model and the data readers; ``interface``: the command line and
-#: the package's lazy public names.
-LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("errors", "version", "io", "pydantic_util", "inputs", "precision", "prompts", "templates")
-    + ("run_layout", "input_prompts", "folder_lock", "progress", "threads"),
-    "data": ("data",),
-    "model": ("backbones", "encoder", "batching", "heads", "embedder", "st_layout", "model_card")
-    + ("model_spec", "loading", "export", "runtimes", "protocol", "semantic_search", "faiss_index"),
-    "objectives": ("objectives",),
-    "evaluation": ("evaluation",),
-    "report": ("report",),
-    "training": ("training", "mining"),
-    "inference": ("serving", "corpus"),
-    "interface": ("cli", "__main__", "commands", ""),
-}
-#: Layer -> the layers its modules may import (besides its own), deferred imports included.
-ALLOWED: dict[str, set[str]] = {
-    "core": set(),
-    "data": {"core"},
-    "model": {"core", "data"},
-    "objectives": {"core", "data", "model"},
-    "evaluation": {"core", "data", "model"},
-    "report": {"core", "evaluation"},
-    "training": {"core", "data", "model", "objectives", "evaluation"},
-    "inference": {"core", "data", "model"},
-    "interface": set(LAYERS),
-}
+#: The code layout's page: its table is the layers' one home (read by :func:`layer_table`), and its tree
+#: names every module (:func:`layout_tree`).
+LAYOUT_DOC = SRC.parents[1] / "docs" / "layout.md"
+#: A row of the layer table: ``| layer | `folder/`, `module.py` | layer, layer |`` (``nothing``: none).
+_ROW = re.compile(r"^\| *(\w+) *\| *((?:`[^`]+`(?:, *)?)+) *\| *([\w, ]+?) *\|$")
+#: An item of the tree: ``- `name/`: ...`` or ``- `a.py`, `b.py`: ...``, nested four spaces a level.
+_ITEM = re.compile(r"^( *)- ((?:`[^`]+`(?:, *)?)+):")
+
+
+def _names(cell: str) -> list[str]:
+    """The backticked names of a table cell or a tree item, in order."""
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _member(name: str) -> str:
+    """A layer table's entry as a top-level member name: ``model/`` -> ``model``, ``cli.py`` -> ``cli``,
+    ``__init__.py`` -> ``""`` (the package itself)."""
+    stem = name.rstrip("/").removesuffix(".py")
+    return "" if stem == "__init__" else stem
+
+
+def layer_table(text: str) -> tuple[dict[str, tuple[str, ...]], dict[str, set[str]]]:
+    """docs/layout.md's layer table: (layer -> the top-level members it holds, lowest first; layer -> the
+    layers it may import besides its own)."""
+    layers: dict[str, tuple[str, ...]] = {}
+    allowed: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        row = _ROW.match(line.strip())
+        if row and row[1] != "layer":
+            layers[row[1]] = tuple(_member(name) for name in _names(row[2]))
+            allowed[row[1]] = set() if row[3] == "nothing" else {n.strip() for n in row[3].split(",")}
+    return layers, allowed
+
+
+#: Layer -> the package's top-level members it holds (a subpackage with everything in it; ``""``: the
+#: package's ``__init__``), lowest first, and layer -> the layers its modules may import besides its own,
+#: deferred imports included: both from docs/layout.md's table, where each layer is described.
+LAYERS, ALLOWED = layer_table(LAYOUT_DOC.read_text(encoding="utf-8"))
 
 
 def module_names(root: Path = SRC) -> dict[str, Path]:
@@ -282,10 +294,10 @@ def test_loading_a_model_never_imports_the_training_layer():
     # training/: no arrow points up from them, deferred imports counted
     graph = import_graph(deferred=True)
     for start in (
-        "protoembed.loading",
-        "protoembed.heads.mlp",
-        "protoembed.heads.cnn",
-        "protoembed.heads.mask",
+        "protoembed.model.loading",
+        "protoembed.model.heads.mlp",
+        "protoembed.model.heads.cnn",
+        "protoembed.model.heads.mask",
     ):
         upward = sorted(
             m
@@ -293,6 +305,92 @@ def test_loading_a_model_never_imports_the_training_layer():
             if m.startswith(("protoembed.objectives", "protoembed.training"))
         )
         assert not upward, f"{start} imports {upward}"
+
+
+def layout_tree(text: str) -> tuple[list[str], list[str]]:
+    """docs/layout.md's two lists of paths: the items under its ``src/protoembed/`` heading (relative to
+    the package: ``model/``, ``model/heads/mask.py``; an item's path is its parents' joined with its own)
+    and those under its "Around the package" heading (relative to the repository)."""
+    package: list[str] = []
+    around: list[str] = []
+    section: list[str] | None = None
+    parents: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = package if "`src/protoembed/`" in line else around if "Around" in line else None
+            parents = []
+            continue
+        item = _ITEM.match(line)
+        if section is None or not item:
+            continue
+        depth = len(item[1]) // 4
+        del parents[depth:]
+        names = _names(item[2])
+        section += ["".join(parents) + name for name in names]
+        parents.append(names[-1] if names[-1].endswith("/") else "")
+    return package, around
+
+
+def _documented(module: str) -> str:
+    """How docs/layout.md's tree names a module: ``protoembed.model.heads`` -> ``model/heads/``,
+    ``protoembed.model.loading`` -> ``model/loading.py``, ``protoembed`` -> ``__init__.py``."""
+    file = module_names()[module]
+    relative = file.relative_to(SRC)
+    if file.name == "__init__.py":
+        return "__init__.py" if relative.parent == Path() else f"{relative.parent.as_posix()}/"
+    return relative.as_posix()
+
+
+def test_the_layout_page_names_every_module_and_nothing_else():
+    package, around = layout_tree(LAYOUT_DOC.read_text(encoding="utf-8"))
+    assert len(package) == len(set(package)), "named twice: " + ", ".join(
+        sorted({p for p in package if package.count(p) > 1})
+    )
+    missing = sorted({_documented(m) for m in module_names()} - set(package))
+    assert not missing, "modules docs/layout.md does not name: " + ", ".join(missing)
+    absent = [p for p in package if not (SRC / p).exists()] + [
+        p for p in around if not (SRC.parents[1] / p).exists()
+    ]
+    assert not absent, "docs/layout.md names what does not exist: " + ", ".join(absent)
+    assert around, "docs/layout.md has no 'Around the package' list"
+
+
+def test_every_folder_of_modules_is_a_regular_package_git_tracks():
+    """A folder of modules without ``__init__.py`` imports as a namespace package, which the docs'
+    reference (griffe) cannot read; a package file git ignores (``.gitignore``'s ``outputs/``) would be
+    missing from a clone."""
+    folders = {file.parent for file in SRC.rglob("*.py") if "__pycache__" not in file.parts}
+    bare = sorted(str(f.relative_to(SRC)) for f in folders if not (f / "__init__.py").is_file())
+    assert not bare, f"folders of modules without __init__.py: {bare}"
+    git = shutil.which("git")
+    if git is None or not (SRC.parents[1] / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = [str(f) for f in sorted(SRC.rglob("*.py")) if "__pycache__" not in f.parts]
+    done = subprocess.run(
+        [git, "check-ignore", "--no-index", *files], cwd=SRC, capture_output=True, text=True
+    )
+    assert done.returncode == 1, f"package files .gitignore leaves out:\n{done.stdout}"
+
+
+def test_the_layer_table_names_every_top_level_member_once():
+    held = [member for members in LAYERS.values() for member in members]
+    assert len(held) == len(set(held)), held
+    top = {name.split(".")[1] if "." in name else "" for name in module_names()}
+    assert top == set(held), f"in no layer: {sorted(top - set(held))}; not there: {sorted(set(held) - top)}"
+    for layer, imports in ALLOWED.items():
+        lower = list(LAYERS)[: list(LAYERS).index(layer)]
+        assert imports <= set(lower), f"{layer} may import a layer above it: {sorted(imports - set(lower))}"
+
+
+def test_the_layout_readers_on_a_sample():
+    text = (
+        "| layer | holds | imports from |\n|---|---|---|\n| core | `core/` | nothing |\n"
+        "| top | `__init__.py`, `cli.py` | core |\n\n## The package: `src/protoembed/`\n\n"
+        "- `core/`: the core\n    - `errors.py`: errors\n      (a second line)\n- `a.py`, `b.py`: two\n"
+        "## Around the package\n\n- `tests/`: tests\n"
+    )
+    assert layer_table(text) == ({"core": ("core",), "top": ("", "cli")}, {"core": set(), "top": {"core"}})
+    assert layout_tree(text) == (["core/", "core/errors.py", "a.py", "b.py"], ["tests/"])
 
 
 def report() -> int:

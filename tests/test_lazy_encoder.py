@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
 from tiny_models import specials_only_mean
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines, read_lines
 from protoembed.data.training.corpus import read_corpus
-from protoembed.errors import ProtoembedError
 
 
 def whole_file(data: bytes, encoding: str) -> list[str]:

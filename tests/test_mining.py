@@ -12,8 +12,8 @@ import zlib
 import numpy as np
 import pytest
 
-from protoembed.errors import ProtoembedError
-from protoembed.mining import RULES, MineOptions, mine_hard_negatives
+from protoembed.core.errors import ProtoembedError
+from protoembed.retrieval.mining import RULES, MineOptions, mine_hard_negatives
 
 DIM = 8
 #: The stub model's prompts: the vectors are stored under the prompted texts, so an input without its
@@ -340,7 +340,7 @@ def test_agrees_with_sentence_transformers_on_the_default_model(tmp_path):
     from sentence_transformers.util import mine_hard_negatives as st_mine
 
     import protoembed
-    from protoembed.backbones import default_model_path
+    from protoembed.model.backbones import default_model_path
 
     embedder = protoembed.load("default", device="cpu")
     encoded: dict[tuple[str, ...], np.ndarray] = {}  # each text list encoded once, as theirs are cached
@@ -381,8 +381,8 @@ def _tiny_cross_encoder(model_dir, folder):
     import torch
 
     import protoembed
-    from protoembed.objectives.cross_encoder import CROSS_ENCODER_DIR, save_cross_encoder, sequence_classifier
-    from protoembed.run_layout import BEST_DIR
+    from protoembed.objectives.cross_encoder import save_cross_encoder, sequence_classifier
+    from protoembed.outputs.run_layout import BEST_DIR, CROSS_ENCODER_DIR
 
     torch.manual_seed(0)
     embedder = protoembed.load(str(model_dir), head="cls", device="cpu")
@@ -456,7 +456,7 @@ def test_cli_rescores_with_a_saved_cross_encoder(tiny_model_dirs, tmp_path, one_
 
     import protoembed
     from protoembed.cli import main
-    from protoembed.mining import load_cross_encoder
+    from protoembed.retrieval.mining import load_cross_encoder
 
     run = _tiny_cross_encoder(tiny_model_dirs["bert"], tmp_path / "run")
     data = _jsonl(
@@ -534,7 +534,7 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("score_function", ["cosine", "dot"])
 def test_pairwise_scores_are_the_diagonal_of_the_similarity_matrix(score_function):
-    from protoembed.semantic_search import pairwise, similarity
+    from protoembed.retrieval.semantic_search import pairwise, similarity
 
     rng = np.random.default_rng(5)
     a, b = rng.normal(size=(7, 4)), rng.normal(size=(7, 4))

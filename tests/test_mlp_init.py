@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.heads.mlp import MLP, MLPPooling
+from protoembed.model.heads.mlp import MLP, MLPPooling
 from protoembed.objectives import build_objective
 
 
@@ -55,11 +55,11 @@ def test_a_folder_saved_with_the_old_module_path_still_loads(tiny_model_dirs, tm
     build_objective("simcse", embedder, mlp="keep").eval_embedder().save(str(tmp_path / "kept"))
     modules_file = tmp_path / "kept" / "modules.json"
     modules = json.loads(modules_file.read_text())
-    assert [m["type"] for m in modules].count("protoembed.heads.mlp.MLPPooling") == 1
+    assert [m["type"] for m in modules].count("protoembed.model.heads.mlp.MLPPooling") == 1
     sentences = ["a man is playing a guitar .", "stocks fell sharply ."]
     expected = protoembed.load(str(tmp_path / "kept"), device="cpu").encode(sentences)
     for m in modules:  # as written before MLPPooling moved from objectives/ to heads/
-        m["type"] = m["type"].replace("protoembed.heads.mlp.", "protoembed.objectives.mlp.")
+        m["type"] = m["type"].replace("protoembed.model.heads.mlp.", "protoembed.objectives.mlp.")
     modules_file.write_text(json.dumps(modules))
     old = protoembed.load(str(tmp_path / "kept"), device="cpu").encode(sentences)
     st = SentenceTransformer(str(tmp_path / "kept"), device="cpu", trust_remote_code=True).encode(sentences)

@@ -11,9 +11,9 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 import protoembed
-from protoembed.errors import ProtoembedError
-from protoembed.export.graph import export_embedder
-from protoembed.st_layout import ST_CONFIG_FILE
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export.graph import export_embedder
+from protoembed.outputs.st_layout import ST_CONFIG_FILE
 
 TEXTS = ["a man is playing a guitar .", "two dogs are running through a field .", "the cat sat on the mat ."]
 PROMPTS = {"query": "search query : ", "document": "passage : "}
@@ -113,7 +113,7 @@ def test_an_unknown_prompt_name_is_one_line(saved):
 
 
 def test_a_training_config_and_the_settings_take_prompts(saved):
-    from protoembed.model_spec import model_spec
+    from protoembed.model.model_spec import model_spec
     from protoembed.training.config import config_from_dict
 
     cfg = config_from_dict({"objective": "simcse", "data": {"corpus": "x.txt"}, "prompts": PROMPTS})

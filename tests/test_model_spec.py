@@ -1,4 +1,4 @@
-"""One home for the model settings: :class:`protoembed.model_spec.ModelSpec`.
+"""One home for the model settings: :class:`protoembed.model.model_spec.ModelSpec`.
 
 Each setting's default, choices, help and check come from its field, and the command line's flags, the
 training config (and its schema in configs/README.md), ``protoembed.load``, ``load_export`` and
@@ -16,12 +16,12 @@ import pytest
 import protoembed
 from protoembed.cli import main
 from protoembed.commands.common import MODEL_FLAGS, add_model_options
-from protoembed.errors import ProtoembedError
-from protoembed.export.runtime import load_export
-from protoembed.heads import HEADS, heads_help
-from protoembed.model_spec import ModelSettings, ModelSpec, model_settings, model_spec
-from protoembed.precision import PRECISIONS
-from protoembed.runtimes import AUTO, runtime_choices
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export.runtime import load_export
+from protoembed.model.heads import HEADS, heads_help
+from protoembed.model.model_spec import ModelSettings, ModelSpec, model_settings, model_spec
+from protoembed.model.precision import PRECISIONS
+from protoembed.model.runtimes import AUTO, runtime_choices
 from protoembed.training.config import load_config
 from protoembed.training.config_models import TrainConfig
 from protoembed.training.schema import schema_yaml

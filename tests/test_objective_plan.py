@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.objectives import plan_objective
 from protoembed.objectives.registry import (
     REGISTRY,

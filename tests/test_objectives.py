@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.errors import ProtoembedError
-from protoembed.loading import build
+from protoembed.core.errors import ProtoembedError
+from protoembed.inputs.template_sets import template_set
+from protoembed.inputs.templates import Template, tokenize_template
+from protoembed.model.loading import build
 from protoembed.objectives import REGISTRY, build_objective
-from protoembed.prompts import Template, tokenize_template
-from protoembed.templates import template_set
 
 SENTENCES = [
     "a man is playing a guitar .",

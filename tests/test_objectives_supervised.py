@@ -18,8 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 import protoembed
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
-from protoembed.errors import ProtoembedError
 from protoembed.objectives import REGISTRY, build_objective, plan_objective
 from tiny_models import without_dropout
 from training_helpers import tiny_config, write_corpus

@@ -14,15 +14,15 @@ import pytest
 
 import protoembed
 from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
-from protoembed import precision as precision_module
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
-from protoembed.export import openvino as openvino_module
-from protoembed.export.openvino import IR_FILE, OpenVinoEmbedder, inference_precision_here
-from protoembed.model_card import write_model_card
-from protoembed.runtimes import auto_runtime
+from protoembed.model import precision as precision_module
+from protoembed.model.export import EXPORT_CONFIG, OnnxEmbedder, export_embedder
+from protoembed.model.export import openvino as openvino_module
+from protoembed.model.export.openvino import IR_FILE, OpenVinoEmbedder, inference_precision_here
+from protoembed.model.model_card import write_model_card
+from protoembed.model.runtimes import auto_runtime
 
 LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
 SENTENCES = [
@@ -225,7 +225,7 @@ def test_int8_openvino_vectors_do_not_depend_on_the_batch(mean_model, tmp_path):
 
 
 def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):
-    from protoembed.export.openvino import CALIBRATION_BATCH, CALIBRATION_BATCHES, calibration_sentences
+    from protoembed.model.export.openvino import CALIBRATION_BATCH, CALIBRATION_BATCHES, calibration_sentences
 
     sentences = calibration_sentences(None, data_dir)
     corpus = (data_dir / "unsup/wiki1m_sample/wiki1m_for_simcse.head-1280000B.txt").read_text(
@@ -239,7 +239,7 @@ def test_calibration_defaults_to_the_staged_wiki_sample(data_dir, caplog):
 def test_calibration_counts_distinct_sentences(tmp_path, caplog):
     """Repeats count once: 21 lines of 2 sentences are refused (one batch is 16), naming the file; 40
     distinct in 85 lines calibrate on 3 batches with a WARNING; a list is named as such."""
-    from protoembed.export.openvino import calibration_sentences
+    from protoembed.model.export.openvino import calibration_sentences
 
     two = tmp_path / "two.txt"
     two.write_text(
@@ -274,7 +274,7 @@ def test_calibration_counts_distinct_sentences(tmp_path, caplog):
 def test_stdout_to_log_captures_native_and_python_writes(capfd, caplog):
     """What a converter writes to file descriptor 1 (native code) or sys.stdout (Python) is logged at
     DEBUG, line by line; nothing reaches stdout, and stdout works again afterwards."""
-    from protoembed.export.quiet import stdout_to_log
+    from protoembed.model.export.quiet import stdout_to_log
 
     log = logging.getLogger("protoembed.test_quiet")
     caplog.set_level(logging.DEBUG, logger=log.name)
@@ -386,7 +386,7 @@ def test_nncf_log_lines_go_through_logging_not_stdout(monkeypatch, capfd, caplog
     up; its handler and settings come back afterwards."""
     import nncf
 
-    from protoembed.export import openvino as ov_export
+    from protoembed.model.export import openvino as ov_export
 
     nncf_logger = logging.getLogger("nncf")
     before = (nncf_logger.level, nncf_logger.propagate, list(nncf_logger.handlers))

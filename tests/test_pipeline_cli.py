@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import protoembed
-from protoembed import batching
 from protoembed.cli import build_parser, main
 from protoembed.commands.eval import lazy_encoder
 from protoembed.evaluation.suite import SUITES
+from protoembed.model import batching
 from protoembed.training.mixed_precision import check_precision_here
 
 SENTENCES = [
@@ -139,7 +139,7 @@ def test_fp16_off_cuda_is_refused_in_training_s_words(
     def refuse(*args, **kwargs):
         raise AssertionError("the weights were loaded")
 
-    monkeypatch.setattr("protoembed.backbones.load_backbone", refuse)
+    monkeypatch.setattr("protoembed.model.backbones.load_backbone", refuse)
     with pytest.raises(protoembed.ProtoembedError, match=f"^{re.escape(FP16)}$"):
         protoembed.load(str(tiny_model_dirs["bert"]), precision="fp16")
     argv = ["encode", str(text_file), "-o", str(tmp_path / "v.npy"), "--model", str(tiny_model_dirs["bert"])]
@@ -157,7 +157,7 @@ def test_fp16_on_a_cpu_model_of_a_cuda_machine_names_the_device(tiny_model_dirs,
 
 
 def test_fp16_is_a_torch_precision_only():
-    from protoembed.runtimes import get_runtime
+    from protoembed.model.runtimes import get_runtime
 
     assert "fp16" in get_runtime("torch").precisions
     assert "fp16" not in get_runtime("openvino").precisions and "fp16" not in get_runtime("onnx").precisions

@@ -9,9 +9,9 @@ import torch
 import protoembed
 from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
-from protoembed.export import export_embedder
-from protoembed.precision import CPU_FEATURES, CPU_FLAGS_ENV, cpu_features, host_cpu_flags, native_bf16
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export import export_embedder
+from protoembed.model.precision import CPU_FEATURES, CPU_FLAGS_ENV, cpu_features, host_cpu_flags, native_bf16
 
 SENTENCES = ["a man is playing a guitar .", "the quick brown fox jumps over the lazy dog .", "hello"]
 

@@ -1,4 +1,4 @@
-"""Progress on stderr (:mod:`protoembed.progress`): a bar with sentences/s on a terminal, a line every
+"""Progress on stderr (:mod:`protoembed.core.progress`): a bar with sentences/s on a terminal, a line every
 LINE_EVERY seconds elsewhere, and the encode loops (``Embedder.encode``, the commands) using it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import io
 import pytest
 
 import protoembed
-from protoembed import progress
 from protoembed.cli import main
-from protoembed.progress import Progress
+from protoembed.core import progress
+from protoembed.core.progress import Progress
 
 
 class Clock:

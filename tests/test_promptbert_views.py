@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import protoembed
+from protoembed.inputs.templates import PROMPTBERT_TEMPLATE
 from protoembed.objectives import build_objective
 from protoembed.objectives.promptbert import AUTHORS_VIEWS, default_second_template
-from protoembed.prompts import PROMPTBERT_TEMPLATE
 from protoembed.training.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import protoembed
-from protoembed.export import export_embedder
-from protoembed.protocol import SentenceEmbedder
+from protoembed.model.export import export_embedder
+from protoembed.model.protocol import SentenceEmbedder
 
 
 def test_every_runtime_is_a_sentence_embedder(tiny_model_dirs, tmp_path):

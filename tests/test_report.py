@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.clustering import format_clustering_table
 from protoembed.evaluation.sts import format_sts_table
 from protoembed.report import build_report, load_results, write_report

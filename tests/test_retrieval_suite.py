@@ -14,8 +14,8 @@ import pytest
 import protoembed
 from beir_toy import write_beir
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import read_beir
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.embedding_cache import EmbeddingStore
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.retrieval import evaluate_retrieval, format_retrieval_table, search
@@ -191,7 +191,7 @@ def test_the_command_writes_what_evaluate_returns(tiny: str, tmp_path: Path, cap
     with pytest.raises(ProtoembedError) as info:
         protoembed.evaluate(tiny, tasks=["toyset"], suite="retrieval")
     assert str(info.value) == (
-        "unknown task 'toyset' of suite retrieval; choose from: SciFact, NFCorpus, FiQA2018, ArguAna, SCIDOCS, "
+        "unknown task 'toyset' of suite retrieval: expected one of SciFact, NFCorpus, FiQA2018, ArguAna, SCIDOCS, "
         "QuoraRetrieval, TRECCOVID"
     )
     register_tasks(beir_task("toyset", None, str(folder)))

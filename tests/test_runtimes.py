@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import protoembed
-from protoembed import precision as precision_module
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
-from protoembed.export import export_embedder
-from protoembed.runtimes import (
+from protoembed.model import precision as precision_module
+from protoembed.model.export import export_embedder
+from protoembed.model.runtimes import (
     RUNTIMES,
     RuntimeSpec,
     check_runtime,
@@ -127,8 +127,11 @@ def test_the_cli_lists_it_and_runs_it(toy, onnx_folder, tmp_path, capsys):
 
 def test_the_registry_refuses_clashes_and_forgets_an_unregistered_runtime(onnx_folder):
     assert "toy" not in runtime_choices()  # the fixture took it out again
-    with pytest.raises(ProtoembedError, match="runtime 'onnx' is already registered"):
+    with pytest.raises(ProtoembedError, match=r"runtime 'onnx' is already registered; .* replace=True"):
         register_runtime(RUNTIMES["onnx"])
+    onnx = RUNTIMES["onnx"]
+    assert register_runtime(onnx, replace=True) is onnx  # replaced in place, its format's writer itself
+    assert list(RUNTIMES) == ["torch", "onnx", "openvino"]
     with pytest.raises(ProtoembedError, match="runtime 'auto' is reserved"):
         register_runtime(RuntimeSpec("auto", label="A", description="", library_name="x"))
     writer = RuntimeSpec(

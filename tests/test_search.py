@@ -13,10 +13,10 @@ from sentence_transformers import SentenceTransformer
 
 import protoembed
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.documents import read_documents
-from protoembed.errors import ProtoembedError
-from protoembed.faiss_index import PIP_FAISS, FaissIndex, require_faiss
-from protoembed.semantic_search import rank, scoring_vectors, top_k
+from protoembed.retrieval.faiss_index import PIP_FAISS, FaissIndex, require_faiss
+from protoembed.retrieval.semantic_search import rank, scoring_vectors, top_k
 
 DOCS = [
     "a man is playing a guitar .",

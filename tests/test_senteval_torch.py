@@ -157,7 +157,7 @@ def test_every_transfer_result_records_its_classifier():
 
 @pytest.mark.parametrize("regs", [[], [1e-3]])
 def test_no_fits_is_a_user_error(regs):
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
 
     with pytest.raises(ProtoembedError, match="at least one fit"):
         fit_many(np.zeros((4, 2)), np.array([0, 1, 0, 1]), [] if regs else [Fit(np.arange(4))], regs, 2, SEED)
@@ -166,7 +166,7 @@ def test_no_fits_is_a_user_error(regs):
 def test_the_report_refuses_to_mix_the_two_classifiers(tmp_path):
     from pathlib import Path
 
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
     from protoembed.report.results import Result, by_table
 
     def result(name, protocol):

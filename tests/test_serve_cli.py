@@ -108,7 +108,7 @@ def test_a_folder_that_is_not_a_model_is_one_line_and_exit_2(tmp_path):
 #: requests sent before are then certainly in flight when the signal comes.
 CHILD = """
 import sys, threading
-from protoembed.batching import BatchEncoder
+from protoembed.model.batching import BatchEncoder
 from protoembed.serving import server
 
 terminated = threading.Event()

@@ -1,4 +1,4 @@
-"""The sentence-transformers layout files: one writer (``protoembed.st_layout``) behind ``Embedder.save``,
+"""The sentence-transformers layout files: one writer (``protoembed.outputs.st_layout``) behind ``Embedder.save``,
 ``PromptEncoder.save`` and the ONNX export, so a saved model and its export describe it alike."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 
 import protoembed
-from protoembed.export import export_embedder
-from protoembed.st_layout import (
+from protoembed.model.export import export_embedder
+from protoembed.outputs.st_layout import (
     MODULES_FILE,
     NORMALIZE,
     POOLING,
@@ -44,7 +44,7 @@ def test_module_folders_and_entries_round_trip(tmp_path):
     assert saved == [str(tmp_path / "1_Pooling")] and (tmp_path / "1_Pooling").is_dir()
     assert read_modules(tmp_path) == entries
     assert module_folder(2, NORMALIZE) == "2_Normalize"
-    assert module_folder(1, "protoembed.heads.cnn.CNNPooling") == "1_CNNPooling"
+    assert module_folder(1, "protoembed.model.heads.cnn.CNNPooling") == "1_CNNPooling"
 
 
 def test_sentence_bert_config_round_trip(tmp_path):
@@ -79,7 +79,7 @@ def test_save_and_export_write_the_same_layout(tiny_model_dirs, tmp_path, normal
 def test_prompt_head_names_our_input_module(tiny_model_dirs, tmp_path):
     saved = protoembed.load(str(tiny_model_dirs["bert"]), head="mask").save(tmp_path / "m")
     assert [m["type"] for m in read_modules(saved)] == [
-        "protoembed.encoder.PromptEncoder",
-        "protoembed.heads.mask.MaskTokenPooling",
+        "protoembed.model.encoder.PromptEncoder",
+        "protoembed.model.heads.mask.MaskTokenPooling",
     ]
     assert [m["path"] for m in read_modules(saved)] == ["", "1_MaskTokenPooling"]

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.corpus import read_corpus
 from protoembed.data.training.formats import open_stream
 from protoembed.data.training.streaming import StreamedExamples, shuffled
-from protoembed.errors import ProtoembedError
-from protoembed.run_layout import CHECKPOINT_DIR
+from protoembed.outputs.run_layout import CHECKPOINT_DIR
 from protoembed.training.config import config_from_dict
 from protoembed.training.streaming import StreamedBatches, stream_loader
 from tiny_models import without_dropout

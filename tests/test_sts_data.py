@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import (
     STS_YEAR_SUBSETS,
     VARIANTS,
@@ -16,7 +17,6 @@ from protoembed.data.benchmarks.sts import (
     read_stsb,
 )
 from protoembed.data.paths import resolve_data_dir
-from protoembed.errors import ProtoembedError
 
 EXPECTED_TEST_PAIRS = {
     "STS12": 3108,

@@ -14,11 +14,11 @@ from scipy.stats import rankdata
 
 import protoembed
 from protoembed.cli import main
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import StsPairs, read_stsb
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.sts import evaluate_sts, format_sts_table, stsb_dev_spearman
 from protoembed.evaluation.tasks import default_tasks
-from protoembed.io import write_json_atomic
+from protoembed.outputs.io import write_json_atomic
 
 DIM = 97
 

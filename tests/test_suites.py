@@ -17,7 +17,7 @@ from pydantic import Field
 
 import protoembed
 from protoembed.cli import build_parser, main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import SUITES, CommandLine, Inputs, ReportLayout, Suite, SuiteOptions
 from protoembed.evaluation.tables import papers_row
 from protoembed.evaluation.tasks import TASKS, Task, default_tasks, table_name
@@ -78,7 +78,7 @@ def test_the_suite_is_the_recorded_one_and_a_file_without_one_is_an_error(
     unnamed = {"model": "m", "tasks": {"T": entry}, "avg": 60.0}
     for recorded in SUITES:
         assert suite_of({**unnamed, "suite": recorded}, tmp_path / "new.json") == recorded
-    with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus'; expected one of: sts, "):
+    with pytest.raises(ProtoembedError, match=r"new\.json: unknown suite 'bogus': expected one of sts, "):
         suite_of({**unnamed, "suite": "bogus"}, tmp_path / "new.json")
     with pytest.raises(ProtoembedError, match=r'old\.json: no "suite"; expected one of: sts, '):
         suite_of(unnamed, tmp_path / "old.json")

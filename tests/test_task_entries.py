@@ -22,7 +22,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import protoembed
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.tasks import (
     TaskRegistry,
     classification_file_task,
@@ -53,7 +53,7 @@ def _vectors(model: str, sentences: list[str]) -> np.ndarray:
     [
         (
             dict(suites=("ranking",)),
-            "task 'T': unknown suite 'ranking'; choose from: sts, transfer, fewshot",
+            "task 'T': unknown suite 'ranking': expected one of sts, transfer, fewshot",
         ),
         (dict(dataset="my-data"), "task 'T': unknown `protoembed data` entry 'my-data'"),
         (dict(splits=("validation",)), "task 'T': splits.0: Input should be 'train', 'dev' or 'test'"),

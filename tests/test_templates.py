@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from protoembed.prompts import MASK_SLOT, SENTENCE_SLOT, tokenize_template
-from protoembed.templates import template_set
+from protoembed.inputs.template_sets import template_set
+from protoembed.inputs.templates import MASK_SLOT, SENTENCE_SLOT, tokenize_template
 
 # ConPVP (Zeng et al., 2022), Table 1, transcribed from the paper.
 TABLE_1_POSITIVE = [

@@ -1,4 +1,4 @@
-"""Thread sizing (protoembed.threads): the free usable cores, the user's numbers first, set before torch."""
+"""Thread sizing (protoembed.core.threads): the free usable cores, the user's numbers first, set before torch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from protoembed import threads
+from protoembed.core import threads
 
 
 def _snapshots(*pairs):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.corpus import read_corpus, resolve_corpus_path
-from protoembed.errors import ProtoembedError
 from protoembed.training.config import config_from_dict, dump_config, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_base_includes_merge_and_set_overrides(tmp_path):
         (
             "",
             ["training.test_tasks=[STS17]"],
-            "'training.test_tasks': unknown task 'STS17'; choose from: STS12",
+            "'training.test_tasks': unknown task 'STS17': expected one of STS12",
         ),
         ("", ["head=pooler"], "unknown head 'pooler'"),
         ("", ["training"], "expected KEY=VALUE"),

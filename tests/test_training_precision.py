@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.objectives import build_objective
 from protoembed.objectives.base import contrastive_loss
-from protoembed.run_layout import CHECKPOINT_DIR
+from protoembed.outputs.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from protoembed.training.components import build_objective_from_config
 from protoembed.training.mixed_precision import enable_gradient_checkpointing
@@ -169,8 +169,8 @@ def test_emulated_bf16_is_said_once_at_the_default_level_in_train_and_eval(
 ):
     """On a CPU without native bf16 (its flags those of an AVX2-only CPU here), ``train`` and ``eval`` with
     bf16 each print the warning once on stderr, without ``--verbose``; ``train --check`` says it too."""
-    from protoembed import precision
     from protoembed.cli import main
+    from protoembed.model import precision
     from test_training_cli import _config
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

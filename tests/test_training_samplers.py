@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.components import EpochShuffleSampler
 from protoembed.training.samplers import EpochPlan, NoDuplicatesSampler, build_sampler, duplicate_counts

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 import protoembed
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.training.stages import load_run, train_stages
 from training_helpers import write_corpus
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from protoembed import progress
-from protoembed.errors import ProtoembedError
-from protoembed.progress import Progress
-from protoembed.run_layout import CHECKPOINT_DIR
+from protoembed.core import progress
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.progress import Progress
+from protoembed.outputs.run_layout import CHECKPOINT_DIR
 from protoembed.training.components import adamw, loader_workers, param_groups
 from protoembed.training.throughput import TokenCounter, flop_params, mfu, peak_flops
 from protoembed.training.trainer import train

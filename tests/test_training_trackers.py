@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.training import train
 from protoembed.training.config import TRACKERS
 from protoembed.training.trackers import PACKAGES, PROJECT, TRACKER_DIR

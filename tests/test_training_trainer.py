@@ -11,8 +11,8 @@ import torch
 from scipy.stats import spearmanr
 
 import protoembed
-from protoembed.errors import ProtoembedError
-from protoembed.run_layout import CHECKPOINT_DIR
+from protoembed.core.errors import ProtoembedError
+from protoembed.outputs.run_layout import CHECKPOINT_DIR
 from protoembed.training import train
 from training_helpers import Interrupt, standin_factory, stop_after, tiny_config, write_corpus
 
@@ -99,7 +99,7 @@ def test_a_trained_model_keeps_the_base_models_limit_and_names_its_dev_score(
     """A base saved with max_seq_length 20 (as the default backbone's 256): best/ truncates at 20, not at
     the backbone's position limit, whatever the config's training max_seq_length (16); the log line gives
     the dev score with 2 decimals and says what it scored, the card too (results.json: every digit)."""
-    from protoembed.run_layout import dev_score_name
+    from protoembed.outputs.run_layout import dev_score_name
 
     base = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", max_seq_length=20).save(tmp_path / "b")
     assert json.loads((base / "sentence_bert_config.json").read_text())["max_seq_length"] == 20

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 
 from protoembed.cli import main
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.logistic import fit_many, predict_many
 from protoembed.evaluation.tasks import SENTEVAL_C_GRID, TASKS, WIDE_C_GRID, default_tasks
 from protoembed.evaluation.transfer import (

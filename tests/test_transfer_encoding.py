@@ -10,7 +10,7 @@ import numpy as np
 
 import protoembed
 from protoembed.cli import main
-from protoembed.export import cache
+from protoembed.model.export import cache
 from transfer_toy import write_toy
 
 SENTENCES = [
@@ -56,7 +56,7 @@ def test_cached_onnx_export_equals_torch_and_is_reused(tiny_model_dirs, tmp_path
     def refuse(*args, **kwargs):
         raise AssertionError("exported again")
 
-    monkeypatch.setattr("protoembed.export.graph.export_embedder", refuse)
+    monkeypatch.setattr("protoembed.model.export.graph.export_embedder", refuse)
     again = cache.onnx_embedder(protoembed.load(str(saved)), tmp_path / "cache")
     np.testing.assert_array_equal(again.encode(SENTENCES), onnx.encode(SENTENCES))
     other = protoembed.load(str(saved), head="cls")

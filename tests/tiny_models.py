@@ -84,7 +84,7 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
         model = RobertaModel(config, add_pooling_layer=False)
     else:
         raise ValueError(f"unknown kind {kind!r}")
-    from protoembed.backbones import quiet_transformers
+    from protoembed.model.backbones import quiet_transformers
 
     path.mkdir(parents=True, exist_ok=True)
     with quiet_transformers():  # no shard-writing bar in the test output
@@ -107,7 +107,7 @@ def specials_only_mean(path: Path):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from protoembed.backbones import quiet_transformers
+    from protoembed.model.backbones import quiet_transformers
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(path))

@@ -1,6 +1,6 @@
 """A toy runtime in one module: ONNX Runtime behind a wrapper that records every batch it runs.
 
-With its one registry entry (:data:`test_runtimes.TOY`, added by :func:`protoembed.runtimes.register_runtime`)
+With its one registry entry (:data:`test_runtimes.TOY`, added by :func:`protoembed.model.runtimes.register_runtime`)
 it is a runtime like the packaged ones: ``protoembed.load(path, runtime="toy")``, ``--runtime toy``,
 ``LazyEncoder(..., runtime="toy")``. It writes no export format; it runs ONNX exports (and a torch model
 through its cached ONNX export).
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from protoembed.encoder import PromptEncoder
-from protoembed.export.runtime import ExportedEmbedder
-from protoembed.runtimes import get_runtime
+from protoembed.model.encoder import PromptEncoder
+from protoembed.model.export.runtime import ExportedEmbedder
+from protoembed.model.runtimes import get_runtime
 
 #: The runtime it wraps.
 WRAPPED = "onnx"

@@ -1,7 +1,7 @@
 """Griffe extension for the API reference (mkdocs.yml: mkdocstrings' ``extensions``).
 
 protoembed's docstrings are Markdown-friendly prose with Google-style sections (``Args:``, ``Returns:``,
-``Raises:``, ``Attributes:``) and Sphinx roles (``:func:`load```, ``:class:`~protoembed.embedder.Embedder```).
+``Raises:``, ``Attributes:``) and Sphinx roles (``:func:`load```, ``:class:`~protoembed.model.embedder.Embedder```).
 mkdocstrings renders the first two itself; this extension turns each role into a link to the object's
 entry in the reference when the object has one (an optional cross-reference: plain code otherwise, no
 warning), its text the name as Sphinx shows it (``~``: the last part only).

@@ -31,10 +31,10 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
     "own_pairs_st.py": (
         frozenset(
             {
-                "protoembed.backbones",
+                "protoembed.model.backbones",
                 "protoembed.data.benchmarks.beir",
                 "protoembed.data.training.examples",
-                "protoembed.threads",
+                "protoembed.core.threads",
                 "protoembed.training.config",
                 "protoembed.training.samplers",
             }
@@ -110,7 +110,7 @@ def test_the_check_finds_each_way_to_reach_an_internal_name() -> None:
         "import protoembed\n"
         "import protoembed as pe\n"
         "import protoembed.training\n"
-        "from protoembed.io import write_atomic\n"
+        "from protoembed.outputs.io import write_atomic\n"
         "from protoembed import load, run_layout, cli\n"
         "from . import records\n"
         "protoembed.load('default')\n"
@@ -119,7 +119,7 @@ def test_the_check_finds_each_way_to_reach_an_internal_name() -> None:
     )
     assert private_imports(source) == [
         (3, "protoembed.training", "*"),
-        (4, "protoembed.io", "write_atomic"),
+        (4, "protoembed.outputs.io", "write_atomic"),
         (5, "protoembed", "cli"),
         (8, "protoembed", "evaluation"),
         (9, "protoembed", "report"),

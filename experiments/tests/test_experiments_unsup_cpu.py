@@ -13,7 +13,7 @@ import pytest
 from experiments import unsup_cpu
 from experiments.unsup_cpu_report import ENVIRONMENT_FILE, LOG_FILE, TIME_FILE, UNTRAINED, write_report
 
-from protoembed.run_layout import DEV_SCORE
+from protoembed.outputs.run_layout import DEV_SCORE
 from training_helpers import write_corpus
 
 REPO = Path(__file__).resolve().parents[2]

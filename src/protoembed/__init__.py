@@ -30,12 +30,13 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
   :func:`run_layout.dev_score`, the dev score that chose a run's kept model;
 - :class:`ProtoembedError`: the error of a mistake the user can fix (a one-line message).
 
-Each is imported on first use (from :mod:`protoembed.loading`, :mod:`protoembed.embedder`,
-:mod:`protoembed.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.evaluation.evaluator`, :mod:`protoembed.training.stages`,
-:mod:`protoembed.report`, :mod:`protoembed.mining`, :mod:`protoembed.evaluation.tasks`, :mod:`protoembed.data.paths`,
-:mod:`protoembed.run_layout`, :mod:`protoembed.semantic_search`, :mod:`protoembed.corpus` and
-:mod:`protoembed.errors`), so ``import
-protoembed`` (and the CLI's ``--help``) does not load torch.
+Each is imported on first use (from :mod:`protoembed.model.loading`, :mod:`protoembed.model.embedder`,
+:mod:`protoembed.model.export.graph`, :mod:`protoembed.evaluation.run`, :mod:`protoembed.evaluation.evaluator`,
+:mod:`protoembed.training.stages`,
+:mod:`protoembed.report`, :mod:`protoembed.retrieval.mining`, :mod:`protoembed.evaluation.tasks`,
+:mod:`protoembed.data.paths`, :mod:`protoembed.outputs.run_layout`, :mod:`protoembed.retrieval.semantic_search`,
+:mod:`protoembed.corpus` and :mod:`protoembed.core.errors`), so ``import protoembed`` (and the CLI's
+``--help``) does not load torch. The package's layers, one folder each, are described in ``docs/layout.md``.
 """
 
 from __future__ import annotations
@@ -43,53 +44,56 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from protoembed.version import __version__
+from protoembed.core.version import __version__
 
 if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-exported)
-    from protoembed import run_layout as run_layout
+    from protoembed.core.errors import ProtoembedError as ProtoembedError
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
     from protoembed.data.paths import resolve_data_dir as resolve_data_dir
-    from protoembed.embedder import Embedder as Embedder
-    from protoembed.errors import ProtoembedError as ProtoembedError
     from protoembed.evaluation.evaluator import Evaluator as Evaluator
     from protoembed.evaluation.run import evaluate as evaluate
     from protoembed.evaluation.tasks import Task as Task
     from protoembed.evaluation.tasks import get_task as get_task
     from protoembed.evaluation.tasks import register_task as register_task
     from protoembed.evaluation.tasks import table_name as table_name
-    from protoembed.export.graph import export_embedder as export_embedder
-    from protoembed.loading import load as load
-    from protoembed.mining import mine_hard_negatives as mine_hard_negatives
+    from protoembed.model.embedder import Embedder as Embedder
+    from protoembed.model.export.graph import export_embedder as export_embedder
+    from protoembed.model.loading import load as load
+    from protoembed.outputs import run_layout as run_layout
     from protoembed.report import build_report as build_report
     from protoembed.report import load_results as load_results
-    from protoembed.semantic_search import search as search
-    from protoembed.semantic_search import similarity as similarity
+    from protoembed.retrieval.mining import mine_hard_negatives as mine_hard_negatives
+    from protoembed.retrieval.semantic_search import search as search
+    from protoembed.retrieval.semantic_search import similarity as similarity
     from protoembed.training.stages import load_run as load_run
 
-#: public name -> the module that defines it (the name itself, or ``""`` for a public module).
+#: public name -> the module that defines it (a public module, one of :data:`_MODULES`: the package that
+#: holds it).
 _HOMES = {
-    "Embedder": "protoembed.embedder",
+    "Embedder": "protoembed.model.embedder",
     "Evaluator": "protoembed.evaluation.evaluator",
-    "ProtoembedError": "protoembed.errors",
+    "ProtoembedError": "protoembed.core.errors",
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",
     "encode_corpus": "protoembed.corpus",
     "evaluate": "protoembed.evaluation.run",
-    "export_embedder": "protoembed.export.graph",
+    "export_embedder": "protoembed.model.export.graph",
     "get_task": "protoembed.evaluation.tasks",
-    "load": "protoembed.loading",
+    "load": "protoembed.model.loading",
     "load_results": "protoembed.report",
     "load_run": "protoembed.training.stages",
-    "mine_hard_negatives": "protoembed.mining",
+    "mine_hard_negatives": "protoembed.retrieval.mining",
     "open_corpus": "protoembed.corpus",
     "register_task": "protoembed.evaluation.tasks",
     "resolve_data_dir": "protoembed.data.paths",
-    "run_layout": "",
-    "search": "protoembed.semantic_search",
-    "similarity": "protoembed.semantic_search",
+    "run_layout": "protoembed.outputs",
+    "search": "protoembed.retrieval.semantic_search",
+    "similarity": "protoembed.retrieval.semantic_search",
     "table_name": "protoembed.evaluation.tasks",
 }
+#: The public names that are modules.
+_MODULES = frozenset({"run_layout"})
 
 
 def __getattr__(name: str) -> Any:
@@ -98,7 +102,7 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     home = _HOMES[name]
-    return import_module(f"{__name__}.{name}") if not home else getattr(import_module(home), name)
+    return import_module(f"{home}.{name}") if name in _MODULES else getattr(import_module(home), name)
 
 
 __all__ = [*_HOMES, "__version__"]

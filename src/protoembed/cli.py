@@ -2,11 +2,11 @@
 
 Each sub-command lives in ``protoembed.commands.<name>`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (called with the parsed namespace, returns an exit code).
-User mistakes (:class:`~protoembed.errors.ProtoembedError`) print one line and exit 2. protoembed's own
+User mistakes (:class:`~protoembed.core.errors.ProtoembedError`) print one line and exit 2. protoembed's own
 warnings (such as bf16 emulated on this CPU) print on stderr as ``protoembed: ...`` at the default level,
 its info lines too with ``--verbose``. Command modules
 import torch and the models only inside their ``func``, so ``--help`` and ``--version`` are fast; before
-a model command runs, :func:`protoembed.threads.configure_process` sizes its threads to the free cores.
+a model command runs, :func:`protoembed.core.threads.configure_process` sizes its threads to the free cores.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import logging
 import os
 import sys
 
-from protoembed.errors import ProtoembedError
-from protoembed.version import __version__
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.version import __version__
 
 COMMANDS = ("encode", "search", "mine", "eval", "analyze", "report", "data", "train", "export", "serve")
-#: The commands that run a model (their thread count is set before torch loads: protoembed.threads).
+#: The commands that run a model (their thread count is set before torch loads: protoembed.core.threads).
 MODEL_COMMANDS = ("encode", "search", "mine", "eval", "analyze", "train", "export", "serve")
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.command_line = list(sys.argv[1:] if argv is None else argv)  # what a resume command repeats
     if args.command in MODEL_COMMANDS and "torch" not in sys.modules:
-        from protoembed.threads import configure_process
+        from protoembed.core.threads import configure_process
 
         configure_process()  # threads sized to the free cores, OpenMP waiting passively: before torch
     # protoembed's own warnings (--verbose: and info lines) on stderr, whatever else configured logging

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.commands.common import add_data_dir_option, add_model_options, load_from_args
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
-from protoembed.io import write_json_atomic
-from protoembed.model_spec import ModelSpec
+from protoembed.model.model_spec import ModelSpec
+from protoembed.outputs.io import write_json_atomic
 from protoembed.report.results import by_table, load_results
 
 ANALYSES = ("similarity", "frequent-tokens", "tsne", "fewshot", "compare")

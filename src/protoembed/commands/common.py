@@ -3,7 +3,7 @@
 Every value is checked when the command line is parsed, before any data is read or model loaded:
 numbers must be positive, output files writable (:func:`output_file`), task names known (``protoembed eval``'s
 ``--tasks``: :func:`protoembed.commands.eval.task_name`), a model setting as
-:class:`~protoembed.model_spec.ModelSpec` checks it: the model flags, like a suite's options, are made from
+:class:`~protoembed.model.model_spec.ModelSpec` checks it: the model flags, like a suite's options, are made from
 the fields of a pydantic model (:func:`add_option_flags`). This module imports no torch.
 """
 
@@ -18,10 +18,10 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from protoembed.errors import ProtoembedError
-from protoembed.io import check_writable
-from protoembed.model_spec import ModelSpec, model_spec
-from protoembed.pydantic_util import Flag, check_options
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import Flag, check_options
+from protoembed.model.model_spec import ModelSpec, model_spec
+from protoembed.outputs.io import check_writable
 
 
 def positive_int(text: str) -> int:
@@ -60,7 +60,7 @@ def output_file(suffix: str | None = None, create_parents: bool = True) -> Calla
 def output_folder(text: str) -> str:
     """``argparse`` type for an output folder (``train --output-dir``): checked writable at parse time.
 
-    The same probe as :func:`output_file` (:func:`protoembed.io.check_writable`) on a file inside the
+    The same probe as :func:`output_file` (:func:`protoembed.outputs.io.check_writable`) on a file inside the
     folder, so a read-only folder or file system, or a file of that name, is refused before anything is
     read or trained; a missing folder is fine when its nearest existing parent is writable.
     """
@@ -81,12 +81,12 @@ def check_output_folder(folder: str | Path) -> Path:
 output_folder.__name__ = "output folder"
 
 
-#: The fields of :class:`~protoembed.model_spec.ModelSpec` that are command-line flags, in ``--help``'s order.
+#: The fields of :class:`~protoembed.model.model_spec.ModelSpec` that are command-line flags, in ``--help``'s order.
 MODEL_FLAGS = ("model", "head", "template", "max_seq_length", "device", "precision", "runtime")
 
 
 def _flag_of(field: FieldInfo) -> Flag:
-    """The field's :class:`~protoembed.pydantic_util.Flag` (in its ``Annotated``), or the plain one."""
+    """The field's :class:`~protoembed.core.pydantic_util.Flag` (in its ``Annotated``), or the plain one."""
     return next((item for item in field.metadata if isinstance(item, Flag)), Flag())
 
 
@@ -125,7 +125,7 @@ def add_option_flags(
     check: bool = False,
 ) -> None:
     """One flag per field of ``model`` (``names``: of those fields only, in that order): ``--inner-folds``
-    for ``inner_folds`` (or its :class:`~protoembed.pydantic_util.Flag`'s ``name``), its default, its
+    for ``inner_folds`` (or its :class:`~protoembed.core.pydantic_util.Flag`'s ``name``), its default, its
     description (then the flag's ``help`` and ``(default: X)`` for a default other than ``None``) as the
     help; a bool is a switch, a ``Literal`` or the flag's ``choices`` give the choices, any other value is
     read as the field's type, and with ``check`` also checked by the model when parsed
@@ -154,7 +154,7 @@ def add_option_flags(
 
 
 def add_model_options(parser: argparse.ArgumentParser, batch_size: bool = True) -> None:
-    """The model's flags, made from :class:`~protoembed.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
+    """The model's flags, made from :class:`~protoembed.model.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
     ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``,
     ``--runtime``), then ``--batch-size`` (unless ``batch_size`` is False: ``serve`` batches by tokens)
     and ``--verbose``."""
@@ -192,7 +192,7 @@ PIPELINE_FLAGS = {
 
 
 def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "max_tokens_per_batch") -> None:
-    """The encode pipeline's flags (:mod:`protoembed.batching`): ``--tokenizer-workers N`` (threads that
+    """The encode pipeline's flags (:mod:`protoembed.model.batching`): ``--tokenizer-workers N`` (threads that
     tokenise while the forward runs) and ``--max-tokens-per-batch N`` (padded tokens per forward pass);
     ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, of which the
     flag is then another name)."""
@@ -238,8 +238,8 @@ def check_token_budget(budget: int | None, args: argparse.Namespace) -> None:
         return
     longest = getattr(args, "max_seq_length", None)
     if longest is None:
-        from protoembed.backbones import resolve_model_dir
-        from protoembed.st_layout import read_sentence_bert_config
+        from protoembed.model.backbones import resolve_model_dir
+        from protoembed.outputs.st_layout import read_sentence_bert_config
 
         model = getattr(args, "model", "default")
         if model != "default" and not Path(model).expanduser().is_dir():
@@ -265,7 +265,7 @@ def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> ModelSpec:
-    """The :class:`~protoembed.model_spec.ModelSpec` of the model flags in ``args`` (one it lacks keeps
+    """The :class:`~protoembed.model.model_spec.ModelSpec` of the model flags in ``args`` (one it lacks keeps
     its default)."""
     return model_spec(**{name: getattr(args, name) for name in MODEL_FLAGS if hasattr(args, name)})
 

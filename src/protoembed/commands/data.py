@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from protoembed.commands.common import add_data_dir_option
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.paths import DATA_ENV, DataDir, check_data_dir, choose_data_dir
-from protoembed.errors import ProtoembedError
 
 #: What ``list`` checks, said in its header: sizes only (cheap), the hashes are ``verify``'s.
 LIST_CHECKS = (
@@ -135,11 +135,11 @@ def _for(values: list[str]) -> tuple[list, list]:
 
 def run_download(args: argparse.Namespace) -> int:
     """``protoembed data download``: fetch, check and install datasets (see the module docstring)."""
+    from protoembed.core.progress import format_size
     from protoembed.data.download.fetch import check_mirror
     from protoembed.data.download.install import damaged, install, install_steps
     from protoembed.data.download.installed import read_manifest, recorded_size
     from protoembed.data.download.registry import DATASETS, get_dataset
-    from protoembed.progress import format_size
 
     mirror = check_mirror(args.mirror)
     chosen = {n: get_dataset(n) for n in args.names}

@@ -23,6 +23,8 @@ from protoembed.commands.common import (
     positive_int,
     spec_from_args,
 )
+from protoembed.core.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
+from protoembed.core.progress import LINE_EVERY
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
 from protoembed.corpus.sources import (
     ALIASES,
@@ -33,8 +35,6 @@ from protoembed.corpus.sources import (
     corpus_source,
     no_rows_error,
 )
-from protoembed.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
-from protoembed.progress import LINE_EVERY
 
 #: The ending of an ``-o`` that names one array file rather than a folder of shards.
 ARRAY_SUFFIX = ".npy"
@@ -186,7 +186,7 @@ def _encode_to_array(args: argparse.Namespace) -> int:
     """``-o FILE.npy``: the whole input encoded in memory and written as one array."""
     import numpy as np
 
-    from protoembed.io import write_atomic
+    from protoembed.outputs.io import write_atomic
 
     for flag, given in (
         ("--resume", args.resume),

@@ -50,7 +50,7 @@ def lazy_encoder(args: argparse.Namespace) -> LazyEncoder:
 
 
 def _finish(args: argparse.Namespace, result: dict[str, Any], table: str) -> int:
-    from protoembed.io import write_json_atomic
+    from protoembed.outputs.io import write_json_atomic
 
     print(table)
     if args.output:
@@ -107,7 +107,7 @@ def task_name(suite: str) -> Callable[[str], str]:
     """``argparse`` type for ``--tasks``: a task of ``suite`` in :data:`protoembed.evaluation.tasks.TASKS`
     by its name or table name, case ignored, as its canonical name (looked up when parsed, so an entry
     added after the parser was built is known too)."""
-    from protoembed.errors import ProtoembedError
+    from protoembed.core.errors import ProtoembedError
     from protoembed.evaluation.tasks import get_task
 
     def convert(text: str) -> str:

@@ -1,15 +1,15 @@
 """``protoembed export MODEL -o OUT [--format FORMAT] [--quantize int8]``: one graph from token ids to the
-vector, in an export format of the runtime registry (:mod:`protoembed.runtimes`: onnx, openvino)."""
+vector, in an export format of the runtime registry (:mod:`protoembed.model.runtimes`: onnx, openvino)."""
 
 from __future__ import annotations
 
 import argparse
 
 from protoembed.commands.common import add_data_dir_option, add_option_flags
-from protoembed.errors import ProtoembedError
-from protoembed.export.layout import QUANTIZE, check_export_target, is_export_dir
-from protoembed.model_spec import ModelSpec
-from protoembed.runtimes import (
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.export.layout import QUANTIZE, check_export_target, is_export_dir
+from protoembed.model.model_spec import ModelSpec
+from protoembed.model.runtimes import (
     DEFAULT_FORMAT,
     calibrated_formats,
     export_formats,
@@ -64,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
         raise ProtoembedError(f"{args.model}: already an export; export the torch model instead")
     check_export_target(args.output, args.quantize, args.format)  # before the model loads (seconds)
     if writer.calibration is not None and args.quantize is not None:
-        from protoembed.export.calibration import calibration_source
+        from protoembed.model.export.calibration import calibration_source
 
         calibration_source(args.calibration, args.data_dir)  # the file (or the staged sample) is readable
     from protoembed import load
-    from protoembed.export import export_embedder
+    from protoembed.model.export import export_embedder
 
     try:
         embedder = load(args.model, head=args.head, max_seq_length=args.max_seq_length, device="cpu")

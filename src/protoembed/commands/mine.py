@@ -1,5 +1,5 @@
 """``protoembed mine --model M --data PAIRS [--columns anchor=question positive=answer] [--corpus FILE]
--o TRIPLETS.jsonl``: hard negatives for (anchor, positive) pairs (:func:`protoembed.mining.mine_hard_negatives`).
+-o TRIPLETS.jsonl``: hard negatives for (anchor, positive) pairs (:func:`protoembed.retrieval.mining.mine_hard_negatives`).
 
 The pairs are read as training data is (``--format``, ``--columns`` as a config's ``data.columns``:
 :func:`protoembed.data.training.formats.read_examples`); further candidate texts (``--corpus``) are a
@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 
 from protoembed.commands.common import add_model_options, add_option_flags, load_from_args, output_file
-from protoembed.errors import ProtoembedError
-from protoembed.mining import MineOptions
-from protoembed.pydantic_util import check_options
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import check_options
+from protoembed.retrieval.mining import MineOptions
 
 #: The example columns of the pairs.
 PAIR_COLUMNS = ("anchor", "positive")
@@ -107,7 +107,7 @@ def read_corpus_texts(args: argparse.Namespace) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the pairs and the corpus, mine, write ``args.output``, print the summary line."""
-    from protoembed.mining import load_cross_encoder, mine_hard_negatives
+    from protoembed.retrieval.mining import load_cross_encoder, mine_hard_negatives
 
     options = check_options(MineOptions, {name: getattr(args, name) for name in MineOptions.model_fields})
     anchors, positives = read_pairs(args)
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not len(examples):
         raise ProtoembedError(f"{args.data}: {summary.line()}; nothing written to {args.output}")
-    from protoembed.io import write_jsonl_atomic
+    from protoembed.outputs.io import write_jsonl_atomic
 
     names = list(examples.columns)
     rows = (dict(zip(names, row)) for row in zip(*examples.columns.values()))

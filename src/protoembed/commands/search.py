@@ -13,8 +13,9 @@ import sys
 from typing import Any
 
 from protoembed.commands.common import add_model_options, output_file, positive_int
-from protoembed.faiss_index import EXACT_BELOW, NPROBE_FRACTION, PIP_FAISS
-from protoembed.semantic_search import INDEXES, SCORE_FUNCTIONS
+from protoembed.model.protocol import SCORE_FUNCTIONS
+from protoembed.retrieval.faiss_index import EXACT_BELOW, NPROBE_FRACTION, PIP_FAISS
+from protoembed.retrieval.semantic_search import INDEXES
 
 #: Characters of a document or query shown per printed line.
 SHOWN_CHARS = 80
@@ -88,13 +89,13 @@ def run(args: argparse.Namespace) -> int:
     import protoembed
     from protoembed.commands.common import load_from_args
     from protoembed.data.documents import read_documents
-    from protoembed.io import write_jsonl_atomic
-    from protoembed.semantic_search import check_index, check_top_k
+    from protoembed.outputs.io import write_jsonl_atomic
+    from protoembed.retrieval.semantic_search import check_index, check_top_k
 
     check_top_k(args.top_k, "--top-k")
     check_index(args.index, args.nprobe)
     if args.index == "faiss":
-        from protoembed.faiss_index import require_faiss
+        from protoembed.retrieval.faiss_index import require_faiss
 
         require_faiss()
     doc_ids, docs = read_documents(args.corpus)

@@ -19,8 +19,8 @@ from protoembed.commands.common import (
     field_value,
     load_from_args,
 )
-from protoembed.errors import ProtoembedError
-from protoembed.model_spec import ModelSpec
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.model_spec import ModelSpec
 from protoembed.serving.settings import API_KEY_ENV, ServeSettings, served_model_name
 
 DESCRIPTION = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protoembed.commands.common import check_output_folder, output_folder
-from protoembed.errors import WriteError, resume_with
+from protoembed.core.errors import WriteError, resume_with
 
 if TYPE_CHECKING:
     from protoembed.training.preflight import Stages
@@ -36,7 +36,7 @@ def _print_progress() -> logging.Handler:
 def run_train(args: argparse.Namespace) -> int:
     """Check the run before the heavy imports (:mod:`protoembed.training.preflight`) and take its output
     folders' locks, then train (``--check``: print what was checked and stop)."""
-    from protoembed.folder_lock import hold_output_dirs
+    from protoembed.outputs.folder_lock import hold_output_dirs
     from protoembed.training.preflight import output_folders, preflight
     from protoembed.training.stages import load_run
 
@@ -76,7 +76,7 @@ def _print_check(args: argparse.Namespace, stages: Stages, checked: list[str], f
 
 def _train(args: argparse.Namespace, stages: Stages, staged: bool, top: str) -> int:
     """Train the checked, locked run; the exit code (a stopped or interrupted run: the signal's)."""
-    from protoembed.folder_lock import main_process
+    from protoembed.outputs.folder_lock import main_process
     from protoembed.training.preflight import output_folders
     from protoembed.training.stages import train_stages
     from protoembed.training.stopping import TrainingInterrupted  # torch, transformers, ...

@@ -3,7 +3,7 @@
 The corpus is read twice, streamed (:mod:`protoembed.corpus.sources`): once to check every row and count
 them, then shard by shard while encoding, so memory holds one shard's texts and vectors per process,
 never the corpus. Shard ``k`` holds rows ``[k * shard_size, (k + 1) * shard_size)``; it is encoded on
-its own, by one call of the model's ``encode`` (:mod:`protoembed.batching`), so its vectors depend
+its own, by one call of the model's ``encode`` (:mod:`protoembed.model.batching`), so its vectors depend
 only on its rows, the model and the settings: not on which process encodes it, nor on whether the run
 was interrupted. Every shard is written atomically (temp name, then rename) and recorded in
 ``manifest.json`` (:mod:`protoembed.corpus.manifest`) as it finishes.
@@ -17,13 +17,13 @@ Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards
   encoded again (the result is the same bytes as the lost shard's);
 - a shard file the manifest does not record (a kill between its rename and the manifest's update, or a
   file copied in by hand) is never trusted, whatever its shape: it is encoded again (logged);
-- a shard is made durable (the file, then its folder, fsynced: :func:`protoembed.io.write_atomic`)
+- a shard is made durable (the file, then its folder, fsynced: :func:`protoembed.outputs.io.write_atomic`)
   before the manifest names it, so after a power cut the manifest names no shard that was never written;
 - hidden temp files of interrupted writes are removed.
 
 Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
 another run's vectors are never mixed in or overwritten. The run's main process (rank 0 under torchrun)
-holds the folder's lock (:mod:`protoembed.folder_lock`) from the check of the folder to the final
+holds the folder's lock (:mod:`protoembed.outputs.folder_lock`) from the check of the folder to the final
 manifest, so a second run into a folder in use is refused at once.
 
 Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
@@ -48,6 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.progress import Progress
+from protoembed.core.version import __version__
 from protoembed.corpus.manifest import (
     MANIFEST,
     MAX_SHARDS,
@@ -65,15 +68,12 @@ from protoembed.corpus.manifest import (
 from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
-from protoembed.errors import EmptySentenceError, ProtoembedError
-from protoembed.folder_lock import hold_output_dir
-from protoembed.io import write_atomic
-from protoembed.model_spec import ModelSpec, model_spec
-from protoembed.progress import Progress
-from protoembed.version import __version__
+from protoembed.model.model_spec import ModelSpec, model_spec
+from protoembed.outputs.folder_lock import hold_output_dir
+from protoembed.outputs.io import write_atomic
 
 if TYPE_CHECKING:
-    from protoembed.protocol import SentenceEmbedder
+    from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
     Raises:
         ProtoembedError: an unknown ``prompt_name``.
     """
-    from protoembed.input_prompts import prompt_text, prompts_of
+    from protoembed.inputs.prompts import prompt_text, prompts_of
 
     return EncodeSettings(
         head=model.head,
@@ -337,16 +337,16 @@ def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: Model
     """SHA-256 (hex) of the model and ``settings``: two runs with the same digest write the same shards.
 
     The model is hashed by its folder's files when given as a ``spec`` (every file's name and bytes:
-    :func:`protoembed.export.cache.export_digest`, which hashes any folder so), so that every process
+    :func:`protoembed.model.export.cache.export_digest`, which hashes any folder so), so that every process
     and every load agrees even where loading draws unused weights at random (a bare backbone's pooler);
-    a loaded model by its weights and tokenisation (:func:`protoembed.export.cache.model_digest`)."""
+    a loaded model by its weights and tokenisation (:func:`protoembed.model.export.cache.model_digest`)."""
     if spec is not None:
-        from protoembed.backbones import resolve_model_dir
-        from protoembed.export.cache import export_digest
+        from protoembed.model.backbones import resolve_model_dir
+        from protoembed.model.export.cache import export_digest
 
         weights = export_digest(resolve_model_dir(spec.model))
     else:
-        from protoembed.export.cache import model_digest
+        from protoembed.model.export.cache import model_digest
 
         weights = model_digest(model)
     payload = {"model": weights, "settings": settings.model_dump()}
@@ -379,7 +379,7 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) 
 
 
 def _progress(total: int, initial: int, show: bool | None) -> Progress:
-    """The progress on stderr (:class:`~protoembed.progress.Progress`: sentences, their rate and the time
+    """The progress on stderr (:class:`~protoembed.core.progress.Progress`: sentences, their rate and the time
     left; a bar on a terminal, a line every 10 s elsewhere); ``show=False``: none."""
     return Progress(total, initial=initial, show=show is not False)
 
@@ -423,7 +423,7 @@ def encode_corpus(
 
     Args:
         model: a loaded model (:func:`protoembed.load`), or its spec: a name, folder or hub id, or a
-            :class:`~protoembed.model_spec.ModelSpec` (with ``workers > 1``: a spec, which each worker
+            :class:`~protoembed.model.model_spec.ModelSpec` (with ``workers > 1``: a spec, which each worker
             loads).
         input: the corpus file (:mod:`protoembed.corpus.sources`).
         out_dir: the output folder (created; see the module docstring for an existing one).
@@ -443,7 +443,7 @@ def encode_corpus(
             without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
             one worker per device.
         show_progress: ``False``: no progress on stderr (default: a bar with sentences/s on a terminal,
-            a line every 10 s elsewhere; :class:`~protoembed.progress.Progress`).
+            a line every 10 s elsewhere; :class:`~protoembed.core.progress.Progress`).
     A run given a spec is resumable by any process that loads the same spec (its digest hashes the
     model folder's files); a loaded model is known by its weights, so a bare backbone loaded again (whose
     unused pooler is drawn at random) is refused as another model.
@@ -457,7 +457,7 @@ def encode_corpus(
     _positive("shard_size", shard_size)
     _positive("batch_size", batch_size)
     _positive("workers", workers)
-    from protoembed.batching import check_pipeline_options
+    from protoembed.model.batching import check_pipeline_options
 
     check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
     devices = [str(device) for device in devices] if devices else None
@@ -505,7 +505,7 @@ def encode_corpus(
 
 
 def _locked(folder: Path) -> contextlib.AbstractContextManager[Path]:
-    """The lock of the output ``folder`` (:func:`~protoembed.folder_lock.hold_output_dir`)."""
+    """The lock of the output ``folder`` (:func:`~protoembed.outputs.folder_lock.hold_output_dir`)."""
     return hold_output_dir(folder, run="encode run", option="output folder (-o)")
 
 
@@ -525,7 +525,7 @@ def _encode_here(
     if spec is None:
         loaded = model
     else:
-        from protoembed.loading import load_model
+        from protoembed.model.loading import load_model
 
         loaded = load_model(spec.model_copy(update={"device": "cpu"}) if workers > 1 else spec)
     manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, size))
@@ -567,7 +567,7 @@ def _worker(job: ShardJob, spec: ModelSpec, number: int, cores: list[int], tasks
     try:
         import torch
 
-        from protoembed.loading import load_model
+        from protoembed.model.loading import load_model
 
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, cores)
@@ -701,7 +701,7 @@ def _encode_distributed(
     import torch
     import torch.distributed as dist
 
-    from protoembed.loading import load_model
+    from protoembed.model.loading import load_model
 
     if spec is not None and spec.device is None and torch.cuda.is_available():
         spec = spec.model_copy(update={"device": f"cuda:{local_rank}"})

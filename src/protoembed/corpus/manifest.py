@@ -6,7 +6,7 @@ Layout of an output folder::
     shard-00001.npy   the next shard_size rows, ... (the names sort in row order)
     manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input, the shards done
 
-Every file is written under a hidden temp name and renamed (:func:`protoembed.io.write_atomic`), so a shard
+Every file is written under a hidden temp name and renamed (:func:`protoembed.outputs.io.write_atomic`), so a shard
 on disk is always complete. The manifest is written before the first shard (it pins the model digest of
 the folder) and again after every shard; ``complete`` says the last shard is in. Nothing here imports
 torch.
@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import sha256_file
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
+from protoembed.outputs.io import write_json_atomic
 
 #: The manifest's file name in an output folder.
 MANIFEST = "manifest.json"

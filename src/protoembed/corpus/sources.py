@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines
 from protoembed.data.training.formats import FORMATS as DATA_FORMATS
 from protoembed.data.training.formats import TEXT, table_formats
 from protoembed.data.training.tables import EMPTY_LINE, Table, position
-from protoembed.errors import ProtoembedError
 
 #: The formats a corpus is read in: text lines, then the table formats (their names and patterns come from
 #: the training-data registry).

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import read_jsonl_texts
 from protoembed.data.lines import iter_lines
-from protoembed.errors import ProtoembedError
 
 #: The suffix of a JSON Lines file.
 JSONL = ".jsonl"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.registry import Dataset, dataset_for_path
 from protoembed.data.paths import check_data_dir, choose_data_dir
-from protoembed.errors import ProtoembedError
 
 if TYPE_CHECKING:
     from protoembed.evaluation.tasks import Task

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 DATA_ENV = "PROTOEMBED_DATA"
 #: The application name of the default data directory (``platformdirs.user_data_dir(APP_NAME)``).

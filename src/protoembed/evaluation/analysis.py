@@ -27,15 +27,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import StsPairs
 from protoembed.data.paths import resolve_data_dir
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.analysis_defaults import TOP_K
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.shared import sentence_embeddings
 from protoembed.evaluation.sts import pair_cosines, score_sts
 from protoembed.evaluation.tasks import TASKS, Task, get_tasks
-from protoembed.io import pyplot, save_figure
+from protoembed.outputs.io import pyplot, save_figure
 
 #: Fig. 6: gold score -> colour of its pairs (the paper's orange / blue / green).
 TSNE_COLOURS = {0.0: "tab:orange", 3.0: "tab:blue", 5.0: "tab:green"}

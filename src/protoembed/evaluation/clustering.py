@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from protoembed.core.pydantic_util import check_options
 from protoembed.data.benchmarks.clustering import ClusteringData
 from protoembed.evaluation.shared import (
     Encode,
@@ -37,7 +38,6 @@ from protoembed.evaluation.suite import (
     extra_protocol,
 )
 from protoembed.evaluation.tasks import Task, get_tasks, table_names
-from protoembed.pydantic_util import check_options
 
 
 class ClusteringOptions(SuiteOptions):

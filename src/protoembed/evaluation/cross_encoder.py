@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import check_variant
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations
 from protoembed.evaluation.tasks import get_tasks
-from protoembed.inputs import check_batch_size
+from protoembed.inputs.checks import check_batch_size
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,8 @@ def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None):
     """
     from sentence_transformers import CrossEncoder
 
-    from protoembed.backbones import loading_errors, quiet_transformers
-    from protoembed.inputs import resolve_device
+    from protoembed.inputs.checks import resolve_device
+    from protoembed.model.backbones import loading_errors, quiet_transformers
 
     folder = cross_encoder_dir(path)
     with quiet_transformers(), loading_errors(folder):

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
-from protoembed.io import cache_dir, write_atomic
+from protoembed.core.errors import ProtoembedError
+from protoembed.outputs.io import cache_dir, write_atomic
 
 logger = logging.getLogger(__name__)
 

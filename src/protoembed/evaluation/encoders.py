@@ -19,13 +19,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from protoembed.errors import EmptySentenceError, ProtoembedError
-from protoembed.runtimes import AUTO, check_runtime
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.model.runtimes import AUTO, check_runtime
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from protoembed.protocol import SentenceEmbedder
+    from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ class LazyEncoder:
 
     def _load(self) -> None:
         """Load the model, switch it to the asked runtime, then (as asked) open its embedding store."""
-        from protoembed.export.cache import with_runtime
+        from protoembed.model.export.cache import with_runtime
 
         model = with_runtime(self.load(), self.runtime)  # ``auto``: as loaded
         self.model = model
         if self.cache_embeddings:  # keyed by the weights (or export files), runtime and precision
             from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
-            from protoembed.export.cache import model_digest
+            from protoembed.model.export.cache import model_digest
 
             key = f"{model.runtime}-{model.precision}" + ("-allow-empty" if self.allow_empty else "")
             self.store = EmbeddingStore(self._encode, store_folder(model_digest(model), key))
@@ -104,7 +104,7 @@ class LazyEncoder:
     def prompts(self) -> dict[str, str]:
         """The model's input prompts (name -> text, :func:`protoembed.input_prompts.prompts_of`), the
         model loaded first if not done yet (``{}`` for a model without any)."""
-        from protoembed.input_prompts import prompts_of
+        from protoembed.inputs.prompts import prompts_of
 
         if self.model is None:
             self._load()

@@ -24,17 +24,17 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import check_options
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
 from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, main_score, registered_for_now
-from protoembed.pydantic_util import check_options
 
 if TYPE_CHECKING:
     import numpy as np
 
     from protoembed.data.needs import Need
-    from protoembed.protocol import SentenceEmbedder
+    from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def group_by_suite(
             evaluate, or neither tasks nor a suite.
     """
     if suite is not None and suite not in SUITES:
-        raise ProtoembedError(f"unknown suite {suite!r}; choose from: {', '.join(SUITES)}")
+        raise ProtoembedError(SUITES.unknown(suite))
     if isinstance(tasks, (str, Task)):
         tasks = [tasks]
     if tasks is None:
@@ -164,7 +164,7 @@ class Evaluator:
                 for s in suites:
                     if metric not in s.scores:
                         raise ProtoembedError(
-                            f"metric {metric!r} is not computed by suite {s.name}; choose from: "
+                            f"metric {metric!r} is not computed by suite {s.name}: expected one of "
                             f"{', '.join(s.scores)}"
                         )
             #: suite -> its options (checked, defaults filled)

@@ -27,8 +27,9 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import Flag, check_options
 from protoembed.data.benchmarks.transfer import TransferData
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.shared import (
     Encode,
     evaluate_tasks,
@@ -47,8 +48,7 @@ from protoembed.evaluation.suite import (
 )
 from protoembed.evaluation.tasks import Task, get_tasks, table_names
 from protoembed.evaluation.transfer import features
-from protoembed.io import pyplot, save_figure
-from protoembed.pydantic_util import Flag, check_options
+from protoembed.outputs.io import pyplot, save_figure
 
 
 class FewshotOptions(SuiteOptions):

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.analysis import model_colour
 from protoembed.evaluation.tasks import table_names
-from protoembed.io import pyplot, save_figure
+from protoembed.outputs.io import pyplot, save_figure
 
 
 def fewshot_values(results: Sequence[dict[str, Any]]) -> dict[str, list[float]]:

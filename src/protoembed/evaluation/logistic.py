@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

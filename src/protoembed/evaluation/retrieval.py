@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from protoembed.core.pydantic_util import Flag, check_options, checked
 from protoembed.data.benchmarks.beir import TITLE_SEPARATOR, RetrievalData
 from protoembed.evaluation.retrieval_metrics import (
     K_VALUES,
@@ -49,9 +50,9 @@ from protoembed.evaluation.suite import (
     result_protocol,
 )
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
-from protoembed.input_prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
-from protoembed.pydantic_util import Flag, check_options, checked
-from protoembed.semantic_search import CORPUS_CHUNK_SIZE, SCORE_FUNCTIONS, check_score_function, top_k
+from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
+from protoembed.model.protocol import SCORE_FUNCTIONS, check_score_function
+from protoembed.retrieval.semantic_search import CORPUS_CHUNK_SIZE, top_k
 
 
 class RetrievalOptions(SuiteOptions):

@@ -17,8 +17,8 @@ from typing import Any
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.evaluator import Evaluator, model_record
 from protoembed.evaluation.tasks import TASKS, Task
-from protoembed.model_spec import model_settings, model_spec
-from protoembed.runtimes import AUTO
+from protoembed.model.model_spec import model_settings, model_spec
+from protoembed.model.runtimes import AUTO
 
 
 def evaluate(
@@ -75,7 +75,7 @@ def evaluate(
     if isinstance(model, str):
 
         def load() -> Any:
-            from protoembed.loading import load_model
+            from protoembed.model.loading import load_model
 
             return load_model(spec)
     else:

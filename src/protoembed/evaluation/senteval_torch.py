@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

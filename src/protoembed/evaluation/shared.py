@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.tables import fmt, papers_row, table_head  # noqa: F401 (re-exported)
 from protoembed.evaluation.tasks import main_score
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import StsPairs, Variant, check_variant
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.correlation import correlations  # re-exported: importers of sts keep working
 from protoembed.evaluation.shared import Encode, fmt, papers_row, sentence_embeddings, table_head
 from protoembed.evaluation.suite import (

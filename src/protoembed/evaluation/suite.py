@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from protoembed.core.registry import Registry
+
 if TYPE_CHECKING:
     from protoembed.evaluation.shared import Encode
     from protoembed.evaluation.tasks import Task
@@ -151,17 +153,17 @@ class Suite:
     options: type[SuiteOptions] = SuiteOptions
 
 
-#: Suite name -> its declaration, in ``protoembed eval --help``'s order (the report sorts by
-#: ``page_order``): the built-in suites are registered by the ``protoembed.evaluation`` package before
-#: anything of it is used, so a task entry is checked against every suite.
-SUITES: dict[str, Suite] = {}
+#: Suite name -> its declaration (a :class:`~protoembed.core.registry.Registry`), in ``protoembed eval
+#: --help``'s order (the report sorts by ``page_order``): the built-in suites are registered by the
+#: ``protoembed.evaluation`` package before anything of it is used, so a task entry is checked against
+#: every suite.
+SUITES: Registry[Suite] = Registry("suite")
 
 
-def register_suite(suite: Suite) -> Suite:
-    """Add ``suite`` to :data:`SUITES` (its name must be new)."""
-    from protoembed.errors import ProtoembedError
+def register_suite(suite: Suite, *, replace: bool = False) -> Suite:
+    """Add ``suite`` to :data:`SUITES` (with ``replace``, in place of one of the same name); returns it.
 
-    if suite.name in SUITES:
-        raise ProtoembedError(f"suite {suite.name!r} is already registered")
-    SUITES[suite.name] = suite
-    return suite
+    Raises:
+        ProtoembedError: its name is already registered and ``replace`` is false.
+    """
+    return SUITES.register(suite, replace=replace)

@@ -33,7 +33,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.registry import Registry
 
 #: ``(data directory, variant, split) -> the suite's input`` (:class:`~protoembed.data.benchmarks.sts.StsPairs`,
 #: :class:`~protoembed.data.benchmarks.transfer.TransferData`, :class:`~protoembed.data.benchmarks.clustering.ClusteringData`).
@@ -109,7 +110,7 @@ class Task(BaseModel):
 
         for suite in self.suites:
             if suite not in SUITES:
-                raise ValueError(f"unknown suite {suite!r}; choose from: {', '.join(SUITES)}")
+                raise ValueError(SUITES.unknown(suite))
             if self.main_score not in SUITES[suite].scores:
                 raise ValueError(
                     f"main score {self.main_score!r} is not computed by suite {suite} "
@@ -169,45 +170,34 @@ def make_task(**fields: Any) -> Task:
 # --------------------------------------------------------------------------- the registry
 
 
-class TaskRegistry(Mapping[str, Task]):
-    """Task name -> its entry, in the papers' column order within each suite, then the registered ones.
+class TaskRegistry(Registry[Task]):
+    """Task name -> its entry (a :class:`~protoembed.core.registry.Registry`), in the papers' column order
+    within each suite, then the registered ones.
 
     The built-in entries and those of installed packages' entry points are made on first use (each
-    entry's validation reads the suites, whose modules read this one).
+    entry's validation reads the suites, whose modules read this one). Besides its name, a task's table
+    name is its own: no other task may be named, or printed, as it is.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, Task] | None = None
+        super().__init__("task", builtin=lambda: [*_builtin(), *_entry_point_tasks()])
 
-    def _all(self) -> dict[str, Task]:
-        if self._entries is None:
-            self._entries = {}
-            for task in [*_builtin(), *_entry_point_tasks()]:
-                self._add(task, replace=False)
-        return self._entries
+    def register(self, entry: Task, *, name: str | None = None, replace: bool = False) -> Task:
+        """Add ``entry`` (see :meth:`Registry.register`; ``name``, when given, must be its own).
 
-    def _add(self, task: Task, replace: bool) -> None:
-        entries = self._all()
-        for other in entries.values():
+        Raises:
+            ProtoembedError: its name or table name is another task's, or its name is taken and
+                ``replace`` is false.
+        """
+        if name is not None and name != entry.name:
+            raise ValueError(f"task {entry.name!r} registered as {name!r}: a task is registered by its name")
+        for other in self.values():
             names = {other.name.lower(), other.table_name.lower()}
-            if other.name != task.name and names & {task.name.lower(), task.table_name.lower()}:
+            if other.name != entry.name and names & {entry.name.lower(), entry.table_name.lower()}:
                 raise ProtoembedError(
-                    f"task {task.name!r}: its name or table name is taken by {other.name!r}"
+                    f"task {entry.name!r}: its name or table name is taken by {other.name!r}"
                 )
-        if task.name in entries and not replace:
-            raise ProtoembedError(
-                f"task {task.name!r} is already registered; give another name (or, from Python, replace=True)"
-            )
-        entries[task.name] = task
-
-    def __getitem__(self, name: str) -> Task:
-        return self._all()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
+        return super().register(entry, replace=replace)
 
 
 #: Every task, by name.
@@ -224,14 +214,13 @@ def register_task(task: Task | None = None, /, *, replace: bool = False, **field
         ProtoembedError: an invalid entry, or a name (or table name) already taken and ``replace`` false.
     """
     entry = task if task is not None else make_task(**fields)
-    TASKS._add(entry, replace)
-    return entry
+    return TASKS.register(entry, replace=replace)
 
 
 def unregister_task(name: str) -> None:
     """Remove a registered task (tests and notebooks that register a task for a while)."""
     name = get_task(name).name
-    TASKS._all().pop(name)
+    del TASKS[name]
     _DECLARED.pop(name, None)
 
 
@@ -812,14 +801,14 @@ def get_task(name: str | Task, suite: str | None = None) -> Task:
     for task in known:
         if wanted in (task.name.lower(), task.table_name.lower()):
             return task
-    listed = ", ".join(f"{t.name} ({t.display})" if t.display else t.name for t in known)
+    listed = [f"{t.name} ({t.display})" if t.display else t.name for t in known]
     of = f" of suite {suite}" if suite else ""
     if not known:
         raise ProtoembedError(
             f"unknown task {name!r}{of}: no task{of} is registered; give its Task entry (e.g. "
             "beir_folder_task(folder)) or register one (register_task)"
         )
-    raise ProtoembedError(f"unknown task {name!r}{of}; choose from: {listed}")
+    raise ProtoembedError(TASKS.unknown(name, listed, scope=of))
 
 
 def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None = None) -> list[Task]:

@@ -39,6 +39,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import Field
 
+from protoembed.core.pydantic_util import check_options
 from protoembed.data.benchmarks.transfer import TransferData
 from protoembed.evaluation.shared import (
     Encode,
@@ -65,7 +66,6 @@ from protoembed.evaluation.tasks import (
     table_name,
     table_names,
 )
-from protoembed.pydantic_util import check_options
 
 #: SentEval's grid of the inverse L2 regularisation strength (a task entry's ``c_grid`` by default).
 C_GRID = SENTEVAL_C_GRID

@@ -1,68 +1,8 @@
-"""Head registry: name -> :class:`HeadSpec`. A new head is one module (its pooling) plus one entry here.
+"""Where the ``modules.json`` (and a kept MLP's ``pooler_type``) of models saved before the package's layers
+name the heads' pooling modules: ``protoembed.heads.mask.MaskTokenPooling``, ``protoembed.heads.cnn.CNNHead``
+and ``protoembed.heads.mlp.MLPPooling``.
 
-The registry imports no torch: each spec names its pooling factory by import path.
+``SentenceTransformer(path)`` and :func:`protoembed.load` import them by those paths, so these modules stay,
+one name each. The heads live in :mod:`protoembed.model.heads` (what new saves name); nothing in the package
+imports this one.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-from protoembed.errors import ProtoembedError
-from protoembed.heads.base import HeadSpec
-from protoembed.prompts import PROMPTBERT_TEMPLATE, SOFT_PROMPT_TEMPLATE
-
-HEADS: dict[str, HeadSpec] = {
-    spec.name: spec
-    for spec in (
-        HeadSpec("cls", "protoembed.heads.pooling:cls_pooler", "state of the first token ([CLS] / <s>)"),
-        HeadSpec("mean", "protoembed.heads.pooling:mean_pooler", "attention-masked mean of the token states"),
-        HeadSpec("max", "protoembed.heads.pooling:max_pooler", "element-wise max of the token states"),
-        HeadSpec(
-            "mask",
-            "protoembed.heads.mask:mask_pooler",
-            "discrete template, state of its mask token (PromptBERT)",
-            default_template=PROMPTBERT_TEMPLATE,
-        ),
-        HeadSpec(
-            "soft_prompt",
-            "protoembed.heads.mask:mask_pooler",
-            "k trainable vectors before the mask token, state of the mask (ConPVP anchor)",
-            default_template=SOFT_PROMPT_TEMPLATE,
-            n_soft_prompt=4,
-        ),
-        HeadSpec(
-            "cnn",
-            "protoembed.heads.cnn:cnn_pooler",
-            "small CNN over the token states, freshly initialised (Choi et al.)",
-        ),
-    )
-}
-
-
-def get_head(name: str) -> HeadSpec:
-    """The registered head ``name``; a one-line error lists the known ones otherwise."""
-    try:
-        return HEADS[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown head {name!r}: expected one of {', '.join(HEADS)}") from None
-
-
-def heads_help() -> str:
-    """One line per head for ``--help``: ``name: description``."""
-    return "; ".join(f"{name}: {spec.description}" for name, spec in HEADS.items())
-
-
-def __getattr__(name: str) -> Any:
-    """The pooling classes, imported (with torch) only when asked for."""
-    if name == "MaskTokenPooling":
-        from protoembed.heads.mask import MaskTokenPooling
-
-        return MaskTokenPooling
-    if name == "CNNHead":
-        from protoembed.heads.cnn import CNNHead
-
-        return CNNHead
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["HEADS", "CNNHead", "HeadSpec", "MaskTokenPooling", "get_head", "heads_help"]

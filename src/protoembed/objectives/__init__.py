@@ -17,7 +17,7 @@ from protoembed.objectives.plan import ObjectivePlan, plan_objective
 from protoembed.objectives.registry import REGISTRY, objective_class
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
+    from protoembed.model.embedder import Embedder
     from protoembed.objectives.base import Objective
 
 #: the other public names, from their modules on first access
@@ -27,7 +27,7 @@ _NAMES = {
     "contrastive_loss": "protoembed.objectives.base",
     "gather_with_grad": "protoembed.objectives.distributed",
     "scale_for_ddp_average": "protoembed.objectives.distributed",
-    "MLPPooling": "protoembed.heads.mlp",
+    "MLPPooling": "protoembed.model.heads.mlp",
     **{entry.class_name: entry.module for entry in REGISTRY.values()},
 }
 

@@ -1,6 +1,6 @@
 """What an objective is: an embedder plus training-only parts, mapping a batch of examples to a loss.
 
-An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.embedder.Embedder` being
+An :class:`Objective` is a ``torch.nn.Module`` holding the :class:`~protoembed.model.embedder.Embedder` being
 trained (``self.embedder``, a submodule, so ``objective.parameters()`` covers the backbone, the head and
 every training-only part) and returns a scalar loss from :meth:`Objective.forward` for one batch of
 examples: a dict of named columns (``{"text": [...]}``, ``{"sentence1": [...], "sentence2": [...],
@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import ColumnSpec, describe_columns
-from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
-from protoembed.heads.mlp import MLP, MLPPooling
+from protoembed.model.embedder import Embedder
+from protoembed.model.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import REGISTRY, ContrastiveOptions, ObjectiveOptions, options_doc

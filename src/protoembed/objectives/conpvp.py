@@ -7,14 +7,14 @@ from typing import Any
 
 import torch
 
-from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.inputs.template_sets import template_set
+from protoembed.inputs.templates import TemplateIds
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.distributed import world
 from protoembed.objectives.registry import ConPVPOptions
 from protoembed.objectives.views import Rows, ViewBatch
-from protoembed.prompts import TemplateIds
-from protoembed.templates import template_set
 
 
 class ConPVP(ContrastiveObjective):

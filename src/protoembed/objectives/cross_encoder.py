@@ -20,19 +20,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from protoembed.backbones import quiet_transformers
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
-from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
-from protoembed.io import replace_dir
+from protoembed.model.backbones import quiet_transformers
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import Objective
 from protoembed.objectives.fp32_losses import fp32_loss
 from protoembed.objectives.registry import GOLD_COLUMNS, CrossEncoderOptions
+from protoembed.outputs.io import replace_dir
+from protoembed.outputs.run_layout import CROSS_ENCODER_DIR
 
 logger = logging.getLogger(__name__)
 
-#: Sub-folder of a saved run (``best/``) holding the cross-encoder.
-CROSS_ENCODER_DIR = "cross_encoder"
 #: The tasks: GLUE STS-B (one output, MSE on the raw 0-5 score) and MNLI (3 labels, cross-entropy).
 #: What a cross-encoder is trained for (its ``task`` option, besides ``auto``).
 PROBLEMS = ("regression", "classification")

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import NLI_LABELS
-from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import check_batch
 from protoembed.objectives.fp32_losses import autocast_off, fp32
 from protoembed.objectives.registry import NLISoftmaxOptions

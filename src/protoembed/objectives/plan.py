@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import ColumnSpec
-from protoembed.errors import ProtoembedError
 from protoembed.objectives.registry import ObjectiveOptions, objective_class, options_class
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
+    from protoembed.model.embedder import Embedder
     from protoembed.objectives.base import Objective
 
 

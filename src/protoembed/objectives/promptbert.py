@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from protoembed.embedder import Embedder
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
+from protoembed.inputs.templates import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
+from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
 from protoembed.objectives.registry import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch
-from protoembed.prompts import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
 
 #: PromptBERT's two views in the authors' run script (kongds/Prompt-BERT, ``run.sh``: ``unsup-bert``'s
 #: and ``unsup-roberta``'s ``--mask_embedding_sentence_template`` and ``..._different_template``), per

@@ -1,7 +1,8 @@
 """The objective registry: the one table of objectives, their options models, and what is derived
 from it. No torch here: a config is validated (and a run planned) before torch is imported.
 
-:data:`REGISTRY` maps each registry name to a :class:`Registered` entry: the objective's class as
+:data:`REGISTRY` (a :class:`~protoembed.core.registry.Registry`) maps each registry name to a
+:class:`Registered` entry: the objective's class as
 ``"module:Class"`` (imported on first use, with torch, by :func:`objective_class`) and its options model.
 Everything else reads this table: the options of a name (:func:`options_class`), the class's ``Options``
 (set from its entry when the class is defined, :class:`protoembed.objectives.base.Objective`), the
@@ -20,7 +21,7 @@ docstrings and the configs README show), the objective's default head and column
 changes them (ConPVP's ``anchor: manual`` trains head ``mask``; a cross-encoder with an explicit ``task``
 needs that task's gold column), so that a run is planned from its options alone
 (:func:`protoembed.objectives.plan.plan_objective`). Unknown keys are errors and values are checked
-strictly (:data:`protoembed.pydantic_util.STRICT`).
+strictly (:data:`protoembed.core.pydantic_util.STRICT`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import STRICT, PositiveNumber, first_error, problem
+from protoembed.core.registry import Registry
 from protoembed.data.training.examples import ColumnSpec
-from protoembed.errors import ProtoembedError
-from protoembed.prompts import Template
-from protoembed.pydantic_util import STRICT, PositiveNumber, first_error, problem
+from protoembed.inputs.templates import Template
 
 #: SimCSE's MLP on the pooled vector: in training only, also at evaluation, or not at all.
 MLPMode = Literal["train", "keep", "none"]
@@ -257,22 +259,27 @@ class Registered:
 
 #: registry name -> the objective's class and options model: the one table of objectives (a new one is one
 #: line here).
-REGISTRY: dict[str, Registered] = {
-    "simcse": Registered("protoembed.objectives.simcse:SimCSE", ContrastiveOptions),
-    "promptbert": Registered("protoembed.objectives.promptbert:PromptBERT", PromptBERTOptions),
-    "conpvp": Registered("protoembed.objectives.conpvp:ConPVP", ConPVPOptions),
-    "cross_encoder": Registered(
-        "protoembed.objectives.cross_encoder:CrossEncoderObjective", CrossEncoderOptions
-    ),
-    # SBERT on STS-B
-    "cosine_regression": Registered(
-        "protoembed.objectives.cosine_regression:CosineRegression", CosineRegressionOptions
-    ),
-    # SBERT, NLI classification
-    "nli_softmax": Registered("protoembed.objectives.nli_softmax:NLISoftmax", NLISoftmaxOptions),
-    # supervised SimCSE
-    "simcse_sup": Registered("protoembed.objectives.simcse_sup:SupervisedSimCSE", SupervisedSimCSEOptions),
-}
+REGISTRY: Registry[Registered] = Registry(
+    "objective",
+    {
+        "simcse": Registered("protoembed.objectives.simcse:SimCSE", ContrastiveOptions),
+        "promptbert": Registered("protoembed.objectives.promptbert:PromptBERT", PromptBERTOptions),
+        "conpvp": Registered("protoembed.objectives.conpvp:ConPVP", ConPVPOptions),
+        "cross_encoder": Registered(
+            "protoembed.objectives.cross_encoder:CrossEncoderObjective", CrossEncoderOptions
+        ),
+        # SBERT on STS-B
+        "cosine_regression": Registered(
+            "protoembed.objectives.cosine_regression:CosineRegression", CosineRegressionOptions
+        ),
+        # SBERT, NLI classification
+        "nli_softmax": Registered("protoembed.objectives.nli_softmax:NLISoftmax", NLISoftmaxOptions),
+        # supervised SimCSE
+        "simcse_sup": Registered(
+            "protoembed.objectives.simcse_sup:SupervisedSimCSE", SupervisedSimCSEOptions
+        ),
+    },
+)
 
 
 def registered(name: str) -> Registered:
@@ -281,10 +288,7 @@ def registered(name: str) -> Registered:
     Raises:
         ProtoembedError: ``name`` is not registered (one line listing the known ones).
     """
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown objective {name!r}: expected one of {', '.join(REGISTRY)}") from None
+    return REGISTRY.lookup(name)
 
 
 def options_class(name: str) -> type[ObjectiveOptions]:

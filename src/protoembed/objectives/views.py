@@ -1,7 +1,7 @@
 """Build the rows of one training forward: several templated views of the same sentences in one batch.
 
 Each sentence is tokenised once; every view wraps those ids in a template, through the encoder's own
-:meth:`~protoembed.encoder.PromptEncoder.sentence_ids` and :meth:`~protoembed.encoder.PromptEncoder.wrap`
+:meth:`~protoembed.model.encoder.PromptEncoder.sentence_ids` and :meth:`~protoembed.model.encoder.PromptEncoder.wrap`
 (only the sentence is truncated; ``max_seq_length`` counts sentence tokens with a template, all tokens
 without one), so a view in the embedder's own format is exactly its evaluation input except for the
 truncation, which the objective owns. Rows of different views are padded together so that the backbone
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from protoembed.encoder import PromptEncoder
-from protoembed.errors import ProtoembedError
-from protoembed.prompts import Template, TemplateIds, tokenize_template
+from protoembed.core.errors import ProtoembedError
+from protoembed.inputs.templates import Template, TemplateIds, tokenize_template
+from protoembed.model.encoder import PromptEncoder
 
 
 @dataclass

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import SUITES as DECLARED
 from protoembed.evaluation.suite import Suite
 from protoembed.evaluation.tables import fmt, fmt_spread, markdown_table, papers_table
 from protoembed.evaluation.tasks import table_names
-from protoembed.io import check_writable, write_atomic, write_json_atomic
+from protoembed.outputs.io import check_writable, write_atomic, write_json_atomic
 from protoembed.report.results import Result, Table, by_table
 
 #: Analysis (or suite, for the figure the report draws of it) -> the paper's figure number and caption.

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.suite import ENCODING
 from protoembed.evaluation.suite import SUITES as DECLARED
-from protoembed.run_layout import BEST_DIR, RESULTS_FILE
+from protoembed.outputs.run_layout import BEST_DIR, RESULTS_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +61,10 @@ def suite_of(data: Any, path: Path) -> str:
     if not (isinstance(tasks, dict) and tasks and all(isinstance(t, dict) for t in tasks.values())):
         raise _not_results(path)
     recorded = data.get("suite")
+    if recorded is None:
+        raise ProtoembedError(f'{path}: no "suite"; expected one of: {", ".join(DECLARED)}')
     if not isinstance(recorded, str) or recorded not in DECLARED:
-        said = 'no "suite"' if recorded is None else f"unknown suite {recorded!r}"
-        raise ProtoembedError(f"{path}: {said}; expected one of: {', '.join(DECLARED)}")
+        raise ProtoembedError(f"{path}: {DECLARED.unknown(recorded)}")
     return recorded
 
 

@@ -48,16 +48,16 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from protoembed.batching import check_pipeline_options, default_tokenizer_workers, tokenizer_pool
-from protoembed.errors import EmptySentenceError, ProtoembedError
-from protoembed.input_prompts import prompt_text
-from protoembed.protocol import SentenceEmbedder
-from protoembed.pydantic_util import problem
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.core.pydantic_util import problem
+from protoembed.core.version import __version__
+from protoembed.inputs.prompts import prompt_text
+from protoembed.model.batching import check_pipeline_options, default_tokenizer_workers, tokenizer_pool
+from protoembed.model.protocol import SentenceEmbedder
 from protoembed.serving.batcher import DynamicBatcher, QueueFull
 from protoembed.serving.inputs import InputError, id_rows, json_type, parse_inputs, too_long
 from protoembed.serving.metrics import Metrics
 from protoembed.serving.settings import ServeSettings
-from protoembed.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def create_app(
             ``served_model_name`` ``None``: ``default``). ``host`` and ``port`` are for the caller that
             runs the app.
         tokenizer_workers: the threads that tokenise the requests (the pool of
-            :mod:`protoembed.batching`; ``None``: :func:`~protoembed.batching.default_tokenizer_workers`
+            :mod:`protoembed.model.batching`; ``None``: :func:`~protoembed.model.batching.default_tokenizer_workers`
             for the model's device): neither the event loop nor the inference thread tokenises.
     Returns:
         the app; its lifespan starts the inference thread and runs one warm-up batch (``/health``: 200

@@ -1,8 +1,8 @@
 """Dynamic batching: the input rows of concurrent requests run together, on one inference thread.
 
-A request's sentences are tokenised by the model's :class:`~protoembed.batching.BatchEncoder` (its
-:meth:`~protoembed.batching.BatchEncoder.tokenize`: the template and the truncation of ``encode``) on a
-thread of the tokenizer pool (:func:`~protoembed.batching.tokenizer_pool`; never on the inference
+A request's sentences are tokenised by the model's :class:`~protoembed.model.batching.BatchEncoder` (its
+:meth:`~protoembed.model.batching.BatchEncoder.tokenize`: the template and the truncation of ``encode``) on a
+thread of the tokenizer pool (:func:`~protoembed.model.batching.tokenizer_pool`; never on the inference
 thread) and handed to :meth:`DynamicBatcher.submit` as rows; it gets a :class:`concurrent.futures.Future` of their
 vectors, in its order. The inference thread waits until rows are queued, then up to ``max_wait_ms`` after
 the oldest one arrived (less once the queued rows hold ``max_batch_tokens`` tokens), and cuts a batch:
@@ -11,7 +11,7 @@ the oldest one arrived (less once the queued rows hold ``max_batch_tokens`` toke
   sorted longest first, and of those a run of neighbours that holds the oldest queued row (so none waits
   for ever) and stays within ``max_batch_tokens`` padded tokens (longest row x rows; a row longer than
   that runs alone);
-- run by :meth:`~protoembed.batching.BatchEncoder.vectors` (padding: one vectorised numpy step, a few
+- run by :meth:`~protoembed.model.batching.BatchEncoder.vectors` (padding: one vectorised numpy step, a few
   microseconds against the forward's milliseconds, so it stays here; the model's forward; the
   normalisation ``encode`` applies), so a row's vector is the one ``encode`` gives it, whatever rows it
   shared the batch with (to float rounding);
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protoembed.batching import BatchEncoder
+from protoembed.model.batching import BatchEncoder
 
 logger = logging.getLogger(__name__)
 

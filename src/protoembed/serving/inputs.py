@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protoembed.encoder import PromptEncoder
+from protoembed.model.encoder import PromptEncoder
 
 
 class InputError(ValueError):
@@ -127,7 +127,7 @@ def id_rows(
     encoder: PromptEncoder, inputs: Inputs, prompt: str = ""
 ) -> tuple[list[list[int]], list[int] | None]:
     """The input rows of token-array ``inputs``: ``prompt``'s tokens, then each array, wrapped in the
-    model's template or special tokens (:meth:`~protoembed.encoder.PromptEncoder.wrap`), as ``encode``
+    model's template or special tokens (:meth:`~protoembed.model.encoder.PromptEncoder.wrap`), as ``encode``
     builds a text's row.
 
     Raises:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 #: Connections the socket queues while the model loads or the server is busy.
 BACKLOG = 2048

@@ -9,8 +9,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from protoembed.errors import missing_package
-from protoembed.pydantic_util import STRICT, Flag
+from protoembed.core.errors import missing_package
+from protoembed.core.pydantic_util import STRICT, Flag
 
 #: The modules of the ``serve`` extra (``pip install 'protoembed[serve]'``), as imported.
 SERVE_MODULES = ("fastapi", "uvicorn", "prometheus_client", "orjson")

@@ -17,15 +17,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError, WriteError
-from protoembed.io import (
+from protoembed.core.errors import ProtoembedError, WriteError
+from protoembed.outputs.io import (
     clean_stale_siblings,
     shared_temp_sibling,
     swap_dir,
     write_failure,
     write_json_atomic,
 )
-from protoembed.run_layout import CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
+from protoembed.outputs.run_layout import CHECKPOINT_DIR, CONFIG_FILE, RESULTS_FILE
 
 STATE_FILE = "trainer_state.json"
 #: hidden siblings of ``checkpoint/``: ``replace_dir``'s temp and moved-aside copies (and this

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 from protoembed.training.config_models import TrainConfig
 
 if TYPE_CHECKING:
-    from protoembed.embedder import Embedder
+    from protoembed.model.embedder import Embedder
 
 
 class TrainableObjective(Protocol):
@@ -75,7 +75,7 @@ def embedder_for(cfg: TrainConfig, device: Any) -> Embedder:
     """The embedder a run trains: the model of the config's model settings
     (:meth:`~protoembed.training.config_models.TrainConfig.model_spec`) with the run's head
     (:func:`head_for`), on ``device``."""
-    from protoembed.loading import load_model
+    from protoembed.model.loading import load_model
 
     return load_model(cfg.model_spec(head=head_for(cfg), device=device))
 

@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import WholeMessage, first_error, problem
 from protoembed.data.lines import decode_text
-from protoembed.errors import ProtoembedError
 from protoembed.objectives.registry import ObjectiveOptions
-from protoembed.pydantic_util import WholeMessage, first_error, problem
 from protoembed.training.config_models import (
     TRACKERS,
     ConfigKeyError,

@@ -31,16 +31,16 @@ from pydantic import (
     model_validator,
 )
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import STRICT, Name, Number, OptionalText
 from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.data.training.columns import mapping_problem
 from protoembed.data.training.streaming import DEFAULT_SHUFFLE_BUFFER
-from protoembed.errors import ProtoembedError
 from protoembed.evaluation.tasks import TaskDeclaration
-from protoembed.heads import HEADS
-from protoembed.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
+from protoembed.model.heads import HEADS
+from protoembed.model.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
 from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
-from protoembed.pydantic_util import STRICT, Name, Number, OptionalText
 
 if TYPE_CHECKING:
     from protoembed.evaluation.evaluator import Evaluator

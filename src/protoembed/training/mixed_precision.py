@@ -17,8 +17,8 @@ import logging
 
 import torch
 
-from protoembed.errors import ProtoembedError
-from protoembed.precision import EMULATED_BF16, check_fp16, native_bf16, warn_emulated_bf16
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.precision import EMULATED_BF16, check_fp16, native_bf16, warn_emulated_bf16
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.evaluation.suite import SUITES
-from protoembed.model_card import fmt_cell, read_json, write_model_card
-from protoembed.run_layout import BEST_DIR, CONFIG_FILE, LOG_FILE, RESULTS_FILE, dev_score, dev_score_name
+from protoembed.model.model_card import fmt_cell, read_json, write_model_card
+from protoembed.outputs.run_layout import (
+    BEST_DIR,
+    CONFIG_FILE,
+    LOG_FILE,
+    RESULTS_FILE,
+    dev_score,
+    dev_score_name,
+)
 
 
 def _start_entry(run_dir: Path) -> dict[str, Any]:

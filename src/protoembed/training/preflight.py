@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 from protoembed.training.config_models import TrainConfig
 
 #: Rows of each training file parsed before the run starts (``--check``: also every file that cannot
@@ -37,7 +37,7 @@ def check_model(stages: Stages) -> str:
     """The first stage's base model resolved to a local folder (later stages start from the previous
     stage's ``best/``), and each stage's ``max_seq_length`` within its position limit (its
     ``config.json``); returns what was found. Raises :class:`ProtoembedError` naming the model."""
-    from protoembed.backbones import position_limit, resolve_model_dir
+    from protoembed.model.backbones import position_limit, resolve_model_dir
 
     model = stages[0][1].model
     folder = resolve_model_dir(model)

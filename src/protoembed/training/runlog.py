@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import WriteError
-from protoembed.run_layout import LOG_FILE
+from protoembed.core.errors import WriteError
+from protoembed.outputs.run_layout import LOG_FILE
 
 __all__ = ["LOG_FILE", "RunLog"]
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import SENTENCE_COLUMNS, Examples
-from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

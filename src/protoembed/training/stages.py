@@ -39,10 +39,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_atomic, write_json_atomic
-from protoembed.pydantic_util import first_error, problem
-from protoembed.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.pydantic_util import first_error, problem
+from protoembed.outputs.io import write_atomic, write_json_atomic
+from protoembed.outputs.run_layout import BEST_DIR, CONFIG_FILE, RESULTS_FILE
 from protoembed.training.config import (
     TrainConfig,
     apply_overrides,

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 
 
 def supports_cache(objective: Any) -> bool:

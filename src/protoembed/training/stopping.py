@@ -15,7 +15,7 @@ from types import FrameType, TracebackType
 
 import torch
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 
 class TrainingInterrupted(ProtoembedError):

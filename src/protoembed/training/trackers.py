@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 #: The project name given to Accelerate's ``init_trackers`` (TensorBoard's sub-folder, wandb's project).
 PROJECT = "protoembed"

@@ -76,13 +76,13 @@ from typing import Any
 
 import torch
 
+from protoembed.core.errors import ProtoembedError, WriteError
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.streaming import StreamedExamples
-from protoembed.errors import ProtoembedError, WriteError
 from protoembed.evaluation.evaluator import Evaluator
-from protoembed.folder_lock import hold_output_dirs
-from protoembed.io import write_atomic, write_json_atomic
-from protoembed.run_layout import (
+from protoembed.outputs.folder_lock import hold_output_dirs
+from protoembed.outputs.io import write_atomic, write_json_atomic
+from protoembed.outputs.run_layout import (
     BEST_DIR,
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -328,7 +328,7 @@ class Trainer:
     def _final_results(self) -> dict[str, Any]:
         """``results.json``: the test evaluator's result of ``best/`` (its suite's JSON, which the report
         reads; none without test tasks), what selected ``best/`` and the run's figures."""
-        from protoembed.loading import load
+        from protoembed.model.loading import load
 
         best_dir = str(self.output_dir / BEST_DIR)
         tests = self.cfg.training.test_evaluator(self.data_dir)
@@ -499,7 +499,7 @@ class Trainer:
         throughput (:mod:`protoembed.training.throughput`) in the progress line
         (:class:`protoembed.progress.Progress`: a bar on a terminal, a line every 10 s elsewhere).
         """
-        from protoembed.progress import Progress
+        from protoembed.core.progress import Progress
 
         acc, tcfg = self.accelerator, self.cfg.training
         pending: list[tuple[torch.Tensor, int]] = []  # (detached loss on the device, epoch) not yet read

@@ -18,7 +18,7 @@ counted (:attr:`RetrievalData.missing_documents`, :attr:`RetrievalData.missing_q
   (BEIR's loader keeps the judgment; ``pytrec_eval`` counts it in nDCG's ideal ranking and in recall);
 - a query missing from the queries file is left out with its judgments (BEIR's loader stops on it).
 
-Every other problem is a one-line :class:`~protoembed.errors.ProtoembedError` naming the file and the line: a
+Every other problem is a one-line :class:`~protoembed.core.errors.ProtoembedError` naming the file and the line: a
 line that is not a JSON object or lacks ``_id`` / ``text``, an id given twice, an empty corpus, a qrels
 file without its header or whose judged queries are all missing, or a pair judged twice.
 """
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines, json_object
-from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 

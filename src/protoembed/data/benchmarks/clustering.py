@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import read_lines
 from protoembed.data.training.examples import Examples
-from protoembed.errors import ProtoembedError
 
 
 @dataclass

@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import RetrievalData
-from protoembed.errors import ProtoembedError
 
 #: The columns a pairs file gives (after its column mapping): the query, its relevant document, and an
 #: optional distractor.

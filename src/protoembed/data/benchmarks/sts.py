@@ -27,12 +27,12 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import read_lines as _read_lines
 from protoembed.data.paths import resolve_data_dir
 from protoembed.data.training.pairs import parse_score as _score
 from protoembed.data.training.pairs import parse_sick_lines, parse_stsb_lines
 from protoembed.data.training.pairs import split_columns as _columns
-from protoembed.errors import ProtoembedError
 
 #: The data variants of the STS tasks (``--variant``).
 Variant = Literal["senteval", "raw"]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.sts import MISSING_HINT, read_lines
-from protoembed.errors import ProtoembedError
 
 
 @dataclass

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from protoembed.errors import ProtoembedError
-from protoembed.progress import BYTES, Progress
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.progress import BYTES, Progress
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ as ``protoembed data verify`` finds them, stops the run before anything is fetch
 2. Its sha256 is checked against the pin, else against the manifest's record of an earlier download; a
    mismatch deletes the ``.part`` and installs nothing.
 3. A file target is renamed into place; an archive is unpacked in a hidden temp folder beside its target
-   (:func:`protoembed.io.replace_dir`), its pinned files checked, and the folder renamed into place.
+   (:func:`protoembed.outputs.io.replace_dir`), its pinned files checked, and the folder renamed into place.
 4. The manifest (:mod:`protoembed.data.download.installed`) records URL, sha256, size and the installed files'
    hashes, written atomically.
 
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import BACKOFF_S, RETRIES, TIMEOUT_S, fetch, sha256_file, source_url
 from protoembed.data.download.installed import MANIFEST, hash_tree, read_manifest, verify, write_manifest
 from protoembed.data.download.registry import Dataset, Source
 from protoembed.data.download.unpack import extract, pick_folder
-from protoembed.errors import ProtoembedError
-from protoembed.io import check_writable, replace_dir
+from protoembed.outputs.io import check_writable, replace_dir
 
 logger = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import sha256_file
 from protoembed.data.download.registry import Dataset, Size
-from protoembed.errors import ProtoembedError
-from protoembed.io import write_json_atomic
+from protoembed.outputs.io import write_json_atomic
 
 MANIFEST = ".protoembed-data.json"
 VERSION = 1

@@ -10,7 +10,8 @@ the data directory's manifest at first download, and later runs check against th
 publishes (or an estimate) as ``approx_size``, shown as approximate (:class:`Size`) until a download
 records the exact bytes.
 
-Adding a dataset is one entry in :data:`DATASETS`. Nothing here touches the network or the disk.
+Adding a dataset is one entry in :data:`DATASETS` (a :class:`~protoembed.core.registry.Registry`). Nothing
+here touches the network or the disk.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
+from protoembed.core.progress import format_size
+from protoembed.core.registry import Registry
 from protoembed.data.download.manifest import SENTEVAL_STS_SHA256, STS_RAW_SHA256
-from protoembed.errors import ProtoembedError
-from protoembed.progress import format_size
 
 #: The Hugging Face dataset repository of SimCSE's training and evaluation files.
 SIMCSE_HF = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
@@ -46,7 +47,7 @@ Unpack = Literal["file", "tar", "zip"]
 @dataclass(frozen=True)
 class Size:
     """A download's size: ``bytes``, and ``exact`` (pinned, or recorded by a download) or not (as published
-    or estimated). ``str()``: :func:`~protoembed.progress.format_size`."""
+    or estimated). ``str()``: :func:`~protoembed.core.progress.format_size`."""
 
     bytes: int
     exact: bool
@@ -143,9 +144,9 @@ def _beir(name: str, title: str, license: str, md5: str, approx_size: int) -> Da
     return Dataset(f"beir-{name}", title, license, (source,), "retrieval")
 
 
-DATASETS: dict[str, Dataset] = {
-    d.name: d
-    for d in (
+DATASETS: Registry[Dataset] = Registry(
+    "dataset",
+    [
         Dataset(
             "senteval",
             "SentEval data: STS12-16 and STS-B (tokenised, lowercased), SICK, MR, CR, SUBJ, MPQA, SST, TREC, "
@@ -367,16 +368,13 @@ DATASETS: dict[str, Dataset] = {
             "ce62140cb23feb9becf6270d0d1fe6d1",
             73_000_000,
         ),
-    )
-}
+    ],
+)
 
 
 def get_dataset(name: str) -> Dataset:
     """The registry entry ``name``; one line listing the known names when there is none."""
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise ProtoembedError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+    return DATASETS.lookup(name)
 
 
 def dataset_for_path(path: str) -> Dataset | None:

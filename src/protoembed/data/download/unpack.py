@@ -12,7 +12,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from protoembed.errors import ProtoembedError
+from protoembed.core.errors import ProtoembedError
 
 
 def _check_name(name: str, source: str) -> tuple[str, ...]:

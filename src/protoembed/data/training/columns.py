@@ -20,8 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import COLUMN_NAMES, NLI_LABELS, SENTENCE_COLUMNS
-from protoembed.errors import ProtoembedError
 
 #: A ``label`` cell meaning "no gold label" (SNLI's ``-``): the row is skipped and counted.
 NO_LABEL = "-"

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines
 from protoembed.data.paths import choose_data_dir
 from protoembed.data.training.tables import EMPTY_LINE, Row, Table
-from protoembed.errors import ProtoembedError
 
 
 @dataclass

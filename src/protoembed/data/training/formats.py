@@ -1,6 +1,7 @@
 """The registry of training-data formats and the conversions between column layouts.
 
-A reader is registered in :data:`FORMATS` under a format name (one line per reader) and turns one file
+A reader is registered in :data:`FORMATS` (a :class:`~protoembed.core.registry.Registry`) under a format
+name (one line per reader) and turns one file
 into :class:`~protoembed.data.training.examples.Examples`; :func:`read_examples` picks the reader from the format
 name or, when none is given, from the file name (:func:`infer_format`). An objective declares the
 columns it needs; when the data has other columns, :func:`convert` applies a registered
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
+from protoembed.core.registry import Registry
 from protoembed.data.benchmarks.clustering import read_clustering_texts
 from protoembed.data.training.corpus import open_text, read_corpus, resolve_corpus_path
 from protoembed.data.training.examples import NLI_LABELS, ColumnSpec, Examples, describe_columns, satisfies
@@ -49,7 +52,6 @@ from protoembed.data.training.tables import (
     reader,
     streamer,
 )
-from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 
@@ -95,98 +97,103 @@ def _read_text(path: Path, drop_unterminated_last_line: bool = True, **_: Any) -
 
 #: Format name -> :class:`Format`. A new reader is one function plus one line here. The patterns are
 #: matched against the file name, first match wins, in this order; ``text`` is the fallback.
-FORMATS: dict[str, Format] = {
-    "text": Format(_read_text, ("*.txt",), ("text",), "one sentence per line", streamer("text", open_text)),
-    "clustering": Format(
-        read_clustering_texts,
-        ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),
-        ("text",),
-        "label<TAB>text short-text clustering file, read as unlabeled text (labels dropped)",
-    ),
-    "stsb": Format(
-        read_stsb_examples,
-        ("sts-*.csv",),
-        ("sentence1", "sentence2", "score"),
-        "STS Benchmark: genre, file, year, id, score, sentence1, sentence2 [, 2 sources], tab-separated",
-    ),
-    "sick": Format(
-        read_sick_examples,
-        ("SICK_*.txt",),
-        ("sentence1", "sentence2", "score", "label"),
-        "SICK: header, pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment",
-    ),
-    "snli_jsonl": Format(
-        read_snli_jsonl,
-        ("snli_*.jsonl", "multinli_*.jsonl", "*nli*.jsonl", "*NLI*.jsonl"),
-        ("sentence1", "sentence2", "label"),
-        "SNLI / MultiNLI JSON lines with sentence1, sentence2, gold_label ('-' skipped)",
-    ),
-    "nli_txt": Format(
-        read_nli_txt,
-        ("snli_1.0_*.txt", "multinli_1.0_*.txt"),
-        ("sentence1", "sentence2", "label"),
-        "SNLI / MultiNLI tab-separated release with a gold_label, sentence1, sentence2 header ('-' skipped)",
-    ),
-    "senteval_nli": Format(
-        read_senteval_nli,
-        ("s1.*",),
-        ("sentence1", "sentence2", "label"),
-        "SentEval's SNLI copy: s1.<split>, with s2.<split> and labels.<split> beside it",
-    ),
-    "simcse_nli": Format(
-        read_simcse_nli,
-        ("nli_for_simcse*.csv", "*simcse*.csv"),
-        ("anchor", "positive", "negative"),
-        "SimCSE's CSV, header sent0,sent1,hard_neg (or sent0,sent1: anchor, positive only)",
-    ),
-    "allnli": Format(
-        read_allnli,
-        ("AllNLI*.tsv.gz", "AllNLI*.tsv", "allnli*.tsv.gz", "allnli*.tsv"),
-        ("sentence1", "sentence2", "label"),
-        "sentence-transformers' AllNLI.tsv(.gz): split, dataset, filename, sentence1, sentence2, label; "
-        "option split (train, dev, test; default train)",
-    ),
-    "jsonl": Format(
-        reader("jsonl", open_jsonl),
-        ("*.jsonl", "*.jsonl.gz"),
-        (),
-        "JSON lines: one object per line, keys named like the example columns or mapped",
-        streamer("jsonl", open_jsonl),
-        open_jsonl,
-    ),
-    "csv": Format(
-        reader("csv", open_csv),
-        ("*.csv", "*.csv.gz"),
-        (),
-        "CSV with a header row naming the columns (named like the example columns or mapped)",
-        streamer("csv", open_csv),
-        open_csv,
-    ),
-    "tsv": Format(
-        reader("tsv", open_tsv),
-        ("*.tsv", "*.tsv.gz"),
-        (),
-        "tab-separated values (no quoting) with a header row naming the columns",
-        streamer("tsv", open_tsv),
-        open_tsv,
-    ),
-    "parquet": Format(
-        reader("parquet", open_parquet),
-        ("*.parquet",),
-        (),
-        "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
-        streamer("parquet", open_parquet),
-        open_parquet,
-    ),
-    "hf_dataset": Format(
-        reader("hf_dataset", open_hf_dataset),
-        (),  # a save_to_disk folder or a hub:owner/name id is recognised by locate_dataset, not by name
-        (),
-        "Hugging Face datasets: a save_to_disk folder, hub:owner/name, or a data file through "
-        "datasets.load_dataset; option split (default train)",
-        streamer("hf_dataset", open_hf_dataset),
-    ),
-}
+FORMATS: Registry[Format] = Registry(
+    "data format",
+    {
+        "text": Format(
+            _read_text, ("*.txt",), ("text",), "one sentence per line", streamer("text", open_text)
+        ),
+        "clustering": Format(
+            read_clustering_texts,
+            ("*_true_text", "agnewsdataraw-*", "tweet-original-order.txt"),
+            ("text",),
+            "label<TAB>text short-text clustering file, read as unlabeled text (labels dropped)",
+        ),
+        "stsb": Format(
+            read_stsb_examples,
+            ("sts-*.csv",),
+            ("sentence1", "sentence2", "score"),
+            "STS Benchmark: genre, file, year, id, score, sentence1, sentence2 [, 2 sources], tab-separated",
+        ),
+        "sick": Format(
+            read_sick_examples,
+            ("SICK_*.txt",),
+            ("sentence1", "sentence2", "score", "label"),
+            "SICK: header, pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment",
+        ),
+        "snli_jsonl": Format(
+            read_snli_jsonl,
+            ("snli_*.jsonl", "multinli_*.jsonl", "*nli*.jsonl", "*NLI*.jsonl"),
+            ("sentence1", "sentence2", "label"),
+            "SNLI / MultiNLI JSON lines with sentence1, sentence2, gold_label ('-' skipped)",
+        ),
+        "nli_txt": Format(
+            read_nli_txt,
+            ("snli_1.0_*.txt", "multinli_1.0_*.txt"),
+            ("sentence1", "sentence2", "label"),
+            "SNLI / MultiNLI tab-separated release with a gold_label, sentence1, sentence2 header ('-' skipped)",
+        ),
+        "senteval_nli": Format(
+            read_senteval_nli,
+            ("s1.*",),
+            ("sentence1", "sentence2", "label"),
+            "SentEval's SNLI copy: s1.<split>, with s2.<split> and labels.<split> beside it",
+        ),
+        "simcse_nli": Format(
+            read_simcse_nli,
+            ("nli_for_simcse*.csv", "*simcse*.csv"),
+            ("anchor", "positive", "negative"),
+            "SimCSE's CSV, header sent0,sent1,hard_neg (or sent0,sent1: anchor, positive only)",
+        ),
+        "allnli": Format(
+            read_allnli,
+            ("AllNLI*.tsv.gz", "AllNLI*.tsv", "allnli*.tsv.gz", "allnli*.tsv"),
+            ("sentence1", "sentence2", "label"),
+            "sentence-transformers' AllNLI.tsv(.gz): split, dataset, filename, sentence1, sentence2, label; "
+            "option split (train, dev, test; default train)",
+        ),
+        "jsonl": Format(
+            reader("jsonl", open_jsonl),
+            ("*.jsonl", "*.jsonl.gz"),
+            (),
+            "JSON lines: one object per line, keys named like the example columns or mapped",
+            streamer("jsonl", open_jsonl),
+            open_jsonl,
+        ),
+        "csv": Format(
+            reader("csv", open_csv),
+            ("*.csv", "*.csv.gz"),
+            (),
+            "CSV with a header row naming the columns (named like the example columns or mapped)",
+            streamer("csv", open_csv),
+            open_csv,
+        ),
+        "tsv": Format(
+            reader("tsv", open_tsv),
+            ("*.tsv", "*.tsv.gz"),
+            (),
+            "tab-separated values (no quoting) with a header row naming the columns",
+            streamer("tsv", open_tsv),
+            open_tsv,
+        ),
+        "parquet": Format(
+            reader("parquet", open_parquet),
+            ("*.parquet",),
+            (),
+            "Parquet (pyarrow: pip install 'protoembed[datasets]'), columns named or mapped",
+            streamer("parquet", open_parquet),
+            open_parquet,
+        ),
+        "hf_dataset": Format(
+            reader("hf_dataset", open_hf_dataset),
+            (),  # a save_to_disk folder or a hub:owner/name id is recognised by locate_dataset, not by name
+            (),
+            "Hugging Face datasets: a save_to_disk folder, hub:owner/name, or a data file through "
+            "datasets.load_dataset; option split (default train)",
+            streamer("hf_dataset", open_hf_dataset),
+        ),
+    },
+)
 
 
 #: The format of text lines, one sentence a line (the fallback of :func:`infer_format`).
@@ -229,7 +236,7 @@ def _source(
     located = locate_dataset(path, data_dir) if format in (None, "hf_dataset") else None
     name = format or ("hf_dataset" if located is not None else infer_format(path, columns))
     if name not in FORMATS:
-        raise ProtoembedError(f"{path}: unknown data format {name!r}; expected one of {', '.join(FORMATS)}")
+        raise ProtoembedError(f"{path}: {FORMATS.unknown(name)}")
     if columns and not FORMATS[name].mapped:
         if located is None:  # a directory or a missing file is said first: the mapping is not the mistake
             resolve_corpus_path(str(path), data_dir)

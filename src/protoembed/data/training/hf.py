@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.paths import choose_data_dir
 from protoembed.data.training.columns import NO_LABEL
 from protoembed.data.training.tables import Row, Table, require
-from protoembed.errors import ProtoembedError
 
 #: How a hub dataset is named in ``data.corpus``.
 HUB_PREFIX = "hub:"

@@ -34,10 +34,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines as stream_lines
 from protoembed.data.lines import read_lines
 from protoembed.data.training.examples import NLI_LABELS, Examples
-from protoembed.errors import ProtoembedError
 
 #: The gold label of a pair the annotators did not agree on (SNLI, MultiNLI); such pairs are skipped.
 NO_GOLD_LABEL = "-"

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import read_lines
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.nli import nli_label
-from protoembed.errors import ProtoembedError
 
 #: The gold similarity scale of STS (0 = unrelated .. 5 = equivalent).
 SCORE_RANGE = (0.0, 5.0)

@@ -16,9 +16,9 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import SENTENCE_COLUMNS
 from protoembed.data.training.tables import ExampleStream
-from protoembed.errors import ProtoembedError
 
 T = TypeVar("T")
 

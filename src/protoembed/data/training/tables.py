@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import json_object
 from protoembed.data.training.columns import column_value, resolve_columns
 from protoembed.data.training.examples import Examples
 from protoembed.data.training.nli import iter_lines
-from protoembed.errors import ProtoembedError
 
 logger = logging.getLogger(__name__)
 
