@@ -202,26 +202,6 @@ def run_eval_steps(config: Path, max_steps: int | None) -> int:
     return eval_steps(min(steps, max_steps) if max_steps else steps)
 
 
-def task_folders(config: Path) -> list[str]:
-    """``--set`` overrides that give the config's own tasks (the dev split) their folders as absolute paths
-    when they exist from the working directory: protoembed reads a declared task's relative folder under
-    the data directory, whereas the configs name the study's folders under ``runs/`` as ``data.corpus``
-    does (working directory first). The declarations stay the configs'; ``[]`` when nothing changes."""
-    import json
-
-    from experiments.own_pairs_st import read_config
-
-    tasks = read_config(config, []).get("tasks") or []
-    fixed = [
-        {
-            **task,
-            "files": {k: str(Path(v).resolve()) if Path(v).exists() else v for k, v in task["files"].items()},
-        }
-        for task in tasks
-    ]
-    return [f"tasks={json.dumps(fixed)}"] if fixed != tasks else []
-
-
 def train_command(method: str, config: Path, run_dir: Path, overrides: list[str]) -> list[str]:
     """The command that trains (or resumes) one run of ``method``: ``protoembed train`` or the anchor."""
     sets = [arg for o in overrides for arg in ("--set", o)]
@@ -245,7 +225,6 @@ def train_run(
     if (record_dir / DEV_FILE).is_file():
         return True
     overrides = [f"training.lr={lr}", f"training.seed={seed}", f"training.eval_steps={every}"]
-    overrides += task_folders(config)
     overrides += [f"training.max_steps={cap}"] if cap else []
     load_start = load_average()
     command = train_command(method, config, run_dir, overrides)

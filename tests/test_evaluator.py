@@ -247,7 +247,7 @@ def test_own_pairs_select_on_their_dev_split_with_an_empty_data_directory(
     tiny_model_dirs, tmp_path, monkeypatch, capsys
 ):
     """``train --check`` passes and training runs with $PROTOEMBED_DATA an empty folder: the selection
-    reads the dev pairs only; best/ is the step of the best logged dev nDCG@10, which pytrec_eval
+    reads the dev pairs only, named relative to the working directory as the training pairs are; best/ is the step of the best logged dev nDCG@10, which pytrec_eval
     computes again from best/'s own vectors."""
     empty = tmp_path / "no-data"
     empty.mkdir()
@@ -255,6 +255,10 @@ def test_own_pairs_select_on_their_dev_split_with_an_empty_data_directory(
     config = _own_config(
         tiny_model_dirs["bert"], tmp_path, selection={"task": "own-dev", "metric": "ndcg_at_10"}
     )
+    # the files named as a user names them, relative to the working directory (not to the data directory)
+    monkeypatch.chdir(tmp_path)
+    config["data"]["corpus"] = "train.jsonl"
+    config["tasks"][0]["files"] = {"dev": "dev.jsonl"}
     path = tmp_path / "own.yaml"
     path.write_text(json.dumps(config), encoding="utf-8")  # YAML reads JSON
     assert main(["train", "--config", str(path), "--check"]) == 0

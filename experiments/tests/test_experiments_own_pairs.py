@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 # SentEval's SNLI copy: premise, hypothesis, label per line. Five premises: the fifth (every
 # DEV_PREMISE_EVERY-th) is the dev split; the test split shares texts with both.
@@ -446,23 +445,3 @@ def test_the_docs_table_is_the_records_summary():
     table = "\n".join(summary_table(root / "docs" / "results" / "own-pairs"))
     assert table.count("\n") >= 3  # both sets recorded
     assert f"\n{table}\n" in (root / "docs" / "training" / "your-data.md").read_text(encoding="utf-8")
-
-
-def test_the_dev_task_folder_is_passed_absolute_when_it_exists_from_the_working_directory(
-    tmp_path, monkeypatch
-):
-    """protoembed reads a declared task's relative folder under the data directory; the driver hands it the
-    folder the config names under the working directory (as ``data.corpus`` is read), the declaration kept."""
-    from experiments.own_pairs import task_folders
-
-    config = _study_config(tmp_path, "unused")
-    assert task_folders(config) == []  # already absolute
-    monkeypatch.chdir(tmp_path)
-    data = yaml.safe_load(config.read_text())
-    data["tasks"][0]["files"]["all"] = "dev"
-    config.write_text(json.dumps(data))
-    (override,) = task_folders(config)
-    key, value = override.split("=", 1)
-    assert key == "tasks" and yaml.safe_load(value) == [
-        {**data["tasks"][0], "files": {"all": str(tmp_path / "dev")}}
-    ]

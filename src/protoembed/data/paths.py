@@ -105,3 +105,11 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None, must_exist: bool =
         ProtoembedError: the directory is a file, or (``must_exist``) does not exist.
     """
     return check_data_dir(choose_data_dir(data_dir), must_exist)
+
+
+def local_path(path: str | os.PathLike[str]) -> Path | None:
+    """``path`` (``~`` expanded) as an absolute path when it is absolute or exists from the working
+    directory; ``None`` when it is to be read under the data directory. The rule every file a user names
+    follows: the working directory first, then the data directory."""
+    here = Path(path).expanduser()
+    return here.absolute() if here.is_absolute() or here.exists() else None

@@ -440,8 +440,10 @@ class TaskDeclaration(BaseModel):
     (``kind``: ``pairs`` -> :func:`pairs_file_task`, ``classification`` -> :func:`classification_file_task`,
     ``clustering`` -> :func:`clustering_file_task`, ``retrieval`` -> :func:`beir_task`,
     ``retrieval_pairs`` -> :func:`pair_retrieval_task`), its ``files``
-    (split -> path, relative to the data directory or absolute; clustering: ``{all: path}``; retrieval:
-    ``{all: folder}`` with its qrels ``splits``), and the :class:`Task` fields a config may set.
+    (split -> path; clustering: ``{all: path}``; retrieval: ``{all: folder}`` with its qrels ``splits``),
+    and the :class:`Task` fields a config may set. A relative path of one's own files (no ``dataset``) is
+    read as ``data.corpus`` is: from the working directory if it is there, else from the data directory;
+    the files of a ``protoembed data`` entry (``dataset``) from the data directory.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -455,7 +457,8 @@ class TaskDeclaration(BaseModel):
     files: dict[str, str] = Field(
         min_length=1,
         description="split -> file (classification: all, or train/[dev]/test; clustering: all; retrieval: "
-        "all -> the BEIR folder; retrieval_pairs: split -> pairs file)",
+        "all -> the BEIR folder; retrieval_pairs: split -> pairs file); a relative path from the working "
+        "directory if it is there, else from the data directory (always, with dataset)",
     )
     columns: dict[str, str] | None = Field(
         None,
@@ -479,6 +482,7 @@ class TaskDeclaration(BaseModel):
     def build(self) -> Task:
         """The entry (checked as every entry is)."""
         fields: dict[str, Any] = {"display": self.display, "default": self.default, "citation": self.citation}
+        files = self.files if self.dataset is not None else {k: _own(v) for k, v in self.files.items()}
         if self.splits is not None and self.kind != "retrieval":
             raise ProtoembedError(
                 f"task {self.name!r}: splits is for retrieval tasks (a {self.kind} task's splits are the "
@@ -487,15 +491,15 @@ class TaskDeclaration(BaseModel):
         if self.columns is not None and self.kind != "retrieval_pairs":
             raise ProtoembedError(f"task {self.name!r}: columns is for retrieval_pairs tasks")
         if self.kind == "pairs":
-            return pairs_file_task(self.name, self.dataset, self.files, self.layout, **fields)
+            return pairs_file_task(self.name, self.dataset, files, self.layout, **fields)
         if self.kind == "retrieval_pairs":
-            return pair_retrieval_task(self.name, self.dataset, self.files, self.columns, **fields)
+            return pair_retrieval_task(self.name, self.dataset, files, self.columns, **fields)
         if self.kind == "classification":
             extra = {"c_grid": self.c_grid} if self.c_grid else {}
             return classification_file_task(
-                self.name, self.dataset, self.files, pairs=self.pairs, f1=self.f1, **extra, **fields
+                self.name, self.dataset, files, pairs=self.pairs, f1=self.f1, **extra, **fields
             )
-        if set(self.files) != {"all"}:
+        if set(files) != {"all"}:
             reads = (
                 "one folder: files: {all: FOLDER}"
                 if self.kind == "retrieval"
@@ -503,10 +507,19 @@ class TaskDeclaration(BaseModel):
             )
             raise ProtoembedError(f"task {self.name!r}: a {self.kind} task reads {reads}")
         if self.kind == "retrieval":
-            return beir_task(self.name, self.dataset, self.files["all"], self.splits or ("test",), **fields)
+            return beir_task(self.name, self.dataset, files["all"], self.splits or ("test",), **fields)
         return clustering_file_task(
-            self.name, self.dataset, self.files["all"], n_clusters=self.n_clusters, **fields
+            self.name, self.dataset, files["all"], n_clusters=self.n_clusters, **fields
         )
+
+
+def _own(path: str) -> str:
+    """A path of one's own files as :func:`~protoembed.data.paths.local_path` finds it (the working
+    directory first), else as given (read under the data directory)."""
+    from protoembed.data.paths import local_path
+
+    local = local_path(path)
+    return path if local is None else local.as_posix()
 
 
 #: Names registered from declarations, and the declaration each came from (a config read twice in one

@@ -469,7 +469,7 @@ class TrainConfig(ModelSettings):
     tasks: list[TaskDeclaration] = Field(
         default_factory=list,
         description="evaluation tasks of your own, registered before training.selection and training.test_tasks are read: name, "
-        "kind (pairs | classification | clustering | retrieval | retrieval_pairs), files (split -> path) and the task's fields",
+        "kind (pairs | classification | clustering | retrieval | retrieval_pairs), files (split -> path, relative: the working directory if it is there, else the data directory, as data.corpus) and the task's fields",
     )
 
     @model_validator(mode="before")

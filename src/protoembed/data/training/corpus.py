@@ -23,7 +23,7 @@ from typing import Any
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines
-from protoembed.data.paths import choose_data_dir
+from protoembed.data.paths import choose_data_dir, local_path
 from protoembed.data.training.tables import EMPTY_LINE, Row, Table
 
 
@@ -61,19 +61,21 @@ def resolve_corpus_path(corpus: str, data_dir: str | os.PathLike[str] | None) ->
     A relative path is tried against the working directory first, then against the data directory
     (:func:`protoembed.data.paths.choose_data_dir` of ``data_dir``, the config's ``data.data_dir``).
     """
-    path = Path(corpus).expanduser()
-    if path.is_dir():
-        raise _directory(path)
-    if path.is_absolute() or path.exists():
-        if not path.is_file():
-            raise ProtoembedError(f"corpus file {path.absolute()} not found")
-        return path.absolute()
-    candidate = choose_data_dir(data_dir).path / path
+    local = local_path(corpus)
+    if local is not None:
+        if local.is_dir():
+            raise _directory(local)
+        if not local.is_file():
+            raise ProtoembedError(f"corpus file {local} not found")
+        return local
+    candidate = choose_data_dir(data_dir).path / Path(corpus).expanduser()
     if candidate.is_file():
         return candidate
     if candidate.is_dir():
         raise _directory(candidate)
-    raise ProtoembedError(f"corpus file {corpus!r} not found (tried {path.absolute()}, {candidate})")
+    raise ProtoembedError(
+        f"corpus file {corpus!r} not found (tried {Path(corpus).expanduser().absolute()}, {candidate})"
+    )
 
 
 def _ends_with_newline(path: Path) -> bool:
