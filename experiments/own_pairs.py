@@ -22,6 +22,8 @@ Every run's ``best/`` is evaluated by the same protoembed commands, whichever li
 ``protoembed eval retrieval`` on the dev split (``dev.json``, what the learning rate is chosen on) and, for
 the three runs at the chosen learning rate, on the test split (``retrieval.json``, nDCG@10 the main score)
 and ``protoembed eval sts --tasks STSBenchmark`` (``sts.json``: what general similarity is forgotten).
+On GoogleNews, the untrained model and each method's seed-1 run are also measured by story
+(:mod:`experiments.own_pairs_story`: a miss into another story or within the query's own).
 "Untrained" is the default model with its own mean head, evaluated once per set (it has no seed).
 
 Run from the repository root: ``make experiment-own-pairs`` or ``python experiments/own_pairs.py``
@@ -95,6 +97,9 @@ MINE_OPTIONS = ["--num-negatives", "1", "--range-max", "20", "--relative-margin"
 MINED_FILE = "mined.jsonl"
 #: The sentence-transformers anchor's script (:mod:`experiments.own_pairs_st`).
 ANCHOR_SCRIPT = Path(__file__).resolve().with_name("own_pairs_st.py")
+#: The story measures (:mod:`experiments.own_pairs_story`): the set they are taken on, and the script.
+STORY_SET = "googlenews"
+STORY_SCRIPT = Path(__file__).resolve().with_name("own_pairs_story.py")
 #: A trained run's record files, in copying order (the last marks the record complete); a tested run's.
 TRAINED_FILES = (CONFIG_FILE, LOG_FILE, TIME_FILE, RESULTS_FILE, DEV_FILE)
 TESTED_FILES = (TIME_FILE, STS_FILE, RETRIEVAL_FILE)
@@ -169,6 +174,30 @@ def evaluate_untrained(name: str, data: Path, records_dir: Path) -> bool:
         return False
     write_json(out / ENVIRONMENT_FILE, machine(None, load_average()))
     return True
+
+
+def story_records(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
+    """The story measures of :data:`STORY_SET`'s test split (:mod:`experiments.own_pairs_story`) for the
+    untrained model and for each method's selection-seed run at its chosen learning rate whose ``best/`` is
+    here, each once, into ``story-<set>/<untrained-default | run>.json``; returns what failed."""
+    name = STORY_SET
+    if name not in args.sets:
+        return []
+    models = {UNTRAINED: "default"}
+    for method in args.methods:
+        lr = chosen_lr(args.records_dir, method, name)
+        best = None if lr is None else args.runs_dir / run_name(method, name, lr, SELECTION_SEED) / BEST_DIR
+        if best is not None and best.is_dir():
+            models[best.parent.name] = str(best)
+    folder = args.records_dir / f"story-{name}"
+    task = str(test_dir(data[name], name))
+    failed = []
+    for label, model in models.items():
+        out = folder / f"{label}.json"
+        cmd = [sys.executable, str(STORY_SCRIPT), "--model", model, "--task-dir", task, "--output", str(out)]
+        if not out.is_file() and not _timed(cmd, folder, f"{label}_s", quiet=True):
+            failed.append(f"story-{name}/{label}")
+    return failed
 
 
 def config_path(configs: Path, method: str, name: str) -> Path:
@@ -325,6 +354,7 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
             if mined and not mine(name, data[name], args.records_dir):
                 failed.append(f"mining-{name}")
         failed += _runs(args, data)
+        failed += story_records(args, data)
     write_report(args.report, args.records_dir, args.configs, MINE_OPTIONS, _command(argv, args))
     _say(f"report written to {args.report}")
     return finished(failed, _say)

@@ -12,7 +12,8 @@ Records are folders of ``docs/results/own-pairs/``:
   supervised runs): ``retrieval.json``, ``results.json`` (with STS-B test), the same other files;
 - ``untrained-default-<set>/``: the untrained default model's ``retrieval.json``, ``dev.json`` and
   ``results.json`` (STS-B test); ``data-<set>.json``: the set's counts; ``mining-<set>/``: the mining's
-  wall time.
+  wall time; ``story-<set>/<untrained-default | run>.json``: where a model's misses are
+  (:mod:`experiments.own_pairs_story`).
 
 Cells are mean ± sample std over the seeds recorded. Every sentence of the page is generated from the
 records (no number is written by hand).
@@ -150,7 +151,9 @@ def collect(records_dir: Path, name: str) -> dict[str, Any]:
         else None
     )
     data = _json(records_dir / f"data-{name}.json") or {}
-    return {"runs": runs, "thirty": thirty, "before": before, "data": data}
+    story = {path.stem: _json(path) for path in sorted((records_dir / f"story-{name}").glob("*.json"))}
+    story = {k: v for k, v in story.items() if k != Path(TIME_FILE).stem}
+    return {"runs": runs, "thirty": thirty, "before": before, "data": data, "story": story}
 
 
 def selection(data: dict[str, Any], method: str) -> dict[float, float | None]:
@@ -353,6 +356,8 @@ def findings(sets: dict[str, dict[str, Any]]) -> list[str]:
             lines.append(f"- {label}: {_no_gain(data, best, change, spread)}")
         lines += [f"  - {text}" for text in _mined_gains(data)]
         lines.append(f"  - {anchor_line(data)}")
+        if data.get("story", {}).get(UNTRAINED):
+            lines.append(f"  - {story_line(data['story'])}")
     return lines
 
 
@@ -378,6 +383,39 @@ def _no_gain(data: dict[str, Any], best: str, change: float, spread: float) -> s
             text += f", {early} of {len(steps)} of them kept within the first quarter of the epoch"
         text += "."
     return text
+
+
+def story_line(story: dict[str, dict[str, Any]]) -> str:
+    """Where the misses are (``story-<set>/``: :mod:`experiments.own_pairs_story`'s measures of the
+    untrained model and of each method's seed-1 run on the test split)."""
+    before = story[UNTRAINED]
+
+    def cells(m: dict[str, Any]) -> str:
+        return (
+            f"rank 1 of the query's own story for {100 * m['top1_same_story']:.1f}% of queries, "
+            f"{100 * m['top10_same_story']:.1f}% of the top 10, the exact snippet at rank 1 for "
+            f"{100 * m['exact_top1']:.1f}%"
+        )
+
+    text = (
+        f"Where the misses are (test split, {before['queries']} queries; "
+        f"`experiments/own_pairs_story.py`): untrained, {cells(before)}, against "
+        f"{100 * before['chance_top1']:.1f}% for a ranking that finds the story and orders its snippets at "
+        f"random (median {before['story_documents_median']:.0f} snippets a story)"
+    )
+    for run, measures in story.items():
+        if run != UNTRAINED:
+            parsed = parse_run_name(run)
+            label = f"`{parsed[0]}` (seed {parsed[3]})" if parsed else f"`{run}`"
+            text += f"; {label}: {cells(measures)}"
+    missed_story = 1 - before["top1_same_story"]
+    missed = 1 - before["exact_top1"]
+    return (
+        text + f". Of the untrained model's rank-1 misses, {100 * (missed - missed_story) / missed:.0f}% are "
+        "another snippet of the query's own story: what is left to learn is the order within a story."
+        if missed > 0
+        else text + "."
+    )
 
 
 def _mined_gains(data: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # SentEval's SNLI copy: premise, hypothesis, label per line. Five premises: the fifth (every
@@ -445,3 +446,85 @@ def test_the_docs_table_is_the_records_summary():
     table = "\n".join(summary_table(root / "docs" / "results" / "own-pairs"))
     assert table.count("\n") >= 3  # both sets recorded
     assert f"\n{table}\n" in (root / "docs" / "training" / "your-data.md").read_text(encoding="utf-8")
+
+
+def test_story_measures_separate_the_story_from_the_article_within_it():
+    """Five documents of stories A, A, B, B, C; three queries: a same-story miss, an exact hit and a
+    miss into another story. Counted by hand: rank 1 from the query's story 2 of 3, exact 1 of 3, 2 of
+    the 5 ranked documents from each query's story, chance 1/2 (two snippets a story)."""
+    from experiments.own_pairs_story import story_measures
+
+    documents = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [-1.0, 0.0]])
+    queries = np.array([[1.0, 0.05], [0.0, 1.0], [1.0, 0.2]])
+    measures = story_measures(queries, documents, [0, 1, 1], [0, 0, 1, 1, 2], [1, 2, 3])
+    assert measures == {
+        "queries": 3,
+        "top1_same_story": pytest.approx(2 / 3),
+        "top10_same_story": pytest.approx(2 / 5),
+        "exact_top1": pytest.approx(1 / 3),
+        "chance_top1": pytest.approx(1 / 2),
+        "story_documents_median": 2.0,
+    }
+
+
+def test_story_measures_of_a_model_read_the_stories_and_qrels_of_the_folder(tiny_model_dirs, tmp_path):
+    """measure(): the stories from GSDMM's title and snippet files, the relevant document from the qrels,
+    a query without one left out; equal to story_measures on the model's own vectors."""
+    from experiments.own_pairs_data import GSDMM
+    from experiments.own_pairs_story import measure, story_measures
+
+    import protoembed
+
+    titles = ["storm hits coast", "storm warning issued", "team wins final"]
+    snippets = ["heavy rain on the coast", "officials warn of storm", "the final ended two nil"]
+    stories = [7, 7, 9]
+    gsdmm = tmp_path / "data" / GSDMM
+    gsdmm.mkdir(parents=True)
+    for part, texts in (("T", titles), ("S", snippets)):
+        rows = [json.dumps({"text": t, "cluster": s}) for t, s in zip(texts, stories, strict=True)]
+        (gsdmm / f"{part}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": f"d{i}", "title": "", "text": t} for i, t in enumerate(snippets)]
+    queries = [{"_id": f"q{i}", "text": t} for i, t in enumerate(titles)] + [
+        {"_id": "qx", "text": "no qrels"}
+    ]
+    for name, rows in (("corpus", corpus), ("queries", queries)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq0\td0\t1\nq1\td1\t1\nq2\td2\t1\n"
+    )
+    tiny_model_dir = tiny_model_dirs["bert"]
+    got = measure(str(tiny_model_dir), folder, "test", tmp_path / "data")
+    vectors = protoembed.load(str(tiny_model_dir)).encode(titles + snippets)
+    assert got == {
+        "model": str(tiny_model_dir),
+        "split": "test",
+        **story_measures(vectors[:3], vectors[3:], stories, stories, [0, 1, 2]),
+    }
+
+
+def test_story_line_counts_the_misses_within_the_story():
+    """Rank 1 from the own story for 90% and exact for 20%: of the 80% missed, 70 points (88%) are
+    within the story; a run's cells follow the untrained model's."""
+    from experiments.own_pairs_report import story_line
+
+    def measures(same: float, exact: float) -> dict:
+        return {
+            "queries": 10,
+            "top1_same_story": same,
+            "top10_same_story": 0.5,
+            "exact_top1": exact,
+            "chance_top1": 0.04,
+            "story_documents_median": 25.0,
+        }
+
+    line = story_line(
+        {"untrained-default": measures(0.9, 0.2), "sup-googlenews-lr5e-05-seed1": measures(0.95, 0.3)}
+    )
+    assert "untrained, rank 1 of the query's own story for 90.0% of queries" in line
+    assert "the exact snippet at rank 1 for 20.0%, against 4.0% for a ranking" in line
+    assert "(median 25 snippets a story); `sup` (seed 1): rank 1 of the query's own story for 95.0%" in line
+    assert line.endswith(
+        "misses, 88% are another snippet of the query's own story: what is left to learn is the order within a story."
+    )
