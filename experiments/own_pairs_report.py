@@ -280,7 +280,7 @@ def anchor_line(data: dict[str, Any]) -> str:
 
 
 def summary_table(records_dir: Path) -> list[str]:
-    """The 30-step study's summary (the table of docs/training/your-data.md): one row per set, the untrained
+    """The 30-step study's summary: one row per set, the untrained
     model's nDCG@10 / STS-B test, then each of its methods' change of the two means."""
     head = " | ".join(METHODS[m].label for m in THIRTY_STEP)
     lines = [f"| Set: nDCG@10 / STS-B test | untrained | {head} |", "|---|---:|" + "---:|" * len(THIRTY_STEP)]
@@ -591,7 +591,7 @@ def write_report(
         "",
         "Before this study every method had 30 steps of 64 examples at lr 3e-5 and kept its final model "
         "(supervised SimCSE then with a fresh Linear+Tanh MLP kept on the mean head); change from the "
-        "untrained model, test nDCG@10 / STS-B test (the table of docs/training/your-data.md):",
+        "untrained model, test nDCG@10 / STS-B test:",
         "",
         *summary_table(records_dir),
         "",
