@@ -151,8 +151,8 @@ def collect(records_dir: Path, name: str) -> dict[str, Any]:
         else None
     )
     data = _json(records_dir / f"data-{name}.json") or {}
-    story = {path.stem: _json(path) for path in sorted((records_dir / f"story-{name}").glob("*.json"))}
-    story = {k: v for k, v in story.items() if k != Path(TIME_FILE).stem}
+    measured = sorted((records_dir / f"story-{name}").glob("*.json"))
+    story = {path.stem: _json(path) for path in measured if path.name != TIME_FILE}
     return {"runs": runs, "thirty": thirty, "before": before, "data": data, "story": story}
 
 

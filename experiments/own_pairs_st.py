@@ -144,9 +144,9 @@ def _local(path: str) -> Path:
     """A config's path as protoembed reads a training file: from the working directory if it is there,
     else under the benchmark data directory."""
     from protoembed import resolve_data_dir
+    from protoembed.data.paths import local_path
 
-    here = Path(path).expanduser()
-    return here if here.is_absolute() or here.exists() else resolve_data_dir(None) / path
+    return local_path(path) or resolve_data_dir(None) / path
 
 
 def read_pairs(cfg: AnchorConfig) -> dict[str, list[str]]:

@@ -21,7 +21,6 @@ A model near ``top1_same_story`` = 1 has only the order within a story left to l
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,32 +76,27 @@ def googlenews_stories(data_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
     return maps[0], maps[1]
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def measure(model: str, folder: Path, split: str, data_dir: Path) -> dict[str, Any]:
     """:func:`story_measures` of ``model`` (loaded by :func:`protoembed.load`) on the BEIR folder's
-    ``split``; a query with no relevant document in the qrels is left out."""
+    ``split``, read as protoembed's retrieval suite reads it (a query without judgments left out)."""
     import protoembed
+    from protoembed.data.benchmarks.beir import read_beir
 
     titles, snippets = googlenews_stories(data_dir)
-    corpus = _rows(folder / "corpus.jsonl")
-    index = {row["_id"]: i for i, row in enumerate(corpus)}
-    qrels = [line.split("\t") for line in (folder / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]]
-    relevant = {q: index[d] for q, d, score in qrels if int(score) > 0}
-    queries = [row for row in _rows(folder / "queries.jsonl") if row["_id"] in relevant]
-    embedder = protoembed.load(model)
-    vectors = embedder.encode([row["text"] for row in queries] + [row["text"] for row in corpus])
+    data = read_beir(folder, split, folder.name)
+    index = {doc: i for i, doc in enumerate(data.corpus_ids)}
+    relevant = [next(index[d] for d, score in data.qrels[q].items() if score > 0) for q in data.query_ids]
+    vectors = protoembed.load(model).encode(data.query_texts + data.corpus_texts)
+    n = len(data.query_texts)
     return {
         "model": model,
         "split": split,
         **story_measures(
-            vectors[: len(queries)],
-            vectors[len(queries) :],
-            [titles[row["text"]] for row in queries],
-            [snippets[row["text"]] for row in corpus],
-            [relevant[row["_id"]] for row in queries],
+            vectors[:n],
+            vectors[n:],
+            [titles[text] for text in data.query_texts],
+            [snippets[text] for text in data.corpus_texts],
+            relevant,
         ),
     }
 

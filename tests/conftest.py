@@ -155,8 +155,9 @@ def _declared_tasks_forgotten():
     yield
     for name in set(tasks._DECLARED) - before:
         if name in tasks.TASKS:
-            tasks.unregister_task(name)
-        tasks._DECLARED.pop(name, None)
+            tasks.unregister_task(name)  # its declaration goes with it
+        else:
+            del tasks._DECLARED[name]
 
 
 @pytest.fixture

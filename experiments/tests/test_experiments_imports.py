@@ -33,6 +33,7 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
             {
                 "protoembed.model.backbones",
                 "protoembed.data.benchmarks.beir",
+                "protoembed.data.paths",
                 "protoembed.data.training.examples",
                 "protoembed.core.threads",
                 "protoembed.training.config",
@@ -40,9 +41,13 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
             }
         ),
         "trains protoembed's run with sentence-transformers (the study's anchor): it must read the config as "
-        "`protoembed train` reads it (base files, --set), the model folder it resolves, the dev folder as its "
-        "retrieval suite reads it, count the batches its sampler makes, and set the process up as its command "
+        "`protoembed train` reads it (base files, --set), the model folder it resolves, a config's paths as it "
+        "finds them, the dev folder as its retrieval suite reads it, count the batches its sampler makes, and set the process up as its command "
         "line does",
+    ),
+    "own_pairs_story.py": (
+        frozenset({"protoembed.data.benchmarks.beir"}),
+        "reads a retrieval folder's split as protoembed's retrieval suite reads it",
     ),
     "precision_check.py": (
         frozenset({"protoembed.training.components"}),
