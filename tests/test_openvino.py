@@ -88,19 +88,19 @@ def test_an_openvino_exports_card_says_openvino(openvino_mean, mean_model, tmp_p
     header = card.split("---\n")[1].splitlines()
     assert "library_name: openvino" in header
     assert f"| OpenVINO export | fp32 weights, dimension {mean_model.dimension} |" in card.splitlines()
-    runs = "| runs on | {} in {} (--runtime auto where it was written) |"
-    assert runs.format("OpenVINO", "fp32") in card.splitlines()  # the suite's CPU: AVX2 only
+    runs = "| runs on | {} in {} under --runtime auto where it was written{} |"
+    assert runs.format("OpenVINO", "fp32", "") in card.splitlines()  # the suite's CPU: AVX2 only
     assert "ONNX" not in card and "onnx" not in card
     onnx_folder = export_embedder(mean_model, tmp_path / "onnx")
     onnx_card = (onnx_folder / "README.md").read_text(encoding="utf-8")
     assert "library_name: onnx" in onnx_card.split("---\n")[1].splitlines()
     assert f"| ONNX export | fp32 weights, dimension {mean_model.dimension} |" in onnx_card.splitlines()
-    assert runs.format("ONNX Runtime", "fp32") in onnx_card.splitlines()
+    assert runs.format("ONNX Runtime", "fp32", "") in onnx_card.splitlines()
     assert "OpenVINO" not in onnx_card
     simulate(monkeypatch, "amx")
     for folder, row in (
-        (openvino_mean, runs.format("OpenVINO", "bf16")),
-        (onnx_folder, runs.format("OpenVINO", "bf16")),
+        (openvino_mean, runs.format("OpenVINO", "bf16", " (--precision fp32: OpenVINO in fp32)")),
+        (onnx_folder, runs.format("OpenVINO", "bf16", " (--runtime onnx: ONNX Runtime in fp32)")),
     ):
         copy = shutil.copytree(folder, tmp_path / f"amx-{folder.name}")
         write_model_card(copy)
@@ -187,7 +187,10 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd
     argv = ["export", str(saved), "-o", str(tmp_path / "int8"), "--format", "openvino", "--quantize", "int8"]
     assert main(["--verbose", *argv, "--calibration", str(calibration)]) == 0
     captured = capfd.readouterr()
-    assert captured.out == f"wrote {tmp_path / 'int8'}: mean head, openvino, int8, dimension 32\n"
+    assert captured.out == (
+        f"wrote {tmp_path / 'int8'}: mean head, openvino, int8, dimension 32; runs on OpenVINO in int8 under "
+        "--runtime auto here\n"
+    )
     err = captured.err.splitlines()  # (and the tiny model's max_seq_length 12 truncates, said below)
     assert err[0] == (
         f"protoembed: {calibration}: 16 distinct non-blank sentences in 16 lines: int8 calibration on 1 batch "
@@ -201,7 +204,7 @@ def test_int8_openvino_export_is_quantised_and_close(mean_model, tmp_path, capfd
     assert model.precision == "int8" and json.loads((out / EXPORT_CONFIG).read_text())["quantize"] == "int8"
     card = (out / "README.md").read_text().splitlines()
     assert f"| OpenVINO export | int8 weights, dimension {mean_model.dimension} |" in card
-    assert "| runs on | OpenVINO in int8 (--runtime auto where it was written) |" in card
+    assert "| runs on | OpenVINO in int8 under --runtime auto where it was written |" in card
     vectors, expected = model.encode(SENTENCES), mean_model.encode(SENTENCES)
     cosines = (vectors * expected).sum(axis=1)  # both normalised
     assert cosines.min() > 0.9
@@ -403,3 +406,28 @@ def test_nncf_log_lines_go_through_logging_not_stdout(monkeypatch, capfd, caplog
         ("nncf", "WARNING", "a warning line")
     ]
     assert (nncf_logger.level, nncf_logger.propagate, list(nncf_logger.handlers)) == before
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_export_says_what_auto_runs_the_folder_on(kind, tiny_model_dirs, tmp_path, capsys, monkeypatch):
+    """``protoembed export`` of an fp32 ONNX graph prints what ``--runtime auto`` runs it on here, and the
+    runtime that keeps fp32 where that is another: OpenVINO in bf16 on a CPU with native bf16 (the folder
+    then loads on OpenVINO in bf16, ``--runtime onnx`` on ONNX Runtime in fp32), ONNX Runtime in fp32
+    elsewhere."""
+    simulate(monkeypatch, kind)
+    out = tmp_path / "onnx"
+    assert main(["export", str(tiny_model_dirs["bert"]), "-o", str(out), "--head", "mean"]) == 0
+    line = capsys.readouterr().out
+    prefix = f"wrote {out}: mean head, onnx, fp32, dimension 32; runs on "
+    if kind in NATIVE_BF16:
+        assert line == prefix + (
+            "OpenVINO in bf16 under --runtime auto here (--runtime onnx: ONNX Runtime in fp32)\n"
+        )
+        auto = protoembed.load(str(out))
+        assert (auto.runtime, auto.precision) == ("openvino", "bf16")
+    else:
+        assert line == prefix + "ONNX Runtime in fp32 under --runtime auto here\n"
+        auto = protoembed.load(str(out))
+        assert (auto.runtime, auto.precision) == ("onnx", "fp32")
+    kept = protoembed.load(str(out), runtime="onnx")
+    assert (kept.runtime, kept.precision) == ("onnx", "fp32")

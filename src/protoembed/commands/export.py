@@ -16,6 +16,7 @@ from protoembed.model.runtimes import (
     format_writer,
     formats_help,
     quantize_help,
+    runs_on,
 )
 
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         calibration_source(args.calibration, args.data_dir)  # the file (or the staged sample) is readable
     from protoembed import load
     from protoembed.model.export import export_embedder
+    from protoembed.model.export.runtime import read_export_config
 
     try:
         embedder = load(args.model, head=args.head, max_seq_length=args.max_seq_length, device="cpu")
@@ -83,5 +85,6 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
     )
     kind = f"{args.format}, {args.quantize or 'fp32'}"
-    print(f"wrote {out}: {embedder.head} head, {kind}, dimension {embedder.dimension}")
+    runs = runs_on(read_export_config(out))
+    print(f"wrote {out}: {embedder.head} head, {kind}, dimension {embedder.dimension}; runs on {runs}")
     return 0

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protoembed.model.runtimes import RUNTIMES, TORCH, RuntimeSpec, auto_runtime, folder_format, format_writer
+from protoembed.model.runtimes import RUNTIMES, TORCH, RuntimeSpec, folder_format, format_writer, runs_on
 from protoembed.outputs.io import write_atomic
 from protoembed.outputs.st_layout import MODULES_FILE
 
@@ -73,13 +73,10 @@ def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
     rows = [("backbone", f"{backbone} ({architecture}; {shape})"), ("head", head)]
     if export is not None:
         label = f"{_writer(export).format_label} export"
-        runs = RUNTIMES[auto_runtime(export)]
         rows.append(
             (label, f"{export.get('quantize') or 'fp32'} weights, dimension {export.get('dimension')}")
         )
-        rows.append(
-            ("runs on", f"{runs.label} in {runs.runs_in(export)} (--runtime auto where it was written)")
-        )
+        rows.append(("runs on", runs_on(export, where="where it was written")))
     rows.append(("max sequence length", str(encoder.get("max_seq_length") or "the backbone's limit")))
     rows.append(("protoembed version", str(saved.get("protoembed_version", "?"))))
     return rows

@@ -185,6 +185,25 @@ def auto_runtime(config: dict[str, Any]) -> str:
     return next((spec for spec in candidates if spec.picked_by_auto(config)), candidates[0]).name
 
 
+def runs_on(config: dict[str, Any], where: str = "here") -> str:
+    """What ``--runtime auto`` runs an export with this config on (decided on this machine; ``where``
+    names it in the text), and, where that is not the format's own runtime in the export's own precision,
+    what gives that one: e.g. ``"OpenVINO in bf16 under --runtime auto here (--runtime onnx: ONNX Runtime
+    in fp32)"`` for an fp32 ONNX export on a CPU with native bf16, ``"... (--precision fp32: OpenVINO in
+    fp32)"`` where only the precision differs. ``protoembed export`` prints it and the model card states
+    it, so an fp32 graph that ``auto`` runs in bf16 says so."""
+    picked = RUNTIMES[auto_runtime(config)]
+    precision = picked.runs_in(config)
+    text = f"{picked.label} in {precision} under --runtime {AUTO} {where}"
+    own = format_writer(folder_format(config))
+    exported = config.get("quantize") or "fp32"
+    if picked.name != own.name:
+        return f"{text} (--runtime {own.name}: {own.label} in {own.runs_in(config)})"
+    if precision != exported:
+        return f"{text} (--precision {exported}: {own.label} in {exported})"
+    return text
+
+
 def runtimes_help() -> str:
     """``--runtime``'s help: ``auto``'s rule, then one ``name: description`` per runtime."""
     rules = "; ".join(f"{spec.name} {spec.auto_help}" for spec in by_priority() if spec.auto_help)
@@ -223,6 +242,7 @@ __all__ = [
     "TORCH",
     "RuntimeSpec",
     "auto_runtime",
+    "runs_on",
     "by_priority",
     "calibrated_formats",
     "check_export_runtime",
