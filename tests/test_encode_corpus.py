@@ -647,6 +647,9 @@ def test_another_runs_folder_is_refused(model, tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ProtoembedError, match="a file of that name exists"):
         encode_corpus(model, src, tmp_path / "file")
+    blocked = Path("/sys/protoembed-cannot-write-here/out")  # sysfs refuses new files, even to root
+    with pytest.raises(ProtoembedError, match=f"^cannot create the folder {blocked}: /sys is not writable"):
+        encode_corpus(model, src, blocked)
     # a folder holding other files only is fine
     other = tmp_path / "other"
     other.mkdir()

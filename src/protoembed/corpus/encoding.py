@@ -72,7 +72,7 @@ from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
 from protoembed.model.model_spec import ModelSpec, model_spec
 from protoembed.outputs.folder_lock import hold_output_dir
-from protoembed.outputs.io import write_atomic
+from protoembed.outputs.io import check_writable_folder, write_atomic
 
 if TYPE_CHECKING:
     from protoembed.model.protocol import SentenceEmbedder
@@ -208,11 +208,11 @@ def check_folder(folder: Path, resume: bool) -> CorpusManifest | None:
     """The manifest already in ``folder`` (``None``: none), after refusing what may not be written into.
 
     Raises:
-        ProtoembedError: ``folder`` is a file; without ``resume``: it holds a finished run, or another
-            run's manifest or shards; with ``resume``: shards without a manifest.
+        ProtoembedError: ``folder`` is a file or cannot be written in
+            (:func:`~protoembed.outputs.io.check_writable_folder`); without ``resume``: it holds a finished
+            run, or another run's manifest or shards; with ``resume``: shards without a manifest.
     """
-    if folder.exists() and not folder.is_dir():
-        raise ProtoembedError(f"cannot write {folder}: a file of that name exists (expected a folder)")
+    check_writable_folder(folder)
     manifest = read_manifest(folder)
     shards = shard_files(folder)
     if not resume:
