@@ -91,9 +91,21 @@ def test_encode_into_a_folder_writes_shards_and_a_manifest(tiny_model_dirs, tmp_
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "already holds a finished encoded corpus" in err and "--resume" in err
     assert _main([*argv, "--batch-size", "2", "--normalize", "--resume", "--no-progress"]) == 0
-    # another model's resume: refused
+    capsys.readouterr()
+    # another setting's resume: refused in one line naming both values; a setting that changes no vector
+    # (the tokenizer threads): kept
     assert _main([*argv, "--batch-size", "2", "--resume"]) == 2
-    assert "digest mismatch" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.count("\n") == 0
+        and "digest mismatch" in err
+        and "settings.normalize: recorded True, now False" in err
+    )
+    assert (
+        _main([*argv, "--batch-size", "2", "--normalize", "--resume", "--max-tokens-per-batch", "100"]) == 2
+    )
+    assert "settings.max_tokens_per_batch: recorded None, now 100" in capsys.readouterr().err
+    assert _main([*argv, "--batch-size", "2", "--normalize", "--resume", "--tokenizer-workers", "2"]) == 0
 
 
 def test_folder_mode_errors_are_one_line_exit_2(tiny_model_dirs, tmp_path, capsys):

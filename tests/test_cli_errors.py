@@ -96,6 +96,45 @@ def test_encode_output_that_cannot_be_written(where, readonly_dir, sentences_fil
     assert ("is a directory" in err) if where == "directory" else ("not writable" in err or "cannot" in err)
 
 
+def test_encode_into_a_folder_that_cannot_be_written(readonly_dir, sentences_file, tmp_path, capsys):
+    """``-o DIR``: the folder is named (or the parent that refuses to hold it), never a file encode does
+    not write, and what was expected; checked before the model is looked at."""
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (
+            readonly_dir,
+            f"cannot write the folder {readonly_dir}: it is not writable (",
+            "expected a writable folder",
+        ),
+        (
+            readonly_dir / "out",
+            f"cannot create the folder {readonly_dir / 'out'}: {readonly_dir} is not writable (",
+            "expected a writable parent folder",
+        ),
+        (
+            Path(BLOCK) / "out",
+            f"cannot create the folder {BLOCK}/out: /sys is not writable (",
+            "parent folder",
+        ),
+        (
+            tmp_path / "file",
+            f"cannot write the folder {tmp_path / 'file'}: a file of that name exists",
+            "a folder",
+        ),
+        (
+            tmp_path / "file" / "out",
+            f"cannot create the folder {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is a file",
+            "(expected a folder)",
+        ),
+    ]
+    for target, *needles in cases:
+        argv = ["encode", str(sentences_file), "-o", str(target), "--model", str(tmp_path / "no-model")]
+        code, err = run_cli(argv, capsys)
+        assert_one_line_error(code, err, *needles)
+        assert "results.json" not in err and "no-model" not in err
+    assert sorted(p.name for p in readonly_dir.iterdir()) == []
+
+
 @pytest.mark.parametrize("where", ["readonly", "sys"])
 def test_eval_output_that_cannot_be_written(where, readonly_dir, tmp_path, capsys):
     target = readonly_dir / "r.json" if where == "readonly" else Path(BLOCK) / "r.json"
@@ -713,7 +752,7 @@ def test_train_into_a_read_only_folder_is_refused_first(readonly_dir, tiny_model
     (tmp_path / "corpus.txt").unlink()
     for target in (readonly_dir / "run", Path(BLOCK) / "run"):
         code_err = run_cli(["train", "--config", str(config), "--output-dir", str(target)], capsys)
-        assert_failed_in_one_line(code_err, f"cannot write {target / 'results.json'}", "not writable")
+        assert_failed_in_one_line(code_err, f"cannot create the folder {target}: ", "is not writable")
     with open(config, "a", encoding="utf-8") as handle:
         handle.write(f"output_dir: {readonly_dir / 'from-config'}\n")
     code_err = run_cli(["train", "--config", str(config)], capsys)

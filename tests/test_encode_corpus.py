@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -48,10 +49,22 @@ def write_txt(path: Path, texts: list[str] = SENTENCES) -> Path:
     return path
 
 
+def texts_sha256(texts: list[str]) -> str:
+    """The digest of ``texts`` as the manifest documents it, computed here in one piece: each text's
+    UTF-8 byte count (8 bytes, little-endian), then its bytes."""
+    data = [text.encode("utf-8") for text in texts]
+    return hashlib.sha256(b"".join(len(d).to_bytes(8, "little") + d for d in data)).hexdigest()
+
+
 def shard_hashes(folder: Path) -> dict[str, str]:
     """Shard name -> SHA-256, from the manifest, after checking the files against it."""
     manifest = verify(folder)
     return {shard.name: shard.sha256 for shard in manifest.shards}
+
+
+def shard_hashes_on_disk(folder: Path) -> dict[str, str]:
+    """Shard file name -> its SHA-256, of the files in ``folder``."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("shard-*.npy"))}
 
 
 def folder_files(folder: Path) -> list[str]:
@@ -87,7 +100,9 @@ def test_shards_equal_the_model_encode_and_read_back_as_one_array(
         "field": None,
         "rows": 23,
         "size": src.stat().st_size,
+        "texts_sha256": texts_sha256(SENTENCES),
     }
+    assert manifest["format_version"] == 2
     assert [(s["start"], s["stop"]) for s in manifest["shards"]] == [
         (0, 5),
         (5, 10),
@@ -167,6 +182,7 @@ def test_every_format_gives_the_same_shards(model, tmp_path, one_thread):
         out = tmp_path / f"out-{fmt}"
         encode_corpus(model, path, out, shard_size=6, batch_size=4, **options)
         assert read_manifest(out).input.format == fmt  # picked by the file name
+        assert read_manifest(out).input.texts_sha256 == texts_sha256(texts)  # the texts', not the file's
         hashes[fmt] = shard_hashes(out)
     assert len(hashes["text"]) == 4
     assert all(hashes[fmt] == hashes["text"] for fmt in ("jsonl", "csv", "tsv", "parquet"))
@@ -361,30 +377,109 @@ def test_resume_after_an_interruption_gives_the_same_bytes(model, tmp_path, one_
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*")} == before
 
 
-def test_a_resume_with_another_model_or_setting_is_refused(
+def test_a_resume_with_another_model_setting_or_input_is_refused(
     model, tiny_model_dirs, tmp_path, one_thread, monkeypatch
 ):
+    """Each value named as recorded and now, on one line; the folder left as it was."""
     src = write_txt(tmp_path / "in.txt")
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
         _stop_after(patch, 1)
         with pytest.raises(Interrupted):
             encode_corpus(model, src, out, shard_size=5, batch_size=4)
+    before = (out / "manifest.json").read_bytes(), shard_hashes_on_disk(out)
     other = protoembed.load(str(tiny_model_dirs["albert"]), device="cpu")
     refusals = [
-        (dict(model=model, normalize=True), "digest mismatch: .*settings.normalize: False != True"),
-        (dict(model=model, batch_size=8), "digest mismatch: .*settings.batch_size: 4 != 8"),
-        (dict(model=other), r"digest mismatch: .*\(other weights\)"),
-        (dict(model=model, shard_size=6), "the input differs .*shard_size: 5 != 6"),
+        (
+            dict(model=model, normalize=True),
+            "digest mismatch: .*; settings.normalize: recorded False, now True;",
+        ),
+        (dict(model=model, batch_size=8), "digest mismatch: .*; settings.batch_size: recorded 4, now 8;"),
+        (dict(model=model, batch_size=2), "digest mismatch: .*; settings.batch_size: recorded 4, now 2;"),
+        (
+            dict(model=model, max_tokens_per_batch=64),
+            "digest mismatch: .*; settings.max_tokens_per_batch: recorded None, now 64;",
+        ),
+        (dict(model=other), r"digest mismatch: .*\(other weights\); resume with the same model"),
+        (dict(model=model, shard_size=6), ": cannot resume: shard_size: recorded 5, now 6; resume with"),
     ]
     for options, message in refusals:
         options = {"shard_size": 5, "batch_size": 4, **options}
         with pytest.raises(ProtoembedError, match=message) as caught:
             encode_corpus(options.pop("model"), src, out, resume=True, **options)
-        assert "\n" not in str(caught.value)
-    write_txt(src, SENTENCES[:-1])
-    with pytest.raises(ProtoembedError, match="the input differs .*input.rows: 23 != 22"):
+        assert "\n" not in str(caught.value) and str(caught.value).endswith("or choose another output folder")
+    # an edited corpus of the same size and rows (one letter of one line)
+    edited = [*SENTENCES]
+    edited[12] = edited[12].replace("short", "shirt")
+    assert edited[12] != SENTENCES[12]
+    size = src.stat().st_size
+    write_txt(src, edited)
+    assert src.stat().st_size == size
+    with pytest.raises(ProtoembedError) as caught:
         encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert str(caught.value) == (
+        f"{out}: cannot resume: the input's texts differ; input.texts_sha256: recorded "
+        f"{texts_sha256(SENTENCES)[:12]}..., now {texts_sha256(edited)[:12]}...; resume with the same model, "
+        "settings and input, or choose another output folder"
+    )
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in SENTENCES[:-1]), encoding="utf-8")
+    with pytest.raises(
+        ProtoembedError, match="input.rows: recorded 23, now 22; input.format: recorded 'text', now"
+    ):
+        encode_corpus(model, jsonl, out, field="text", shard_size=5, batch_size=4, resume=True)
+    assert ((out / "manifest.json").read_bytes(), shard_hashes_on_disk(out)) == before
+
+
+def test_a_resume_may_change_what_changes_no_vector(model, tmp_path, one_thread, monkeypatch):
+    """The input's path, format, line ends and other fields, ``allow_empty`` and the tokenizer threads
+    change no vector: a resume with all of them changed ends with the bytes of an uninterrupted run."""
+    src = write_txt(tmp_path / "in.txt")
+    options = {"shard_size": 5, "batch_size": 4, "max_tokens_per_batch": 200}
+    encode_corpus(model, src, tmp_path / "ref", **options)
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 2)
+        with pytest.raises(Interrupted):
+            encode_corpus(model, src, out, **options)
+    moved = tmp_path / "elsewhere" / "corpus.jsonl"
+    moved.parent.mkdir()
+    moved.write_bytes(
+        b"".join(json.dumps({"n": i, "text": t}).encode() + b"\r\n" for i, t in enumerate(SENTENCES))
+    )
+    encode_corpus(
+        model, moved, out, field="text", allow_empty=True, tokenizer_workers=2, resume=True, **options
+    )
+    assert shard_hashes(out) == shard_hashes(tmp_path / "ref")
+    manifest = read_manifest(out)
+    assert (
+        manifest.input.texts_sha256 == texts_sha256(SENTENCES)
+        and manifest.settings.max_tokens_per_batch == 200
+    )
+
+
+def test_a_version_1_folder_is_read_but_never_resumed(model, tmp_path, one_thread):
+    """A manifest written before the texts digest (format version 1: no ``texts_sha256``, no token budget,
+    ``allow_empty`` among the settings) opens as a finished corpus; its resume is refused."""
+    src = write_txt(tmp_path / "in.txt")
+    out = tmp_path / "out"
+    whole = np.asarray(encode_corpus(model, src, out, shard_size=5, batch_size=4))
+    data = json.loads((out / "manifest.json").read_text())
+    data.update(format_version=1, protoembed_version="0.9.0")
+    del data["input"]["texts_sha256"], data["settings"]["max_tokens_per_batch"]
+    data["settings"]["allow_empty"] = False
+    (out / "manifest.json").write_text(json.dumps(data))
+    np.testing.assert_array_equal(np.asarray(open_corpus(out, verify=True)), whole)
+    data.update(complete=False, shards=data["shards"][:2])
+    (out / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, out, shard_size=5, batch_size=4, resume=True)
+    assert str(caught.value) == (
+        f"{out}: cannot resume: manifest.json was written by protoembed 0.9.0 (format version 1), which "
+        "records no digest of the input's texts, so this run's input cannot be checked against it; encode "
+        "into another output folder"
+    )
+    assert json.loads((out / "manifest.json").read_text()) == data
 
 
 def test_a_corrupt_shard_is_found_and_encoded_again(model, tmp_path, one_thread, caplog):
@@ -552,6 +647,9 @@ def test_another_runs_folder_is_refused(model, tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ProtoembedError, match="a file of that name exists"):
         encode_corpus(model, src, tmp_path / "file")
+    blocked = Path("/sys/protoembed-cannot-write-here/out")  # sysfs refuses new files, even to root
+    with pytest.raises(ProtoembedError, match=f"^cannot create the folder {blocked}: /sys is not writable"):
+        encode_corpus(model, src, blocked)
     # a folder holding other files only is fine
     other = tmp_path / "other"
     other.mkdir()

@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import Flag, check_options
 from protoembed.model.model_spec import ModelSpec, model_spec
-from protoembed.outputs.io import check_writable
+from protoembed.outputs.io import check_writable, check_writable_folder
 
 
 def positive_int(text: str) -> int:
@@ -58,11 +58,10 @@ def output_file(suffix: str | None = None, create_parents: bool = True) -> Calla
 
 
 def output_folder(text: str) -> str:
-    """``argparse`` type for an output folder (``train --output-dir``): checked writable at parse time.
-
-    The same probe as :func:`output_file` (:func:`protoembed.outputs.io.check_writable`) on a file inside the
-    folder, so a read-only folder or file system, or a file of that name, is refused before anything is
-    read or trained; a missing folder is fine when its nearest existing parent is writable.
+    """``argparse`` type for an output folder (``train --output-dir``, ``encode -o``): checked writable at
+    parse time (:func:`protoembed.outputs.io.check_writable_folder`), so a read-only folder or file
+    system, or a file of that name, is refused before anything is read or trained; a missing folder is
+    fine when its nearest existing parent is writable.
     """
     try:
         check_output_folder(text)
@@ -74,8 +73,7 @@ def output_folder(text: str) -> str:
 def check_output_folder(folder: str | Path) -> Path:
     """Raise :class:`ProtoembedError` naming ``folder`` unless files can be written in it (see
     :func:`output_folder`); returns it as a :class:`Path`."""
-    check_writable(Path(folder).expanduser() / "results.json")
-    return Path(folder).expanduser()
+    return check_writable_folder(folder)
 
 
 output_folder.__name__ = "output folder"

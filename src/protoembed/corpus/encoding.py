@@ -10,9 +10,11 @@ was interrupted. Every shard is written atomically (temp name, then rename) and 
 
 Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards and encodes the rest:
 
-- the manifest's ``model_digest`` (the model's weights digest and the settings that change vectors) must
-  equal this run's, and the input (format, field, rows, size) and ``shard_size`` too, else the resume is
-  refused with one line (``digest mismatch``);
+- the manifest's ``model_digest`` (the model's weights digest and the settings that change vectors:
+  :class:`~protoembed.corpus.manifest.EncodeSettings`) must equal this run's, and the digest of the
+  input's texts (:func:`~protoembed.corpus.sources.texts_digest`, taken as the input is first read) and
+  ``shard_size`` too, else the resume is refused with one line naming each value, recorded and now; a
+  version-1 manifest, which records no texts digest, is refused too;
 - a recorded shard whose file is missing or has another SHA-256 (corrupt) is logged as a warning and
   encoded again (the result is the same bytes as the lost shard's);
 - a shard file the manifest does not record (a kill between its rename and the manifest's update, or a
@@ -41,7 +43,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,12 +67,12 @@ from protoembed.corpus.manifest import (
     shard_problem,
     write_manifest,
 )
-from protoembed.corpus.sources import CorpusSource, blank_error, corpus_source, scan
+from protoembed.corpus.sources import CorpusSource, Scan, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
 from protoembed.model.model_spec import ModelSpec, model_spec
 from protoembed.outputs.folder_lock import hold_output_dir
-from protoembed.outputs.io import write_atomic
+from protoembed.outputs.io import check_writable_folder, write_atomic
 
 if TYPE_CHECKING:
     from protoembed.model.protocol import SentenceEmbedder
@@ -86,7 +88,8 @@ class ShardJob:
     """What a process needs to encode and write shards (picklable, for spawned workers): the
     ``source``, the output ``folder``, ``shard_size``, the corpus's ``rows``, and ``encode``'s
     ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``, ``tokenizer_workers`` and
-    ``max_tokens_per_batch`` (the last two do not change the vectors)."""
+    ``max_tokens_per_batch`` (:class:`~protoembed.corpus.manifest.EncodeSettings` says which change the
+    vectors)."""
 
     source: CorpusSource
     folder: Path
@@ -205,11 +208,11 @@ def check_folder(folder: Path, resume: bool) -> CorpusManifest | None:
     """The manifest already in ``folder`` (``None``: none), after refusing what may not be written into.
 
     Raises:
-        ProtoembedError: ``folder`` is a file; without ``resume``: it holds a finished run, or another
-            run's manifest or shards; with ``resume``: shards without a manifest.
+        ProtoembedError: ``folder`` is a file or cannot be written in
+            (:func:`~protoembed.outputs.io.check_writable_folder`); without ``resume``: it holds a finished
+            run, or another run's manifest or shards; with ``resume``: shards without a manifest.
     """
-    if folder.exists() and not folder.is_dir():
-        raise ProtoembedError(f"cannot write {folder}: a file of that name exists (expected a folder)")
+    check_writable_folder(folder)
     manifest = read_manifest(folder)
     shards = shard_files(folder)
     if not resume:
@@ -232,17 +235,47 @@ def check_folder(folder: Path, resume: bool) -> CorpusManifest | None:
     return manifest
 
 
-def _differences(old: CorpusManifest, new: CorpusManifest) -> list[str]:
-    """``name: old != new`` for each setting or input property that differs."""
-    pairs = [
-        *((f"settings.{k}", v, getattr(new.settings, k)) for k, v in old.settings),
-        *(
-            (f"input.{k}", getattr(old.input, k), getattr(new.input, k))
-            for k in ("format", "field", "rows", "size")
-        ),
-        ("shard_size", old.shard_size, new.shard_size),
-    ]
-    return [f"{name}: {a!r} != {b!r}" for name, a, b in pairs if a != b]
+def _shown(name: str, value: Any) -> str:
+    """``value`` as a refusal names it: a SHA-256 by its first 12 digits, anything else as its repr."""
+    return f"{value[:12]}..." if name.endswith("sha256") and isinstance(value, str) else repr(value)
+
+
+def _changes(pairs: Iterable[tuple[str, Any, Any]]) -> list[str]:
+    """``name: recorded X, now Y`` for each ``(name, recorded, now)`` whose values differ."""
+    return [f"{name}: recorded {_shown(name, a)}, now {_shown(name, b)}" for name, a, b in pairs if a != b]
+
+
+def resume_refusal(existing: CorpusManifest, fresh: CorpusManifest) -> str | None:
+    """Why a run whose manifest would be ``fresh`` may not continue the run of ``existing`` and what to do
+    (one line), or ``None`` when it may: it needs the same model digest (the weights and
+    :class:`~protoembed.corpus.manifest.EncodeSettings`), ``shard_size`` and input texts
+    (``input.texts_sha256``), and a manifest that records them (not version 1). The input's path,
+    format, field and size are free: the same texts give the same vectors."""
+    if existing.input.texts_sha256 is None:
+        return (
+            f"{MANIFEST} was written by protoembed {existing.protoembed_version} (format version "
+            f"{existing.format_version}), which records no digest of the input's texts, so this run's input cannot "
+            "be checked against it; encode into another output folder"
+        )
+    settings = _changes((f"settings.{k}", v, getattr(fresh.settings, k)) for k, v in existing.settings)
+    parts = []
+    if existing.model_digest != fresh.model_digest:
+        parts.append(
+            f"digest mismatch: the folder was encoded by {existing.model} ({existing.model_digest[:12]}), this "
+            f"run gives {fresh.model_digest[:12]}" + ("" if settings else " (other weights)")
+        )
+    parts += settings
+    parts += _changes([("shard_size", existing.shard_size, fresh.shard_size)])
+    if existing.input.texts_sha256 != fresh.input.texts_sha256:
+        old, new = existing.input, fresh.input
+        names = ("texts_sha256", "rows", "format", "field")
+        parts.append("the input's texts differ")
+        parts += _changes((f"input.{k}", getattr(old, k), getattr(new, k)) for k in names)
+    if not parts:
+        return None
+    return (
+        f"{'; '.join(parts)}; resume with the same model, settings and input, or choose another output folder"
+    )
 
 
 def prepare(
@@ -254,8 +287,7 @@ def prepare(
     module docstring for what a resume checks, keeps and redoes.
 
     Raises:
-        ProtoembedError: a resume with another model digest (``digest mismatch``, the settings that
-            differ named), another input or shard size.
+        ProtoembedError: a resume :func:`resume_refusal` refuses (why, each value recorded and now).
     """
     folder.mkdir(parents=True, exist_ok=True)
     for entry in folder.iterdir():  # temp files of writes a kill interrupted
@@ -265,20 +297,9 @@ def prepare(
     if existing is None:
         manifest = fresh
     else:
-        if existing.model_digest != fresh.model_digest:
-            differ = _differences(existing, fresh)
-            raise ProtoembedError(
-                f"{folder}: digest mismatch: the folder was encoded by {existing.model} "
-                f"({existing.model_digest[:12]}), this run gives {fresh.model_digest[:12]}"
-                + (f" ({'; '.join(differ)})" if differ else " (other weights)")
-                + "; resume with the same model and settings, or choose another output folder"
-            )
-        differ = _differences(existing, fresh)
-        if differ:
-            raise ProtoembedError(
-                f"{folder}: the input differs from the run being resumed ({'; '.join(differ)}); resume with "
-                "the same input, or choose another output folder"
-            )
+        refusal = resume_refusal(existing, fresh)
+        if refusal is not None:
+            raise ProtoembedError(f"{folder}: cannot resume: {refusal}")
         manifest = existing
         kept, bad = [], set()
         for record in existing.shards:
@@ -328,8 +349,8 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
         normalize=bool(job.normalize) or bool(model.normalize),
         prompt_name=job.prompt_name,
         prompt=prompt_text(prompts_of(model), job.prompt_name),
-        allow_empty=job.allow_empty,
         batch_size=job.batch_size,
+        max_tokens_per_batch=job.max_tokens_per_batch,
     )
 
 
@@ -353,8 +374,8 @@ def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: Model
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) -> CorpusManifest:
-    """The manifest of a run that has done nothing yet."""
+def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, scanned: Scan) -> CorpusManifest:
+    """The manifest of a run that has done nothing yet (``scanned``: the input's first read)."""
     settings = encode_settings(model, job)
     source = job.source
     return CorpusManifest(
@@ -370,7 +391,8 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, size: int) 
             format=source.format,
             field=source.field,
             rows=job.rows,
-            size=size,
+            size=scanned.size,
+            texts_sha256=scanned.texts_sha256,
         ),
         shard_size=job.shard_size,
         rows=job.rows,
@@ -492,7 +514,7 @@ def encode_corpus(
         if workers > 1:
             raise ProtoembedError("workers > 1 under torchrun: each torchrun process is one worker already")
         return _encode_distributed(
-            model, spec, job, scanned.size, resume, show_progress, rank, world_size, local_rank
+            model, spec, job, scanned, resume, show_progress, rank, world_size, local_rank
         )
     check_folder(folder, resume)  # refused before the folder is made (and locked)
     if workers > 1 and spec is None:
@@ -501,7 +523,7 @@ def encode_corpus(
             "not a loaded model"
         )
     with _locked(folder):
-        return _encode_here(model, spec, job, scanned.size, resume, workers, devices, show_progress)
+        return _encode_here(model, spec, job, scanned, resume, workers, devices, show_progress)
 
 
 def _locked(folder: Path) -> contextlib.AbstractContextManager[Path]:
@@ -513,7 +535,7 @@ def _encode_here(
     model: Any,
     spec: ModelSpec | None,
     job: ShardJob,
-    size: int,
+    scanned: Scan,
     resume: bool,
     workers: int,
     devices: list[str] | None,
@@ -528,7 +550,7 @@ def _encode_here(
         from protoembed.model.loading import load_model
 
         loaded = load_model(spec.model_copy(update={"device": "cpu"}) if workers > 1 else spec)
-    manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, size))
+    manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, scanned))
     done_rows = sum(record.stop - record.start for record in manifest.shards)
     with _progress(job.rows, done_rows, show_progress) as bar:
         if workers > 1:
@@ -689,7 +711,7 @@ def _encode_distributed(
     model: Any,
     spec: ModelSpec | None,
     job: ShardJob,
-    size: int,
+    scanned: Scan,
     resume: bool,
     show_progress: bool | None,
     rank: int,
@@ -717,7 +739,7 @@ def _encode_distributed(
                 check_folder(job.folder, resume)
                 lock.enter_context(_locked(job.folder))
                 existing = check_folder(job.folder, resume)
-                plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, size))
+                plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, scanned))
             except ProtoembedError as err:
                 plan[0] = str(err)
         dist.broadcast_object_list(plan, src=0)

@@ -4,7 +4,8 @@ Layout of an output folder::
 
     shard-00000.npy   rows [0, shard_size) of the corpus, float32 (rows, dimension)
     shard-00001.npy   the next shard_size rows, ... (the names sort in row order)
-    manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input, the shards done
+    manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input (its texts'
+                      digest), the shards done
 
 Every file is written under a hidden temp name and renamed (:func:`protoembed.outputs.io.write_atomic`), so a shard
 on disk is always complete. The manifest is written before the first shard (it pins the model digest of
@@ -18,9 +19,10 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import sha256_file
@@ -28,8 +30,9 @@ from protoembed.outputs.io import write_json_atomic
 
 #: The manifest's file name in an output folder.
 MANIFEST = "manifest.json"
-#: The version of the folder layout the manifest records.
-FORMAT_VERSION = 1
+#: The version of the folder layout the manifest records: 2 records the input's texts digest
+#: (:attr:`InputRecord.texts_sha256`) and the token budget; a version-1 folder is read, never resumed.
+FORMAT_VERSION = 2
 #: A shard's file name (its index, 5 digits, so names sort in row order).
 SHARD_NAME = re.compile(r"^shard-(\d{5,})\.npy$")
 #: Hidden temp files of the atomic writes (left behind by a killed process).
@@ -65,7 +68,9 @@ class ShardRecord(BaseModel):
 
 class InputRecord(BaseModel):
     """The corpus file: its ``path`` (absolute), ``format``, the ``field`` or column of the text (``None``
-    for text lines), its ``rows`` and its ``size`` in bytes."""
+    for text lines), its ``rows``, its ``size`` in bytes and ``texts_sha256``, the digest of its texts in
+    row order (:func:`protoembed.corpus.sources.texts_digest`; ``None`` in a version-1 manifest, written
+    before it was recorded). A resume needs the same ``texts_sha256``; the rest is free to change."""
 
     model_config = _CONFIG
     path: str
@@ -73,6 +78,7 @@ class InputRecord(BaseModel):
     field: str | None
     rows: int
     size: int
+    texts_sha256: str | None = None
 
     @field_validator("format")
     @classmethod
@@ -87,7 +93,12 @@ class InputRecord(BaseModel):
 class EncodeSettings(BaseModel):
     """The settings that change the vectors, each as the model ran it: ``head``, ``template``,
     ``max_seq_length``, ``runtime``, ``precision``, ``normalize``, the ``prompt_name`` and its ``prompt``
-    text, ``allow_empty``, and ``batch_size`` (the batches' padding changes float rounding)."""
+    text; and ``batch_size`` and ``max_tokens_per_batch`` (``None``: no token budget), which decide the
+    rows that share a forward pass, whose padding changes the vectors' float rounding.
+
+    Not settings here (they change no vector): ``allow_empty`` (an empty text is encoded or refused, never
+    encoded otherwise; a version-1 manifest recorded it and it is dropped when read), the tokenizer
+    threads, the processes and the progress display."""
 
     model_config = _CONFIG
     head: str
@@ -98,8 +109,16 @@ class EncodeSettings(BaseModel):
     normalize: bool
     prompt_name: str | None
     prompt: str
-    allow_empty: bool
     batch_size: int
+    max_tokens_per_batch: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, data: Any) -> Any:
+        """A version-1 manifest's settings without their ``allow_empty``."""
+        if isinstance(data, dict) and "allow_empty" in data:
+            return {key: value for key, value in data.items() if key != "allow_empty"}
+        return data
 
 
 class CorpusManifest(BaseModel):
@@ -108,8 +127,9 @@ class CorpusManifest(BaseModel):
     Fields: ``format_version``; ``protoembed_version``; ``model`` (what was asked for: a spec, or the
     class of a loaded model); ``model_digest`` (SHA-256 of the model, by its folder's files when given as a spec or its
     weights when given loaded, and :attr:`settings`: :func:`protoembed.corpus.encoding.corpus_digest`; a
-    resume with another model or setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``;
-    ``shard_size``; ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``.
+    resume with another model or setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``
+    (a resume with other texts is refused); ``shard_size`` (a resume with another is refused: the shards' rows);
+    ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``.
     """
 
     model_config = _CONFIG

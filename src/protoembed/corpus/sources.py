@@ -14,14 +14,18 @@ so memory never holds the whole file. The formats and their readers:
 One table, :data:`protoembed.data.training.formats.FORMATS`, names them, their file-name patterns and their
 openers for training and for ``encode`` alike. ``auto`` picks a table format by the file name (its
 patterns), text lines for any other name.
+
+:func:`scan` reads a source once to check and count its rows and to digest its texts (:func:`texts_digest`:
+what an encoded corpus's manifest records of its input, so a resume on other texts is refused).
 Errors are one line naming the file and the line (``file:12``) or row (``file: row 12``). Nothing here
 imports torch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -167,36 +171,60 @@ def corpus_source(
 @dataclass(frozen=True)
 class Scan:
     """What one pass over a source found: ``rows`` (the row count), ``blank`` (the positions of empty or
-    blank texts, at most :data:`BLANKS_KEPT`), ``blank_count`` (all of them) and the file's ``size`` in
-    bytes."""
+    blank texts, at most :data:`BLANKS_KEPT`), ``blank_count`` (all of them), the file's ``size`` in
+    bytes and ``texts_sha256``, the digest of its texts (:func:`texts_digest`)."""
 
     rows: int
     blank: tuple[int, ...]
     blank_count: int
     size: int
+    texts_sha256: str
 
 
 #: Positions of blank texts a :class:`Scan` keeps for its message.
 BLANKS_KEPT = 10
 
 
+def texts_digest(texts: Iterable[str]) -> str:
+    """SHA-256 (hex) of ``texts`` in order, each fed as the length of its UTF-8 bytes (8 bytes,
+    little-endian) then the bytes (lone surrogates, which a JSON escape can give, as themselves), so
+    that no two lists of texts give the same stream.
+
+    It digests what is encoded, not the file: a file whose texts are the same (another line end, a
+    BOM, another column of a table edited, the same rows in another format) gives the same digest, and
+    any edit of a text another one."""
+    digest = hashlib.sha256()
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
 def scan(source: CorpusSource) -> Scan:
-    """Read ``source`` once (checking every row, :meth:`CorpusSource.rows`) and count it.
+    """Read ``source`` once (checking every row, :meth:`CorpusSource.rows`), count it and digest its texts
+    (:func:`texts_digest`) in that one pass.
 
     Raises:
         ProtoembedError: as :meth:`CorpusSource.rows`, or no row at all (``file: no rows to encode``).
     """
     rows, blank_count = 0, 0
     blank: list[int] = []
-    for number, text in source.rows():
-        rows += 1
-        if not text.strip():
-            blank_count += 1
-            if len(blank) < BLANKS_KEPT:
-                blank.append(number)
+
+    def texts() -> Iterator[str]:
+        nonlocal rows, blank_count
+        for number, text in source.rows():
+            rows += 1
+            if not text.strip():
+                blank_count += 1
+                if len(blank) < BLANKS_KEPT:
+                    blank.append(number)
+            yield text
+
+    digest = texts_digest(texts())
     if rows == 0:
         raise no_rows_error(source)
-    return Scan(rows, tuple(blank), blank_count, source.path.stat().st_size)
+    return Scan(rows, tuple(blank), blank_count, source.path.stat().st_size, digest)
 
 
 def no_rows_error(source: CorpusSource) -> ProtoembedError:

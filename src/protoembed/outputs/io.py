@@ -133,13 +133,58 @@ def check_writable(path: str | os.PathLike, suffix: str | None = None, create_pa
         parent = _nearest_existing(parent)
         if not parent.is_dir():
             raise ProtoembedError(f"cannot write {target}: {parent} is not a directory")
+    refused = _probe(parent, target.name)
+    if refused is not None:
+        raise ProtoembedError(f"cannot write {target}: {parent} is not writable ({refused})")
+    return target
+
+
+def check_writable_folder(folder: str | os.PathLike) -> Path:
+    """Check, before any work, that files can be written in the folder ``folder``, made with its missing
+    parents when it does not exist; return it as a :class:`Path`.
+
+    The probe of :func:`check_writable` (a temp file created and removed) in ``folder``, or, when it does
+    not exist yet, in its nearest existing parent, which must let it be made.
+
+    Raises:
+        ProtoembedError: ``folder`` or a parent is a file, or the folder that would hold the new files
+            (or folder) is not writable: one line naming ``folder`` and the folder that refused.
+    """
+    target = Path(folder).expanduser()
+    if target.exists() and not target.is_dir():
+        raise _file_in_the_way(target)
+    parent = _nearest_existing(target)
+    if not parent.is_dir():
+        raise ProtoembedError(f"cannot create the folder {target}: {parent} is a file (expected a folder)")
+    refused = _probe(parent, target.name or "folder")
+    if refused is None:
+        return target
+    if parent == target:
+        raise ProtoembedError(
+            f"cannot write the folder {target}: it is not writable ({refused}); expected a writable folder"
+        )
+    raise ProtoembedError(
+        f"cannot create the folder {target}: {parent} is not writable ({refused}); expected a writable parent folder"
+    )
+
+
+def _file_in_the_way(target: Path) -> ProtoembedError:
+    """The one-line error for a folder to write whose name a file holds."""
+    return ProtoembedError(
+        f"cannot write the folder {target}: a file of that name exists (expected a folder)"
+    )
+
+
+def _probe(folder: Path, name: str) -> str | None:
+    """Why a file cannot be created in ``folder`` (a temp file named after ``name`` is created and
+    removed), or ``None`` when it can."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.probe-", dir=parent)
+        fd, probe = tempfile.mkstemp(prefix=f".{name}.probe-", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise ProtoembedError(f"cannot write {target}: {parent} is not writable ({_reason(err)})") from None
-    return target
+        return _reason(err)
+    return None
 
 
 def sync_file(path: str | os.PathLike) -> None:
@@ -315,7 +360,7 @@ def replace_dir(target: str | os.PathLike, build: Callable[[Path], None]) -> Pat
     """
     target = Path(target)
     if target.exists() and not target.is_dir():
-        raise ProtoembedError(f"cannot write the folder {target}: a file of that name exists")
+        raise _file_in_the_way(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_siblings(target)
