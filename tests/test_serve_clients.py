@@ -1,5 +1,6 @@
 """The server as OpenAI's and text-embeddings-inference's clients use it: token-id inputs (the served
 model's own ids) through the official ``openai`` client, langchain-openai's ``OpenAIEmbeddings``,
+llama-index's ``OpenAIEmbedding``,
 ``huggingface_hub``'s ``InferenceClient`` on ``/embed``, TEI's ``/embed`` options and ``/info``, a
 prompted model's prompts, and the byte and queued-token limits under 100 concurrent clients (never a 500).
 Every vector is checked against ``model.encode`` of the same model object."""
@@ -71,6 +72,21 @@ def test_langchain_openai_embeddings_get_the_offline_vectors(model, server):
     )
     np.testing.assert_allclose(client.embed_documents(SENTENCES), model.encode(SENTENCES), atol=1e-6, rtol=0)
     np.testing.assert_allclose(client.embed_query(TEXTS[1]), model.encode(TEXTS[1]), atol=1e-6, rtol=0)
+
+
+def test_llama_index_openai_embedding_by_model_name_gets_the_offline_vectors(model, server):
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    base, _ = server
+    # model_name=: model= takes OpenAI's own model names only (a ValueError for any other)
+    with pytest.raises(ValueError, match="is not a valid OpenAIEmbeddingModelType"):
+        OpenAIEmbedding(model=NAME, api_base=f"{base}/v1", api_key="none")
+    client = OpenAIEmbedding(model_name=NAME, api_base=f"{base}/v1", api_key="none", max_retries=0)
+    documents = client.get_text_embedding_batch(SENTENCES)
+    np.testing.assert_allclose(documents, model.encode(SENTENCES), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        client.get_query_embedding(TEXTS[1]), model.encode(TEXTS[1]), atol=1e-6, rtol=0
+    )
 
 
 def test_huggingface_hub_feature_extraction_on_embed(model, server, monkeypatch):
