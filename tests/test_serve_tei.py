@@ -8,8 +8,6 @@ computation (another model object's ``encode``, sentence-transformers, the token
 from __future__ import annotations
 
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import pytest
 
 import protoembed
 from protoembed.serving import ServeSettings, create_app
-from test_serve import NAME, SENTENCES, running
+from test_serve import NAME, SENTENCES, running, second_while_first_runs
 
 OPENAPI = Path(__file__).parent / "fixtures" / "tei_openapi.json"
 TEXTS = ["a man is playing a guitar .", "the cat sat on the mat", "two dogs are running through a field ."]
@@ -249,23 +247,13 @@ def test_unhealthy_before_the_warm_up_and_overloaded_in_flight(normalizing):
     for response in (client.get("/health"), client.post("/embed", json={"inputs": "a"})):
         assert response.status_code == 503 and response.json()["error_type"] == "Unhealthy"
         assert_schema(response.json(), "ErrorResponse")
-    entered, release = threading.Event(), threading.Event()
     with running(normalizing, max_concurrent_requests=1) as (base, app):
-        encoder = app.state.batcher.encoder
-        forward = encoder.forward
-
-        def held(features):
-            entered.set()
-            assert release.wait(60)
-            return forward(features)
-
-        encoder.forward = held
-        with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(post, base, "/embed", {"inputs": "the cat"})
-            assert entered.wait(60)
-            second = post(base, "/embed", {"inputs": "a dog"})
-            release.set()
-            assert first.result(60).status_code == 200
+        first, second = second_while_first_runs(
+            app,
+            lambda: post(base, "/embed", {"inputs": "the cat"}),
+            lambda: post(base, "/embed", {"inputs": "a dog"}),
+        )
+        assert first.status_code == 200
         assert second.status_code == 429 and second.json()["error_type"] == "Overloaded"
         assert_schema(second.json(), "ErrorResponse")
 
