@@ -353,24 +353,38 @@ def test_health_is_503_until_the_warm_up_ran(mean_model):
     assert client.get("/health").status_code == 503  # and after shutdown
 
 
-def test_a_request_beyond_max_concurrent_requests_gets_429(mean_model):
+def second_while_first_runs(app, first, second):
+    """Call ``first()`` on a thread and hold its forward pass; call ``second()`` meanwhile; release the
+    forward. Returns (first's result, second's)."""
     entered, release = threading.Event(), threading.Event()
-    with running(mean_model, max_concurrent_requests=1) as (base, app):
-        encoder = app.state.batcher.encoder
-        forward = encoder.forward
+    encoder = app.state.batcher.encoder
+    forward = encoder.forward
 
-        def held(features):
-            entered.set()
-            assert release.wait(60)
-            return forward(features)
+    def held(features):
+        entered.set()
+        assert release.wait(60)
+        return forward(features)
 
-        encoder.forward = held
+    encoder.forward = held
+    try:
         with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(embeddings, base, ["the cat"])
+            running_first = pool.submit(first)
             assert entered.wait(60)  # the first request is in its forward pass
-            second = httpx.post(f"{base}/v1/embeddings", json={"input": "a dog"}, timeout=30)
+            answer = second()
             release.set()
-            vectors = first.result(60)
+            return running_first.result(60), answer
+    finally:
+        release.set()
+        encoder.forward = forward
+
+
+def test_a_request_beyond_max_concurrent_requests_gets_429(mean_model):
+    with running(mean_model, max_concurrent_requests=1) as (base, app):
+        vectors, second = second_while_first_runs(
+            app,
+            lambda: embeddings(base, ["the cat"]),
+            lambda: httpx.post(f"{base}/v1/embeddings", json={"input": "a dog"}, timeout=30),
+        )
         assert second.status_code == 429 and second.headers["Retry-After"] == "1"
         assert second.json()["error"]["code"] == "rate_limit_exceeded"
         np.testing.assert_allclose(vectors, mean_model.encode(["the cat"]), atol=1e-6, rtol=0)

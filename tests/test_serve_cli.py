@@ -77,6 +77,27 @@ def test_two_models_are_refused(capsys):
     assert "two models given" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--max-batch-tokens", "--max-tokens-per-batch"])
+def test_a_budget_below_the_longest_row_is_refused_at_start_as_encode_refuses_it(
+    tiny_model_dirs, capsys, flag
+):
+    """One rule for ``serve`` and ``encode``: a token budget below the longest row the model makes (128
+    tokens: the tiny backbone's positions, [CLS] and [SEP] included) is refused in one line, before the
+    server listens; the same budget on ``encode`` of a text that long gives the same line but its row."""
+    folder = str(tiny_model_dirs["bert"])
+    assert main(["serve", folder, "--head", "mean", "--port", "0", flag, "10"]) == 2
+    assert capsys.readouterr().err == (
+        "protoembed: error: max_tokens_per_batch 10 is below the length of the longest row this model makes "
+        "(128 tokens after truncation): a batch must hold one row; pass at least 128\n"
+    )
+    with pytest.raises(protoembed.ProtoembedError) as err:
+        protoembed.load(folder, head="mean").encode(["word " * 500], max_tokens_per_batch=10)
+    assert str(err.value).startswith("max_tokens_per_batch 10 is below the length of text 'word word")
+    assert str(err.value).endswith(
+        "(128 tokens after truncation): a batch must hold one row; pass at least 128"
+    )
+
+
 def run_serve(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "protoembed", "serve", *argv], capture_output=True, text=True, timeout=120

@@ -1,5 +1,6 @@
 """The server as OpenAI's and text-embeddings-inference's clients use it: token-id inputs (the served
 model's own ids) through the official ``openai`` client, langchain-openai's ``OpenAIEmbeddings``,
+llama-index's ``OpenAIEmbedding``,
 ``huggingface_hub``'s ``InferenceClient`` on ``/embed``, TEI's ``/embed`` options and ``/info``, a
 prompted model's prompts, and the byte and queued-token limits under 100 concurrent clients (never a 500).
 Every vector is checked against ``model.encode`` of the same model object."""
@@ -35,8 +36,9 @@ def server(model):
 
 
 def ids_of(model, texts: list[str]) -> list[list[int]]:
-    """The served model's token ids of each text alone (no special tokens), as TEI defines them."""
-    return [model.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+    """The served model's token ids of each text, as ``tokenizer(text)`` returns them (special tokens
+    included), as TEI and vLLM read them."""
+    return [model.tokenizer(text)["input_ids"] for text in texts]
 
 
 def test_token_ids_through_the_openai_client_equal_the_texts_vectors(model, server):
@@ -47,12 +49,17 @@ def test_token_ids_through_the_openai_client_equal_the_texts_vectors(model, serv
     expected = model.encode(TEXTS)
     many = client.embeddings.create(model=NAME, input=ids_of(model, TEXTS), encoding_format="float")
     np.testing.assert_allclose([d.embedding for d in many.data], expected, atol=1e-6, rtol=0)
-    assert many.usage.prompt_tokens == sum(len(ids) + 2 for ids in ids_of(model, TEXTS))  # [CLS] ... [SEP]
+    assert many.usage.prompt_tokens == sum(len(ids) for ids in ids_of(model, TEXTS))  # [CLS] ... [SEP]
     one = client.embeddings.create(model=NAME, input=ids_of(model, TEXTS[:1])[0])  # base64, one array
     np.testing.assert_allclose(one.data[0].embedding, expected[0], atol=1e-6, rtol=0)
-    # ids beyond what a row keeps are refused, as is one outside the vocabulary
-    with pytest.raises(openai.BadRequestError, match="input has 200 tokens; this model takes at most 126"):
-        client.embeddings.create(model=NAME, input=[7] * 200)
+    # ids beyond what a row keeps are cut as a text is (to 126 between [CLS] and [SEP]); one outside the
+    # vocabulary is refused
+    long = client.embeddings.create(model=NAME, input=[7] * 200, encoding_format="float")
+    short = client.embeddings.create(model=NAME, input=[7] * 126, encoding_format="float")
+    np.testing.assert_allclose(long.data[0].embedding, short.data[0].embedding, atol=1e-6, rtol=0)
+    assert long.usage.prompt_tokens == 128
+    with pytest.raises(openai.BadRequestError, match="input\\[1\\] is token 100000, outside"):
+        client.embeddings.create(model=NAME, input=[7, 100000])
 
 
 def test_langchain_openai_embeddings_get_the_offline_vectors(model, server):
@@ -65,6 +72,21 @@ def test_langchain_openai_embeddings_get_the_offline_vectors(model, server):
     )
     np.testing.assert_allclose(client.embed_documents(SENTENCES), model.encode(SENTENCES), atol=1e-6, rtol=0)
     np.testing.assert_allclose(client.embed_query(TEXTS[1]), model.encode(TEXTS[1]), atol=1e-6, rtol=0)
+
+
+def test_llama_index_openai_embedding_by_model_name_gets_the_offline_vectors(model, server):
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    base, _ = server
+    # model_name=: model= takes OpenAI's own model names only (a ValueError for any other)
+    with pytest.raises(ValueError, match="is not a valid OpenAIEmbeddingModelType"):
+        OpenAIEmbedding(model=NAME, api_base=f"{base}/v1", api_key="none")
+    client = OpenAIEmbedding(model_name=NAME, api_base=f"{base}/v1", api_key="none", max_retries=0)
+    documents = client.get_text_embedding_batch(SENTENCES)
+    np.testing.assert_allclose(documents, model.encode(SENTENCES), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        client.get_query_embedding(TEXTS[1]), model.encode(TEXTS[1]), atol=1e-6, rtol=0
+    )
 
 
 def test_huggingface_hub_feature_extraction_on_embed(model, server, monkeypatch):
@@ -97,15 +119,15 @@ def test_tei_embed_options_and_info(model, server):
     )
     # truncate: false (TEI's default) refuses what would be cut; true cuts it as encode does
     long = post(inputs=[SENTENCES[3]])
-    assert long.status_code == 413 and long.json()["error_type"] == "validation"
+    assert long.status_code == 422 and long.json()["error_type"] == "Validation"
     assert "inputs[0] has" in long.json()["error"] and "send truncate: true" in long.json()["error"]
     cut = post(inputs=[SENTENCES[3]], truncate=True, normalize=False)
     np.testing.assert_allclose(cut.json(), model.encode(SENTENCES[3:4]), atol=1e-6, rtol=0)
     unknown = post(inputs=TEXTS[0], prompt_name="nope")
-    assert unknown.status_code == 400 and "unknown prompt name 'nope'" in unknown.json()["error"]
+    assert unknown.status_code == 422 and "unknown prompt name 'nope'" in unknown.json()["error"]
     info = httpx.get(f"{base}/info", timeout=10).json()
     assert info["model_id"] == NAME and info["model_dtype"] == "float32"
-    assert info["max_client_batch_size"] == 16 and info["max_input_length"] == 126
+    assert info["max_client_batch_size"] == 16 and info["max_input_length"] == 128
 
 
 def test_the_openai_route_applies_no_prompt_and_search_equals_it(model, server):

@@ -1,9 +1,11 @@
-"""``protoembed serve [MODEL]``: an OpenAI-compatible embeddings server (``POST /v1/embeddings``, ``GET
-/v1/models``, ``GET /health``, ``GET /metrics``) with dynamic batching (:mod:`protoembed.serving`).
+"""``protoembed serve [MODEL]``: an embeddings server with dynamic batching (:mod:`protoembed.serving`), in
+two dialects: OpenAI's (:mod:`protoembed.serving.openai_api`) and text-embeddings-inference's
+(:mod:`protoembed.serving.tei_api`), with ``GET /health`` and ``GET /metrics``.
 
 The port is bound before the model loads (one line and exit 2 when it is in use, or when the model folder
-is not one); once the model has run a warm-up batch, one line says the URL, the model, the runtime and
-the precision. SIGTERM or Ctrl-C: no new connections, the requests in flight answered, exit 0 (130 for
+is not one); a ``--max-batch-tokens`` below the longest row the model makes is refused in one line once it
+has loaded; once the model has run a warm-up batch, one line says the URL, the model, the runtime and the
+precision. SIGTERM or Ctrl-C: no new connections, the requests in flight answered, exit 0 (130 for
 Ctrl-C).
 """
 
@@ -24,11 +26,14 @@ from protoembed.model.model_spec import ModelSpec
 from protoembed.serving.settings import API_KEY_ENV, ServeSettings, served_model_name
 
 DESCRIPTION = (
-    "Serve a model over HTTP with OpenAI's embeddings API: POST /v1/embeddings (input: a string or a list "
-    "of strings; encoding_format float or base64), GET /v1/models, GET /health, GET /metrics "
-    "(Prometheus). Rows of concurrent requests share forward passes (dynamic batching) and get the "
-    "vectors protoembed encode gives. Inputs longer than the model's max_seq_length tokens are truncated "
-    "to it, exactly as protoembed encode does; usage counts the tokens after truncation. Needs pip "
+    "Serve a model over HTTP in two dialects. OpenAI's (serving/openai_api.py): POST /v1/embeddings and "
+    "/embeddings (input: a string, a list of strings or token arrays; encoding_format float or base64), "
+    "GET /v1/models. text-embeddings-inference's (serving/tei_api.py): POST /embed (and POST /, "
+    "/invocations), /embed_all, /similarity, /tokenize, /decode, /rerank, GET /info. GET /health (/ping, "
+    "GET /) and GET /metrics (Prometheus). Rows of concurrent requests share forward passes (dynamic "
+    "batching) and get the vectors protoembed encode gives. Token arrays are the model's own ids, as "
+    "tokenizer(text) returns them. /v1/embeddings truncates inputs longer than the model's max_seq_length "
+    "tokens, exactly as protoembed encode does; /embed refuses them unless truncate is true. Needs pip "
     "install 'protoembed[serve]'."
 )
 
@@ -36,7 +41,9 @@ DESCRIPTION = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``serve`` sub-command."""
     parser = subparsers.add_parser(
-        "serve", help="serve a model over HTTP (OpenAI-compatible /v1/embeddings)", description=DESCRIPTION
+        "serve",
+        help="serve a model over HTTP (OpenAI's /v1/embeddings, text-embeddings-inference's /embed)",
+        description=DESCRIPTION,
     )
     parser.add_argument(
         "model_arg",

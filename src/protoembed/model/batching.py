@@ -115,6 +115,25 @@ def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
     )
 
 
+def longest_row(encoder: PromptEncoder) -> int:
+    """The most tokens one of ``encoder``'s input rows holds: the sentence tokens it keeps
+    (:meth:`~protoembed.model.encoder.PromptEncoder.sentence_budget`) and the special tokens or the
+    template around them."""
+    template = encoder.template_ids
+    head, tail = encoder.specials if template is None else (template.head, template.tail)
+    return encoder.sentence_budget(template, encoder.max_seq_length) + len(head) + len(tail)
+
+
+def check_budget_holds_a_row(budget: int, encoder: PromptEncoder) -> None:
+    """Refuse a token budget below :func:`longest_row`: a batch could not hold a row the model may be sent.
+
+    Raises:
+        ProtoembedError: :func:`budget_error`'s line."""
+    longest = longest_row(encoder)
+    if budget < longest:
+        raise budget_error(budget, longest, "the longest row this model makes")
+
+
 @dataclass
 class _Batch:
     """One padded batch: ``rows`` (indexes of distinct texts), the same as a tensor on the host

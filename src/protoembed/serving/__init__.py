@@ -1,11 +1,12 @@
-"""``protoembed serve``: an OpenAI-compatible embeddings server with dynamic batching.
+"""``protoembed serve``: an embeddings server with dynamic batching, in OpenAI's and
+text-embeddings-inference's dialects.
 
 - :class:`ServeSettings` (:mod:`protoembed.serving.settings`): the server's settings, each once (its
   fields make ``protoembed serve``'s flags);
-- :func:`create_app` (:mod:`protoembed.serving.app`): a loaded model -> a FastAPI app with
-  ``POST /v1/embeddings``, ``GET /v1/models``, ``GET /health`` and ``GET /metrics``;
-- :class:`~protoembed.serving.batcher.DynamicBatcher`: the rows of concurrent requests batched by a token
-  budget on one inference thread;
+- :func:`create_app` (:mod:`protoembed.serving.app`): a loaded model -> a FastAPI app: one router per
+  dialect (:mod:`~protoembed.serving.openai_api`, :mod:`~protoembed.serving.tei_api`) over one
+  :class:`~protoembed.serving.infer.Infer` (the tokenizer pool, the
+  :class:`~protoembed.serving.batcher.DynamicBatcher` and the model), ``GET /health`` and ``GET /metrics``;
 - :mod:`protoembed.serving.server`: the listening socket (bound before the model loads) and uvicorn.
 
 The server needs the ``serve`` extra (fastapi, uvicorn, prometheus-client, orjson): :func:`require` says the pip

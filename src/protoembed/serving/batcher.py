@@ -18,6 +18,9 @@ the oldest one arrived (less once the queued rows hold ``max_batch_tokens`` toke
 - each vector written to its request; a request whose rows are all done gets its result. A failed
   forward fails the requests of that batch.
 
+What needs the model besides a batch of rows (the token vectors of ``/embed_all``) is a job
+(:meth:`DynamicBatcher.call`), run on the same thread between two batches: one thread runs the model.
+
 :meth:`DynamicBatcher.close` stops taking rows, runs those queued and ends the thread.
 """
 
@@ -114,6 +117,7 @@ class DynamicBatcher:
         self._closing = False
         self._counter = itertools.count()
         self._thread: threading.Thread | None = None
+        self._jobs: deque[tuple[Callable[[], object], Future]] = deque()
 
     @property
     def depth(self) -> int:
@@ -161,6 +165,20 @@ class DynamicBatcher:
             self._cond.notify()
         return request.future
 
+    def call(self, job: Callable[[], object]) -> Future:
+        """Run ``job`` on the inference thread between two batches; returns the future of its result.
+
+        Raises:
+            RuntimeError: the batcher is closing.
+        """
+        future: Future = Future()
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the server is shutting down")
+            self._jobs.append((job, future))
+            self._cond.notify()
+        return future
+
     def close(self) -> None:
         """Take no more rows, run those queued, and wait for the inference thread to end."""
         with self._cond:
@@ -173,9 +191,16 @@ class DynamicBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queued and not self._closing:
+                while not self._queued and not self._jobs and not self._closing:
                     self._cond.wait()
+                job = self._jobs.popleft() if self._jobs else None
+            if job is not None:
+                _run_job(*job)
+                continue
+            with self._cond:
                 if not self._queued:
+                    if self._jobs:
+                        continue
                     return  # closing, nothing left
                 deadline = self._queue[0].arrival + self.max_wait
                 while not self._closing and self._tokens < self.max_batch_tokens:  # not a full batch yet
@@ -236,6 +261,18 @@ class DynamicBatcher:
                 )
             except Exception:  # a failing observer must not stop the inference thread
                 logger.exception("observing a batch failed")
+
+
+def _run_job(job: Callable[[], object], future: Future) -> None:
+    """Run one job of :meth:`DynamicBatcher.call` into its future (its error too)."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = job()
+    except Exception as err:  # the job's request fails, the server goes on
+        _settle(future, error=err)
+    else:
+        _settle(future, result=result)
 
 
 def _settle(future: Future, result: object = None, error: BaseException | None = None) -> None:

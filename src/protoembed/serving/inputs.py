@@ -1,15 +1,14 @@
 """A request's inputs, as OpenAI's embeddings API and text-embeddings-inference accept them, made into the
 model's input rows.
 
-An input is a text or a token array. Token ids are the served model's own tokenizer's ids of the text
-alone (``tokenizer(text, add_special_tokens=False)``, as text-embeddings-inference defines them): the
-server wraps them in the model's template or special tokens, as ``encode`` wraps a text's tokens, so
-``encode(text)`` and the ids of ``text`` give the same vector (a model that lower-cases its inputs
-lower-cases text only: ids are taken as they are). A client that sends OpenAI's own token ids (tiktoken's)
-sends numbers that mean nothing to another model's vocabulary: send the text.
+An input is a text or a token array. A token array is read as text-embeddings-inference and vLLM read it:
+the served model's own tokenizer's ids, as ``tokenizer(text)`` returns them (special tokens included), or
+without the special tokens (``tokenizer(text, add_special_tokens=False)``); both give the text's vector
+(:func:`id_rows`). A client that sends OpenAI's own token ids (tiktoken's) sends numbers that mean nothing
+to another model's vocabulary: send the text.
 
-Every problem is an :class:`InputError` naming the input (``input[3]``, ``input[3][17]``) and what was
-expected; its ``status`` is 400, or 413 for more inputs, characters or tokens than the server takes.
+Every problem is an :class:`~protoembed.serving.errors.APIError` naming the input (``input[3]``,
+``input[3][17]``) and what was expected.
 """
 
 from __future__ import annotations
@@ -18,15 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from protoembed.model.batching import longest_row
 from protoembed.model.encoder import PromptEncoder
-
-
-class InputError(ValueError):
-    """A request's input refused: ``status`` (400 or 413), the message, and a ``code`` for 413s."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
+from protoembed.serving.errors import APIError
 
 
 @dataclass(frozen=True)
@@ -70,13 +63,24 @@ def _kind(value: Any) -> str | None:
     return "token" if _token(value) else None
 
 
+def check_count(count: int, max_inputs: int, field: str) -> None:
+    """Refuse more than ``max_inputs`` inputs in one request (``too_many``)."""
+    if count > max_inputs:
+        raise APIError(
+            "too_many",
+            f"{count} inputs in one request; this server takes at most {max_inputs}",
+            field,
+            "too_many_inputs",
+        )
+
+
 def parse_inputs(value: Any, field: str, max_inputs: int, max_chars: int) -> Inputs:
     """``value`` (a string, a list of strings, a token array or a list of token arrays) as :class:`Inputs`.
 
     Raises:
-        InputError: another shape (a list mixing texts and token arrays, a token that is not an integer,
-            an empty list or array, a blank text: 400, each named), more than ``max_inputs`` inputs or a
-            text longer than ``max_chars`` characters (413).
+        APIError: an empty list, array or text (``empty``); another shape (a list mixing texts and token
+            arrays, a token that is not an integer: ``invalid``, each named); more than ``max_inputs``
+            inputs or a text longer than ``max_chars`` characters (``too_many``).
     """
     shapes = "a string, a list of strings, a token array (integers) or a list of token arrays"
     if isinstance(value, str):
@@ -85,92 +89,114 @@ def parse_inputs(value: Any, field: str, max_inputs: int, max_chars: int) -> Inp
         inputs = Inputs(None, [list(value)], [field])
     elif isinstance(value, list):
         if not value:
-            raise InputError(400, f"{field} must not be an empty list")
+            raise APIError("empty", f"{field} must not be an empty list", field)
         names = [f"{field}[{i}]" for i in range(len(value))]
         if all(isinstance(v, str) for v in value):
             inputs = Inputs(list(value), None, names)
         elif all(isinstance(v, list) for v in value):
             for name, array in zip(names, value):
                 if not array:
-                    raise InputError(400, f"{name} is an empty token array: every input needs tokens")
+                    raise APIError(
+                        "empty", f"{name} is an empty token array: every input needs tokens", field
+                    )
                 bad = next((j for j, token in enumerate(array) if not _token(token)), None)
                 if bad is not None:
-                    raise InputError(
-                        400, f"{name}[{bad}] is {json_type(array[bad])}; a token array holds integers"
+                    raise APIError(
+                        "invalid",
+                        f"{name}[{bad}] is {json_type(array[bad])}; a token array holds integers",
+                        field,
                     )
             inputs = Inputs(None, [list(array) for array in value], names)
         else:
             kinds = [_kind(v) for v in value]
             i = next(i for i, kind in enumerate(kinds) if kind is None or kind != kinds[0])
-            raise InputError(400, f"{field} must be {shapes}; {names[i]} is {json_type(value[i])}")
+            raise APIError("invalid", f"{field} must be {shapes}; {names[i]} is {json_type(value[i])}", field)
     else:
-        raise InputError(400, f"{field} must be {shapes}, got {json_type(value)}")
-    if len(inputs) > max_inputs:
-        raise InputError(
-            413,
-            f"{len(inputs)} inputs in one request; this server takes at most {max_inputs}",
-            "too_many_inputs",
-        )
+        raise APIError("invalid", f"{field} must be {shapes}, got {json_type(value)}", field)
+    check_count(len(inputs), max_inputs, field)
     for name, text in zip(inputs.names, inputs.texts or []):
         if len(text) > max_chars:
-            raise InputError(
-                413,
+            raise APIError(
+                "too_many",
                 f"{name} has {len(text)} characters; this server takes at most {max_chars} per input",
+                field,
                 "input_too_long",
             )
         if not text.strip():
-            raise InputError(400, f"{name} is empty or blank: every input needs text to encode")
+            raise APIError("empty", f"{name} is empty or blank: every input needs text to encode", field)
     return inputs
 
 
-def id_rows(
-    encoder: PromptEncoder, inputs: Inputs, prompt: str = ""
-) -> tuple[list[list[int]], list[int] | None]:
-    """The input rows of token-array ``inputs``: ``prompt``'s tokens, then each array, wrapped in the
-    model's template or special tokens (:meth:`~protoembed.model.encoder.PromptEncoder.wrap`), as ``encode``
-    builds a text's row.
-
-    Raises:
-        InputError: an id outside the vocabulary, or an array (with the prompt) longer than the tokens a
-            row keeps (400, naming the input and the limits).
-    """
-    assert inputs.ids is not None
-    vocabulary = len(encoder.tokenizer)
-    budget = encoder.sentence_budget(encoder.template_ids, encoder.max_seq_length)
-    head = encoder.tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-    rows, masks = [], []
-    for name, array in zip(inputs.names, inputs.ids):
+def check_vocabulary(
+    tokenizer: Any, arrays: Sequence[Sequence[int]], names: Sequence[str], field: str
+) -> None:
+    """Refuse an id outside ``tokenizer``'s vocabulary (``tokenizer``: text-embeddings-inference's
+    tokenizer error; its tokenizer would drop the id, this server names it)."""
+    vocabulary = len(tokenizer)
+    for name, array in zip(names, arrays):
         bad = next((j for j, token in enumerate(array) if not 0 <= token < vocabulary), None)
         if bad is not None:
-            raise InputError(
-                400,
+            raise APIError(
+                "tokenizer",
                 f"{name}[{bad}] is token {array[bad]}, outside the model's vocabulary (0 to {vocabulary - 1})",
+                field,
             )
-        if len(head) + len(array) > budget:
-            prompted = f" ({len(head)} of them the prompt's)" if head else ""
-            raise InputError(
-                400,
-                f"{name} has {len(head) + len(array)} tokens{prompted}; this model takes at most {budget} per "
-                "input (its max_seq_length, special tokens apart)",
-            )
-        row, mask = encoder.wrap([*head, *array], encoder.template_ids, encoder.max_seq_length)
-        rows.append(row)
-        masks.append(mask)
-    return rows, None if encoder.template_ids is None else [int(m) for m in masks]
 
 
-def too_long(encoder: PromptEncoder, texts: Sequence[str], names: Sequence[str]) -> None:
-    """Refuse texts whose tokens would be cut (text-embeddings-inference's ``truncate: false``).
+def sentence_ids_of(encoder: PromptEncoder, inputs: Inputs, field: str, prompt: str = "") -> list[list[int]]:
+    """The sentence ids (no special tokens) of token-array ``inputs``, so that the ids of ``tokenizer(text)``
+    (special tokens included or not) make the row of ``text``:
+
+    - the special tokens the tokenizer puts around a text (``[CLS]`` ... ``[SEP]``, ``<s>`` ... ``</s>``) are
+      taken off where an array starts or ends with them; what remains is the text's ids;
+    - with a ``prompt``, those ids are decoded (special tokens skipped, spaces as the tokenizer wrote them)
+      and the prompt and the decoded text are tokenised together, as the prompted text is (on a BPE or
+      SentencePiece tokenizer the prompt's last token and the text's first one may merge, so joining the
+      prompt's ids and the array's would make another row); text-embeddings-inference does the same.
 
     Raises:
-        InputError: 413 naming the first input longer than the tokens a row keeps, with both counts.
+        APIError: an id outside the vocabulary (``tokenizer``), an array of special tokens only (``empty``).
+    """
+    assert inputs.ids is not None
+    tokenizer = encoder.tokenizer
+    check_vocabulary(tokenizer, inputs.ids, inputs.names, field)
+    before, after = encoder.specials
+    arrays = []
+    for array in inputs.ids:
+        if before and array[: len(before)] == before:
+            array = array[len(before) :]
+        if after and len(array) >= len(after) and array[len(array) - len(after) :] == after:
+            array = array[: len(array) - len(after)]
+        arrays.append(array)
+    if prompt:
+        texts = [
+            prompt + tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            for ids in arrays
+        ]
+        arrays = encoder.sentence_ids(texts, allow_empty=True)
+    for name, ids in zip(inputs.names, arrays):
+        if not ids:
+            raise APIError("empty", f"{name} holds only special tokens: every input needs tokens", field)
+    return arrays
+
+
+def check_length(
+    encoder: PromptEncoder, sentence_ids: Sequence[Sequence[int]], names: Sequence[str], field: str
+) -> None:
+    """Refuse inputs whose tokens would be cut (text-embeddings-inference's ``truncate: false``).
+
+    Raises:
+        APIError: ``too_many``, naming the first input longer than a row holds, with both counts (special
+            tokens and template included, as ``/info``'s ``max_input_length`` counts).
     """
     budget = encoder.sentence_budget(encoder.template_ids, encoder.max_seq_length)
-    for name, ids in zip(names, encoder.sentence_ids(texts, allow_empty=True)):
+    extra = longest_row(encoder) - budget
+    for name, ids in zip(names, sentence_ids):
         if len(ids) > budget:
-            raise InputError(
-                413,
-                f"{name} has {len(ids)} tokens; this model takes at most {budget} per input (send "
-                "truncate: true to cut it)",
+            raise APIError(
+                "too_many",
+                f"{name} has {len(ids) + extra} tokens; this model takes at most {budget + extra} per input "
+                "(send truncate: true to cut it)",
+                field,
                 "input_too_long",
             )

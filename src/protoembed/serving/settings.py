@@ -51,14 +51,15 @@ class ServeSettings(BaseModel):
     api_key: Annotated[str | None, Flag(metavar="KEY", show_default=False)] = Field(
         None,
         min_length=1,
-        description=f"require 'Authorization: Bearer KEY' on /v1/* (default: ${API_KEY_ENV} if set, else no "
-        "key)",
+        description="require 'Authorization: Bearer KEY' on every route of both dialects, OpenAI's "
+        "(serving/openai_api.py) and text-embeddings-inference's (serving/tei_api.py); /health, /ping, GET / "
+        f"and /metrics stay open (default: ${API_KEY_ENV} if set, else no key)",
     )
     max_batch_tokens: Annotated[int, Flag(metavar="N")] = Field(
         16384,
         ge=1,
-        description="token budget of one forward pass: longest row x rows, padding included (a longer "
-        "single row runs alone)",
+        description="token budget of one forward pass: longest row x rows, padding included; at least the "
+        "longest row the model makes (/info's max_input_length), else refused at start",
     )
     max_wait_ms: Annotated[float, Flag(metavar="MS")] = Field(
         5.0,

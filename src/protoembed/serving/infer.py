@@ -1,0 +1,288 @@
+"""The model behind every route (text-embeddings-inference's ``core/src/infer.rs``): one tokenizer pool,
+one :class:`~protoembed.serving.batcher.DynamicBatcher` and the model's pooled forward, which each
+dialect's routes (:mod:`protoembed.serving.openai_api`, :mod:`protoembed.serving.tei_api`) call.
+
+The batcher runs the model's pooled vectors before the model's own normalisation; :meth:`Infer.embed`
+normalises them as the request asks (``None``: as ``encode`` does, the model's own setting), so
+``normalize: false`` on ``/embed`` is the pooled vector of a model whose modules end in ``Normalize``, as
+text-embeddings-inference answers it (an export whose graph normalises cannot give it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from protoembed.core.errors import EmptySentenceError, ProtoembedError
+from protoembed.inputs.prompts import prompt_text
+from protoembed.model.batching import (
+    BatchEncoder,
+    check_budget_holds_a_row,
+    check_pipeline_options,
+    default_tokenizer_workers,
+    tokenizer_pool,
+)
+from protoembed.model.export.runtime import ExportedEmbedder
+from protoembed.model.protocol import SentenceEmbedder
+from protoembed.serving.batcher import DynamicBatcher, QueueFull
+from protoembed.serving.errors import APIError
+from protoembed.serving.inputs import Inputs, check_length, parse_inputs, sentence_ids_of
+from protoembed.serving.metrics import Metrics
+from protoembed.serving.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def pooled_encoder(model: SentenceEmbedder) -> BatchEncoder:
+    """``model``'s encode loop giving its pooled vectors before its own normalisation (its ``normalized``:
+    the forward normalises all the same, an export whose graph ends in the normalisation)."""
+    raw = copy.copy(model)  # shares the weights; its forward reads ``normalize``
+    raw.normalize = False
+    encoder = raw.batch_encoder()
+    encoder.normalized = isinstance(model, ExportedEmbedder) and bool(model.config["normalize"])
+    return encoder
+
+
+class Infer:
+    """Tokenisation on a pool of threads, the rows of every request batched on one inference thread.
+
+    Args:
+        model: a loaded model (:func:`protoembed.load`; an export included).
+        settings: the server's limits and batching.
+        tokenizer_workers: the pool's threads (``None``:
+            :func:`~protoembed.model.batching.default_tokenizer_workers` for the model's device).
+    Raises:
+        ProtoembedError: ``settings.max_batch_tokens`` below the longest row the model makes
+            (:func:`~protoembed.model.batching.check_budget_holds_a_row`).
+    """
+
+    def __init__(
+        self, model: SentenceEmbedder, settings: ServeSettings, tokenizer_workers: int | None = None
+    ) -> None:
+        if hasattr(model, "eval"):  # as encode runs it (no dropout), whatever mode it was given in
+            model.eval()
+        self.model, self.settings = model, settings
+        self.encoder = pooled_encoder(model)
+        self.prompt_encoder = self.encoder.encoder
+        check_budget_holds_a_row(settings.max_batch_tokens, self.prompt_encoder)
+        self.in_flight = 0
+        self.ready = False
+        self.metrics = Metrics(lambda: self.batcher.depth, lambda: self.in_flight)
+        self.batcher = DynamicBatcher(
+            self.encoder, settings.max_batch_tokens, settings.max_wait_ms, observe=self.metrics.observe_batch
+        )
+        workers, _ = check_pipeline_options(tokenizer_workers, None)
+        self.tokenizer_workers = workers or default_tokenizer_workers(model.device)
+        self.pool = tokenizer_pool(self.tokenizer_workers)
+
+    # ------------------------------------------------------------------ life
+    async def start(self) -> None:
+        """Start the inference thread and run one warm-up batch; ready from then on."""
+        self.batcher.start()
+        rows = await self.on_pool(self.encoder.tokenize, ["warm up"])
+        await asyncio.wrap_future(self.batcher.submit(*rows))
+        self.ready = True
+
+    def stop(self) -> None:
+        """Not ready; the queued rows run, then the inference thread and the pool end."""
+        self.ready = False
+        self.batcher.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def check_ready(self) -> None:
+        """Raise ``unhealthy`` (503) until the warm-up batch ran, and after shutdown began."""
+        if not self.ready:
+            raise APIError("unhealthy", "the model is not ready yet (see /health)", code="not_ready")
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """One request that queues rows, within ``max_concurrent_requests``.
+
+        Raises:
+            APIError: ``overloaded`` (429) when that many are in flight already."""
+        limit = self.settings.max_concurrent_requests
+        if self.in_flight >= limit:
+            raise APIError(
+                "overloaded",
+                f"{limit} requests are in flight, the most this server takes; retry later",
+                code="rate_limit_exceeded",
+            )
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+    # ------------------------------------------------------------------ inputs
+    async def on_pool(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` on a tokenizer thread."""
+        return await asyncio.wrap_future(self.pool.submit(function, *args))
+
+    def prompt(self, prompt_name: str | None) -> str:
+        """The text put before each input: the model's prompt ``prompt_name`` (``None``: its default
+        prompt, as ``encode`` and text-embeddings-inference apply it).
+
+        Raises:
+            APIError: ``invalid``: a name the model has no prompt for."""
+        name = self.model.default_prompt_name if prompt_name is None else prompt_name
+        try:
+            return prompt_text(self.model.prompts, name)
+        except ProtoembedError as err:
+            raise APIError("invalid", str(err), "prompt_name") from None
+
+    def parse(self, value: Any, field: str) -> Inputs:
+        """A request's inputs (:func:`~protoembed.serving.inputs.parse_inputs` within the server's limits)."""
+        return parse_inputs(value, field, self.settings.max_inputs_per_request, self.settings.max_input_chars)
+
+    def rows(
+        self, inputs: Inputs, field: str, prompt: str, truncate: bool
+    ) -> tuple[list[list[int]], list[int] | None]:
+        """The model's input rows of ``inputs`` (run on a tokenizer thread): texts with ``prompt`` before
+        each, tokenised as ``encode`` tokenises them; token arrays read by
+        :func:`~protoembed.serving.inputs.sentence_ids_of`; cut to what a row holds, or without
+        ``truncate`` refused when longer.
+
+        Raises:
+            APIError: an input too long without ``truncate``, a bad token array, an input without tokens.
+        """
+        encoder = self.prompt_encoder
+        if inputs.ids is not None:
+            sentence_ids = sentence_ids_of(encoder, inputs, field, prompt)
+            if not truncate:
+                check_length(encoder, sentence_ids, inputs.names, field)
+            return encoder.rows(sentence_ids)
+        assert inputs.texts is not None
+        texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
+        try:
+            if not truncate:
+                check_length(encoder, encoder.sentence_ids(texts, allow_empty=True), inputs.names, field)
+            return self.encoder.tokenize(texts)
+        except EmptySentenceError as err:
+            raise APIError(
+                "empty",
+                f"{inputs.names[err.indexes[0]]} has no tokens: every input needs text to encode",
+                field,
+            ) from None
+
+    async def queue(self, ids: list[list[int]], masks: list[int] | None) -> np.ndarray:
+        """The pooled vectors of input rows, queued for the batcher within ``max_queued_tokens``.
+
+        Raises:
+            APIError: ``overloaded`` (the queue is full), ``unhealthy`` (shutting down), ``backend`` (the
+                forward failed)."""
+        tokens = sum(len(row) for row in ids)
+        limit = self.settings.max_queued_tokens
+        try:
+            future = self.batcher.submit(ids, masks, max_queued_tokens=limit)
+        except QueueFull as err:
+            raise APIError(
+                "overloaded",
+                f"{err.queued} tokens are queued and this request adds {tokens}; the server queues at most "
+                f"{limit}: retry later",
+                code="rate_limit_exceeded",
+            ) from None
+        except RuntimeError as err:
+            raise APIError("unhealthy", str(err), code="shutting_down") from None
+        return await self.backend(future)
+
+    async def backend(self, future: Any) -> Any:
+        """The result of an inference thread's future; its failure a ``backend`` error (424, as
+        text-embeddings-inference answers a failed inference)."""
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as err:
+            raise APIError("backend", f"inference failed: {type(err).__name__}: {err}") from None
+
+    # ------------------------------------------------------------------ answers
+    async def embed(
+        self,
+        value: Any,
+        field: str,
+        prompt_name: str | None = None,
+        truncate: bool = True,
+        normalize: bool | None = None,
+    ) -> tuple[np.ndarray, int]:
+        """``(vectors, tokens)`` of a request's inputs: float32 (N, D), L2-normalised if ``normalize``
+        (``None``: the model's own setting, as ``encode``), and the tokens of their rows.
+
+        Raises:
+            APIError: any problem of the inputs, the queue or the forward; ``normalize: false`` on an
+                export whose graph normalises (``invalid``).
+        """
+        self.check_ready()
+        if normalize is False and self.encoder.normalized:
+            raise APIError(
+                "invalid",
+                "this export's graph normalises its vectors, so normalize: false cannot be answered; serve "
+                "the torch model for the pooled vectors",
+                "normalize",
+            )
+        inputs = self.parse(value, field)
+        prompt = self.prompt(prompt_name)
+        with self.admit():
+            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate)
+            vectors = await self.queue(ids, masks)
+        if self.model.normalize if normalize is None else normalize:
+            vectors = torch.nn.functional.normalize(torch.from_numpy(vectors), dim=-1).numpy()
+        return vectors, sum(len(row) for row in ids)
+
+    async def token_vectors(
+        self, value: Any, field: str, prompt_name: str | None = None, truncate: bool = True
+    ) -> list[np.ndarray]:
+        """Each input's token vectors (the backbone's last hidden states of its row, special tokens and
+        template included: (T, H) float32), run on the inference thread; text-embeddings-inference's
+        ``/embed_all``.
+
+        Raises:
+            APIError: as :meth:`embed`; a model whose runtime gives pooled vectors only (an export:
+                ``backend``, as text-embeddings-inference answers a model without them).
+        """
+        self.check_ready()
+        embed = getattr(self.model, "embed", None)
+        if embed is None:
+            raise APIError(
+                "backend",
+                f"this model runs on {self.model.runtime}, whose graph gives pooled vectors only; serve the "
+                "torch model for token vectors",
+            )
+        inputs = self.parse(value, field)
+        prompt = self.prompt(prompt_name)
+        with self.admit():
+            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate)
+            features = self.encoder.pad(ids, masks)
+
+            def job() -> list[np.ndarray]:
+                with torch.inference_mode():
+                    device = self.model.device
+                    out = embed(
+                        {k: v.to(device) for k, v in features.items()}, precision=self.model.precision
+                    )
+                states = out["token_embeddings"].float().cpu().numpy()
+                return [states[i, : len(row)] for i, row in enumerate(ids)]
+
+            try:
+                future = self.batcher.call(job)
+            except RuntimeError as err:
+                raise APIError("unhealthy", str(err), code="shutting_down") from None
+            return await self.backend(future)
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """Refuse a ``dimensions`` other than the model's width (``invalid``: the vectors are not
+        shortened)."""
+        width = self.model.dimension
+        if dimensions is not None and dimensions != width:
+            raise APIError(
+                "invalid",
+                f"dimensions {dimensions}: this model's vectors have {width} dimensions and cannot be "
+                f"shortened; leave dimensions out or pass {width}",
+                "dimensions",
+            )

@@ -1,0 +1,255 @@
+"""text-embeddings-inference's API (``router/src/http/server.rs`` and ``types.rs`` are its spec; its
+clients work unchanged): :func:`tei_router`.
+
+- ``POST /embed``:
+  ``{"inputs", "normalize": true, "truncate": false, "truncation_direction": "Right", "prompt_name",
+  "dimensions"}`` -> one vector per input; ``normalize: false`` is the pooled vector before the model's own
+  normalisation;
+- ``POST /embed_all``: each input's token vectors (the backbone's last hidden states of its row);
+- ``POST /similarity``: ``{"inputs": {"source_sentence", "sentences"}, "parameters"}`` -> the cosine of
+  the source's pooled vector with each sentence's;
+- ``POST /`` and ``POST /invocations``: ``/similarity`` for a body whose ``inputs`` is an object, else
+  ``/embed`` (text-embeddings-inference routes them to ``/embed`` for an embedding model, to
+  ``/similarity`` when started with ``TASK=sentence-similarity``; ``huggingface_hub``'s
+  ``InferenceClient(base_url=ROOT)`` posts both ``feature_extraction`` and ``sentence_similarity`` there);
+- ``POST /tokenize``: ``{"inputs", "add_special_tokens": true, "prompt_name"}`` -> each input's tokens
+  (``id``, ``text``, ``special``, ``start``, ``stop``: character offsets into the prompted input);
+- ``POST /decode``: ``{"ids", "skip_special_tokens": true}`` -> each array's text;
+- ``POST /rerank``: a 424 (``Backend``), as text-embeddings-inference answers it for an embedding model;
+- ``GET /info``: the model and the server's limits (TEI's ``Info``; ``max_input_length`` counts a row's
+  tokens with its special tokens and template, as TEI counts them).
+
+``inputs`` and token arrays as :mod:`protoembed.serving.inputs` reads them; a ``prompt_name`` left out
+is the model's default prompt. ``truncate`` left out is ``/info``'s ``auto_truncate`` (false: an input
+longer than a row holds is refused). Errors are TEI's ``ErrorResponse`` ``{"error", "error_type"}`` at the
+status its router gives each type (:mod:`protoembed.serving.errors`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from protoembed.core.version import __version__
+from protoembed.model.batching import longest_row
+from protoembed.serving.errors import APIError
+from protoembed.serving.http import TEIRoute, guard, read_body, read_json, validate
+from protoembed.serving.infer import Infer
+from protoembed.serving.inputs import check_count, check_vocabulary
+
+#: ``truncate`` of a request that leaves it out (TEI's ``--auto-truncate``, off by default).
+AUTO_TRUNCATE = False
+#: The paths TEI routes to ``/embed`` for an embedding model (to ``/similarity`` with its
+#: ``TASK=sentence-similarity``): here to either, by the body.
+ROOT_PATHS = ("/", "/invocations")
+#: TEI's ``model_dtype`` of each precision.
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+Direction = Literal["Right", "right"]
+_DIRECTION = "only Right: the end of a long input is cut"
+_TRUNCATE = "cut an input longer than a row holds (default: auto_truncate, false: refuse it)"
+_PROMPT = "the model's prompt of that name before each input (default: its default prompt)"
+
+
+class EmbedRequest(BaseModel):
+    """The body of ``POST /embed`` (TEI's fields; others are ignored)."""
+
+    inputs: Any = Field(description="a string, a list of strings, a token array or a list of token arrays")
+    normalize: bool = Field(True, description="L2-normalise the vectors (false: the pooled vectors)")
+    truncate: bool | None = Field(None, description=_TRUNCATE)
+    truncation_direction: Direction = Field("Right", description=_DIRECTION)
+    prompt_name: str | None = Field(None, description=_PROMPT)
+    dimensions: int | None = Field(None, description="the model's width, if given (no truncation)")
+
+
+class EmbedAllRequest(BaseModel):
+    """The body of ``POST /embed_all``."""
+
+    inputs: Any = Field(description="a string, a list of strings, a token array or a list of token arrays")
+    truncate: bool | None = Field(None, description=_TRUNCATE)
+    truncation_direction: Direction = Field("Right", description=_DIRECTION)
+    prompt_name: str | None = Field(None, description=_PROMPT)
+
+
+class SimilarityInput(BaseModel):
+    source_sentence: str
+    sentences: list[str]
+
+
+class SimilarityParameters(BaseModel):
+    truncate: bool | None = Field(None, description=_TRUNCATE)
+    truncation_direction: Direction = Field("Right", description=_DIRECTION)
+    prompt_name: str | None = Field(None, description=_PROMPT)
+
+
+class SimilarityRequest(BaseModel):
+    """The body of ``POST /similarity``."""
+
+    inputs: SimilarityInput
+    parameters: SimilarityParameters | None = None
+
+
+class TokenizeRequest(BaseModel):
+    """The body of ``POST /tokenize``."""
+
+    inputs: str | list[str]
+    add_special_tokens: bool = True
+    prompt_name: str | None = Field(None, description=_PROMPT)
+
+
+class DecodeRequest(BaseModel):
+    """The body of ``POST /decode``."""
+
+    ids: list[int] | list[list[int]]
+    skip_special_tokens: bool = True
+
+
+def _json(content: Any) -> Response:
+    return Response(orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+
+
+def _schema(kind: type[BaseModel]) -> dict[str, Any]:
+    return {"requestBody": {"content": {"application/json": {"schema": kind.model_json_schema()}}}}
+
+
+def tei_router(infer: Infer, name: str) -> APIRouter:
+    """The text-embeddings-inference routes of ``infer``'s model, served as ``name`` (see the module
+    docstring)."""
+    router = APIRouter(route_class=TEIRoute, dependencies=[Depends(guard)])
+    model, settings = infer.model, infer.settings
+    backend = getattr(model.tokenizer, "_tokenizer", None)  # the Rust tokenizer TEI runs, if fast
+
+    def truncate(value: bool | None) -> bool:
+        return AUTO_TRUNCATE if value is None else value
+
+    async def embed(body: EmbedRequest) -> Response:
+        """One vector per input (float32 lists)."""
+        infer.check_dimensions(body.dimensions)
+        vectors, _ = await infer.embed(
+            body.inputs, "inputs", body.prompt_name, truncate(body.truncate), body.normalize
+        )
+        return _json(list(np.ascontiguousarray(vectors, dtype=np.float32)))
+
+    async def similarity(body: SimilarityRequest) -> Response:
+        """The cosine of the source sentence's vector with each sentence's."""
+        if not body.inputs.sentences:
+            raise APIError("empty", "`inputs.sentences` cannot be empty", "inputs")
+        check_count(len(body.inputs.sentences) + 1, settings.max_inputs_per_request, "inputs")
+        parameters = body.parameters or SimilarityParameters()
+        texts = [body.inputs.source_sentence, *body.inputs.sentences]
+        vectors, _ = await infer.embed(
+            texts, "inputs", parameters.prompt_name, truncate(parameters.truncate), normalize=False
+        )
+        norms = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+        return _json([float(v) for v in (vectors[1:] @ vectors[0]) / (norms[1:] * norms[0])])
+
+    @router.post("/embed", openapi_extra=_schema(EmbedRequest))
+    async def embed_route(request: Request) -> Response:
+        return await embed(await read_body(request, EmbedRequest))
+
+    @router.post("/similarity", openapi_extra=_schema(SimilarityRequest))
+    async def similarity_route(request: Request) -> Response:
+        return await similarity(await read_body(request, SimilarityRequest))
+
+    async def root(request: Request) -> Response:
+        """``/similarity`` for a body whose ``inputs`` is an object (``source_sentence``, ``sentences``),
+        else ``/embed``."""
+        data = await read_json(request)
+        if isinstance(data.get("inputs"), dict):
+            return await similarity(validate(data, SimilarityRequest))
+        return await embed(validate(data, EmbedRequest))
+
+    for path in ROOT_PATHS:
+        router.add_api_route(path, root, methods=["POST"], openapi_extra=_schema(EmbedRequest))
+
+    @router.post("/embed_all", openapi_extra=_schema(EmbedAllRequest))
+    async def embed_all(request: Request) -> Response:
+        body = await read_body(request, EmbedAllRequest)
+        states = await infer.token_vectors(body.inputs, "inputs", body.prompt_name, truncate(body.truncate))
+        return _json([np.ascontiguousarray(s, dtype=np.float32) for s in states])
+
+    @router.post("/tokenize", openapi_extra=_schema(TokenizeRequest))
+    async def tokenize(request: Request) -> Response:
+        body = await read_body(request, TokenizeRequest)
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        if not texts:
+            raise APIError("empty", "`inputs` cannot be empty", "inputs")
+        check_count(len(texts), settings.max_inputs_per_request, "inputs")
+        prompt = infer.prompt(body.prompt_name)
+        tokenizer = _backend()
+        texts = [prompt + text for text in texts]
+        encode = functools.partial(tokenizer.encode_batch, add_special_tokens=body.add_special_tokens)
+        encodings = await infer.on_pool(encode, texts)
+        return _json([_tokens(text, encoding) for text, encoding in zip(texts, encodings)])
+
+    @router.post("/decode", openapi_extra=_schema(DecodeRequest))
+    async def decode(request: Request) -> Response:
+        body = await read_body(request, DecodeRequest)
+        arrays = body.ids if body.ids and isinstance(body.ids[0], list) else [body.ids]
+        if not arrays or any(not ids for ids in arrays):
+            raise APIError("empty", "`ids` cannot be empty", "ids")
+        check_count(len(arrays), settings.max_inputs_per_request, "ids")
+        names = ["ids"] if arrays[0] is body.ids else [f"ids[{i}]" for i in range(len(arrays))]
+        check_vocabulary(model.tokenizer, arrays, names, "ids")
+        tokenizer = _backend()
+        decode = functools.partial(tokenizer.decode_batch, skip_special_tokens=body.skip_special_tokens)
+        return _json(await infer.on_pool(decode, arrays))
+
+    @router.post("/rerank")
+    async def rerank() -> Response:
+        raise APIError("backend", "model is not a re-ranker model")
+
+    @router.get("/info")
+    async def info() -> dict[str, Any]:
+        return {
+            "model_id": name,
+            "model_sha": None,
+            "model_dtype": DTYPES.get(model.precision, model.precision),
+            "served_model_name": name,
+            "model_type": {"embedding": {"pooling": model.head}},
+            "max_concurrent_requests": settings.max_concurrent_requests,
+            "max_input_length": longest_row(infer.prompt_encoder),
+            "max_batch_tokens": settings.max_batch_tokens,
+            "max_batch_requests": None,
+            "max_client_batch_size": settings.max_inputs_per_request,
+            "auto_truncate": AUTO_TRUNCATE,
+            "tokenization_workers": infer.tokenizer_workers,
+            "version": __version__,
+            "sha": None,
+            "docker_label": None,
+        }
+
+    def _backend() -> Any:
+        """The model's Rust tokenizer (what TEI tokenises and decodes with).
+
+        Raises:
+            APIError: ``tokenizer``: a model whose tokenizer is not a fast one."""
+        if backend is None:
+            raise APIError(
+                "tokenizer", "this model's tokenizer is not a fast (Rust) tokenizer: it gives no offsets"
+            )
+        return backend
+
+    return router
+
+
+def _tokens(text: str, encoding: Any) -> list[dict[str, Any]]:
+    """TEI's ``SimpleToken`` list of one encoding: a special token by its own text, without offsets;
+    any other by the piece of ``text`` it covers and its character offsets."""
+    out = []
+    for token_id, (start, stop), special, token in zip(
+        encoding.ids, encoding.offsets, encoding.special_tokens_mask, encoding.tokens
+    ):
+        if special:
+            out.append({"id": token_id, "text": token, "special": True, "start": None, "stop": None})
+        else:
+            out.append(
+                {"id": token_id, "text": text[start:stop], "special": False, "start": start, "stop": stop}
+            )
+    return out
