@@ -368,7 +368,7 @@ def test_cross_encoder_evaluation_refuses_bad_models(tiny_model_dirs, stsb_data,
     objective = _objective(tiny_model_dirs["roberta"], "classification")
     objective(_batch("classification"))
     objective.save(tmp_path / "nli")
-    with pytest.raises(ProtoembedError, match="has 3 outputs; STS needs a regression model"):
+    with pytest.raises(ProtoembedError, match="has 3 outputs; STS needs a model with one score per pair"):
         evaluate_cross_encoder_sts(tmp_path / "nli", stsb_data, device="cpu")
 
 

@@ -81,7 +81,7 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     from protoembed.evaluation.evaluator import Evaluator
 
     if getattr(args, "cross_encoder", False):  # a folder that is no cross-encoder: said before the data
-        from protoembed.evaluation.cross_encoder import cross_encoder_dir
+        from protoembed.model.cross_encoder import cross_encoder_dir
 
         cross_encoder_dir(args.model)
     folder = getattr(args, "task_dir", None)
