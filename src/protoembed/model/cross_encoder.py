@@ -1,11 +1,14 @@
 """A saved cross-encoder, found and loaded: the folder check (:func:`find_cross_encoder`,
-:func:`cross_encoder_dir`), sentence-transformers' ``CrossEncoder`` of it (:func:`load_cross_encoder`)
-and the one-score rule of whatever scores a pair with it (:func:`check_one_output`).
+:func:`cross_encoder_dir`), sentence-transformers' ``CrossEncoder`` of it (:func:`load_cross_encoder`),
+the one-score rule of whatever scores a pair with it (:func:`check_one_output`), and its pair scores
+batch by batch (:class:`Reranker`).
 
 A cross-encoder folder is what a ``cross_encoder`` training run writes in ``best/cross_encoder``
 (``objectives/cross_encoder.py``'s ``save_cross_encoder``) or any sentence-transformers ``CrossEncoder``
 folder: a ``config.json`` naming a ``*ForSequenceClassification`` model and its classifier's weights.
-``evaluation/cross_encoder.py`` (STS scored by the pair) reads it from here.
+``evaluation/cross_encoder.py`` (STS scored by the pair) reads it from here, and ``serving/`` serves it
+as a reranker through :class:`Reranker` (:func:`load_reranker`): pairs made into rows the server's
+batcher runs.
 """
 
 from __future__ import annotations
@@ -108,3 +111,123 @@ def check_one_output(model: Any, folder: str | os.PathLike[str], needs: str) -> 
             f"cross-encoder {folder}: has {model.num_labels} outputs; {needs} needs a model with one score "
             "per pair (train it with task: regression, or loss: bce, on STS-B)"
         )
+
+
+class Reranker:
+    """A cross-encoder's (query, text) scores, rows batched by the caller: what a server's batcher runs.
+
+    Each pair is tokenised as ONE input, exactly as ``CrossEncoder.predict`` tokenises it (the model's
+    tokenizer on ``(query, text)``, ``longest_first`` truncation to ``max_seq_length``; token type ids
+    where the tokenizer gives them), and scored by the model's forward: its logit, before any activation.
+    A row is the pair's token ids; its one extra number (the ``masks`` of :meth:`vectors`) is how many of
+    them are the first segment's (token type 0), ``None`` for a tokenizer without token types.
+
+    Attributes, besides the model's (``tokenizer``, ``device``, ``precision``, ``runtime``): ``folder``;
+    ``max_length`` (the most tokens of a row, special tokens included); ``dimension`` 1 (one logit per
+    pair); ``id2label`` (the model's label names); ``activation`` (the class path of the activation
+    ``CrossEncoder.predict`` applies, as saved); ``prompts`` and ``default_prompt_name`` (none: a pair
+    takes no prompt).
+
+    Args:
+        model: sentence-transformers' ``CrossEncoder`` with one output (:func:`load_reranker`).
+        folder: where it was loaded from.
+    """
+
+    runtime = "torch"
+    dimension = 1
+    default_prompt_name: str | None = None
+
+    def __init__(self, model: Any, folder: Path) -> None:
+        import copy
+
+        import torch
+
+        from protoembed.model.precision import AUTOCAST_DTYPES
+
+        self.cross_encoder, self.folder = model, folder
+        self.model = model.model
+        self.tokenizer = model.tokenizer
+        self.max_length = int(model.max_seq_length)
+        self.device = torch.device(model.device)
+        dtype = str(self.model.dtype).removeprefix("torch.")
+        self.precision = {"float32": "fp32", **{v: k for k, v in AUTOCAST_DTYPES.items()}}.get(dtype, dtype)
+        config = self.model.config
+        self.id2label = {str(k): str(v) for k, v in config.id2label.items()}
+        activation = model.activation_fn
+        self.activation = f"{type(activation).__module__}.{type(activation).__qualname__}"
+        self.prompts: dict[str, str] = {}
+        # one tokenizer per truncation setting: a fast tokenizer's call sets its truncation on the shared
+        # Rust object, so a copy that always cuts and one that never does run safely on many threads
+        self._cut, self._whole = self.tokenizer, copy.deepcopy(self.tokenizer)
+        self.pad_id = self.tokenizer.pad_token_id or 0
+
+    def eval(self) -> Reranker:
+        """Inference mode for the model (no dropout); returns itself."""
+        self.model.eval()
+        return self
+
+    def tokenize(
+        self, query: str, texts: list[str], truncate: bool = True
+    ) -> tuple[list[list[int]], list[int] | None]:
+        """The rows of the pairs ``(query, text)`` and each row's first-segment length (``None``: the
+        tokenizer gives no token types). ``truncate``: cut as ``CrossEncoder.predict`` cuts; else whole
+        (the caller checks them against :attr:`max_length`)."""
+        queries = [query] * len(texts)
+        if truncate:
+            features = self._cut(queries, texts, truncation="longest_first", max_length=self.max_length)
+        else:
+            features = self._whole(queries, texts, truncation=False)
+        types = features.get("token_type_ids")
+        firsts = None if types is None else [row.count(0) for row in types]
+        return [list(row) for row in features["input_ids"]], firsts
+
+    def pad(self, ids: list[list[int]], firsts: list[int] | None = None) -> dict[str, Any]:
+        """Rows padded on the right into the model's features (``input_ids``, ``attention_mask`` and,
+        with ``firsts``, ``token_type_ids``: 0 for the first segment, 1 after), on the host."""
+        import torch
+
+        width = max(map(len, ids))
+        input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for i, row in enumerate(ids):
+            input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, : len(row)] = 1
+        features = {"input_ids": input_ids, "attention_mask": mask}
+        if firsts is not None:
+            types = torch.zeros_like(input_ids)
+            for i, (row, first) in enumerate(zip(ids, firsts)):
+                types[i, first : len(row)] = 1
+            features["token_type_ids"] = types
+        return features
+
+    def forward(self, features: dict[str, Any]) -> Any:
+        """Padded features on :attr:`device` -> the logits (B, 1)."""
+        return self.model(**features).logits
+
+    def extra_normalize(self, normalize: bool | None) -> bool:
+        """Scores are never normalised: ``False``."""
+        return False
+
+    def vectors(
+        self, ids: list[list[int]], masks: list[int] | None = None, extra_normalize: bool = False
+    ) -> Any:
+        """One batch of rows (from :meth:`tokenize`; ``masks``: their first-segment lengths) -> the logits
+        (B, 1), float32 on :attr:`device`, in inference mode."""
+        import torch
+
+        features = self.pad(ids, masks)
+        with torch.inference_mode():
+            return self.forward({k: v.to(self.device) for k, v in features.items()}).float()
+
+
+def load_reranker(path: str | os.PathLike[str], device: str | None = None) -> Reranker:
+    """The :class:`Reranker` of the cross-encoder at ``path`` (:func:`load_cross_encoder`).
+
+    Raises:
+        ProtoembedError: not a cross-encoder folder, one that cannot be loaded, or one with other than
+            one output (:func:`check_one_output`).
+    """
+    model = load_cross_encoder(path, device)
+    folder = cross_encoder_dir(path)
+    check_one_output(model, folder, "a reranker")
+    return Reranker(model, folder).eval()

@@ -18,6 +18,10 @@ the oldest one arrived (less once the queued rows hold ``max_batch_tokens`` toke
 - each vector written to its request; a request whose rows are all done gets its result. A failed
   forward fails the requests of that batch.
 
+The rows may also be a cross-encoder's (query, text) pairs
+(:class:`~protoembed.model.cross_encoder.Reranker`: one logit per row, its first segment's length as the
+row's extra number): the batcher runs whatever offers :class:`Rows`.
+
 What needs the model besides a batch of rows (the token vectors of ``/embed_all``) is a job
 (:meth:`DynamicBatcher.call`), run on the same thread between two batches: one thread runs the model.
 
@@ -34,15 +38,28 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
-
-from protoembed.model.batching import BatchEncoder
 
 logger = logging.getLogger(__name__)
 
 #: How many of the oldest queued rows a batch is cut from (sorted by length each time).
 CANDIDATES = 4096
+
+
+class Rows(Protocol):
+    """What the batcher runs (:class:`~protoembed.model.batching.BatchEncoder`,
+    :class:`~protoembed.model.cross_encoder.Reranker`): ``dimension`` outputs per row, and ``vectors``
+    of a batch of rows with their extra numbers (``masks``) -> (B, ``dimension``) on the model's device."""
+
+    dimension: int
+
+    def extra_normalize(self, normalize: bool | None) -> bool: ...
+
+    def vectors(
+        self, ids: list[list[int]], masks: list[int] | None = None, extra_normalize: bool = False
+    ) -> Any: ...
 
 
 @dataclass
@@ -89,8 +106,8 @@ class DynamicBatcher:
     """The inference thread and its queue of rows (see the module docstring).
 
     Args:
-        encoder: the model's encode loop (:meth:`protoembed.Embedder.batch_encoder`): its ``vectors``
-            runs a batch.
+        encoder: the model's encode loop (:meth:`protoembed.Embedder.batch_encoder`) or a
+            :class:`~protoembed.model.cross_encoder.Reranker`: its ``vectors`` runs a batch.
         max_batch_tokens: padded tokens (longest row x rows) of one batch at most.
         max_wait_ms: how long the oldest queued row waits for more rows before its batch runs.
         normalize: as ``encode``'s argument (``None``: the model's own setting).
@@ -99,7 +116,7 @@ class DynamicBatcher:
 
     def __init__(
         self,
-        encoder: BatchEncoder,
+        encoder: Rows,
         max_batch_tokens: int,
         max_wait_ms: float,
         normalize: bool | None = None,

@@ -31,7 +31,9 @@ class Problem:
 
 #: Every problem by name. ``too_many``: more inputs, characters or tokens than the server takes (TEI's
 #: router answers its batch-size error as Validation, 422, where its OpenAPI document lists 413; OpenAI's
-#: clients get 413); ``unauthorized``: TEI answers a bare 401, named Validation here.
+#: clients get 413); ``unauthorized``: TEI answers a bare 401, named Validation here; ``model_type``: a route
+#: the served model does not answer (an embedding route on a reranker, ``/rerank`` on an embedding model:
+#: TEI's Backend 424; OpenAI's clients get 400, their own mistake, not the server's failure).
 PROBLEMS: dict[str, Problem] = {
     "empty": Problem("Empty", 400, 400),
     "invalid": Problem("Validation", 422, 400),
@@ -42,6 +44,7 @@ PROBLEMS: dict[str, Problem] = {
     "unauthorized": Problem("Validation", 401, 401),
     "overloaded": Problem("Overloaded", 429, 429, "rate_limit_error"),
     "backend": Problem("Backend", 424, 500, "server_error"),
+    "model_type": Problem("Backend", 424, 400),
     "unhealthy": Problem("Unhealthy", 503, 503, "server_error"),
 }
 

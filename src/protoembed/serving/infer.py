@@ -6,6 +6,11 @@ The batcher runs the model's pooled vectors before the model's own normalisation
 normalises them as the request asks (``None``: as ``encode`` does, the model's own setting), so
 ``normalize: false`` on ``/embed`` is the pooled vector of a model whose modules end in ``Normalize``, as
 text-embeddings-inference answers it (an export whose graph normalises cannot give it).
+
+A cross-encoder (:class:`~protoembed.model.cross_encoder.Reranker`) is served as text-embeddings-inference
+serves a reranker: :meth:`Infer.rerank` queues each (query, text) pair as one row on the same batcher,
+within the same limits, and the embedding answers are refused (TEI's Backend error "Model is not an
+embedding model").
 """
 
 from __future__ import annotations
@@ -24,16 +29,26 @@ from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.inputs.prompts import prompt_text
 from protoembed.model.batching import (
     BatchEncoder,
+    budget_error,
     check_budget_holds_a_row,
     check_pipeline_options,
     default_tokenizer_workers,
+    longest_row,
     tokenizer_pool,
 )
+from protoembed.model.cross_encoder import Reranker
 from protoembed.model.export.runtime import ExportedEmbedder
 from protoembed.model.protocol import SentenceEmbedder
 from protoembed.serving.batcher import DynamicBatcher, QueueFull
 from protoembed.serving.errors import APIError
-from protoembed.serving.inputs import Inputs, check_length, parse_inputs, sentence_ids_of
+from protoembed.serving.inputs import (
+    Inputs,
+    check_chars,
+    check_length,
+    parse_inputs,
+    sentence_ids_of,
+    too_long,
+)
 from protoembed.serving.metrics import Metrics
 from protoembed.serving.settings import ServeSettings
 
@@ -56,24 +71,44 @@ class Infer:
     """Tokenisation on a pool of threads, the rows of every request batched on one inference thread.
 
     Args:
-        model: a loaded model (:func:`protoembed.load`; an export included).
+        model: a loaded model (:func:`protoembed.load`; an export included), or a cross-encoder
+            (:func:`~protoembed.model.cross_encoder.load_reranker`: :attr:`reranker` true).
         settings: the server's limits and batching.
         tokenizer_workers: the pool's threads (``None``:
             :func:`~protoembed.model.batching.default_tokenizer_workers` for the model's device).
     Raises:
         ProtoembedError: ``settings.max_batch_tokens`` below the longest row the model makes
-            (:func:`~protoembed.model.batching.check_budget_holds_a_row`).
+            (:func:`~protoembed.model.batching.check_budget_holds_a_row`; a reranker's: its
+            ``max_length``).
+
+    Attributes: ``reranker`` (the model is a cross-encoder: :meth:`rerank` answers, the embedding answers
+    are refused) and ``longest`` (the most tokens of a row the model makes, special tokens included:
+    ``/info``'s ``max_input_length``), besides the arguments.
     """
 
     def __init__(
-        self, model: SentenceEmbedder, settings: ServeSettings, tokenizer_workers: int | None = None
+        self,
+        model: SentenceEmbedder | Reranker,
+        settings: ServeSettings,
+        tokenizer_workers: int | None = None,
     ) -> None:
         if hasattr(model, "eval"):  # as encode runs it (no dropout), whatever mode it was given in
             model.eval()
         self.model, self.settings = model, settings
-        self.encoder = pooled_encoder(model)
-        self.prompt_encoder = self.encoder.encoder
-        check_budget_holds_a_row(settings.max_batch_tokens, self.prompt_encoder)
+        #: the model is a cross-encoder: :meth:`rerank` answers, the embedding answers are refused
+        self.reranker = isinstance(model, Reranker)
+        self.encoder: BatchEncoder | Reranker
+        if isinstance(model, Reranker):
+            self.encoder, self.longest = model, model.max_length
+            if settings.max_batch_tokens < model.max_length:
+                raise budget_error(
+                    settings.max_batch_tokens, model.max_length, "the longest row this model makes"
+                )
+        else:
+            self.encoder = pooled_encoder(model)
+            self.prompt_encoder = self.encoder.encoder
+            check_budget_holds_a_row(settings.max_batch_tokens, self.prompt_encoder)
+            self.longest = longest_row(self.prompt_encoder)
         self.in_flight = 0
         self.ready = False
         self.metrics = Metrics(lambda: self.batcher.depth, lambda: self.in_flight)
@@ -88,7 +123,10 @@ class Infer:
     async def start(self) -> None:
         """Start the inference thread and run one warm-up batch; ready from then on."""
         self.batcher.start()
-        rows = await self.on_pool(self.encoder.tokenize, ["warm up"])
+        if isinstance(self.encoder, Reranker):
+            rows = await self.on_pool(self.encoder.tokenize, "warm up", ["warm up"])
+        else:
+            rows = await self.on_pool(self.encoder.tokenize, ["warm up"])
         await asyncio.wrap_future(self.batcher.submit(*rows))
         self.ready = True
 
@@ -102,6 +140,11 @@ class Infer:
         """Raise ``unhealthy`` (503) until the warm-up batch ran, and after shutdown began."""
         if not self.ready:
             raise APIError("unhealthy", "the model is not ready yet (see /health)", code="not_ready")
+
+    def check_embedding(self) -> None:
+        """Refuse an embedding answer of a reranker (``model_type``: TEI's Backend 424 and its message)."""
+        if self.reranker:
+            raise APIError("model_type", "Model is not an embedding model")
 
     @contextmanager
     def admit(self) -> Iterator[None]:
@@ -219,6 +262,7 @@ class Infer:
                 export whose graph normalises (``invalid``).
         """
         self.check_ready()
+        self.check_embedding()
         if normalize is False and self.encoder.normalized:
             raise APIError(
                 "invalid",
@@ -247,6 +291,7 @@ class Infer:
                 ``backend``, as text-embeddings-inference answers a model without them).
         """
         self.check_ready()
+        self.check_embedding()
         embed = getattr(self.model, "embed", None)
         if embed is None:
             raise APIError(
@@ -286,3 +331,31 @@ class Infer:
                 f"shortened; leave dimensions out or pass {width}",
                 "dimensions",
             )
+
+    async def rerank(
+        self, query: str, texts: list[str], truncate: bool = True, raw_scores: bool = False
+    ) -> np.ndarray:
+        """Each text's score against ``query`` (float32 (N,)), as text-embeddings-inference's reranker
+        scores it (``core/src/infer.rs``): the model's one logit of the pair with ``raw_scores``, else its
+        sigmoid, whatever activation the folder saved for ``CrossEncoder.predict``.
+
+        Raises:
+            APIError: a text or the query over ``max_input_chars``, a
+                pair over the model's ``max_length`` tokens without ``truncate`` (``too_many``); the queue
+                or the forward's problems (as :meth:`embed`).
+        """
+        self.check_ready()
+        assert isinstance(self.model, Reranker), "the caller refuses /rerank on an embedding model"
+        names = [f"texts[{i}]" for i in range(len(texts))]
+        check_chars([query, *texts], ["query", *names], self.settings.max_input_chars, "texts")
+        model = self.model
+        with self.admit():
+            ids, firsts = await self.on_pool(model.tokenize, query, texts, truncate)
+            if not truncate:
+                for name, row in zip(names, ids):
+                    if len(row) > model.max_length:
+                        raise too_long(f"the query with {name}", len(row), model.max_length, "texts")
+            logits = (await self.queue(ids, firsts))[:, 0]
+        if raw_scores:
+            return logits
+        return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)

@@ -114,7 +114,16 @@ def parse_inputs(value: Any, field: str, max_inputs: int, max_chars: int) -> Inp
     else:
         raise APIError("invalid", f"{field} must be {shapes}, got {json_type(value)}", field)
     check_count(len(inputs), max_inputs, field)
+    check_chars(inputs.texts or [], inputs.names, max_chars, field)
     for name, text in zip(inputs.names, inputs.texts or []):
+        if not text.strip():
+            raise APIError("empty", f"{name} is empty or blank: every input needs text to encode", field)
+    return inputs
+
+
+def check_chars(texts: Sequence[str], names: Sequence[str], max_chars: int, field: str) -> None:
+    """Refuse a text longer than ``max_chars`` characters (``too_many``, the first one named)."""
+    for name, text in zip(names, texts):
         if len(text) > max_chars:
             raise APIError(
                 "too_many",
@@ -122,9 +131,18 @@ def parse_inputs(value: Any, field: str, max_inputs: int, max_chars: int) -> Inp
                 field,
                 "input_too_long",
             )
-        if not text.strip():
-            raise APIError("empty", f"{name} is empty or blank: every input needs text to encode", field)
-    return inputs
+
+
+def too_long(name: str, tokens: int, limit: int, field: str) -> APIError:
+    """The refusal of an input of ``tokens`` tokens over the ``limit`` of a row (special tokens
+    included), as ``truncate: false`` refuses it (``too_many``)."""
+    return APIError(
+        "too_many",
+        f"{name} has {tokens} tokens; this model takes at most {limit} per input (send truncate: true to cut "
+        "it)",
+        field,
+        "input_too_long",
+    )
 
 
 def check_vocabulary(
@@ -193,10 +211,4 @@ def check_length(
     extra = longest_row(encoder) - budget
     for name, ids in zip(names, sentence_ids):
         if len(ids) > budget:
-            raise APIError(
-                "too_many",
-                f"{name} has {len(ids) + extra} tokens; this model takes at most {budget + extra} per input "
-                "(send truncate: true to cut it)",
-                field,
-                "input_too_long",
-            )
+            raise too_long(name, len(ids) + extra, budget + extra, field)

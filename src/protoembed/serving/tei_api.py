@@ -12,12 +12,19 @@ clients work unchanged): :func:`tei_router`.
   ``/embed`` (text-embeddings-inference routes them to ``/embed`` for an embedding model, to
   ``/similarity`` when started with ``TASK=sentence-similarity``; ``huggingface_hub``'s
   ``InferenceClient(base_url=ROOT)`` posts both ``feature_extraction`` and ``sentence_similarity`` there);
+  ``/rerank`` for a reranker, as TEI routes them;
 - ``POST /tokenize``: ``{"inputs", "add_special_tokens": true, "prompt_name"}`` -> each input's tokens
   (``id``, ``text``, ``special``, ``start``, ``stop``: character offsets into the prompted input);
 - ``POST /decode``: ``{"ids", "skip_special_tokens": true}`` -> each array's text;
-- ``POST /rerank``: a 424 (``Backend``), as text-embeddings-inference answers it for an embedding model;
+- ``POST /rerank`` (a cross-encoder served: :class:`~protoembed.model.cross_encoder.Reranker`):
+  ``{"query", "texts", "truncate", "truncation_direction", "raw_scores": false, "return_text": false}`` ->
+  ``[{"index", "score", "text"?}]``, highest score first (ties: the later text first, as TEI's reversed
+  stable sort gives them); ``score`` the sigmoid of the pair's logit, with ``raw_scores`` the logit;
+  on an embedding model a 424 (``Backend``), and on a reranker every embedding route answers that 424,
+  as text-embeddings-inference answers them;
 - ``GET /info``: the model and the server's limits (TEI's ``Info``; ``max_input_length`` counts a row's
-  tokens with its special tokens and template, as TEI counts them).
+  tokens with its special tokens and template, as TEI counts them; ``model_type`` ``{"reranker":
+  {"id2label", "label2id"}}`` for a cross-encoder).
 
 ``inputs`` and token arrays as :mod:`protoembed.serving.inputs` reads them; a ``prompt_name`` left out
 is the model's default prompt. ``truncate`` left out is ``/info``'s ``auto_truncate`` (false: an input
@@ -37,7 +44,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from protoembed.core.version import __version__
-from protoembed.model.batching import longest_row
+from protoembed.model.cross_encoder import Reranker
 from protoembed.serving.errors import APIError
 from protoembed.serving.http import TEIRoute, guard, read_body, read_json, validate
 from protoembed.serving.infer import Infer
@@ -93,6 +100,17 @@ class SimilarityRequest(BaseModel):
 
     inputs: SimilarityInput
     parameters: SimilarityParameters | None = None
+
+
+class RerankRequest(BaseModel):
+    """The body of ``POST /rerank`` (TEI's fields; others are ignored)."""
+
+    query: str
+    texts: list[str]
+    truncate: bool | None = Field(None, description=_TRUNCATE)
+    truncation_direction: Direction = Field("Right", description=_DIRECTION)
+    raw_scores: bool = Field(False, description="the model's logit (false: its sigmoid)")
+    return_text: bool = Field(False, description="each rank gives its text")
 
 
 class TokenizeRequest(BaseModel):
@@ -157,10 +175,30 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
     async def similarity_route(request: Request) -> Response:
         return await similarity(await read_body(request, SimilarityRequest))
 
+    async def rerank(body: RerankRequest) -> Response:
+        """The texts ranked by their score against the query, highest first."""
+        if not body.texts:
+            raise APIError("empty", "`texts` cannot be empty", "texts")
+        if not infer.reranker:
+            raise APIError("model_type", "model is not a re-ranker model")
+        check_count(len(body.texts), settings.max_inputs_per_request, "texts")
+        scores = await infer.rerank(body.query, body.texts, truncate(body.truncate), body.raw_scores)
+        if np.isnan(scores).any():
+            raise APIError("backend", "score is NaN")
+        order = np.argsort(scores, kind="stable")[::-1]  # TEI: a stable ascending sort, reversed
+        text = (lambda i: {"text": body.texts[i]}) if body.return_text else (lambda i: {})
+        return _json([{"index": int(i), **text(i), "score": float(scores[i])} for i in order])
+
+    @router.post("/rerank", openapi_extra=_schema(RerankRequest))
+    async def rerank_route(request: Request) -> Response:
+        return await rerank(await read_body(request, RerankRequest))
+
     async def root(request: Request) -> Response:
-        """``/similarity`` for a body whose ``inputs`` is an object (``source_sentence``, ``sentences``),
-        else ``/embed``."""
+        """``/rerank`` for a reranker; else ``/similarity`` for a body whose ``inputs`` is an object
+        (``source_sentence``, ``sentences``), else ``/embed``."""
         data = await read_json(request)
+        if infer.reranker:
+            return await rerank(validate(data, RerankRequest))
         if isinstance(data.get("inputs"), dict):
             return await similarity(validate(data, SimilarityRequest))
         return await embed(validate(data, EmbedRequest))
@@ -201,10 +239,6 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
         decode = functools.partial(tokenizer.decode_batch, skip_special_tokens=body.skip_special_tokens)
         return _json(await infer.on_pool(decode, arrays))
 
-    @router.post("/rerank")
-    async def rerank() -> Response:
-        raise APIError("backend", "model is not a re-ranker model")
-
     @router.get("/info")
     async def info() -> dict[str, Any]:
         return {
@@ -212,9 +246,9 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
             "model_sha": None,
             "model_dtype": DTYPES.get(model.precision, model.precision),
             "served_model_name": name,
-            "model_type": {"embedding": {"pooling": model.head}},
+            "model_type": model_type(),
             "max_concurrent_requests": settings.max_concurrent_requests,
-            "max_input_length": longest_row(infer.prompt_encoder),
+            "max_input_length": infer.longest,
             "max_batch_tokens": settings.max_batch_tokens,
             "max_batch_requests": None,
             "max_client_batch_size": settings.max_inputs_per_request,
@@ -224,6 +258,13 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
             "sha": None,
             "docker_label": None,
         }
+
+    def model_type() -> dict[str, Any]:
+        """TEI's ``ModelType``: a reranker's labels, or an embedding model's pooling."""
+        if isinstance(model, Reranker):
+            labels = model.id2label
+            return {"reranker": {"id2label": labels, "label2id": {v: int(k) for k, v in labels.items()}}}
+        return {"embedding": {"pooling": model.head}}
 
     def _backend() -> Any:
         """The model's Rust tokenizer (what TEI tokenises and decodes with).
