@@ -317,7 +317,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
     Raises:
         ProtoembedError: an unknown ``prompt_name``.
     """
-    from protoembed.inputs.prompts import prompt_text, prompts_of
+    from protoembed.inputs.prompts import resolved_prompt
 
     return EncodeSettings(
         head=model.head,
@@ -327,7 +327,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
         precision=model.precision,
         normalize=bool(job.normalize) or bool(model.normalize),
         prompt_name=job.prompt_name,
-        prompt=prompt_text(prompts_of(model), job.prompt_name),
+        prompt=resolved_prompt(model, job.prompt_name),
         allow_empty=job.allow_empty,
         batch_size=job.batch_size,
     )

@@ -45,7 +45,7 @@ import torch
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
-from protoembed.inputs.prompts import apply_prompt
+from protoembed.inputs.prompts import apply_prompt, resolved_prompt
 from protoembed.model.encoder import PromptEncoder, pad_rows
 
 logger = logging.getLogger(__name__)
@@ -479,9 +479,10 @@ class Encodes:
             precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA only) for this call (default: the model's
                 own); an export runs in its own precision only.
             prompt_name: put the model's prompt of that name (``prompts``) before each sentence
-                (``query`` / ``document`` when the model has none: no prompt; ``None`` with no ``prompt``:
-                :attr:`default_prompt_name`'s).
-            prompt: put this text before each sentence instead.
+                (``query`` / ``document`` when the model has none: no prompt, not the default prompt;
+                ``None`` with no ``prompt``: :attr:`default_prompt_name`'s), the one prompt applied
+                (:func:`~protoembed.inputs.prompts.resolved_prompt`).
+            prompt: put this text before each sentence instead (``""``: no prompt at all).
             tokenizer_workers: threads that tokenise (default: the cores the forward does not need,
                 :func:`default_tokenizer_workers`: 1 on a CPU of up to 31 cores; on CUDA, the cores but
                 one, at most 8).
@@ -499,9 +500,7 @@ class Encodes:
                 sentences named), or (:class:`~protoembed.core.errors.EmptySentenceError`) empty sentences
                 without ``allow_empty``.
         """
-        if prompt_name is None and prompt is None:  # as sentence-transformers applies it
-            prompt_name = self.default_prompt_name
-        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
+        sentences = apply_prompt(sentences, resolved_prompt(self, prompt_name, prompt))
         with self.encoding(precision):
             return self.batch_encoder().encode(
                 sentences,
