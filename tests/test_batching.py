@@ -172,6 +172,35 @@ def test_input_order_and_repeats_by_an_exact_forward(mean_model) -> None:
     assert sum(seen) == len({tuple(r) for r in rows})  # one chunk: identical rows run once
 
 
+def test_each_batch_moves_to_the_host_once_and_the_call_gathers_there(mean_model, monkeypatch) -> None:
+    """The device holds a batch's vectors, not the call's: every forward's output is moved to the host
+    once, as it is (no gathered copy on the device, none for the repeated texts), and the call's
+    vectors are put together in a numpy array; ``convert_to_tensor`` moves that to the device once."""
+    outputs: list[torch.Tensor] = []
+    moved: list[torch.Tensor] = []
+
+    def forward(features: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs.append(_id_stats(features))
+        return outputs[-1]
+
+    to_host = BatchEncoder.to_host
+    monkeypatch.setattr(BatchEncoder, "to_host", lambda self, v: moved.append(v) or to_host(self, v))
+    texts = PIPELINE_SENTENCES * 2  # every text repeated: the copies are made on the host
+    loop = BatchEncoder(mean_model.encoder, forward, 2, torch.device("cpu"), chunk_rows=7)
+    vectors = loop.encode(texts, batch_size=3, tokenizer_workers=2)
+    assert isinstance(vectors, np.ndarray) and len(outputs) > 3
+    assert [id(v) for v in moved] == [id(v) for v in outputs]  # each batch once, nothing else
+    assert all(len(v) <= 3 for v in moved) and sum(map(len, moved)) <= len(set(texts)) < len(texts)
+    np.testing.assert_array_equal(vectors[: len(texts) // 2], vectors[len(texts) // 2 :])
+    np.testing.assert_array_equal(
+        vectors, loop.encode(texts, batch_size=len(texts), tokenizer_workers=1)
+    )  # one batch: the same
+    moved.clear()
+    tensor = loop.encode(texts, batch_size=3, convert_to_tensor=True)
+    assert isinstance(tensor, torch.Tensor) and tensor.device == loop.device and len(moved) > 3
+    np.testing.assert_array_equal(tensor.numpy(), vectors)
+
+
 def test_progress_counts_sentences_and_truncation_is_logged_once(mean_model, caplog) -> None:
     done: list[int] = []
     loop = BatchEncoder(

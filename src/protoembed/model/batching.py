@@ -19,8 +19,11 @@ documentation) that both offer on top of it.
    worker sorts its chunk's rows by token length, runs identical rows once, cuts batches of at most
    ``batch_size`` rows and at most ``max_tokens_per_batch`` padded tokens (rows x longest row), and pads
    them (vectorised; pinned host memory when the model is on CUDA, copied without blocking);
-4. this thread runs the forward on the batches, chunk after chunk in order, and puts each vector at its
-   text's place; the vectors come back in the input order.
+4. this thread runs the forward on the batches, chunk after chunk in order, moves each batch's vectors
+   to the host once (:meth:`BatchEncoder.to_host`; on CUDA a copy queued behind the forward, waited for
+   after the next batch's forward is queued) and puts each vector at its text's place in a host array:
+   the device holds the vectors of a batch or two, never those of the whole call; the vectors come back
+   in the input order (``convert_to_tensor``: moved to the model's device at the end).
 
 A row's vector does not depend on the rows it shares a batch with (to float rounding: padding), so the
 vectors are the same whatever the pool size, the queue depth, the chunking or the token budget. The
@@ -117,13 +120,26 @@ def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
 
 @dataclass
 class _Batch:
-    """One padded batch: ``rows`` (indexes of distinct texts), the same as a tensor on the host
-    (``index``: where its vectors go), its features on the host (``index`` and features pinned when the
-    model is on CUDA, so that they are copied without blocking)."""
+    """One padded batch: ``rows`` (indexes of distinct texts: where its vectors go) and its features on
+    the host (pinned when the model is on CUDA, so that they are copied without blocking)."""
 
     rows: np.ndarray
-    index: torch.Tensor
     features: dict[str, torch.Tensor]
+
+
+@dataclass
+class _Moved:
+    """A batch's vectors on their way to the host: ``host`` (float32, pinned on CUDA) is complete once
+    ``ready`` (a CUDA event recorded after the copy; ``None``: a synchronous copy) has happened."""
+
+    host: torch.Tensor
+    ready: Any = None
+
+    def wait(self) -> np.ndarray:
+        """The vectors as a numpy array, once the copy is done."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.host.numpy()
 
 
 @dataclass
@@ -189,8 +205,8 @@ class BatchEncoder:
         single = isinstance(sentences, str)
         texts = [sentences] if single else check_sentences(sentences)
         if not texts:
-            out = torch.zeros((0, self.dimension), dtype=torch.float32, device=self.device)
-            return out if convert_to_tensor else out.cpu().numpy()
+            empty = np.zeros((0, self.dimension), dtype=np.float32)
+            return torch.from_numpy(empty).to(self.device) if convert_to_tensor else empty
         if not allow_empty:
             blank = [i for i, text in enumerate(texts) if not text.strip()]
             if blank:
@@ -206,7 +222,9 @@ class BatchEncoder:
             -np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), kind="stable"
         )
         chunks = [order[lo:hi] for lo, hi in self._chunk_bounds(len(order), batch_size)]
-        out = torch.empty((len(distinct), self.dimension), dtype=torch.float32, device=self.device)
+        out = np.empty(
+            (len(distinct), self.dimension), dtype=np.float32
+        )  # on the host, filled batch by batch
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 1000
         truncated, longest = 0, 0
@@ -214,23 +232,30 @@ class BatchEncoder:
         tick = progress or bar.update
         with bar, torch.inference_mode():
             job = functools.partial(self._tokenize_chunk, distinct, batch_size, budget, allow_empty)
+            moving: deque[tuple[_Batch, _Moved]] = deque()  # batches on their way to the host
+
+            def land(keep: int) -> None:
+                """Put the vectors of all but the last ``keep`` moving batches in ``out``."""
+                while len(moving) > keep:
+                    done, vectors = moving.popleft()
+                    out[done.rows] = vectors.wait()
+                    tick(int(counts[done.rows].sum()))
+
             for chunk in self._pipeline(chunks, job, workers, texts, inverse, allow_empty):
                 for batch in chunk.batches:
-                    index = batch.index.to(self.device, non_blocking=True)
-                    out[index] = self._run(batch.features, extra_normalize)
-                    tick(int(counts[batch.rows].sum()))
+                    moving.append((batch, self.to_host(self._run(batch.features, extra_normalize))))
+                    land(1)  # the batch before, whose copy was queued before this batch's forward
+                land(0)  # the chunk's originals are on the host before its copies are made
                 copy, original = chunk.copies
                 if len(copy):
-                    copies = self._host(torch.from_numpy(np.stack([copy, original])))
-                    copy_index, original_index = copies.to(self.device, non_blocking=True)
-                    out[copy_index] = out[original_index]
+                    out[copy] = out[original]
                     tick(int(counts[copy].sum()))
                 truncated += int(counts[chunk.truncated].sum())
                 longest = max(longest, chunk.longest)
         self.encoder.log_truncation(truncated, len(texts), longest)
         if len(distinct) < len(texts):
-            out = out[torch.as_tensor(inverse, device=self.device)]
-        result = out if convert_to_tensor else out.cpu().numpy()
+            out = out[inverse]
+        result = torch.from_numpy(out).to(self.device) if convert_to_tensor else out
         return result[0] if single else result
 
     # ------------------------------------------------------------------ the pipeline
@@ -358,7 +383,7 @@ class BatchEncoder:
             if masks is not None:
                 features["mask_index"] = torch.tensor([masks[k] for k in members], dtype=torch.long)
             features = {name: self._host(value) for name, value in features.items()}
-            batches.append(_Batch(rows[members], self._host(torch.from_numpy(rows[members])), features))
+            batches.append(_Batch(rows[members], features))
             start += len(members)
         longest = int(lengths[cut].max()) if cut.any() else 0
         return _Chunk(
@@ -369,6 +394,19 @@ class BatchEncoder:
         """``tensor`` as the host side of a copy to :attr:`device`: pinned for CUDA (copied without
         blocking), as it is otherwise."""
         return tensor.pin_memory() if self._pin else tensor
+
+    def to_host(self, vectors: torch.Tensor) -> _Moved:
+        """One batch's vectors (B, D) moved to the host, the one move of each batch in :meth:`encode`:
+        on CUDA queued into pinned memory behind the forward (the host waits for it only after queuing
+        the next batch's forward), elsewhere a plain copy (none on the CPU). The device thus holds a
+        batch's vectors, never the call's."""
+        if vectors.device.type != "cuda":
+            return _Moved(vectors.detach().to("cpu", torch.float32))
+        host = torch.empty(vectors.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(vectors, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        return _Moved(host, ready)
 
     def _run(self, features: dict[str, torch.Tensor], extra_normalize: bool) -> torch.Tensor:
         """One padded batch on the host -> its vectors (B, D) fp32 on :attr:`device` (features copied
