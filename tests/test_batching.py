@@ -309,12 +309,12 @@ def test_a_budget_below_the_longest_row_names_both(mean_model) -> None:
 
 
 def test_default_workers_follow_the_usable_cores(monkeypatch) -> None:
+    import os
+
     from protoembed.model import batching
 
     for cores, cpu, cuda in ((1, 1, 1), (2, 1, 1), (16, 1, 8), (32, 2, 8), (64, 4, 8), (4, 1, 3)):
-        monkeypatch.setattr(
-            batching.os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False
-        )
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
         assert (batching.default_tokenizer_workers("cpu"), batching.default_tokenizer_workers("cuda")) == (
             cpu,
             cuda,

@@ -550,10 +550,9 @@ def _encode_here(
 def worker_cores(workers: int) -> list[list[int]]:
     """The CPU cores of each of ``workers`` workers: this process's cores split into contiguous runs
     (every worker at least one; with fewer cores than workers, they share them all)."""
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux: no pinning, the threads split evenly
-        cores = list(range(os.cpu_count() or 1))
+    from protoembed.core.threads import usable_cores
+
+    cores = usable_cores()
     if len(cores) < workers:
         return [cores] * workers
     return [cores[k * len(cores) // workers : (k + 1) * len(cores) // workers] for k in range(workers)]

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +46,7 @@ import torch
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
+from protoembed.core.threads import usable_cores
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
 from protoembed.inputs.prompts import apply_prompt, resolved_prompt
 from protoembed.model.encoder import PromptEncoder, pad_rows
@@ -70,21 +70,13 @@ CPU_CORES_PER_WORKER = 16
 TOKENIZER_THREADS = "protoembed-tokenize"
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one, else all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def default_tokenizer_workers(device: torch.device | str) -> int:
     """Tokenizer threads for a model on ``device``: the cores the forward does not need.
 
     On the CPU the forward needs the cores (one worker per :data:`CPU_CORES_PER_WORKER`, at least one:
     1 on a 2-core host); on an accelerator the host's cores are free but one, which runs the forward
     (at most :data:`MAX_DEFAULT_WORKERS`)."""
-    cores = usable_cores()
+    cores = len(usable_cores())
     if torch.device(device).type == "cpu":
         return max(1, min(MAX_DEFAULT_WORKERS, cores // CPU_CORES_PER_WORKER))
     return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
