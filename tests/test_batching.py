@@ -201,6 +201,39 @@ def test_each_batch_moves_to_the_host_once_and_the_call_gathers_there(mean_model
     np.testing.assert_array_equal(tensor.numpy(), vectors)
 
 
+def test_the_prefetch_is_bounded_in_bytes(mean_model) -> None:
+    """The pool tokenises ahead of the chunk handed out at most ``prefetch_bytes`` of padded features
+    (each chunk at rows x position budget x 16 bytes), at most ``prefetch`` chunks, and one chunk
+    whatever its size; the 256 MiB default holds 1/4 of what 2 chunks per worker held at batch 128 x 512
+    tokens on 16 cores (8 workers)."""
+    import time
+
+    from protoembed.model.batching import CHUNK_BATCHES, PREFETCH_BYTES
+
+    assert PREFETCH_BYTES == 2**30 // 4 == 2 * 8 * (CHUNK_BATCHES * 128 * 512 * 16) // 4
+    chunks = [np.arange(k, k + 4) for k in range(0, 80, 4)]  # 20 chunks of 4 rows
+    size = 4 * mean_model.encoder.position_budget * 16
+    for prefetch, budget, most in (
+        (None, 3 * size, 3),
+        (2, 3 * size, 2),
+        (None, size // 2, 1),
+        (None, 10**9, 8),
+    ):
+        loop = BatchEncoder(mean_model.encoder, _id_stats, 2, torch.device("cpu"), prefetch=prefetch)
+        loop.prefetch_bytes = budget
+        assert loop.chunk_bytes(4) == size
+        started: list[int] = []
+        ahead = []
+        pipeline = loop._pipeline(
+            chunks, lambda rows, started=started: started.append(1) or rows, 4, [], np.arange(80), False
+        )
+        for number, rows in enumerate(pipeline):
+            time.sleep(0.03)  # the pool fills what the bounds allow
+            ahead.append(len(started) - number - 1)
+            np.testing.assert_array_equal(rows, chunks[number])
+        assert max(ahead) == most, (prefetch, budget)
+
+
 def test_progress_counts_sentences_and_truncation_is_logged_once(mean_model, caplog) -> None:
     done: list[int] = []
     loop = BatchEncoder(

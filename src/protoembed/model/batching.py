@@ -14,8 +14,10 @@ documentation) that both offer on top of it.
    their token length) and cut into chunks of :data:`CHUNK_BATCHES` batches (one chunk: tokenised on
    the calling thread, as there is nothing to overlap);
 3. a pool of ``tokenizer_workers`` threads tokenises the chunks (the fast tokenizer's Rust call releases
-   the GIL; threads, not processes: nothing is forked), at most ``prefetch`` chunks ahead of the one the
-   forward is on (a bounded queue), so the next batches are tokenised while the current ones run. Each
+   the GIL; threads, not processes: nothing is forked), ahead of the one the forward is on (a bounded
+   queue: at most ``prefetch`` chunks, and at most ``prefetch_bytes`` of padded features, each chunk
+   counted at its rows x the model's position budget x :data:`FEATURE_BYTES`; one chunk ahead
+   whatever its size), so the next batches are tokenised while the current ones run. Each
    worker sorts its chunk's rows by token length, runs identical rows once, cuts batches of at most
    ``batch_size`` rows and at most ``max_tokens_per_batch`` padded tokens (rows x longest row), and pads
    them (vectorised; pinned host memory when the model is on CUDA, copied without blocking);
@@ -66,6 +68,11 @@ MAX_DEFAULT_WORKERS = 8
 #: On the CPU the forward costs many times the tokenisation of a sentence (the default model: ~1.5k
 #: sentences/s on 2 cores against ~25k/s for the tokenizer on one): one worker per this many cores.
 CPU_CORES_PER_WORKER = 16
+#: Bytes of padded features per token: the int64 ids and attention mask.
+FEATURE_BYTES = 16
+#: Padded features the tokenizer pool holds ahead of the forward, at most (bytes; pinned host memory on
+#: CUDA): 256 MiB, where two chunks per worker held up to 1 GiB at batch 128 x 512 tokens on 16 cores.
+PREFETCH_BYTES = 256 * 2**20
 #: The name of the tokenizer threads (``protoembed-tokenize_0``, ...).
 TOKENIZER_THREADS = "protoembed-tokenize"
 
@@ -158,7 +165,9 @@ class BatchEncoder:
         normalized: ``forward`` already L2-normalises (then ``normalize=False`` is refused).
         chunk_rows: texts per chunk (``None``: :data:`CHUNK_BATCHES` batches, at least
             :data:`MIN_CHUNK_ROWS` texts).
-        prefetch: chunks tokenised ahead of the forward (``None``: two per worker).
+        prefetch: chunks tokenised ahead of the forward, at most (``None``: two per worker).
+        prefetch_bytes: padded features tokenised ahead of the forward, at most, counted as the module
+            docstring says (:data:`PREFETCH_BYTES`); one chunk ahead whatever its size.
     """
 
     encoder: PromptEncoder
@@ -168,6 +177,7 @@ class BatchEncoder:
     normalized: bool = False
     chunk_rows: int | None = None
     prefetch: int | None = None
+    prefetch_bytes: int = PREFETCH_BYTES
     _pin: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -276,7 +286,8 @@ class BatchEncoder:
         allow_empty: bool,
     ) -> Iterator[_Chunk]:
         """The tokenised ``chunks`` in order: ``job`` run by ``workers`` threads, at most ``prefetch``
-        chunks ahead of the one handed out (one chunk alone is tokenised on this thread: nothing to
+        chunks and ``prefetch_bytes`` (:meth:`chunk_bytes`) ahead of the one handed out, at least one
+        (one chunk alone is tokenised on this thread: nothing to
         overlap). A worker's failure ends the pipeline with one line naming the chunk (see
         :meth:`_failed`); the pool is shut down whatever happens (queued chunks cancelled)."""
         if len(chunks) == 1:
@@ -285,14 +296,21 @@ class BatchEncoder:
             except Exception as err:
                 raise self._failed(err, 0, chunks, texts, inverse, allow_empty) from err
             return
-        ahead = max(1, self.prefetch or 2 * workers)
+        most = max(1, self.prefetch or 2 * workers)
+        sizes = [self.chunk_bytes(len(rows)) for rows in chunks]
         pool = tokenizer_pool(workers)
         pending: deque[Future] = deque()
         try:
-            submitted = 0
+            submitted = held = 0  # held: the bytes of the chunks submitted ahead of the one handed out
             for number in range(len(chunks)):
-                while submitted < len(chunks) and submitted <= number + ahead:  # this one and ``ahead`` more
+                if number < submitted:
+                    held -= sizes[number]  # handed out now, no longer ahead
+                while submitted < len(chunks) and (  # this one, then one more, then what the bounds allow
+                    submitted <= number + 1
+                    or (submitted - number <= most and held + sizes[submitted] <= self.prefetch_bytes)
+                ):
                     pending.append(pool.submit(job, chunks[submitted]))
+                    held += sizes[submitted] if submitted > number else 0
                     submitted += 1
                 future = pending.popleft()
                 try:
@@ -302,6 +320,11 @@ class BatchEncoder:
                 yield chunk
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def chunk_bytes(self, rows: int) -> int:
+        """The most bytes of padded features a chunk of ``rows`` texts can hold: every row at the model's
+        position budget (:data:`FEATURE_BYTES` per token)."""
+        return rows * self.encoder.position_budget * FEATURE_BYTES
 
     def _failed(
         self,
