@@ -390,3 +390,27 @@ def test_the_default_model_attends_through_sdpa(tiny_model_dirs, one_thread) -> 
 def test_the_packaged_default_model_attends_through_sdpa():
     model = protoembed.load("default", device="cpu")
     assert model.encoder.auto_model.config._attn_implementation == "sdpa"
+
+
+def test_the_python_api_turns_the_tokenizers_own_threads_off(tiny_model_dirs, tmp_path) -> None:
+    """Through the Python API (no command line), ``encode`` sets ``TOKENIZERS_PARALLELISM=false`` before
+    it tokenises, so the tokenizer threads are the only ones; a value the user set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, protoembed\n"
+        f"model = protoembed.load({str(tiny_model_dirs['bert'])!r}, head='mean')\n"
+        "before = os.environ.get('TOKENIZERS_PARALLELISM')\n"
+        "model.encode(['a man is playing a guitar .'] * 3, tokenizer_workers=1)\n"
+        "print(before, os.environ.get('TOKENIZERS_PARALLELISM'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    for setting, expected in ((None, "None false"), ("true", "true true")):
+        run_env = env if setting is None else {**env, "TOKENIZERS_PARALLELISM": setting}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=run_env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[-2] == expected

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -89,9 +90,23 @@ def default_tokenizer_workers(device: torch.device | str) -> int:
     return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
 
 
+#: The Hugging Face tokenizers' own threading (a Rust thread per core within each call) and its
+#: setting here: off, as the tokenizer threads are the parallelism; a value the user set is kept.
+TOKENIZERS_PARALLELISM = ("TOKENIZERS_PARALLELISM", "false")
+
+
+def single_threaded_tokenizers() -> None:
+    """Turn the fast tokenizers' own threads off (:data:`TOKENIZERS_PARALLELISM`, unless the user set
+    it), so that ``tokenizer_workers`` threads tokenise on that many cores, from the command line and
+    the Python API alike; called wherever protoembed tokenises in a pool."""
+    os.environ.setdefault(*TOKENIZERS_PARALLELISM)
+
+
 def tokenizer_pool(workers: int) -> ThreadPoolExecutor:
     """The pool of ``workers`` tokenizer threads (named ``protoembed-tokenize_N``) that
-    :meth:`BatchEncoder.encode` runs chunks on and the server runs its requests' tokenisation on."""
+    :meth:`BatchEncoder.encode` runs chunks on and the server runs its requests' tokenisation on (the
+    tokenizers' own threads off: :func:`single_threaded_tokenizers`)."""
+    single_threaded_tokenizers()
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=TOKENIZER_THREADS)
 
 
@@ -201,6 +216,7 @@ class BatchEncoder:
         ``progress``: called with the number of sentences done after each batch, instead of a bar.
         """
         extra_normalize = self.extra_normalize(normalize)
+        single_threaded_tokenizers()  # a single chunk is tokenised on this thread, without the pool
         check_batch_size(batch_size)
         workers, budget = check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
         workers = workers or default_tokenizer_workers(self.device)
