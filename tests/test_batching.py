@@ -414,3 +414,34 @@ def test_the_python_api_turns_the_tokenizers_own_threads_off(tiny_model_dirs, tm
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.split("\n")[-2] == expected
+
+
+def test_more_tokenizer_workers_than_cores_are_capped_with_one_warning(
+    mean_model, monkeypatch, caplog
+) -> None:
+    """``tokenizer_workers=1000`` on 2 usable cores: 2 tokenizer threads, one warning naming both numbers
+    (logged once per process), the same vectors; the command line's and the server's value (through
+    :func:`check_pipeline_options`) alike."""
+    import os
+
+    from protoembed.model.batching import check_pipeline_options
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    raw_ids = mean_model.encoder.raw_ids
+    tokenized_on: set[str] = set()
+    monkeypatch.setattr(
+        mean_model.encoder,
+        "raw_ids",
+        lambda texts: tokenized_on.add(threading.current_thread().name) or raw_ids(texts),
+    )
+    loop = BatchEncoder(mean_model.encoder, _id_stats, 2, torch.device("cpu"), chunk_rows=3)
+    with caplog.at_level("WARNING", logger="protoembed.model.batching"):
+        vectors = loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1000)
+        again = loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1000)
+    assert [r.getMessage() for r in caplog.records if "tokenizer_workers" in r.getMessage()] == [
+        "tokenizer_workers 1000 is more than the 2 usable cores: 2 tokenizer threads run"
+    ]
+    assert len(tokenized_on) == 2 and all(name.startswith("protoembed-tokenize") for name in tokenized_on)
+    np.testing.assert_array_equal(vectors, again)
+    np.testing.assert_array_equal(vectors, loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1))
+    assert check_pipeline_options(1000, None) == (2, None) and check_pipeline_options(2, 5) == (2, 5)

@@ -110,14 +110,33 @@ def tokenizer_pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=TOKENIZER_THREADS)
 
 
+@functools.cache
+def _warn_capped(requested: int, cores: int) -> None:
+    """Log, once per process and value, that ``requested`` tokenizer threads were capped to ``cores``."""
+    logger.warning(
+        "tokenizer_workers %d is more than the %d usable cores: %d tokenizer threads run",
+        requested,
+        cores,
+        cores,
+    )
+
+
 def check_pipeline_options(
     tokenizer_workers: Any, max_tokens_per_batch: Any
 ) -> tuple[int | None, int | None]:
-    """``tokenizer_workers`` and ``max_tokens_per_batch``, each ``None`` or an integer of at least 1.
+    """``tokenizer_workers`` and ``max_tokens_per_batch``, each ``None`` or an integer of at least 1; the
+    API's, the command line's (``--tokenizer-workers``) and the server's workers alike capped to the
+    usable cores (:func:`~protoembed.core.threads.usable_cores`), with a warning logged once: more
+    threads than cores only queue on them, and a setting written for a large machine still runs on a
+    small one (as sentence-transformers and TEI run whatever count their host allows, never refusing it).
 
     Raises:
         ProtoembedError: one line naming the value."""
     workers = None if tokenizer_workers is None else check_count("tokenizer_workers", tokenizer_workers)
+    cores = len(usable_cores())
+    if workers is not None and workers > cores:
+        _warn_capped(workers, cores)
+        workers = cores
     budget = (
         None if max_tokens_per_batch is None else check_count("max_tokens_per_batch", max_tokens_per_batch)
     )
@@ -552,7 +571,8 @@ class Encodes:
                 ``None`` with no ``prompt``: :attr:`default_prompt_name`'s), the one prompt applied
                 (:func:`~protoembed.inputs.prompts.resolved_prompt`).
             prompt: put this text before each sentence instead (``""``: no prompt at all).
-            tokenizer_workers: threads that tokenise (default: the cores the forward does not need,
+            tokenizer_workers: threads that tokenise, at most the usable cores (more: capped, with a
+                warning; :func:`check_pipeline_options`) (default: the cores the forward does not need,
                 :func:`default_tokenizer_workers`: 1 on a CPU of up to 31 cores; on CUDA, the cores but
                 one, at most 8).
             max_tokens_per_batch: padded tokens (rows x longest row) per forward pass, at most, besides
