@@ -165,7 +165,7 @@ def test_unknown_ids_are_counted_and_scored_as_beir_scores_them(tmp_path: Path, 
 
     from protoembed.evaluation.retrieval import evaluate_retrieval, search
     from protoembed.evaluation.retrieval_metrics import K_VALUES, metric_key, retrieval_scores
-    from test_retrieval_suite import PROMPTS, _toy
+    from test_retrieval_suite import _toy
 
     folder = tmp_path / "shipped"
     encode, corpus, queries, qrels = _toy(folder)
@@ -182,7 +182,7 @@ def test_unknown_ids_are_counted_and_scored_as_beir_scores_them(tmp_path: Path, 
     assert "q-gone" not in data.qrels and data.qrels["q0"]["d-gone"] == 2
     with pytest.raises(KeyError, match="q-gone"):
         GenericDataLoader(str(folder)).load(split="test")
-    run, _ = search(encode, data, PROMPTS, "cosine", corpus_chunk_size=50)
+    run, _ = search(encode, data, "cosine", corpus_chunk_size=50)
     ours = retrieval_scores(data.qrels, run, K_VALUES)
     loader = GenericDataLoader(str(folder))
     loader.qrels_file = str(folder / "qrels" / "test.tsv")

@@ -200,8 +200,9 @@ def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "ma
         type=positive_int,
         default=None,
         metavar="N",
-        help="threads that tokenise while the model runs (default: the cores the forward does not need: 1 on "
-        "a CPU of up to 31 cores, on CUDA the cores but one, at most 8)",
+        help="threads that tokenise while the model runs, at most the usable cores (a larger N is capped "
+        "to them, with a warning; default: the cores the forward does not need: 1 on a CPU of up to 31 "
+        "cores, on CUDA the cores but one, at most 8)",
     )
     if budget_dest == "max_tokens_per_batch":
         budget: dict[str, Any] = {

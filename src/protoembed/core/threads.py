@@ -28,10 +28,12 @@ WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def usable_cores() -> list[int]:
-    """The cores this process may run on (its affinity; every core where the OS has no affinity)."""
+    """The cores this process may run on (its affinity; every core where the OS has no affinity): the
+    one rule that the tokenizer threads, the DataLoader workers, the corpus workers' pinning and the
+    forward's threads count from."""
     try:
         return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
+    except (AttributeError, OSError):  # not Linux
         return list(range(os.cpu_count() or 1))
 
 

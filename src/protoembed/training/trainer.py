@@ -590,12 +590,13 @@ class Trainer:
         return tokens
 
     def _throughput(self, tokens: int, seconds: float) -> dict[str, float | None]:
-        """``tokens_per_second`` and ``mfu`` of ``tokens`` trained in ``seconds`` (0 seconds: the run's
-        so far, from :attr:`state`); see :mod:`protoembed.training.throughput`."""
+        """``tokens_per_second`` (every process's) and ``mfu`` (per device: over the processes' devices)
+        of ``tokens`` trained in ``seconds`` by all processes (0 seconds: the run's so far, from
+        :attr:`state`); see :mod:`protoembed.training.throughput`."""
         if seconds <= 0:
             tokens, seconds = self.state.tokens, self.state.train_time_s
         rate = tokens / seconds if seconds > 0 else 0.0
-        utilisation = mfu(self.flop_params, rate, self.peak)
+        utilisation = mfu(self.flop_params, rate, self.peak, self.accelerator.num_processes)
         return {
             "tokens_per_second": round(rate, 1),
             "mfu": None if utilisation is None else round(utilisation, 5),
