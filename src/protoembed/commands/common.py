@@ -248,10 +248,9 @@ def check_token_budget(budget: int | None, args: argparse.Namespace) -> None:
         except (ProtoembedError, OSError, ValueError):
             return  # a folder that cannot be read is named when it is loaded
     if isinstance(longest, int) and budget < longest:
-        raise ProtoembedError(
-            f"--max-tokens-per-batch {budget} is below the model's longest row (max_seq_length {longest} "
-            f"tokens): a batch must hold one row; pass at least {longest}"
-        )
+        from protoembed.model.batching import LONGEST_ROW, budget_error
+
+        raise budget_error(budget, longest, LONGEST_ROW)
 
 
 def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:

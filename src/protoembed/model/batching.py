@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,7 +48,7 @@ import torch
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
-from protoembed.core.threads import usable_cores
+from protoembed.core.threads import single_threaded_tokenizers, usable_cores
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
 from protoembed.inputs.prompts import apply_prompt, resolved_prompt
 from protoembed.model.encoder import PromptEncoder, pad_rows
@@ -88,18 +87,6 @@ def default_tokenizer_workers(device: torch.device | str) -> int:
     if torch.device(device).type == "cpu":
         return max(1, min(MAX_DEFAULT_WORKERS, cores // CPU_CORES_PER_WORKER))
     return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
-
-
-#: The Hugging Face tokenizers' own threading (a Rust thread per core within each call) and its
-#: setting here: off, as the tokenizer threads are the parallelism; a value the user set is kept.
-TOKENIZERS_PARALLELISM = ("TOKENIZERS_PARALLELISM", "false")
-
-
-def single_threaded_tokenizers() -> None:
-    """Turn the fast tokenizers' own threads off (:data:`TOKENIZERS_PARALLELISM`, unless the user set
-    it), so that ``tokenizer_workers`` threads tokenise on that many cores, from the command line and
-    the Python API alike; called wherever protoembed tokenises in a pool."""
-    os.environ.setdefault(*TOKENIZERS_PARALLELISM)
 
 
 def tokenizer_pool(workers: int) -> ThreadPoolExecutor:
@@ -151,6 +138,11 @@ def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
     )
 
 
+#: How :func:`budget_error` names the longest row a model may be sent (``serve`` and the commands' check
+#: before the model loads; ``encode`` names the text it met).
+LONGEST_ROW = "the longest row this model makes"
+
+
 def longest_row(encoder: PromptEncoder) -> int:
     """The most tokens one of ``encoder``'s input rows holds: the sentence tokens it keeps
     (:meth:`~protoembed.model.encoder.PromptEncoder.sentence_budget`) and the special tokens or the
@@ -167,7 +159,7 @@ def check_budget_holds_a_row(budget: int, encoder: PromptEncoder) -> None:
         ProtoembedError: :func:`budget_error`'s line."""
     longest = longest_row(encoder)
     if budget < longest:
-        raise budget_error(budget, longest, "the longest row this model makes")
+        raise budget_error(budget, longest, LONGEST_ROW)
 
 
 @dataclass
