@@ -12,7 +12,7 @@ from beir_toy import CORPUS, QUERIES, write_beir
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import join_title, read_beir
-from protoembed.evaluation.tasks import TaskDeclaration, beir_folder_task, register_declared, unregister_task
+from protoembed.evaluation.tasks import TASKS, TaskDeclaration, beir_folder_task, declared_tasks
 
 
 def test_reads_the_corpus_the_judged_queries_and_the_graded_judgments(tmp_path: Path):
@@ -138,14 +138,10 @@ def test_a_retrieval_task_declared_in_a_config(tmp_path: Path):
     declared = TaskDeclaration(
         name="MyRetrieval", kind="retrieval", files={"all": str(tmp_path / "toy")}, splits=("dev",)
     )
-    (entry,) = register_declared([declared])
-    try:
-        assert (
-            entry.suites == ("retrieval",) and entry.splits == ("dev",) and entry.main_score == "ndcg_at_10"
-        )
-        assert entry.load(split="dev").qrels["q1"] == {"d1": 2, "d5": 1}
-    finally:
-        unregister_task("MyRetrieval")
+    (entry,) = declared_tasks([declared])
+    assert entry.suites == ("retrieval",) and entry.splits == ("dev",) and entry.main_score == "ndcg_at_10"
+    assert entry.load(split="dev").qrels["q1"] == {"d1": 2, "d5": 1}
+    assert "MyRetrieval" not in TASKS  # the run's own, never registered
     bad = TaskDeclaration(name="X", kind="retrieval", files={"test": "toy"})
     with pytest.raises(
         ProtoembedError, match=r"^task 'X': a retrieval task reads one folder: files: \{all: FOLDER\}$"

@@ -57,16 +57,6 @@ def _cosine_run(model, query_ids, queries, doc_ids, docs) -> dict[str, dict[str,
     }
 
 
-@pytest.fixture(autouse=True)
-def _own_dev_unregistered():
-    """The configs here declare ``own-dev`` (each test its own files): removed after each test."""
-    from protoembed.evaluation.tasks import TASKS, unregister_task
-
-    yield
-    if "own-dev" in TASKS:
-        unregister_task("own-dev")
-
-
 # --------------------------------------------------------------------------- scores
 
 

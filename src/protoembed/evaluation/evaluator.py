@@ -28,7 +28,7 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import check_options
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
-from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, main_score, registered_for_now
+from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, tasks_in_scope
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,10 +141,12 @@ class Evaluator:
     ) -> None:
         self.batch_size = batch_size
         listed = [tasks] if isinstance(tasks, (str, Task)) else list(tasks or [])
-        #: the entries that are not registered: in TASKS while this evaluator checks or runs them
-        self.entries = [t for t in listed if isinstance(t, Task)]
+        #: canonical name -> the entry of each task, as it was when this evaluator was made: known by name
+        #: (:func:`~protoembed.evaluation.tasks.tasks_in_scope`) while it checks or runs them, never
+        #: registered, so that another evaluator's task of the same name is another's
+        self.entries: dict[str, Task] = {}
         self.split, self.metric, self.data_dir = split, metric, data_dir
-        with registered_for_now(self.entries):
+        with tasks_in_scope(listed):
             planned = group_by_suite(None if tasks is None else listed, suite)
             suites = [SUITES[name] for name in planned]
             if split is not None:
@@ -177,7 +179,9 @@ class Evaluator:
                     own[SPLIT_OPTION] = split
                 self.options[s.name] = suite_options(s, own)
                 chosen = self.options[s.name].get(SPLIT_OPTION)
-                self.tasks[s.name] = [t.name for t in get_tasks(planned[s.name], s.name, chosen)]
+                entries = get_tasks(planned[s.name], s.name, chosen)
+                self.tasks[s.name] = [t.name for t in entries]
+                self.entries.update({t.name: t for t in entries})
 
     # ------------------------------------------------------------ what it is
     @property
@@ -191,10 +195,7 @@ class Evaluator:
 
     def metric_of(self, task: str) -> str:
         """The per-task key :meth:`score` reads for ``task``: :attr:`metric`, else its main score."""
-        if self.metric is not None:
-            return self.metric
-        entry = next((e for e in self.entries if e.name == task), None)
-        return entry.main_score if entry is not None else main_score(task, "acc")
+        return self.metric if self.metric is not None else self.entries[task].main_score
 
     def describe(self) -> dict[str, Any]:
         """What the score is, for a results file and a log: ``{"tasks", "metric", "split"}`` (``metric``:
@@ -210,11 +211,10 @@ class Evaluator:
 
         given = None if self.data_dir is None else os.fspath(self.data_dir)
         needs: list[Need] = []
-        with registered_for_now(self.entries):
-            for name, names in self.tasks.items():
-                opts = self.options[name]
-                variant, split = opts.get("variant", "senteval"), opts.get(SPLIT_OPTION, "test")
-                needs += task_needs([get_task(t, name) for t in names], given, variant, split, what)
+        for name, names in self.tasks.items():
+            opts = self.options[name]
+            variant, split = opts.get("variant", "senteval"), opts.get(SPLIT_OPTION, "test")
+            needs += task_needs([self.entries[t] for t in names], given, variant, split, what)
         return needs
 
     def check_files(self) -> None:
@@ -253,7 +253,7 @@ class Evaluator:
             encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=False)
         name = label or model_path or type(model).__name__
         results = {}
-        with registered_for_now(self.entries):
+        with tasks_in_scope(self.entries.values()):
             for suite in self.suites:
                 inputs = Inputs(encoder, self.data_dir, progress, model_path, batch_size, device)
                 result = suite.evaluate(inputs, self.tasks[suite.name], **self.options[suite.name])
@@ -287,14 +287,13 @@ class Evaluator:
             return None
         options = self.options["sts"]
         values = []
-        with registered_for_now(self.entries):
-            for task in self.tasks["sts"]:
-                pairs = get_task(task, "sts").load(self.data_dir, options["variant"], options[SPLIT_OPTION])
-                scores = scorer(pairs.sentences1, pairs.sentences2)
-                if scores is None:
-                    return None
-                spearman, pearson = correlations(scores, pairs.scores)
-                values.append(spearman if self.metric_of(task) == "spearman" else pearson)
+        for task in self.tasks["sts"]:
+            pairs = self.entries[task].load(self.data_dir, options["variant"], options[SPLIT_OPTION])
+            scores = scorer(pairs.sentences1, pairs.sentences2)
+            if scores is None:
+                return None
+            spearman, pearson = correlations(scores, pairs.scores)
+            values.append(spearman if self.metric_of(task) == "spearman" else pearson)
         return math.fsum(values) / len(values)
 
     def __call__(self, embedder: SentenceEmbedder) -> float:
