@@ -210,12 +210,37 @@ class Evaluator:
         from protoembed.data.needs import task_needs
 
         given = None if self.data_dir is None else os.fspath(self.data_dir)
-        needs: list[Need] = []
+        return [
+            need
+            for entry, variant, split in self.reads()
+            for need in task_needs([entry], given, variant, split, what)
+        ]
+
+    def reads(self) -> list[tuple[Task, str, str]]:
+        """Each task's entry with the data variant and split its suite reads it in (a suite without
+        them: ``senteval``, ``test``, the entry's defaults), suite by suite."""
+        out = []
         for name, names in self.tasks.items():
             opts = self.options[name]
             variant, split = opts.get("variant", "senteval"), opts.get(SPLIT_OPTION, "test")
-            needs += task_needs([self.entries[t] for t in names], given, variant, split, what)
-        return needs
+            out += [(self.entries[task], variant, split) for task in names]
+        return out
+
+    def read_files(self, what: str = "task") -> list[str]:
+        """Read every task's files whole, by the task's own reader as :meth:`run` reads them (what
+        ``protoembed train --check`` does), so that a file that is there but holds nothing to evaluate
+        fails here with the run's own error; returns one line per task (``what`` starting it).
+
+        Raises:
+            ProtoembedError: a missing file (named, with the command that fetches it), or the reader's
+                one-line error (the file, line and what is wrong).
+        """
+        said = []
+        for entry, variant, split in self.reads():
+            entry.load(self.data_dir, variant, split)
+            part = f"{split} split" if entry.splits else "one set"
+            said.append(f"{what} {entry.name} ({part}): its files read")
+        return said
 
     def check_files(self) -> None:
         """The one-line error for the first file the tasks read that is missing (the command that
