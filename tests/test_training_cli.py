@@ -153,6 +153,28 @@ def test_train_command_two_processes_cached(tiny_model_dirs, data_dir, tmp_path)
     assert losses[1] != pytest.approx(losses[0], rel=1e-6)  # step 1 changed the model
 
 
+def test_a_logged_run_shows_its_test_evaluation_progress(
+    tiny_model_dirs, data_dir, tmp_path, capsys, monkeypatch
+):
+    """Off a terminal (stderr captured: a log file), the test tasks after the last step report progress as
+    ``protoembed eval`` does: encoding lines (here at every batch: the interval set to 0), ending with the
+    count of the tasks' distinct sentences, after the training lines."""
+    import protoembed.core.progress
+
+    monkeypatch.setattr(protoembed.core.progress, "LINE_EVERY", 0.0)
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "mean", selection=None)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    trained = max(i for i, line in enumerate(lines) if line.startswith("Training: 2/2 steps"))
+    after = lines[trained + 1 :]
+    pairs = protoembed.get_task("STSBenchmark").load(data_dir)
+    sentences = len(set(pairs.sentences1) | set(pairs.sentences2))
+    encoding = [line for line in after if line.startswith("Encoding: ")]
+    assert len(encoding) > 1 and encoding[-1].startswith(
+        f"Encoding: {sentences:,}/{sentences:,} sentences ("
+    ), after
+
+
 def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
     config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
     assert (

@@ -266,7 +266,9 @@ class Evaluator:
         :class:`~protoembed.evaluation.encoders.LazyEncoder` that loads it on first use, with its
         runtime, embedding cache and pipeline settings), the results' ``model`` field (``label``;
         default: ``model_path``, else the model's class name), the model's folder when it was given as
-        one (STS's cross-encoder reads it), a stderr line per finished task (``progress``), and
+        one (STS's cross-encoder reads it), a stderr line per finished task and a loaded model's
+        encoding progress (``progress``: :class:`~protoembed.core.progress.Progress`, as ``protoembed
+        eval`` shows it), and
         ``batch_size`` / ``device`` (a cross-encoder's; a loaded model is encoded ``batch_size`` at a
         time; ``None``: :attr:`batch_size`). Every file is checked first.
         """
@@ -275,7 +277,7 @@ class Evaluator:
         if isinstance(model, LazyEncoder):
             encoder = model
         else:
-            encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=False)
+            encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=progress)
         name = label or model_path or type(model).__name__
         results = {}
         with tasks_in_scope(self.entries.values()):

@@ -334,7 +334,8 @@ class Trainer:
         results: dict[str, Any] = {"suite": None, "tasks": {}, "avg": None}
         if tests is not None:
             best = load(best_dir, device=self.accelerator.device)
-            results = next(iter(tests.run(best, label=best_dir).values()))
+            # shown as `protoembed eval` shows it: a line per task, the encoding's bar (a line every 10 s in a log)
+            results = next(iter(tests.run(best, label=best_dir, progress=self.progress).values()))
         selection = self.evaluator.describe() if isinstance(self.evaluator, Evaluator) else None
         results.update(
             model=best_dir,
