@@ -191,6 +191,23 @@ def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
+def test_a_missing_corpus_names_both_places_tried(tiny_model_dirs, tmp_path, capsys, monkeypatch):
+    """A relative ``data.corpus`` is looked for in the working directory, then under the data directory:
+    a missing one names both."""
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data))
+    monkeypatch.chdir(tmp_path)
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", selection=None, test_tasks=[])
+    config.write_text(config.read_text(encoding="utf-8").replace(str(tmp_path / "corpus.txt"), "mine.txt"))
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out"), "--check"]) == 2
+    assert capsys.readouterr().err == (
+        f"protoembed: error: training file: 'mine.txt' not found in the working directory {tmp_path} nor "
+        f"under {data}; it is not a dataset protoembed fetches: give the file's path, or place it under the "
+        "data directory\n"
+    )
+
+
 def test_corpus_with_only_empty_lines_is_an_error(tiny_model_dirs, tmp_path, capsys):
     config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
     (tmp_path / "corpus.txt").write_text("\n\n", encoding="utf-8")
