@@ -90,12 +90,30 @@ BAD = {
         "{d}/corpus.jsonl:1: expected a JSON object, got an array '[1, 2]'",
     ),
     "no text": (
-        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t"})),
-        '{d}/corpus.jsonl:1: "text" must be a string, got none',
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t", "body": "b"})),
+        '{d}/corpus.jsonl:1: no "text" key (the line has "_id", "title", "body"); a line of corpus.jsonl is '
+        'an object with "_id", "title" (optional), "text"',
+    ),
+    "no id": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"id": "q1", "text": "a"})),
+        '{d}/queries.jsonl:1: no "_id" key (the line has "id", "text"); a line of queries.jsonl is an object '
+        'with "_id", "text"',
     ),
     "empty id": (
         lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "", "text": "a"})),
-        "{d}/queries.jsonl:1: \"_id\" must be a non-empty string, got ''",
+        '{d}/queries.jsonl:1: "_id" must be a non-empty string, got an empty string ""',
+    ),
+    "null text": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "q1", "text": None})),
+        '{d}/queries.jsonl:1: "text" must be a string, got null',
+    ),
+    "title a number": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": 3, "text": "x"})),
+        '{d}/corpus.jsonl:1: "title" must be a string, got a number 3',
+    ),
+    "text a list": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "text": ["a", "b"]})),
+        '{d}/corpus.jsonl:1: "text" must be a string, got an array ["a", "b"]',
     ),
 }
 
