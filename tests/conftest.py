@@ -145,21 +145,6 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     monkeypatch.setattr(protoembed.model.backbones, "default_model_path", refuse)
 
 
-@pytest.fixture(autouse=True)
-def _declared_tasks_forgotten():
-    """Tasks a test's configs declare (``tasks:``, registered when a config is read) are removed after it,
-    so that no later test sees them among the registered tasks."""
-    from protoembed.evaluation import tasks
-
-    before = set(tasks._DECLARED)
-    yield
-    for name in set(tasks._DECLARED) - before:
-        if name in tasks.TASKS:
-            tasks.unregister_task(name)  # its declaration goes with it
-        else:
-            del tasks._DECLARED[name]
-
-
 @pytest.fixture
 def register_tasks():
     """``register_tasks(task, ...)``: add task entries (:func:`protoembed.register_task`) for one test;
