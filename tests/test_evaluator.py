@@ -71,10 +71,13 @@ def test_the_score_is_the_mean_of_the_tasks_metric_computed_independently(tiny_m
         cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
         expected.append(spearmanr(cosine, pairs.scores).statistic * 100)
     assert list(results) == ["sts"] and results["sts"]["split"] == "dev"
+    # The random tiny model's cosines lie close together: the float32 noise of another batch composition
+    # (the suite encodes each distinct sentence of both tasks once, ~2e-7 per element) reorders near-ties
+    # and moves Spearman x100 by up to a few 1e-3; another metric, split or pairing moves it by points.
     assert [
         results["sts"]["tasks"][t]["spearman"] for t in ("STSBenchmark", "SICKRelatedness")
-    ] == pytest.approx(expected, abs=1e-3)
-    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-3)
+    ] == pytest.approx(expected, abs=1e-2)
+    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-2)
     assert evaluator.describe() == {
         "tasks": ["STSBenchmark", "SICKRelatedness"],
         "metric": "spearman",
