@@ -192,8 +192,9 @@ PIPELINE_FLAGS = {
 def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "max_tokens_per_batch") -> None:
     """The encode pipeline's flags (:mod:`protoembed.model.batching`): ``--tokenizer-workers N`` (threads that
     tokenise while the forward runs) and ``--max-tokens-per-batch N`` (padded tokens per forward pass);
-    ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, of which the
-    flag is then another name)."""
+    ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, text-embeddings-
+    inference's name, whose flag is serve's one flag of the budget; ``--max-tokens-per-batch`` is then an
+    unlisted alias of it, for command lines written for ``encode``)."""
     parser.add_argument(
         PIPELINE_FLAGS["tokenizer_workers"],
         dest="tokenizer_workers",
@@ -211,7 +212,7 @@ def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "ma
             "pass, at most, besides --batch-size (default: no token budget)",
         }
     else:
-        budget = {"default": argparse.SUPPRESS, "help": f"the same as --{budget_dest.replace('_', '-')}"}
+        budget = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
     parser.add_argument(
         PIPELINE_FLAGS["max_tokens_per_batch"], dest=budget_dest, type=positive_int, metavar="N", **budget
     )
