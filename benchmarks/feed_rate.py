@@ -168,8 +168,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     import protoembed
-    from protoembed.model.backbones import quiet_transformers
     from protoembed.core.threads import usable_cores
+    from protoembed.model.backbones import quiet_transformers
 
     torch.set_num_threads(args.torch_threads)
     sentences = sts_sentences(Path(args.data_dir))

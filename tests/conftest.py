@@ -62,6 +62,7 @@ SUBPROCESS_TESTS = (
     "test_training_cli.py::test_train_command_two_processes",  # also ..._two_processes_cached
     "test_training_cli.py::test_sigterm_stops_cleanly_and_says_how_to_resume",
     "test_distributed.py",
+    "test_serve_langchain_hf.py",
     "test_download.py::test_a_new_user_s_data_list_reads_platformdirs",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_encode_corpus.py::test_two_workers_write_the_same_shards_as_one_process",
