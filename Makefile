@@ -37,8 +37,16 @@ lint: install
 # The full suite (what CI runs): pyproject's testpaths, the library's tests and the experiments'
 # (experiments/tests: the studies and the pages they write); the 15 slowest tests are listed at the end.
 # The documentation site's strict build is one of them (tests/test_docs_site.py).
-test: install lint
+test: install lint $(VENV)/hub1-clients/.installed
 	$(BIN)/python -m pytest -q
+
+# langchain-huggingface, a client the server's tests answer (tests/test_serve_langchain_hf.py): every release
+# requires huggingface-hub < 2, the main install's transformers >= 2.4, so the two sit in a side install that
+# the test's child interpreter puts first (benchmarks/side_install.py).
+$(VENV)/hub1-clients/.installed: $(VENV)/.installed
+	$(BIN)/pip install -q --no-deps --target $(VENV)/hub1-clients 'langchain-huggingface>=1.2,<2' \
+	  'huggingface-hub>=1.0,<2'
+	touch $@
 
 # The documentation site (mkdocs.yml) into site/, strict: a warning (a broken link, a docstring griffe cannot
 # read) fails it. The API reference is read from src/, the CLI reference generated from the parsers.

@@ -168,15 +168,15 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     import protoembed
+    from protoembed.core.threads import usable_cores
     from protoembed.model.backbones import quiet_transformers
-    from protoembed.model.batching import usable_cores
 
     torch.set_num_threads(args.torch_threads)
     sentences = sts_sentences(Path(args.data_dir))
     limit = SMOKE_SENTENCES if args.smoke else args.limit
     sentences = sentences[:limit]
     runs = 1 if args.smoke else args.runs
-    cores = usable_cores()
+    cores = len(usable_cores())
     workers = args.workers or ([1] if args.smoke else sorted({1, 2, *([cores - 1] if cores > 3 else [])}))
     words = np.mean([len(s.split()) for s in sentences])
     print(cpu_line())

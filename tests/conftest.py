@@ -62,6 +62,7 @@ SUBPROCESS_TESTS = (
     "test_training_cli.py::test_train_command_two_processes",  # also ..._two_processes_cached
     "test_training_cli.py::test_sigterm_stops_cleanly_and_says_how_to_resume",
     "test_distributed.py",
+    "test_serve_langchain_hf.py",
     "test_download.py::test_a_new_user_s_data_list_reads_platformdirs",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_encode_corpus.py::test_two_workers_write_the_same_shards_as_one_process",
@@ -143,21 +144,6 @@ def _no_hidden_backbone(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
         )
 
     monkeypatch.setattr(protoembed.model.backbones, "default_model_path", refuse)
-
-
-@pytest.fixture(autouse=True)
-def _declared_tasks_forgotten():
-    """Tasks a test's configs declare (``tasks:``, registered when a config is read) are removed after it,
-    so that no later test sees them among the registered tasks."""
-    from protoembed.evaluation import tasks
-
-    before = set(tasks._DECLARED)
-    yield
-    for name in set(tasks._DECLARED) - before:
-        if name in tasks.TASKS:
-            tasks.unregister_task(name)  # its declaration goes with it
-        else:
-            del tasks._DECLARED[name]
 
 
 @pytest.fixture

@@ -172,6 +172,68 @@ def test_input_order_and_repeats_by_an_exact_forward(mean_model) -> None:
     assert sum(seen) == len({tuple(r) for r in rows})  # one chunk: identical rows run once
 
 
+def test_each_batch_moves_to_the_host_once_and_the_call_gathers_there(mean_model, monkeypatch) -> None:
+    """The device holds a batch's vectors, not the call's: every forward's output is moved to the host
+    once, as it is (no gathered copy on the device, none for the repeated texts), and the call's
+    vectors are put together in a numpy array; ``convert_to_tensor`` moves that to the device once."""
+    outputs: list[torch.Tensor] = []
+    moved: list[torch.Tensor] = []
+
+    def forward(features: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs.append(_id_stats(features))
+        return outputs[-1]
+
+    to_host = BatchEncoder.to_host
+    monkeypatch.setattr(BatchEncoder, "to_host", lambda self, v: moved.append(v) or to_host(self, v))
+    texts = PIPELINE_SENTENCES * 2  # every text repeated: the copies are made on the host
+    loop = BatchEncoder(mean_model.encoder, forward, 2, torch.device("cpu"), chunk_rows=7)
+    vectors = loop.encode(texts, batch_size=3, tokenizer_workers=2)
+    assert isinstance(vectors, np.ndarray) and len(outputs) > 3
+    assert [id(v) for v in moved] == [id(v) for v in outputs]  # each batch once, nothing else
+    assert all(len(v) <= 3 for v in moved) and sum(map(len, moved)) <= len(set(texts)) < len(texts)
+    np.testing.assert_array_equal(vectors[: len(texts) // 2], vectors[len(texts) // 2 :])
+    np.testing.assert_array_equal(
+        vectors, loop.encode(texts, batch_size=len(texts), tokenizer_workers=1)
+    )  # one batch: the same
+    moved.clear()
+    tensor = loop.encode(texts, batch_size=3, convert_to_tensor=True)
+    assert isinstance(tensor, torch.Tensor) and tensor.device == loop.device and len(moved) > 3
+    np.testing.assert_array_equal(tensor.numpy(), vectors)
+
+
+def test_the_prefetch_is_bounded_in_bytes(mean_model) -> None:
+    """The pool tokenises ahead of the chunk handed out at most ``prefetch_bytes`` of padded features
+    (each chunk at rows x position budget x 16 bytes), at most ``prefetch`` chunks, and one chunk
+    whatever its size; the 256 MiB default holds 1/4 of what 2 chunks per worker held at batch 128 x 512
+    tokens on 16 cores (8 workers)."""
+    import time
+
+    from protoembed.model.batching import CHUNK_BATCHES, PREFETCH_BYTES
+
+    assert PREFETCH_BYTES == 2**30 // 4 == 2 * 8 * (CHUNK_BATCHES * 128 * 512 * 16) // 4
+    chunks = [np.arange(k, k + 4) for k in range(0, 80, 4)]  # 20 chunks of 4 rows
+    size = 4 * mean_model.encoder.position_budget * 16
+    for prefetch, budget, most in (
+        (None, 3 * size, 3),
+        (2, 3 * size, 2),
+        (None, size // 2, 1),
+        (None, 10**9, 8),
+    ):
+        loop = BatchEncoder(mean_model.encoder, _id_stats, 2, torch.device("cpu"), prefetch=prefetch)
+        loop.prefetch_bytes = budget
+        assert loop.chunk_bytes(4) == size
+        started: list[int] = []
+        ahead = []
+        pipeline = loop._pipeline(
+            chunks, lambda rows, started=started: started.append(1) or rows, 4, [], np.arange(80), False
+        )
+        for number, rows in enumerate(pipeline):
+            time.sleep(0.03)  # the pool fills what the bounds allow
+            ahead.append(len(started) - number - 1)
+            np.testing.assert_array_equal(rows, chunks[number])
+        assert max(ahead) == most, (prefetch, budget)
+
+
 def test_progress_counts_sentences_and_truncation_is_logged_once(mean_model, caplog) -> None:
     done: list[int] = []
     loop = BatchEncoder(
@@ -280,12 +342,12 @@ def test_a_budget_below_the_longest_row_names_both(mean_model) -> None:
 
 
 def test_default_workers_follow_the_usable_cores(monkeypatch) -> None:
+    import os
+
     from protoembed.model import batching
 
     for cores, cpu, cuda in ((1, 1, 1), (2, 1, 1), (16, 1, 8), (32, 2, 8), (64, 4, 8), (4, 1, 3)):
-        monkeypatch.setattr(
-            batching.os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False
-        )
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
         assert (batching.default_tokenizer_workers("cpu"), batching.default_tokenizer_workers("cuda")) == (
             cpu,
             cuda,
@@ -328,3 +390,58 @@ def test_the_default_model_attends_through_sdpa(tiny_model_dirs, one_thread) -> 
 def test_the_packaged_default_model_attends_through_sdpa():
     model = protoembed.load("default", device="cpu")
     assert model.encoder.auto_model.config._attn_implementation == "sdpa"
+
+
+def test_the_python_api_turns_the_tokenizers_own_threads_off(tiny_model_dirs, tmp_path) -> None:
+    """Through the Python API (no command line), ``encode`` sets ``TOKENIZERS_PARALLELISM=false`` before
+    it tokenises, so the tokenizer threads are the only ones; a value the user set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, protoembed\n"
+        f"model = protoembed.load({str(tiny_model_dirs['bert'])!r}, head='mean')\n"
+        "before = os.environ.get('TOKENIZERS_PARALLELISM')\n"
+        "model.encode(['a man is playing a guitar .'] * 3, tokenizer_workers=1)\n"
+        "print(before, os.environ.get('TOKENIZERS_PARALLELISM'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    for setting, expected in ((None, "None false"), ("true", "true true")):
+        run_env = env if setting is None else {**env, "TOKENIZERS_PARALLELISM": setting}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=run_env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[-2] == expected
+
+
+def test_more_tokenizer_workers_than_cores_are_capped_with_one_warning(
+    mean_model, monkeypatch, caplog
+) -> None:
+    """``tokenizer_workers=1000`` on 2 usable cores: 2 tokenizer threads, one warning naming both numbers
+    (logged once per process), the same vectors; the command line's and the server's value (through
+    :func:`check_pipeline_options`) alike."""
+    import os
+
+    from protoembed.model.batching import check_pipeline_options
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    raw_ids = mean_model.encoder.raw_ids
+    tokenized_on: set[str] = set()
+    monkeypatch.setattr(
+        mean_model.encoder,
+        "raw_ids",
+        lambda texts: tokenized_on.add(threading.current_thread().name) or raw_ids(texts),
+    )
+    loop = BatchEncoder(mean_model.encoder, _id_stats, 2, torch.device("cpu"), chunk_rows=3)
+    with caplog.at_level("WARNING", logger="protoembed.model.batching"):
+        vectors = loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1000)
+        again = loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1000)
+    assert [r.getMessage() for r in caplog.records if "tokenizer_workers" in r.getMessage()] == [
+        "tokenizer_workers 1000 is more than the 2 usable cores: 2 tokenizer threads run"
+    ]
+    assert len(tokenized_on) == 2 and all(name.startswith("protoembed-tokenize") for name in tokenized_on)
+    np.testing.assert_array_equal(vectors, again)
+    np.testing.assert_array_equal(vectors, loop.encode(PIPELINE_SENTENCES, batch_size=2, tokenizer_workers=1))
+    assert check_pipeline_options(1000, None) == (2, None) and check_pipeline_options(2, 5) == (2, 5)

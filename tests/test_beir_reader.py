@@ -12,7 +12,7 @@ from beir_toy import CORPUS, QUERIES, write_beir
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.benchmarks.beir import join_title, read_beir
-from protoembed.evaluation.tasks import TaskDeclaration, beir_folder_task, register_declared, unregister_task
+from protoembed.evaluation.tasks import TASKS, TaskDeclaration, beir_folder_task, declared_tasks
 
 
 def test_reads_the_corpus_the_judged_queries_and_the_graded_judgments(tmp_path: Path):
@@ -90,12 +90,30 @@ BAD = {
         "{d}/corpus.jsonl:1: expected a JSON object, got an array '[1, 2]'",
     ),
     "no text": (
-        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t"})),
-        '{d}/corpus.jsonl:1: "text" must be a string, got none',
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": "t", "body": "b"})),
+        '{d}/corpus.jsonl:1: no "text" key (the line has "_id", "title", "body"); a line of corpus.jsonl is '
+        'an object with "_id", "title" (optional), "text"',
+    ),
+    "no id": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"id": "q1", "text": "a"})),
+        '{d}/queries.jsonl:1: no "_id" key (the line has "id", "text"); a line of queries.jsonl is an object '
+        'with "_id", "text"',
     ),
     "empty id": (
         lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "", "text": "a"})),
-        "{d}/queries.jsonl:1: \"_id\" must be a non-empty string, got ''",
+        '{d}/queries.jsonl:1: "_id" must be a non-empty string, got an empty string ""',
+    ),
+    "null text": (
+        lambda d: _write(d / "queries.jsonl", _jsonl({"_id": "q1", "text": None})),
+        '{d}/queries.jsonl:1: "text" must be a string, got null',
+    ),
+    "title a number": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "title": 3, "text": "x"})),
+        '{d}/corpus.jsonl:1: "title" must be a string, got a number 3',
+    ),
+    "text a list": (
+        lambda d: _write(d / "corpus.jsonl", _jsonl({"_id": "d1", "text": ["a", "b"]})),
+        '{d}/corpus.jsonl:1: "text" must be a string, got an array ["a", "b"]',
     ),
 }
 
@@ -138,14 +156,10 @@ def test_a_retrieval_task_declared_in_a_config(tmp_path: Path):
     declared = TaskDeclaration(
         name="MyRetrieval", kind="retrieval", files={"all": str(tmp_path / "toy")}, splits=("dev",)
     )
-    (entry,) = register_declared([declared])
-    try:
-        assert (
-            entry.suites == ("retrieval",) and entry.splits == ("dev",) and entry.main_score == "ndcg_at_10"
-        )
-        assert entry.load(split="dev").qrels["q1"] == {"d1": 2, "d5": 1}
-    finally:
-        unregister_task("MyRetrieval")
+    (entry,) = declared_tasks([declared])
+    assert entry.suites == ("retrieval",) and entry.splits == ("dev",) and entry.main_score == "ndcg_at_10"
+    assert entry.load(split="dev").qrels["q1"] == {"d1": 2, "d5": 1}
+    assert "MyRetrieval" not in TASKS  # the run's own, never registered
     bad = TaskDeclaration(name="X", kind="retrieval", files={"test": "toy"})
     with pytest.raises(
         ProtoembedError, match=r"^task 'X': a retrieval task reads one folder: files: \{all: FOLDER\}$"
@@ -165,7 +179,7 @@ def test_unknown_ids_are_counted_and_scored_as_beir_scores_them(tmp_path: Path, 
 
     from protoembed.evaluation.retrieval import evaluate_retrieval, search
     from protoembed.evaluation.retrieval_metrics import K_VALUES, metric_key, retrieval_scores
-    from test_retrieval_suite import PROMPTS, _toy
+    from test_retrieval_suite import _toy
 
     folder = tmp_path / "shipped"
     encode, corpus, queries, qrels = _toy(folder)
@@ -182,7 +196,7 @@ def test_unknown_ids_are_counted_and_scored_as_beir_scores_them(tmp_path: Path, 
     assert "q-gone" not in data.qrels and data.qrels["q0"]["d-gone"] == 2
     with pytest.raises(KeyError, match="q-gone"):
         GenericDataLoader(str(folder)).load(split="test")
-    run, _ = search(encode, data, PROMPTS, "cosine", corpus_chunk_size=50)
+    run, _ = search(encode, data, "cosine", corpus_chunk_size=50)
     ours = retrieval_scores(data.qrels, run, K_VALUES)
     loader = GenericDataLoader(str(folder))
     loader.qrels_file = str(folder / "qrels" / "test.tsv")

@@ -1031,6 +1031,8 @@ def test_config_errors_come_before_torch_is_imported(tiny_model_dirs, tmp_path):
             "3 file(s) the run reads are present",
             f"base model {tiny_model_dirs['bert']}: found ({tiny_model_dirs['bert']})",
             f"{tmp_path / 'corpus.txt'}: text, the first 32 example(s) parse (columns text)",
+            "model selection on STSBenchmark (dev split): its files read",
+            "test set STSBenchmark (test split): its files read",
             f"output folder {out}: not in use by another run (its lock taken)",
             "training.precision fp32: runs on any machine",
             "all checks passed; nothing trained",

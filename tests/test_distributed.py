@@ -204,3 +204,50 @@ def test_cached_step_with_two_processes(tiny_model_dirs, tmp_path: Path) -> None
                 result = torch.load(tmp_path / f"cached-{case}-{rank}.pt")
                 assert abs(result["off_loss"] - reference.item()) <= 1e-5 * abs(reference.item()), case
                 assert max_relative_difference(result["off_grads"], expected) < 1e-5, (case, rank)
+
+
+def _throughput_worker(rank: int, world: int, port: int, out: str) -> None:
+    """Rank r counted ``TOKENS[r]`` tokens in 2 s on a device of peak 1e12 FLOP/s: the trainer's reading of
+    the tokens over the processes and its throughput, saved per rank."""
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+
+    from protoembed.training.trainer import Trainer
+
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    accelerator = Accelerator(cpu=True)
+    try:
+        counter = SimpleNamespace(take=lambda: THROUGHPUT_TOKENS[rank])
+        trainer = SimpleNamespace(tokens=counter, accelerator=accelerator, flop_params=1_000_000, peak=1e12)
+        tokens = Trainer._read_tokens(trainer)
+        torch.save(
+            {"tokens": tokens, **Trainer._throughput(trainer, tokens, 2.0)}, Path(out) / f"rate-{rank}.pt"
+        )
+        accelerator.wait_for_everyone()
+    finally:
+        dist.destroy_process_group()
+
+
+#: The tokens each of two processes counted (unequal: the MFU is their devices' mean).
+THROUGHPUT_TOKENS = (30_000, 50_000)
+
+
+def test_mfu_with_two_processes_is_per_device(tmp_path: Path) -> None:
+    """2 gloo processes: the run's tokens/s is both processes' together, its MFU the mean of the two
+    devices' own ``6 x N x tokens/s / peak`` (not their sum)."""
+    world = 2
+    mp.spawn(_throughput_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world)
+    own = [6 * 1_000_000 * (tokens / 2.0) / 1e12 for tokens in THROUGHPUT_TOKENS]  # each device's MFU
+    for rank in range(world):
+        rate = torch.load(tmp_path / f"rate-{rank}.pt")
+        assert rate["tokens"] == sum(THROUGHPUT_TOKENS)
+        assert rate["tokens_per_second"] == sum(THROUGHPUT_TOKENS) / 2.0
+        assert rate["mfu"] == round(sum(own) / world, 5) == 0.12

@@ -57,16 +57,6 @@ def _cosine_run(model, query_ids, queries, doc_ids, docs) -> dict[str, dict[str,
     }
 
 
-@pytest.fixture(autouse=True)
-def _own_dev_unregistered():
-    """The configs here declare ``own-dev`` (each test its own files): removed after each test."""
-    from protoembed.evaluation.tasks import TASKS, unregister_task
-
-    yield
-    if "own-dev" in TASKS:
-        unregister_task("own-dev")
-
-
 # --------------------------------------------------------------------------- scores
 
 
@@ -81,10 +71,13 @@ def test_the_score_is_the_mean_of_the_tasks_metric_computed_independently(tiny_m
         cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
         expected.append(spearmanr(cosine, pairs.scores).statistic * 100)
     assert list(results) == ["sts"] and results["sts"]["split"] == "dev"
+    # The random tiny model's cosines lie close together: the float32 noise of another batch composition
+    # (the suite encodes each distinct sentence of both tasks once, ~2e-7 per element) reorders near-ties
+    # and moves Spearman x100 by up to a few 1e-3; another metric, split or pairing moves it by points.
     assert [
         results["sts"]["tasks"][t]["spearman"] for t in ("STSBenchmark", "SICKRelatedness")
-    ] == pytest.approx(expected, abs=1e-3)
-    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-3)
+    ] == pytest.approx(expected, abs=1e-2)
+    assert evaluator.score(results) == pytest.approx(np.mean(expected), abs=1e-2)
     assert evaluator.describe() == {
         "tasks": ["STSBenchmark", "SICKRelatedness"],
         "metric": "spearman",
@@ -238,6 +231,34 @@ def test_a_bad_selection_names_its_key_before_torch(tiny_model_dirs, tmp_path, s
     said, torch_loaded = json.loads(done.stdout)
     assert said.startswith(f"own.yaml: config key {key!r}: ") and message in said and "\n" not in said
     assert torch_loaded is False
+
+
+@pytest.mark.parametrize("qrels", ["query-id\tcorpus-id\tscore\n", ""], ids=["header only", "0 bytes"])
+def test_check_reads_the_selection_files_as_the_run_reads_them(tiny_model_dirs, tmp_path, capsys, qrels):
+    """``train --check`` reads a selection task's files by its reader, before training: a dev qrels file
+    with no judgments fails there with the reader's own one-line error, where the run would fail at its
+    first evaluation; a good one is named as read."""
+    from protoembed.data.benchmarks.beir import read_beir
+
+    folder = write_beir(tmp_path / "toy", split="dev")
+    config = _own_config(
+        tiny_model_dirs["bert"], tmp_path, selection={"task": "toy-dev", "metric": "ndcg_at_10"}
+    )
+    config["tasks"] = [
+        {"name": "toy-dev", "kind": "retrieval", "files": {"all": str(folder)}, "splits": ["dev"]}
+    ]
+    path = tmp_path / "own.yaml"
+    path.write_text(json.dumps(config), encoding="utf-8")  # YAML reads JSON
+    assert main(["train", "--config", str(path), "--check"]) == 0
+    assert "protoembed train --check: model selection on toy-dev (dev split): its files read" in (
+        capsys.readouterr().out.splitlines()
+    )
+    (folder / "qrels" / "dev.tsv").write_text(qrels, encoding="utf-8")
+    with pytest.raises(ProtoembedError) as caught:  # the run's own reader, the run's own error
+        read_beir(folder, "dev", "toy-dev")
+    assert main(["train", "--config", str(path), "--check"]) == 2
+    assert capsys.readouterr().err == f"protoembed: error: {caught.value}\n"
+    assert str(folder / "qrels" / "dev.tsv") in str(caught.value) and not (tmp_path / "run").exists()
 
 
 # --------------------------------------------------------------------------- training

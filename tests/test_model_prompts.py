@@ -166,3 +166,119 @@ def test_the_default_prompt_is_saved_and_applied_as_sentence_transformers_applie
     (folder / ST_CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
     with pytest.raises(ProtoembedError, match="default_prompt_name 'title' is not one of its prompts"):
         protoembed.load(str(folder))
+
+
+#: Retrieval texts for the one-prompt checks (queries, documents).
+QUERIES = ["what do cats do", "where do fish live"]
+DOCS = ["cats are animals", "fish swim in the sea", "birds sing in the morning"]
+
+
+@pytest.fixture(scope="module")
+def defaulted(tiny_model_dirs, tmp_path_factory):
+    """prompts -> (model with those prompts and ``default_prompt_name`` ``query``, its saved folder): one
+    with both role prompts, one without a ``document`` prompt (that role: no prompt, not the default)."""
+    out = {}
+    for name, prompts in (
+        ("both", {"query": "query: ", "document": "passage: "}),
+        ("query", {"query": "q: "}),
+    ):
+        model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean", prompts=prompts)
+        model.default_prompt_name = "query"
+        out[name] = (model, model.save(tmp_path_factory.mktemp("defaulted") / name))
+    return out
+
+
+@pytest.mark.parametrize("which", ["both", "query"])
+def test_a_default_prompt_is_applied_once_by_search_mine_and_eval_retrieval(
+    defaulted, which, tmp_path, monkeypatch, one_thread
+):
+    """A model with role prompts and a default prompt: ``search``, ``mine`` and ``eval retrieval`` (the
+    Evaluator, with and without the embedding cache) encode queries and documents as
+    sentence-transformers' ``encode(prompt_name=...)`` of the saved folder does (1e-6), and the tokenizer
+    sees each text with one prompt: the role's, none for a role the model lacks."""
+    import protoembed.evaluation.retrieval as suite_module
+    import protoembed.retrieval.mining as mining_module
+    from beir_toy import write_beir
+    from protoembed.data.benchmarks.beir import read_beir
+    from protoembed.evaluation.encoders import LazyEncoder
+    from protoembed.evaluation.evaluator import Evaluator
+    from protoembed.evaluation.tasks import beir_task
+    from protoembed.retrieval.mining import mine_hard_negatives
+    from protoembed.retrieval.semantic_search import similarity
+
+    monkeypatch.setenv("PROTOEMBED_CACHE", str(tmp_path / "cache"))
+    model, folder = defaulted[which]
+    st = SentenceTransformer(str(folder), device="cpu")
+    assert st.default_prompt_name == "query"
+    prompt = {role: model.prompts.get(role, "") for role in ("query", "document")}
+
+    def theirs(queries, documents):
+        return st.encode(queries, prompt_name="query"), st.encode(documents, prompt_name="document")
+
+    seen: list[str] = []
+    raw_ids = model.encoder.raw_ids
+    monkeypatch.setattr(model.encoder, "raw_ids", lambda texts: seen.extend(texts) or raw_ids(texts))
+
+    # protoembed.search: the scores are those of sentence-transformers' vectors
+    q, d = theirs(QUERIES, DOCS)
+    rankings = protoembed.search(model, QUERIES, DOCS, top_k=len(DOCS))
+    expected = similarity(q, d)
+    for row, ranking in enumerate(rankings):
+        np.testing.assert_allclose([s for _, s in ranking], [expected[row, i] for i, _ in ranking], atol=1e-6)
+    assert sorted(seen) == sorted(
+        [prompt["query"] + t for t in QUERIES] + [prompt["document"] + t for t in DOCS]
+    )
+
+    # mine: the vectors it ranks with
+    ranked = []
+    top_k = mining_module.top_k
+    monkeypatch.setattr(
+        mining_module, "top_k", lambda a, p, *rest: ranked.append((a, p)) or top_k(a, p, *rest)
+    )
+    seen.clear()
+    mine_hard_negatives(model, QUERIES, DOCS[:2], DOCS[2:], num_negatives=1)
+    ((anchors, pool),) = ranked
+    q, d = theirs(QUERIES, [*DOCS[2:], *DOCS[:2]])  # the pool: the corpus, then the positives
+    assert np.abs(anchors - q).max() <= 1e-6 and np.abs(pool - d).max() <= 1e-6
+    assert sorted(seen) == sorted(
+        [prompt["query"] + t for t in QUERIES] + [prompt["document"] + t for t in DOCS]
+    )
+
+    # eval retrieval through the Evaluator (a loaded model), and a LazyEncoder with the embedding cache
+    write_beir(tmp_path / "toy")
+    data = read_beir(tmp_path / "toy", "test", "Toy")
+    q, d = theirs(data.query_texts, data.corpus_texts)
+    scored = []
+    top_k = suite_module.top_k
+    monkeypatch.setattr(suite_module, "top_k", lambda a, p, **kw: scored.append((a, p)) or top_k(a, p, **kw))
+    evaluator = Evaluator([beir_task("Toy", None, str(tmp_path / "toy"))])
+    seen.clear()
+    result = evaluator.run(model)["retrieval"]
+    assert result["protocol"]["prompts"] == prompt
+    cached = LazyEncoder(lambda: model, cache_embeddings=True)
+    for _ in range(2):  # encoded, then looked up
+        assert evaluator.run(cached)["retrieval"]["tasks"] == result["tasks"]
+    for queries, documents in scored:
+        assert np.abs(queries - q).max() <= 1e-6 and np.abs(documents - d).max() <= 1e-6
+    assert len(scored) == 3 and set(cached.stores) == set(prompt.values())  # one store per prompt text
+    expected_seen = [prompt["query"] + t for t in data.query_texts] + [
+        prompt["document"] + t for t in data.corpus_texts
+    ]
+    assert sorted(seen) == sorted(expected_seen * 2)  # the Evaluator's run and the cache's first
+
+
+def test_corpus_encode_names_the_prompt_and_records_the_one_applied(defaulted, tmp_path, one_thread):
+    """``encode_corpus`` with ``prompt_name`` and without: sentence-transformers' vectors of the saved
+    folder (its default prompt when none is named; none for a role the model lacks), and the manifest
+    records the prompt text that was put in front."""
+    from protoembed.corpus.encoding import encode_corpus
+
+    model, folder = defaulted["query"]
+    st = SentenceTransformer(str(folder), device="cpu")
+    lines = tmp_path / "docs.txt"
+    lines.write_text("\n".join(DOCS) + "\n", encoding="utf-8")
+    for name, expected in ((None, "q: "), ("query", "q: "), ("document", "")):
+        vectors = encode_corpus(model, lines, tmp_path / f"out-{name}", prompt_name=name)
+        assert vectors.manifest.settings.prompt == expected
+        theirs = st.encode(DOCS) if name is None else st.encode(DOCS, prompt_name=name)
+        assert np.abs(np.asarray(vectors) - theirs).max() <= 1e-6

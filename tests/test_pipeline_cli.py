@@ -73,13 +73,13 @@ def test_a_budget_below_the_model_rows_is_refused_before_it_loads(
     code, _, err = run_cli([*argv, "--max-tokens-per-batch", "20"], capsys)
     assert code == 2
     assert one_line(err) == (
-        "protoembed: error: --max-tokens-per-batch 20 is below the model's longest row (max_seq_length 24 "
-        "tokens): a batch must hold one row; pass at least 24"
-    )
+        "protoembed: error: max_tokens_per_batch 20 is below the length of the longest row this model makes "
+        "(24 tokens after truncation): a batch must hold one row; pass at least 24"
+    )  # serve's words for the same rule (tests/test_serve_cli.py)
     code, _, err = run_cli([*argv, "--max-seq-length", "16", "--max-tokens-per-batch", "12"], capsys)
-    assert "max_seq_length 16 tokens" in one_line(err) and not (tmp_path / "v.npy").exists()
+    assert "(16 tokens after truncation)" in one_line(err) and not (tmp_path / "v.npy").exists()
     code, _, err = run_cli(["eval", "sts", "--model", str(saved), "--max-tokens-per-batch", "8"], capsys)
-    assert code == 2 and "--max-tokens-per-batch 8 is below the model's longest row" in one_line(err)
+    assert code == 2 and "max_tokens_per_batch 8 is below the length of the longest row" in one_line(err)
 
 
 @pytest.mark.parametrize("output", ["v.npy", "shards"])

@@ -29,17 +29,19 @@ DIM = 6
 
 
 class Vectors:
-    """``encode(texts)``: each text's fixed vector; a text without its role's prompt is an error. Its
-    ``prompts`` are :data:`PROMPTS`; ``calls`` records what it was asked."""
+    """``encode(texts, prompt_name=None)``: each text's fixed vector, its prompt of ``prompt_name`` put in
+    front as a model does; a text without its role's prompt is an error. Its ``prompts`` are
+    :data:`PROMPTS`; ``calls`` records what it was asked (``(prompt_name, texts)``)."""
 
     def __init__(self, table: dict[str, np.ndarray]) -> None:
         self.table = table
         self.prompts = dict(PROMPTS)
-        self.calls: list[list[str]] = []
+        self.calls: list[tuple[str | None, list[str]]] = []
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.stack([self.table[t] for t in texts])
+    def __call__(self, texts: list[str], prompt_name: str | None = None) -> np.ndarray:
+        self.calls.append((prompt_name, list(texts)))
+        prompt = self.prompts[prompt_name] if prompt_name else ""
+        return np.stack([self.table[prompt + t] for t in texts])
 
 
 def _toy(folder: Path, seed: int = 0, n_docs: int = 130, n_queries: int = 25):
@@ -90,7 +92,7 @@ def brute_force(encode: Vectors, folder: Path, score_function: str) -> dict[str,
 def test_rankings_and_metrics_equal_brute_force_and_pytrec_eval(tmp_path: Path, score_function: str):
     encode, _, _, qrels = _toy(tmp_path / "toy")
     data = read_beir(tmp_path / "toy", "test", "toy")
-    run, identical = search(encode, data, PROMPTS, score_function, corpus_chunk_size=17)
+    run, identical = search(encode, data, score_function, corpus_chunk_size=17)
     expected = brute_force(encode, tmp_path / "toy", score_function)
     assert identical == 1 and "d007" not in run["d007"]
     assert list(run) == list(expected)
@@ -111,7 +113,11 @@ def test_rankings_and_metrics_equal_brute_force_and_pytrec_eval(tmp_path: Path, 
         assert got[key] == pytest.approx(want[key] * 100, abs=1e-4), key  # 1e-6 on the 0..1 scale
     assert (got["queries"], got["corpus"], got["identical_ids"]) == (25, 130, 1)
     assert result["avg"] == got["ndcg_at_10"]
-    assert len(encode.calls) == 1 and len(encode.calls[0]) == len(set(encode.calls[0])) == 25 + 130
+    # one call per role, each distinct text once, the prompt named (never put in front by the suite)
+    (query_role, queries), (document_role, documents) = encode.calls
+    assert (query_role, document_role) == ("query", "document")
+    assert len(queries) == len(set(queries)) == 25 and len(documents) == len(set(documents)) == 130
+    assert not any(t.startswith(tuple(PROMPTS.values())) for t in queries + documents)
     assert result["protocol"] == {
         "split": "test",
         "score_function": score_function,
@@ -145,6 +151,22 @@ def test_without_prompts_texts_are_encoded_as_they_are(tmp_path: Path):
     result = evaluate_retrieval(encode, None, [beir_task("Toy", None, str(folder))])
     assert result["protocol"]["prompts"] == {"query": "", "document": ""}
     assert "Cats cats purr and sleep" in seen and "what do cats do" in seen
+    # a plain ``encode(texts)`` with ``prompts`` cannot be told a prompt's name: it gets the prompted texts
+    first, prompted = list(seen), []
+
+    class Plain:
+        prompts = PROMPTS
+
+        def __call__(self, texts: list[str]) -> np.ndarray:
+            prompted.extend(texts)
+            return encode([t.split(": ", 1)[1] for t in texts])
+
+    assert (
+        evaluate_retrieval(Plain(), None, [beir_task("Toy", None, str(folder))])["tasks"] == result["tasks"]
+    )
+    queries = ["what do cats do", "where do fish live", "which animal sings"]  # the judged ones
+    assert first[:3] == queries and len(first) == 3 + 5
+    assert prompted == [PROMPTS["query"] + t for t in queries] + [PROMPTS["document"] + t for t in first[3:]]
     table = format_retrieval_table({**result, "model": "toy"})
     assert "| Task | nDCG@1 | nDCG@10 | MRR@10 | MAP@10 | R@10 | R@100 | P@10 | queries | corpus |" in table
     assert "| Toy | " in table and " | 3 | 5 |" in table

@@ -248,8 +248,8 @@ def test_read_documents_reads_lines_and_the_beir_layout(tmp_path):
     for content, message in [
         ("first\n\nthird\n", "c.txt:2: empty line; expected one document per line"),
         ('{"_id": "a", "text": "x"}\n{oops\n', "c.jsonl:2: expected a JSON object (Expecting"),
-        ('{"text": "x"}\n', 'c.jsonl:1: "_id" must be a non-empty string, got none'),
-        ('{"_id": "a", "title": "t"}\n', 'c.jsonl:1: "text" must be a string, got none'),
+        ('{"text": "x"}\n', 'c.jsonl:1: no "_id" key (the line has "text"); a line of c.jsonl is an object'),
+        ('{"_id": "a", "title": "t"}\n', 'c.jsonl:1: no "text" key (the line has "_id", "title"); a line of'),
         (
             '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n',
             "c.jsonl:2: duplicate _id 'a' (first on line 1)",

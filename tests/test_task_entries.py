@@ -1,8 +1,9 @@
 """A task is one entry: an STS, a transfer and a clustering task written as one ``register_task`` call are
 evaluated (against computations independent of protoembed's suites: scikit-learn's grid search, k-means
-with brute-force matching, scipy's correlations), join their suite's default run, are checked before any
-model is loaded, and an STS one trains as a training config's ``test_tasks``; an invalid entry fails when
-it is made; installed packages add tasks through the ``protoembed.tasks`` entry points."""
+with brute-force matching, scipy's correlations), leave the papers' default runs as they are, are checked
+before any model is loaded, and an STS one trains as a training config's ``test_tasks``; an invalid entry
+fails when it is made; installed packages add tasks through the ``protoembed.tasks`` entry points (a
+broken one is skipped); a config's declared tasks are its run's own."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ from protoembed.evaluation.tasks import (
 from sts_toy import ROWS as STS_ROWS
 from sts_toy import write_pairs
 from training_helpers import write_corpus
+
+#: The papers' STS run (STS tables' columns), in order.
+PAPERS_STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +93,10 @@ def test_an_sts_task_as_one_entry_trains_as_a_test_task(
     tiny: str, data_dir: Path, tmp_path: Path, register_tasks: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mine = write_pairs(tmp_path / "my-sts.tsv")
+    papers = default_tasks("sts")
     register_tasks(pairs_file_task("MySTS", None, {"test": str(mine)}, display="My-STS"))
-    assert "MySTS" not in default_tasks("sts")  # a user's task joins the default run only when it says so
     register_tasks(pairs_file_task("MySTS-in", None, {"test": str(mine)}, default=True))
-    assert default_tasks("sts")[-1] == "MySTS-in"
+    assert default_tasks("sts") == papers == PAPERS_STS  # a papers' suite runs a closed list
     corpus = write_corpus(tmp_path / "corpus.txt")
     settings = {"batch_size": 8, "lr": 1e-3, "max_steps": 2, "eval_steps": 2, "eval_batch_size": 256}
     config = tmp_path / "run.yaml"
@@ -232,58 +236,152 @@ def test_a_clustering_task_as_one_entry_equals_kmeans_and_brute_force_matching(
 # --------------------------------------------------------------------------- entry points
 
 
-def test_installed_packages_add_tasks_by_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, modules: dict[str, str]) -> list[Any]:
+    """Entry points ``name -> module:tasks`` of the group ``protoembed.tasks``, each module's source given,
+    as importlib.metadata would list them."""
     import importlib.metadata
 
-    (tmp_path / "my_tasks.py").write_text(
-        "from protoembed.evaluation.tasks import clustering_file_task\n\n"
-        "def tasks():\n"
-        "    return [clustering_file_task('PluginSet', None, '/nowhere/plugin.txt')]\n",
-        encoding="utf-8",
-    )
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    points = [importlib.metadata.EntryPoint("mine", "my_tasks:tasks", "protoembed.tasks")]
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points)
-    registry = TaskRegistry()
-    assert list(registry)[-1] == "PluginSet" and "STSBenchmark" in registry
-    assert registry["PluginSet"].suites == ("clustering",)
+    points = [importlib.metadata.EntryPoint(name, f"{name}:tasks", "protoembed.tasks") for name in modules]
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", lambda group: points if group == "protoembed.tasks" else []
+    )
+    return points
 
-    points[0] = importlib.metadata.EntryPoint("broken", "no_such_module:tasks", "protoembed.tasks")
-    with pytest.raises(ProtoembedError, match=r"entry point 'broken' \(no_such_module:tasks\): cannot load"):
-        len(TaskRegistry())
+
+def test_installed_packages_add_tasks_by_entry_point_and_a_broken_one_costs_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A package whose entry point fails to import, gives no Task or takes a built-in task's name is
+    skipped with one warning naming it; every built-in entry and the working package's stay, loaded once."""
+    tasks_module = protoembed.evaluation.tasks
+    builtin, calls = tasks_module._builtin, []
+    monkeypatch.setattr(tasks_module, "_builtin", lambda: calls.append(1) or builtin())
+    _entry_points(
+        monkeypatch,
+        tmp_path,
+        {
+            "raising": "raise ImportError('no module named torch_extra')\n",
+            "mine_tasks": "from protoembed.evaluation.tasks import clustering_file_task\n\n"
+            "def tasks():\n    return [clustering_file_task('PluginSet', None, '/nowhere/plugin.txt')]\n",
+            "not_tasks": "def tasks():\n    return ['STS12']\n",
+            "taken": "from protoembed.evaluation.tasks import clustering_file_task\n\n"
+            "def tasks():\n    return [clustering_file_task('Fine', None, '/f.txt'), "
+            "clustering_file_task('Tweet2', None, '/t.txt', display='tweet')]\n",
+        },
+    )
+    registry = TaskRegistry()
+    with caplog.at_level("WARNING", logger="protoembed.evaluation.tasks"):
+        names = list(registry)
+        assert list(registry) == names and calls == [1]  # loaded once
+    assert names == [*(t.name for t in builtin()), "PluginSet"]  # the built-in entries, then the package's
+    assert (
+        registry["PluginSet"].suites == ("clustering",) and "Fine" not in registry
+    )  # a package: all or none
+    assert [r.getMessage() for r in caplog.records] == [
+        "task plugin 'raising' (raising:tasks) skipped: no module named torch_extra",
+        "task plugin 'not_tasks' (not_tasks:tasks) skipped: expected Task entries",
+        "task plugin 'taken' (taken:tasks) skipped: task 'Tweet2': its name or table name is taken by 'Tweet'",
+    ]
+    monkeypatch.setattr(tasks_module, "TASKS", registry)  # as the process's registry: every lookup works
+    assert protoembed.get_task("STS-B").name == "STSBenchmark" and default_tasks("sts") == PAPERS_STS
+
+
+def test_a_plugins_default_applies_to_its_own_suite_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path
+) -> None:
+    """A package's task marked ``default`` on STS and on a suite of the package's own joins that suite's
+    default run only: the papers' STS run, its tasks and its average are those without the package."""
+    from protoembed.evaluation.sts import evaluate_sts
+    from protoembed.evaluation.suite import SUITES, CommandLine, ReportLayout, Suite
+
+    def encode(sentences: list[str]) -> np.ndarray:  # letter counts: a deterministic toy encoder
+        return np.array([[s.count(c) + 1.0 for c in "aeiou"] for s in sentences])
+
+    before = evaluate_sts(encode, data_dir)
+    toy = Suite(
+        "toysuite",
+        ("spearman",),
+        evaluate=lambda inputs, tasks: {},
+        format_table=str,
+        command=CommandLine("toy", "toy"),
+        report=ReportLayout(99, "Toy", str, ()),
+    )
+    monkeypatch.setitem(SUITES, "toysuite", toy)
+    pairs = write_pairs(tmp_path / "plugin.tsv")
+    _entry_points(
+        monkeypatch,
+        tmp_path,
+        {
+            "plugin_defaults": "from protoembed.evaluation.tasks import make_task, pairs_file_task\n\n"
+            f"sts = pairs_file_task('PluginSTS', None, {{'test': {str(pairs)!r}}})\n"
+            "def tasks():\n    return [make_task(**{**dict(sts), 'suites': ('toysuite', 'sts'), 'default': True})]\n"
+        },
+    )
+    monkeypatch.setattr(protoembed.evaluation.tasks, "TASKS", TaskRegistry())
+    assert default_tasks("toysuite") == ["PluginSTS"] and default_tasks("sts") == PAPERS_STS
+    after = evaluate_sts(encode, data_dir)
+    assert list(after["tasks"]) == PAPERS_STS and after == before
+    assert list(evaluate_sts(encode, data_dir, tasks=["PluginSTS"])["tasks"]) == ["PluginSTS"]  # when named
 
 
 # --------------------------------------------------------------------------- a config's tasks
 
 
-def test_a_training_config_declares_its_own_tasks(tmp_path: Path) -> None:
-    from protoembed.evaluation.tasks import TASKS, unregister_task
+def test_a_training_config_declares_its_own_tasks(tmp_path: Path, tiny: str) -> None:
+    """A config's tasks are its run's: two configs declaring ``my-dev`` with other files load in one
+    process and their evaluators score their own files (equal to scipy on each); nothing is registered,
+    so a config that fails validation leaves nothing behind."""
+    from protoembed.evaluation.tasks import TASKS
     from protoembed.training.config import config_from_dict
 
-    mine = write_pairs(tmp_path / "mine.tsv")
-    config = {
-        "output_dir": str(tmp_path / "run"),
-        "data": {"corpus": "c.txt"},
-        "objective": {"name": "simcse"},
-        "tasks": [{"name": "DeclaredSTS", "kind": "pairs", "files": {"test": str(mine)}, "display": "D-STS"}],
-        "training": {"test_tasks": ["d-sts", "STS-B"]},
+    other_rows = [(a, b, 5.0 - score) for a, b, score in STS_ROWS]  # the same sentences, gold reversed
+
+    def config(name: str, rows: list[tuple[str, str, float]], **more: Any) -> dict[str, Any]:
+        path = write_pairs(tmp_path / f"{name}.tsv", rows)
+        declared = {"name": "my-dev", "kind": "pairs", "files": {"dev": str(path), "test": str(path)}}
+        return {
+            "output_dir": str(tmp_path / name),
+            "data": {"corpus": "c.txt"},
+            "objective": {"name": "simcse"},
+            "tasks": [{**declared, "display": "My-Dev"}],
+            "training": {"selection": {"task": "My-Dev"}, "test_tasks": ["my-dev", "STS-B"]},
+            **more,
+        }
+
+    first, second = (
+        config_from_dict(config("first", STS_ROWS)),
+        config_from_dict(config("second", other_rows)),
+    )
+    assert first.training.test_tasks == second.training.test_tasks == ["my-dev", "STSBenchmark"]
+    assert "my-dev" not in TASKS  # the runs' own, never registered
+    model = protoembed.load(tiny)
+    u, v = (model.encode([row[i] for row in STS_ROWS]) for i in (0, 1))
+    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    for cfg, rows, name in ((first, STS_ROWS, "first"), (second, other_rows, "second")):
+        expected = spearmanr(cosine, [score for *_, score in rows]).statistic * 100
+        evaluator = cfg.selection_evaluator(None)
+        assert evaluator is not None and evaluator(model) == pytest.approx(expected, abs=1e-6)
+        tests = cfg.test_evaluator(None)  # what the pre-flight checks: its own file
+        assert tests is not None and tests.needs()[0].path == str(tmp_path / f"{name}.tsv")
+
+    with pytest.raises(ProtoembedError, match="objective"):  # invalid elsewhere: its task stays its own
+        config_from_dict(config("third", STS_ROWS, objective={"name": "no-such-objective"}))
+    with pytest.raises(ProtoembedError, match="unknown task 'my-dev'"):
+        protoembed.get_task("my-dev")
+    taken = {
+        **config("fourth", STS_ROWS),
+        "tasks": [{"name": "STS12", "kind": "pairs", "files": {"test": "x"}}],
     }
-    try:
-        assert config_from_dict(config).training.test_tasks == ["DeclaredSTS", "STSBenchmark"]
-        assert config_from_dict(config).training.test_tasks[0] == "DeclaredSTS"  # read twice: the same entry
-        pairs = TASKS["DeclaredSTS"].load(None)
-        assert pairs.sentences1 == [a for a, _, _ in STS_ROWS] and list(pairs.scores) == [
-            s for *_, s in STS_ROWS
-        ]
-        assert TASKS["DeclaredSTS"].table_name == "D-STS" and "DeclaredSTS" not in default_tasks("sts")
-        taken = {**config, "tasks": [{"name": "STS12", "kind": "pairs", "files": {"test": str(mine)}}]}
-        with pytest.raises(ProtoembedError, match=r"tasks.*task 'STS12' is already registered"):
-            config_from_dict(taken)
-        bad = {**config, "tasks": [{"name": "X", "kind": "graph", "files": {"test": str(mine)}}]}
-        with pytest.raises(ProtoembedError, match=r"tasks"):
-            config_from_dict(bad)
-    finally:
-        unregister_task("DeclaredSTS")
+    with pytest.raises(
+        ProtoembedError, match=r"tasks.*task 'STS12': its name or table name is taken by 'STS12'"
+    ):
+        config_from_dict(taken)
+    bad = {**config("fifth", STS_ROWS), "tasks": [{"name": "X", "kind": "graph", "files": {"test": "x"}}]}
+    with pytest.raises(ProtoembedError, match=r"tasks"):
+        config_from_dict(bad)
 
 
 def test_an_unregistered_entry_is_evaluated_as_a_registered_one(tmp_path: Path, register_tasks: Any) -> None:
@@ -308,9 +406,9 @@ def test_an_installed_plugin_task_changes_no_default_run(
     tiny: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A package installed beside protoembed (a real ``*.dist-info`` with a ``protoembed.tasks`` entry point,
-    found by importlib.metadata in a new interpreter) adds an STS task that does not ask to be a default:
-    ``eval sts``'s run, a papers' config's test tasks and the report still list exactly the papers' tasks;
-    the task runs when named."""
+    found by importlib.metadata in a new interpreter) adds an STS task that asks to be a default: ``eval
+    sts``'s run (a closed list), a papers' config's test tasks and the report still list exactly the papers'
+    tasks; the task runs when named."""
     import subprocess
     import sys
 
@@ -325,10 +423,10 @@ def test_an_installed_plugin_task_changes_no_default_run(
     pairs = write_pairs(tmp_path / "plugin-sts.tsv")
     (site / "plugin_tasks.py").write_text(
         "from protoembed.evaluation.tasks import pairs_file_task\n\n"
-        f"def tasks():\n    return [pairs_file_task('PluginSTS', None, {{'test': {str(pairs)!r}}})]\n",
+        f"def tasks():\n    return [pairs_file_task('PluginSTS', None, {{'test': {str(pairs)!r}}}, default=True)]\n",
         encoding="utf-8",
     )
-    papers = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+    papers = PAPERS_STS
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     probe = (
         "import json; from protoembed.evaluation.tasks import TASKS, default_tasks;"

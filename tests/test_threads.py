@@ -70,3 +70,28 @@ def test_model_commands_size_torch_s_threads_before_it_loads(command, tmp_path):
         assert policy == "PASSIVE" and 1 <= int(named) <= len(os.sched_getaffinity(0)) and used == named
     else:
         assert (policy, named) == ("None", "None")
+
+
+def test_the_usable_cores_have_one_home(monkeypatch):
+    """The tokenizer threads, the DataLoader workers and the corpus workers' cores all count the affinity
+    that :func:`threads.usable_cores` reads, and no other module reads it."""
+    from pathlib import Path
+
+    import torch
+
+    import protoembed
+    from protoembed.corpus.encoding import worker_cores
+    from protoembed.model.batching import default_tokenizer_workers
+    from protoembed.training.components import loader_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 5}, raising=False)
+    assert threads.usable_cores() == [0, 1, 2, 3, 5]
+    assert default_tokenizer_workers("cuda") == 4 and loader_workers(None, torch.device("cuda")) == 4
+    assert worker_cores(2) == [[0, 1], [2, 3, 5]]
+    package = Path(protoembed.__file__).parent
+    readers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "sched_getaffinity" in path.read_text(encoding="utf-8")
+    )
+    assert readers == ["core/threads.py"]

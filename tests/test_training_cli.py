@@ -153,6 +153,28 @@ def test_train_command_two_processes_cached(tiny_model_dirs, data_dir, tmp_path)
     assert losses[1] != pytest.approx(losses[0], rel=1e-6)  # step 1 changed the model
 
 
+def test_a_logged_run_shows_its_test_evaluation_progress(
+    tiny_model_dirs, data_dir, tmp_path, capsys, monkeypatch
+):
+    """Off a terminal (stderr captured: a log file), the test tasks after the last step report progress as
+    ``protoembed eval`` does: encoding lines (here at every batch: the interval set to 0), ending with the
+    count of the tasks' distinct sentences, after the training lines."""
+    import protoembed.core.progress
+
+    monkeypatch.setattr(protoembed.core.progress, "LINE_EVERY", 0.0)
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "mean", selection=None)
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    trained = max(i for i, line in enumerate(lines) if line.startswith("Training: 2/2 steps"))
+    after = lines[trained + 1 :]
+    pairs = protoembed.get_task("STSBenchmark").load(data_dir)
+    sentences = len(set(pairs.sentences1) | set(pairs.sentences2))
+    encoding = [line for line in after if line.startswith("Encoding: ")]
+    assert len(encoding) > 1 and encoding[-1].startswith(
+        f"Encoding: {sentences:,}/{sentences:,} sentences ("
+    ), after
+
+
 def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
     config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls")
     assert (
@@ -167,6 +189,23 @@ def test_train_command_bad_input_is_one_line(tiny_model_dirs, tmp_path, capsys):
     assert "unknown option 'tau'" in capsys.readouterr().err
     assert main(["train", "--config", str(tmp_path / "none.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_a_missing_corpus_names_both_places_tried(tiny_model_dirs, tmp_path, capsys, monkeypatch):
+    """A relative ``data.corpus`` is looked for in the working directory, then under the data directory:
+    a missing one names both."""
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data))
+    monkeypatch.chdir(tmp_path)
+    config = _config(tmp_path, tiny_model_dirs["bert"], "simcse", "cls", selection=None, test_tasks=[])
+    config.write_text(config.read_text(encoding="utf-8").replace(str(tmp_path / "corpus.txt"), "mine.txt"))
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out"), "--check"]) == 2
+    assert capsys.readouterr().err == (
+        f"protoembed: error: training file: 'mine.txt' not found in the working directory {tmp_path} nor "
+        f"under {data}; it is not a dataset protoembed fetches: give the file's path, or place it under the "
+        "data directory\n"
+    )
 
 
 def test_corpus_with_only_empty_lines_is_an_error(tiny_model_dirs, tmp_path, capsys):

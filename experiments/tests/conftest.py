@@ -1,6 +1,5 @@
 """The experiments' tests share the library tests' fixtures (the benchmark ``data_dir``, the tiny
-backbones, ``one_thread``), their guard against loading the default backbone unmarked, their removal of
-the tasks a test's configs declare and their markers (``backbone``, ``data``, ``subprocess``): they are
+backbones, ``one_thread``), their guard against loading the default backbone unmarked and their markers (``backbone``, ``data``, ``subprocess``): they are
 tests/conftest.py's, imported, not copied.
 
 A marker list of tests/conftest.py names a test by ``<file>::<test>``, so a test here is listed there
@@ -8,7 +7,6 @@ like any other (e.g. ``SUBPROCESS_TESTS``).
 """
 
 from tests.conftest import (  # noqa: F401  (fixtures and hooks take effect by being defined here)
-    _declared_tasks_forgotten,
     _no_hidden_backbone,
     data_dir,
     one_thread,

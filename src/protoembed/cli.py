@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 
 from protoembed.core.errors import ProtoembedError
+from protoembed.core.threads import single_threaded_tokenizers
 from protoembed.core.version import __version__
 
 COMMANDS = ("encode", "search", "mine", "eval", "analyze", "report", "data", "train", "export", "serve")
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    single_threaded_tokenizers()
     args = build_parser().parse_args(argv)
     args.command_line = list(sys.argv[1:] if argv is None else argv)  # what a resume command repeats
     if args.command in MODEL_COMMANDS and "torch" not in sys.modules:

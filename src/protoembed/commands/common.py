@@ -192,16 +192,18 @@ PIPELINE_FLAGS = {
 def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "max_tokens_per_batch") -> None:
     """The encode pipeline's flags (:mod:`protoembed.model.batching`): ``--tokenizer-workers N`` (threads that
     tokenise while the forward runs) and ``--max-tokens-per-batch N`` (padded tokens per forward pass);
-    ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, of which the
-    flag is then another name)."""
+    ``budget_dest``: the setting the budget goes to (``serve``: its ``max_batch_tokens``, text-embeddings-
+    inference's name, whose flag is serve's one flag of the budget; ``--max-tokens-per-batch`` is then an
+    unlisted alias of it, for command lines written for ``encode``)."""
     parser.add_argument(
         PIPELINE_FLAGS["tokenizer_workers"],
         dest="tokenizer_workers",
         type=positive_int,
         default=None,
         metavar="N",
-        help="threads that tokenise while the model runs (default: the cores the forward does not need: 1 on "
-        "a CPU of up to 31 cores, on CUDA the cores but one, at most 8)",
+        help="threads that tokenise while the model runs, at most the usable cores (a larger N is capped "
+        "to them, with a warning; default: the cores the forward does not need: 1 on a CPU of up to 31 "
+        "cores, on CUDA the cores but one, at most 8)",
     )
     if budget_dest == "max_tokens_per_batch":
         budget: dict[str, Any] = {
@@ -210,7 +212,7 @@ def add_pipeline_options(parser: argparse.ArgumentParser, budget_dest: str = "ma
             "pass, at most, besides --batch-size (default: no token budget)",
         }
     else:
-        budget = {"default": argparse.SUPPRESS, "help": f"the same as --{budget_dest.replace('_', '-')}"}
+        budget = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
     parser.add_argument(
         PIPELINE_FLAGS["max_tokens_per_batch"], dest=budget_dest, type=positive_int, metavar="N", **budget
     )
@@ -247,10 +249,9 @@ def check_token_budget(budget: int | None, args: argparse.Namespace) -> None:
         except (ProtoembedError, OSError, ValueError):
             return  # a folder that cannot be read is named when it is loaded
     if isinstance(longest, int) and budget < longest:
-        raise ProtoembedError(
-            f"--max-tokens-per-batch {budget} is below the model's longest row (max_seq_length {longest} "
-            f"tokens): a batch must hold one row; pass at least {longest}"
-        )
+        from protoembed.model.batching import LONGEST_ROW, budget_error
+
+        raise budget_error(budget, longest, LONGEST_ROW)
 
 
 def add_allow_empty_option(parser: argparse.ArgumentParser) -> None:

@@ -67,10 +67,11 @@ def suite_options(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def registered(entry: Task | None) -> Iterator[None]:
-    """``entry`` (``--task-dir``'s task) in :data:`protoembed.evaluation.tasks.TASKS` for the block only."""
-    from protoembed.evaluation.tasks import registered_for_now
+    """``entry`` (``--task-dir``'s task) known by name in the block only, never registered
+    (:func:`protoembed.evaluation.tasks.tasks_in_scope`)."""
+    from protoembed.evaluation.tasks import tasks_in_scope
 
-    with registered_for_now([entry] if entry is not None else None):
+    with tasks_in_scope([entry] if entry is not None else None):
         yield
 
 

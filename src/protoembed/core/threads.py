@@ -25,13 +25,25 @@ from collections.abc import Callable, MutableMapping
 WINDOW = 0.1
 #: The OpenMP environment the command line sets unless the user has.
 WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
+#: The Hugging Face tokenizers' own threading (a Rust thread per core within each call) and its
+#: setting here: off, as protoembed's tokenizer threads are the parallelism; a value the user set is kept.
+TOKENIZERS_PARALLELISM = ("TOKENIZERS_PARALLELISM", "false")
+
+
+def single_threaded_tokenizers() -> None:
+    """Turn the fast tokenizers' own threads off (:data:`TOKENIZERS_PARALLELISM`, unless the user set
+    it), so that ``tokenizer_workers`` threads tokenise on that many cores, from the command line and
+    the Python API alike; called by the command line and wherever protoembed tokenises in a pool."""
+    os.environ.setdefault(*TOKENIZERS_PARALLELISM)
 
 
 def usable_cores() -> list[int]:
-    """The cores this process may run on (its affinity; every core where the OS has no affinity)."""
+    """The cores this process may run on (its affinity; every core where the OS has no affinity): the
+    one rule that the tokenizer threads, the DataLoader workers, the corpus workers' pinning and the
+    forward's threads count from."""
     try:
         return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
+    except (AttributeError, OSError):  # not Linux
         return list(range(os.cpu_count() or 1))
 
 

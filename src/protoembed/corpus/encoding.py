@@ -338,7 +338,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
     Raises:
         ProtoembedError: an unknown ``prompt_name``.
     """
-    from protoembed.inputs.prompts import prompt_text, prompts_of
+    from protoembed.inputs.prompts import resolved_prompt
 
     return EncodeSettings(
         head=model.head,
@@ -348,7 +348,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
         precision=model.precision,
         normalize=bool(job.normalize) or bool(model.normalize),
         prompt_name=job.prompt_name,
-        prompt=prompt_text(prompts_of(model), job.prompt_name),
+        prompt=resolved_prompt(model, job.prompt_name),
         batch_size=job.batch_size,
         max_tokens_per_batch=job.max_tokens_per_batch,
     )
@@ -572,10 +572,9 @@ def _encode_here(
 def worker_cores(workers: int) -> list[list[int]]:
     """The CPU cores of each of ``workers`` workers: this process's cores split into contiguous runs
     (every worker at least one; with fewer cores than workers, they share them all)."""
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux: no pinning, the threads split evenly
-        cores = list(range(os.cpu_count() or 1))
+    from protoembed.core.threads import usable_cores
+
+    cores = usable_cores()
     if len(cores) < workers:
         return [cores] * workers
     return [cores[k * len(cores) // workers : (k + 1) * len(cores) // workers] for k in range(workers)]

@@ -91,8 +91,9 @@ def missing(needs: Iterable[Need]) -> list[Need]:
 
 
 def check_present(needs: Iterable[Need], config: str | None = None) -> None:
-    """Raise the one-line error for the first missing file: the file, where it was looked for, and the
-    command that fetches it (``protoembed data download NAME``, or ``--for CONFIG``)."""
+    """Raise the one-line error for the first missing file: the file, where it was looked for (a relative
+    path of one's own: the working directory and the data directory), and the command that fetches it
+    (``protoembed data download NAME``, or ``--for CONFIG``)."""
     gone = missing(needs)
     if not gone:
         return
@@ -105,6 +106,8 @@ def check_present(needs: Iterable[Need], config: str | None = None) -> None:
     chosen = choose_data_dir(first.data_dir)
     check_data_dir(chosen, must_exist=False)  # the one-line "is a file, not a directory" error
     where = f"under {chosen.path}" + (f" ({chosen.why})" if chosen.source == "default" else "")
+    if first.dataset is None:  # one's own file: local_path's rule looked in the working directory first
+        where = f"in the working directory {Path.cwd()} nor {where}"
     names = list(dict.fromkeys(n.dataset.name for n in gone if n.dataset))
     if first.dataset is None:
         fix = "it is not a dataset protoembed fetches: give the file's path, or place it under the data directory"

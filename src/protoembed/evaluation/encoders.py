@@ -15,6 +15,8 @@ Nothing heavy is imported until the first call.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ from protoembed.model.runtimes import AUTO, check_runtime
 if TYPE_CHECKING:
     import numpy as np
 
+    from protoembed.evaluation.embedding_cache import EmbeddingStore
     from protoembed.model.protocol import SentenceEmbedder
 
 logger = logging.getLogger(__name__)
@@ -46,10 +49,14 @@ class LazyEncoder:
         tokenizer_workers, max_tokens_per_batch: passed to the model's ``encode`` (the encode pipeline:
             :mod:`protoembed.batching`; the vectors do not depend on them).
 
-    :attr:`prompts` are the model's input prompts (the retrieval suite's query and document prompts).
+    :attr:`prompts` are the model's input prompts (the retrieval suite's query and document prompts); a
+    call's ``prompt_name`` is passed to the model's ``encode``, which applies it.
     After the first call, :attr:`model` is the loaded model (or its ONNX export) and, with
-    ``cache_embeddings``, :attr:`store` its
-    :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore`; both are ``None`` before.
+    ``cache_embeddings``, :attr:`store` the
+    :class:`~protoembed.evaluation.embedding_cache.EmbeddingStore` of the calls without a prompt name;
+    both are ``None`` before. A store holds the vectors of one prompt text (the one the model puts in
+    front: :func:`~protoembed.inputs.prompts.resolved_prompt`): the texts without a prompt in the
+    runtime's folder, those of a prompt in a folder named after the prompt's SHA-256 besides.
 
     Raises:
         ProtoembedError: an unknown ``runtime`` (at construction); on a call, sentences without tokens
@@ -85,7 +92,10 @@ class LazyEncoder:
         self.cache_embeddings = cache_embeddings
         self.show_progress_bar = show_progress_bar
         self.model: SentenceEmbedder | None = None
-        self.store = None
+        self.store: EmbeddingStore | None = None
+        #: the stores by the prompt text their vectors were encoded with
+        self.stores: dict[str, EmbeddingStore] = {}
+        self._store_key = ("", "")  # the model's digest, its runtime and precision
 
     def _load(self) -> None:
         """Load the model, switch it to the asked runtime, then (as asked) open its embedding store."""
@@ -94,11 +104,27 @@ class LazyEncoder:
         model = with_runtime(self.load(), self.runtime)  # ``auto``: as loaded
         self.model = model
         if self.cache_embeddings:  # keyed by the weights (or export files), runtime and precision
-            from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
             from protoembed.model.export.cache import model_digest
 
             key = f"{model.runtime}-{model.precision}" + ("-allow-empty" if self.allow_empty else "")
-            self.store = EmbeddingStore(self._encode, store_folder(model_digest(model), key))
+            self._store_key = (model_digest(model), key)
+            self.store = self._store_of(None)
+
+    def _store_of(self, prompt_name: str | None) -> EmbeddingStore:
+        """The embedding store of the calls with ``prompt_name``: one per prompt text the model applies.
+
+        Raises:
+            ProtoembedError: an unknown ``prompt_name``."""
+        from protoembed.evaluation.embedding_cache import EmbeddingStore, store_folder
+        from protoembed.inputs.prompts import resolved_prompt
+
+        prompt = resolved_prompt(self.model, prompt_name)
+        if prompt not in self.stores:
+            suffix = f"-prompt-{hashlib.sha256(prompt.encode()).hexdigest()[:16]}" if prompt else ""
+            encode = functools.partial(self._encode, prompt_name=prompt_name)
+            digest, key = self._store_key
+            self.stores[prompt] = EmbeddingStore(encode, store_folder(digest, key + suffix))
+        return self.stores[prompt]
 
     @property
     def prompts(self) -> dict[str, str]:
@@ -110,8 +136,8 @@ class LazyEncoder:
             self._load()
         return prompts_of(self.model)
 
-    def _encode(self, sentences: Sequence[str]) -> np.ndarray:
-        """The loaded model's vectors of ``sentences`` (no store)."""
+    def _encode(self, sentences: Sequence[str], prompt_name: str | None = None) -> np.ndarray:
+        """The loaded model's vectors of ``sentences`` with its prompt ``prompt_name`` (no store)."""
         import numpy as np
 
         try:
@@ -120,6 +146,7 @@ class LazyEncoder:
                 batch_size=self.batch_size,
                 show_progress_bar=self.show_progress_bar,
                 allow_empty=self.allow_empty,
+                prompt_name=prompt_name,
                 **self.pipeline,
             )
         except EmptySentenceError as err:
@@ -130,8 +157,12 @@ class LazyEncoder:
             ) from None
         return np.asarray(vectors)
 
-    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
-        """Vectors of ``sentences`` (float32 ``(n, d)``), loading the model first if not done yet."""
+    def __call__(self, sentences: Sequence[str], prompt_name: str | None = None) -> np.ndarray:
+        """Vectors of ``sentences`` (float32 ``(n, d)``) with the model's prompt ``prompt_name`` (``None``:
+        its default prompt, if any; as its ``encode`` applies them), loading the model first if not done
+        yet."""
         if self.model is None:
             self._load()
-        return self.store(sentences) if self.store is not None else self._encode(sentences)
+        if self.store is None:
+            return self._encode(sentences, prompt_name)
+        return self._store_of(prompt_name)(sentences)

@@ -28,7 +28,7 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import check_options
 from protoembed.evaluation.encoders import LazyEncoder
 from protoembed.evaluation.suite import SUITES, Inputs, Suite
-from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, main_score, registered_for_now
+from protoembed.evaluation.tasks import TASKS, Task, get_task, get_tasks, tasks_in_scope
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,10 +141,12 @@ class Evaluator:
     ) -> None:
         self.batch_size = batch_size
         listed = [tasks] if isinstance(tasks, (str, Task)) else list(tasks or [])
-        #: the entries that are not registered: in TASKS while this evaluator checks or runs them
-        self.entries = [t for t in listed if isinstance(t, Task)]
+        #: canonical name -> the entry of each task, as it was when this evaluator was made: known by name
+        #: (:func:`~protoembed.evaluation.tasks.tasks_in_scope`) while it checks or runs them, never
+        #: registered, so that another evaluator's task of the same name is another's
+        self.entries: dict[str, Task] = {}
         self.split, self.metric, self.data_dir = split, metric, data_dir
-        with registered_for_now(self.entries):
+        with tasks_in_scope(listed):
             planned = group_by_suite(None if tasks is None else listed, suite)
             suites = [SUITES[name] for name in planned]
             if split is not None:
@@ -177,7 +179,9 @@ class Evaluator:
                     own[SPLIT_OPTION] = split
                 self.options[s.name] = suite_options(s, own)
                 chosen = self.options[s.name].get(SPLIT_OPTION)
-                self.tasks[s.name] = [t.name for t in get_tasks(planned[s.name], s.name, chosen)]
+                entries = get_tasks(planned[s.name], s.name, chosen)
+                self.tasks[s.name] = [t.name for t in entries]
+                self.entries.update({t.name: t for t in entries})
 
     # ------------------------------------------------------------ what it is
     @property
@@ -191,10 +195,7 @@ class Evaluator:
 
     def metric_of(self, task: str) -> str:
         """The per-task key :meth:`score` reads for ``task``: :attr:`metric`, else its main score."""
-        if self.metric is not None:
-            return self.metric
-        entry = next((e for e in self.entries if e.name == task), None)
-        return entry.main_score if entry is not None else main_score(task, "acc")
+        return self.metric if self.metric is not None else self.entries[task].main_score
 
     def describe(self) -> dict[str, Any]:
         """What the score is, for a results file and a log: ``{"tasks", "metric", "split"}`` (``metric``:
@@ -209,13 +210,37 @@ class Evaluator:
         from protoembed.data.needs import task_needs
 
         given = None if self.data_dir is None else os.fspath(self.data_dir)
-        needs: list[Need] = []
-        with registered_for_now(self.entries):
-            for name, names in self.tasks.items():
-                opts = self.options[name]
-                variant, split = opts.get("variant", "senteval"), opts.get(SPLIT_OPTION, "test")
-                needs += task_needs([get_task(t, name) for t in names], given, variant, split, what)
-        return needs
+        return [
+            need
+            for entry, variant, split in self.reads()
+            for need in task_needs([entry], given, variant, split, what)
+        ]
+
+    def reads(self) -> list[tuple[Task, str, str]]:
+        """Each task's entry with the data variant and split its suite reads it in (a suite without
+        them: ``senteval``, ``test``, the entry's defaults), suite by suite."""
+        out = []
+        for name, names in self.tasks.items():
+            opts = self.options[name]
+            variant, split = opts.get("variant", "senteval"), opts.get(SPLIT_OPTION, "test")
+            out += [(self.entries[task], variant, split) for task in names]
+        return out
+
+    def read_files(self, what: str = "task") -> list[str]:
+        """Read every task's files whole, by the task's own reader as :meth:`run` reads them (what
+        ``protoembed train --check`` does), so that a file that is there but holds nothing to evaluate
+        fails here with the run's own error; returns one line per task (``what`` starting it).
+
+        Raises:
+            ProtoembedError: a missing file (named, with the command that fetches it), or the reader's
+                one-line error (the file, line and what is wrong).
+        """
+        said = []
+        for entry, variant, split in self.reads():
+            entry.load(self.data_dir, variant, split)
+            part = f"{split} split" if entry.splits else "one set"
+            said.append(f"{what} {entry.name} ({part}): its files read")
+        return said
 
     def check_files(self) -> None:
         """The one-line error for the first file the tasks read that is missing (the command that
@@ -241,7 +266,9 @@ class Evaluator:
         :class:`~protoembed.evaluation.encoders.LazyEncoder` that loads it on first use, with its
         runtime, embedding cache and pipeline settings), the results' ``model`` field (``label``;
         default: ``model_path``, else the model's class name), the model's folder when it was given as
-        one (STS's cross-encoder reads it), a stderr line per finished task (``progress``), and
+        one (STS's cross-encoder reads it), a stderr line per finished task and a loaded model's
+        encoding progress (``progress``: :class:`~protoembed.core.progress.Progress`, as ``protoembed
+        eval`` shows it), and
         ``batch_size`` / ``device`` (a cross-encoder's; a loaded model is encoded ``batch_size`` at a
         time; ``None``: :attr:`batch_size`). Every file is checked first.
         """
@@ -250,10 +277,10 @@ class Evaluator:
         if isinstance(model, LazyEncoder):
             encoder = model
         else:
-            encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=False)
+            encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=progress)
         name = label or model_path or type(model).__name__
         results = {}
-        with registered_for_now(self.entries):
+        with tasks_in_scope(self.entries.values()):
             for suite in self.suites:
                 inputs = Inputs(encoder, self.data_dir, progress, model_path, batch_size, device)
                 result = suite.evaluate(inputs, self.tasks[suite.name], **self.options[suite.name])
@@ -287,14 +314,13 @@ class Evaluator:
             return None
         options = self.options["sts"]
         values = []
-        with registered_for_now(self.entries):
-            for task in self.tasks["sts"]:
-                pairs = get_task(task, "sts").load(self.data_dir, options["variant"], options[SPLIT_OPTION])
-                scores = scorer(pairs.sentences1, pairs.sentences2)
-                if scores is None:
-                    return None
-                spearman, pearson = correlations(scores, pairs.scores)
-                values.append(spearman if self.metric_of(task) == "spearman" else pearson)
+        for task in self.tasks["sts"]:
+            pairs = self.entries[task].load(self.data_dir, options["variant"], options[SPLIT_OPTION])
+            scores = scorer(pairs.sentences1, pairs.sentences2)
+            if scores is None:
+                return None
+            spearman, pearson = correlations(scores, pairs.scores)
+            values.append(spearman if self.metric_of(task) == "spearman" else pearson)
         return math.fsum(values) / len(values)
 
     def __call__(self, embedder: SentenceEmbedder) -> float:

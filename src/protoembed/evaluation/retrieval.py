@@ -4,8 +4,9 @@ Precision@k at k in 1, 3, 5, 10, 100 against the judgments, nDCG@10 the main sco
 Protocol (BEIR's exact search, as MTEB runs its retrieval tasks): the tasks are folders in the BEIR layout
 (:mod:`protoembed.data.benchmarks.beir`); a document is its title joined to its text by a space
 (:func:`~protoembed.data.benchmarks.beir.join_title`); the queries are those judged in the split. Queries
-get the model's ``query`` prompt and documents its ``document`` prompt (:mod:`protoembed.input_prompts`;
-none: the text as it is), each distinct text is encoded once, and every query's 100 best documents are
+get the model's ``query`` prompt and documents its ``document`` prompt, each named to the model's
+``encode`` (:func:`protoembed.inputs.prompts.encode_with_role`; a role the model lacks: the text as it
+is), each distinct text of a role is encoded once, and every query's 100 best documents are
 found by exact search (:func:`protoembed.semantic_search.top_k`: the corpus scored block by block, never
 a whole queries x corpus matrix in memory) under ``cosine`` or ``dot``. A query whose id is also a
 document's id never retrieves that document (BEIR's ``ignore_identical_ids``, on by default there). The
@@ -50,7 +51,7 @@ from protoembed.evaluation.suite import (
     result_protocol,
 )
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
-from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, apply_prompt, prompt_text, prompts_of
+from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, prompt_text, prompts_of
 from protoembed.model.protocol import SCORE_FUNCTIONS, check_score_function
 from protoembed.retrieval.semantic_search import CORPUS_CHUNK_SIZE, top_k
 
@@ -76,24 +77,23 @@ TITLE_JOIN = f"title + {TITLE_SEPARATOR!r} + text, stripped"
 def search(
     encode: Encode,
     data: RetrievalData,
-    prompts: dict[str, str],
     score_function: str = DEFAULT.score_function,
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
 ) -> tuple[dict[str, dict[str, float]], int]:
     """Every judged query's ``max(K_VALUES)`` best documents: ``(run, identical)``, run = query id ->
     document id -> score, identical = the number of queries whose own id was kept out of their ranking.
 
-    Queries get ``prompts[QUERY]``, documents ``prompts[DOCUMENT]``; each distinct text is encoded once, in
-    one ``encode`` call.
+    Queries get the model's ``query`` prompt, documents its ``document`` prompt (named to ``encode``:
+    :func:`~protoembed.evaluation.shared.sentence_embeddings`); each distinct text is encoded once per
+    role, in one ``encode`` call per role.
     """
-    queries = apply_prompt(data.query_texts, prompts, QUERY)
-    documents = apply_prompt(data.corpus_texts, prompts, DOCUMENT)
-    vectors, index = sentence_embeddings(encode, [*queries, *documents], np.float32)  # as top_k scores
+    queries, query_row = sentence_embeddings(encode, data.query_texts, np.float32, QUERY)  # as top_k scores
+    documents, document_row = sentence_embeddings(encode, data.corpus_texts, np.float32, DOCUMENT)
     row = {doc_id: i for i, doc_id in enumerate(data.corpus_ids)}
     exclude = [[row[q]] if q in row else [] for q in data.query_ids]
     rankings = top_k(
-        vectors[[index[t] for t in queries]],
-        vectors[[index[t] for t in documents]],
+        queries[[query_row[t] for t in data.query_texts]],
+        documents[[document_row[t] for t in data.corpus_texts]],
         k=max(K_VALUES),
         score_function=score_function,
         exclude=exclude,
@@ -106,14 +106,13 @@ def search(
 def evaluate_task(
     encode: Encode,
     data: RetrievalData,
-    prompts: dict[str, str],
     score_function: str = DEFAULT.score_function,
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
 ) -> dict[str, Any]:
     """One task: :func:`search`, then the metrics x100 (keys :func:`~protoembed.evaluation.retrieval_metrics.metric_keys`),
     the numbers of queries and documents, of queries kept from retrieving themselves, and of judged
     documents and queries the folder lacks (:mod:`protoembed.data.benchmarks.beir`)."""
-    run, identical = search(encode, data, prompts, score_function, corpus_chunk_size)
+    run, identical = search(encode, data, score_function, corpus_chunk_size)
     scores = {key: value * 100 for key, value in retrieval_scores(data.qrels, run, K_VALUES).items()}
     return {
         **scores,
@@ -136,13 +135,16 @@ def evaluate_retrieval(
 ) -> dict[str, Any]:
     """Evaluate an encoder on retrieval tasks (module docstring).
 
-    Every task's split is read (and checked) before the first encoding; the model's prompts are read
-    from ``encode`` (its ``prompts``, :func:`protoembed.input_prompts.prompts_of`) after that.
+    Every task's split is read (and checked) before the first encoding; the model's prompts, which the
+    protocol records, are read from ``encode`` (its ``prompts``, :func:`protoembed.inputs.prompts.prompts_of`)
+    after that.
 
     Args:
-        encode: ``encode(texts) -> array (len(texts), dim)``, called once per task on its distinct
-            prompted queries and documents; its ``prompts`` attribute (if any) gives the query and
-            document prompts.
+        encode: ``encode(texts, prompt_name=role) -> array (len(texts), dim)``, called once per task and
+            role on its distinct queries (``prompt_name="query"``) and documents (``"document"``), the
+            model applying its prompt of that role; an ``encode(texts)`` without ``prompt_name`` gets the
+            texts with its ``prompts``' (if any) put in front
+            (:func:`protoembed.inputs.prompts.encode_with_role`).
         data_dir: the data directory (``None``: ``$PROTOEMBED_DATA``, else the user data directory; a task of absolute paths needs none).
         tasks: the tasks (``None``: the suite's default run for ``split``).
         split: the qrels split.
@@ -162,7 +164,7 @@ def evaluate_retrieval(
     def evaluate(data: RetrievalData) -> dict[str, Any]:
         if "prompts" not in used:  # read once, after every task's data (a lazy encoder loads its model)
             used["prompts"] = prompts_of(encode)
-        return evaluate_task(encode, data, used["prompts"], score_function, corpus_chunk_size)
+        return evaluate_task(encode, data, score_function, corpus_chunk_size)
 
     results = evaluate_tasks(
         "retrieval",

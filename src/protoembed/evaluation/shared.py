@@ -13,15 +13,19 @@ import numpy as np
 from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.tables import fmt, papers_row, table_head  # noqa: F401 (re-exported)
 from protoembed.evaluation.tasks import main_score
+from protoembed.inputs.prompts import encode_with_role
 
 Data = TypeVar("Data")
-Encode = Callable[[list[str]], np.ndarray]
+#: ``encode(sentences) -> (n, d) array``; the retrieval suite also asks ``encode(sentences,
+#: prompt_name=role)`` of one that takes a ``prompt_name`` (:func:`protoembed.inputs.prompts.encode_with_role`).
+Encode = Callable[..., np.ndarray]
 
 
 def sentence_embeddings(
-    encode: Encode, sentences: Sequence[str], dtype: type[np.floating] = np.float64
+    encode: Encode, sentences: Sequence[str], dtype: type[np.floating] = np.float64, role: str | None = None
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Encode each distinct sentence once (one ``encode`` call, in order of first appearance).
+    """Encode each distinct sentence once (one ``encode`` call, in order of first appearance), with the
+    model's prompt of ``role`` when given (:func:`~protoembed.inputs.prompts.encode_with_role`).
 
     Returns:
         (embeddings as ``dtype``: float64 by default, float32 for a retrieval corpus, sentence -> row).
@@ -29,7 +33,8 @@ def sentence_embeddings(
         ProtoembedError: ``encode`` returned an array of the wrong shape.
     """
     unique = list(dict.fromkeys(sentences))
-    embeddings = np.asarray(encode(unique), dtype=dtype)
+    vectors = encode(unique) if role is None else encode_with_role(encode, unique, role)
+    embeddings = np.asarray(vectors, dtype=dtype)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(unique):
         raise ProtoembedError(
             f"the encoder returned an array of shape {embeddings.shape} for {len(unique)} sentences; "

@@ -10,10 +10,12 @@ reads (relative to the data directory) and the reader that turns them into the s
 its table name, ``protoembed data download --for TASK`` fetches its dataset, and ``docs/tasks.md`` lists
 the entries (``python -m protoembed.evaluation.tasks``). Nothing else lists tasks.
 
-A new task is one :class:`Task` given to :func:`register_task` (``protoembed.register_task``), one
-entry of a training config's ``tasks:`` list (:class:`TaskDeclaration`), or one entry point of the group
-``protoembed.tasks`` (an installed package's tasks: a :class:`Task`, a list of them, or a function
-returning either); :func:`pairs_file_task` (STS-like),
+A new task is one :class:`Task` given to :func:`register_task` (``protoembed.register_task``: in
+:data:`TASKS`, the process's registry), one entry point of the group ``protoembed.tasks`` (an installed
+package's tasks: a :class:`Task`, a list of them, or a function returning either; loaded once, with the
+built-in entries), or a run's own: one entry of a training config's ``tasks:`` list
+(:class:`TaskDeclaration`), a ``--task-dir`` folder, a :class:`Task` given to an evaluator, known by name
+inside that run only (:func:`tasks_in_scope`), never registered. :func:`pairs_file_task` (STS-like),
 :func:`classification_file_task` (transfer / few-shot), :func:`clustering_file_task`, :func:`beir_task`
 and :func:`pair_retrieval_task` (retrieval: a BEIR folder, (query, document) pairs) build one for
 files in the usual layouts. An entry is validated when it is made: an unknown suite, a ``protoembed
@@ -26,15 +28,20 @@ Nothing here reads a file or imports torch; the built-in entries are made on fir
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.registry import Registry
+
+logger = logging.getLogger(__name__)
 
 #: ``(data directory, variant, split) -> the suite's input`` (:class:`~protoembed.data.benchmarks.sts.StsPairs`,
 #: :class:`~protoembed.data.benchmarks.transfer.TransferData`, :class:`~protoembed.data.benchmarks.clustering.ClusteringData`).
@@ -62,8 +69,9 @@ class Task(BaseModel):
     the papers' tables print (``None``: ``name``). ``splits``: the splits it has (none: one set, which a
     transfer task cross-validates; STS's ``--split`` applies to the tasks that have it). ``main_score``:
     the per-task key a suite's ``avg`` averages. ``default``: part of its suites' run when no task is
-    named (only the papers' tasks are; a task registered by a user or an installed package joins only when
-    it says so). ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
+    named: for the papers' suites (those with built-in tasks) a closed list of built-in entries; the
+    ``default`` of a task registered by a user or an installed package applies to the suites of a
+    package's own only (:func:`default_tasks`). ``languages``: ISO 639-1 codes. ``citation``: the paper that introduced the data.
 
     Suite-specific: ``c_grid`` (transfer, scikit-learn classifier: the C values searched), ``f1``
     (transfer: F1 of class 1 reported beside accuracy, as for MRPC), ``n_clusters`` (clustering: k;
@@ -174,13 +182,49 @@ class TaskRegistry(Registry[Task]):
     """Task name -> its entry (a :class:`~protoembed.core.registry.Registry`), in the papers' column order
     within each suite, then the registered ones.
 
-    The built-in entries and those of installed packages' entry points are made on first use (each
-    entry's validation reads the suites, whose modules read this one). Besides its name, a task's table
-    name is its own: no other task may be named, or printed, as it is.
+    The built-in entries, then those of installed packages' entry points, are made once, on first use
+    (each entry's validation reads the suites, whose modules read this one). A package whose entry point
+    fails to load, gives something other than :class:`Task` entries, or names a task as another is named
+    is skipped with one warning naming it; the built-in entries and the other packages' stay. Besides its
+    name, a task's table name is its own: no other task may be named, or printed, as it is.
     """
 
     def __init__(self) -> None:
-        super().__init__("task", builtin=lambda: [*_builtin(), *_entry_point_tasks()])
+        super().__init__("task", builtin=lambda: _builtin())
+        self._plugins_pending = True
+        self._builtin_names: frozenset[str] = frozenset()
+
+    @property
+    def _data(self) -> dict[str, Task]:
+        """The entries: the built-in ones, then the plugins', made on first use (once)."""
+        if self._plugins_pending:
+            self._plugins_pending = False  # first: registering the built-in entries reads this property
+            self._builtin_names = frozenset(super()._data)
+            self._add_plugins()
+        return super()._data
+
+    @property
+    def builtin_names(self) -> frozenset[str]:
+        """The names of protoembed's own entries (the papers' tasks and the BEIR datasets)."""
+        _ = self._data
+        return self._builtin_names
+
+    def _add_plugins(self) -> None:
+        """Register the tasks of each ``protoembed.tasks`` entry point, all of a package's or none."""
+        from importlib.metadata import entry_points
+
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                entries = _plugin_entries(point.load())
+                for i, entry in enumerate(entries):
+                    problem = _clash(entry, [*self.values(), *entries[:i]])
+                    if problem:
+                        raise ProtoembedError(problem)
+            except Exception as err:  # a broken package is named, not a traceback, and costs nothing else
+                logger.warning("task plugin %r (%s) skipped: %s", point.name, point.value, err)
+                continue
+            for entry in entries:
+                super().register(entry)
 
     def register(self, entry: Task, *, name: str | None = None, replace: bool = False) -> Task:
         """Add ``entry`` (see :meth:`Registry.register`; ``name``, when given, must be its own).
@@ -191,17 +235,39 @@ class TaskRegistry(Registry[Task]):
         """
         if name is not None and name != entry.name:
             raise ValueError(f"task {entry.name!r} registered as {name!r}: a task is registered by its name")
-        for other in self.values():
-            names = {other.name.lower(), other.table_name.lower()}
-            if other.name != entry.name and names & {entry.name.lower(), entry.table_name.lower()}:
-                raise ProtoembedError(
-                    f"task {entry.name!r}: its name or table name is taken by {other.name!r}"
-                )
+        problem = _clash(entry, [other for other in self.values() if other.name != entry.name])
+        if problem:
+            raise ProtoembedError(problem)
         return super().register(entry, replace=replace)
+
+
+def _clash(entry: Task, others: Iterable[Task]) -> str | None:
+    """The message when ``entry``'s name or table name is the name or table name of another of ``others``
+    (case ignored; ``entry`` itself is no other), else ``None``."""
+    mine = {entry.name.lower(), entry.table_name.lower()}
+    for other in others:
+        if other is not entry and mine & {other.name.lower(), other.table_name.lower()}:
+            return f"task {entry.name!r}: its name or table name is taken by {other.name!r}"
+    return None
+
+
+def _plugin_entries(value: Any) -> list[Task]:
+    """An entry point's value as its :class:`Task` entries (a Task, a list of them, or a function returning
+    either)."""
+    value = value() if callable(value) and not isinstance(value, Task) else value
+    items = [value] if isinstance(value, Task) else list(value)
+    if not all(isinstance(item, Task) for item in items):
+        raise ProtoembedError("expected Task entries")
+    return items
 
 
 #: Every task, by name.
 TASKS = TaskRegistry()
+
+#: The entries known by name in this context besides :data:`TASKS` (:func:`tasks_in_scope`).
+_IN_SCOPE: ContextVar[Mapping[str, Task]] = ContextVar(
+    "protoembed_tasks_in_scope", default=MappingProxyType({})
+)
 
 
 def register_task(task: Task | None = None, /, *, replace: bool = False, **fields: Any) -> Task:
@@ -219,44 +285,55 @@ def register_task(task: Task | None = None, /, *, replace: bool = False, **field
 
 def unregister_task(name: str) -> None:
     """Remove a registered task (tests and notebooks that register a task for a while)."""
-    name = get_task(name).name
-    del TASKS[name]
-    _DECLARED.pop(name, None)
+    del TASKS[get_task(name).name]
+
+
+def check_own(entries: Sequence[Task]) -> None:
+    """Check that tasks of one's own (a config's, a ``--task-dir`` folder's) can be known by name beside
+    :data:`TASKS`: none named, or printed, as a registered task (itself excepted) or an earlier one.
+
+    Raises:
+        ProtoembedError: the first such entry and the task whose name it takes.
+    """
+    for i, entry in enumerate(entries):
+        problem = _clash(entry, [*(t for t in TASKS.values() if t is not entry), *entries[:i]])
+        if problem:
+            raise ProtoembedError(problem)
 
 
 @contextlib.contextmanager
-def registered_for_now(entries: Iterable[str | Task] | str | None) -> Iterator[None]:
-    """The :class:`Task` objects among ``entries`` that are not registered (a ``--task-dir`` folder, a
-    :func:`beir_folder_task` given to :func:`protoembed.evaluate`) in :data:`TASKS` for the block only;
-    names and registered entries are left as they are."""
+def tasks_in_scope(entries: Iterable[str | Task] | str | None) -> Iterator[None]:
+    """The :class:`Task` objects among ``entries`` (a config's own tasks, a ``--task-dir`` folder, an
+    evaluator's tasks) known by name, as registered ones are, inside the block and in this context only
+    (a :class:`~contextvars.ContextVar`; an outer block's entries stay known unless one here has their
+    name); :data:`TASKS` is left as it is, so one run's tasks are never another's. Names are ignored.
+
+    Raises:
+        ProtoembedError: an entry named, or printed, as a registered task or another entry
+            (:func:`check_own`).
+    """
     if entries is None or isinstance(entries, str):
         entries = []
-    added = [e for e in entries if isinstance(e, Task) and TASKS.get(e.name) is not e]
-    for entry in added:
-        register_task(entry)
+    own = [e for e in entries if isinstance(e, Task)]
+    check_own(own)
+    token = _IN_SCOPE.set({**_IN_SCOPE.get(), **{e.name: e for e in own}})
     try:
         yield
     finally:
-        for entry in added:
-            unregister_task(entry.name)
+        _IN_SCOPE.reset(token)
 
 
-def _entry_point_tasks() -> list[Task]:
-    """The tasks of installed packages' ``protoembed.tasks`` entry points."""
-    from importlib.metadata import entry_points
+def known_tasks() -> list[Task]:
+    """Every entry known by name here: :data:`TASKS`' (in order), then those in scope
+    (:func:`tasks_in_scope`), each of which takes the place of a registered entry of its name."""
+    scoped = _IN_SCOPE.get()
+    return [*(t for t in TASKS.values() if t.name not in scoped), *scoped.values()]
 
-    found: list[Task] = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            value = point.load()
-        except Exception as err:  # a broken package is named, not a traceback
-            raise ProtoembedError(f"entry point {point.name!r} ({point.value}): cannot load: {err}") from None
-        value = value() if callable(value) and not isinstance(value, Task) else value
-        items = [value] if isinstance(value, Task) else list(value)
-        if not all(isinstance(item, Task) for item in items):
-            raise ProtoembedError(f"entry point {point.name!r} ({point.value}): expected Task entries")
-        found += items
-    return found
+
+def _entry(name: str) -> Task | None:
+    """The entry of canonical name ``name`` in scope, else in :data:`TASKS`, else ``None``."""
+    scoped = _IN_SCOPE.get().get(name)
+    return scoped if scoped is not None else TASKS.get(name)
 
 
 # --------------------------------------------------------------------------- entries for files
@@ -471,9 +548,6 @@ class TaskDeclaration(BaseModel):
     pairs: bool = Field(False, description="classification: text1<TAB>text2<TAB>label lines")
     dataset: str | None = Field(None, description="the `protoembed data` entry that installs the files")
     display: str | None = Field(None, description="the name the tables print")
-    default: bool = Field(
-        False, description="part of its suites' default run (the papers' tasks only, unless true)"
-    )
     c_grid: tuple[float, ...] | None = Field(None, description="classification: the C values searched")
     f1: bool = Field(False, description="classification: report F1 of class 1 too")
     n_clusters: int | None = Field(None, ge=2, description="clustering: k (default: the classes)")
@@ -481,7 +555,7 @@ class TaskDeclaration(BaseModel):
 
     def build(self) -> Task:
         """The entry (checked as every entry is)."""
-        fields: dict[str, Any] = {"display": self.display, "default": self.default, "citation": self.citation}
+        fields: dict[str, Any] = {"display": self.display, "citation": self.citation}
         files = self.files if self.dataset is not None else {k: _own(v) for k, v in self.files.items()}
         if self.splits is not None and self.kind != "retrieval":
             raise ProtoembedError(
@@ -522,25 +596,15 @@ def _own(path: str) -> str:
     return path if local is None else local.as_posix()
 
 
-#: Names registered from declarations, and the declaration each came from (a config read twice in one
-#: process declares its tasks again: the same declaration is no conflict).
-_DECLARED: dict[str, TaskDeclaration] = {}
-
-
-def register_declared(declarations: Iterable[TaskDeclaration]) -> list[Task]:
-    """Register each declared task (:func:`register_task`); one already registered from the same
-    declaration is kept as it is. Returns the entries.
+def declared_tasks(declarations: Iterable[TaskDeclaration]) -> list[Task]:
+    """The entries of a config's declared tasks, checked (:meth:`TaskDeclaration.build`,
+    :func:`check_own`) and registered nowhere: they are the run's own (:func:`tasks_in_scope`).
 
     Raises:
-        ProtoembedError: an invalid declaration, or a name taken by another task.
+        ProtoembedError: an invalid declaration, or a name taken by a registered or an earlier task.
     """
-    entries = []
-    for declaration in declarations:
-        if _DECLARED.get(declaration.name) == declaration and declaration.name in TASKS:
-            entries.append(TASKS[declaration.name])
-            continue
-        entries.append(register_task(declaration.build()))
-        _DECLARED[declaration.name] = declaration
+    entries = [declaration.build() for declaration in declarations]
+    check_own(entries)
     return entries
 
 
@@ -797,8 +861,9 @@ def _builtin() -> list[Task]:
 
 
 def get_task(name: str | Task, suite: str | None = None) -> Task:
-    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored (an entry, even
-    one never registered, is returned as it is); with ``suite``, only that suite's tasks.
+    """The entry of ``name``: a canonical name or a table name (``STS-B``), case ignored, among the
+    registered entries and those in scope (:func:`known_tasks`; an entry, even one never registered, is
+    returned as it is); with ``suite``, only that suite's tasks.
 
     Raises:
         ProtoembedError: one line naming ``name`` and the known names (``STSBenchmark (STS-B)``).
@@ -809,7 +874,7 @@ def get_task(name: str | Task, suite: str | None = None) -> Task:
                 f"task {name.name!r} is not a task of suite {suite} (its suites: {', '.join(name.suites)})"
             )
         return name
-    known = [t for t in TASKS.values() if suite is None or suite in t.suites]
+    known = [t for t in known_tasks() if suite is None or suite in t.suites]
     wanted = str(name).lower()
     for task in known:
         if wanted in (task.name.lower(), task.table_name.lower()):
@@ -836,7 +901,7 @@ def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None 
         names = default_tasks(suite, split)
     entries = list({e.name: e for e in (get_task(name, suite) for name in names)}.values())
     if not entries:
-        known = [t.name for t in TASKS.values() if suite in t.suites]
+        known = [t.name for t in known_tasks() if suite in t.suites]
         raise ProtoembedError(
             f"no {suite} task to evaluate: none runs by default; name one"
             + (f" (choose from: {', '.join(known)})" if known else "")
@@ -850,25 +915,26 @@ def get_tasks(names: Iterable[str | Task] | None, suite: str, split: str | None 
 
 
 def default_tasks(suite: str, split: str | None = None) -> list[str]:
-    """The tasks ``suite`` runs when none are named: its entries marked ``default``, in :data:`TASKS`'
-    order; with ``split``, those that have it (STS's ``--split dev``: STS-B and SICK-R)."""
-    return [
-        t.name
-        for t in TASKS.values()
-        if suite in t.suites and t.default and (split is None or split in t.splits)
-    ]
+    """The tasks ``suite`` runs when none are named, in :data:`TASKS`' order: its entries marked
+    ``default``, only built-in ones when it has any (a papers' suite: a closed list, which no plugin or
+    registered task changes; a suite of a package's own: its entries so marked); with ``split``, those
+    that have it (STS's ``--split dev``: STS-B and SICK-R). Entries in scope (:func:`tasks_in_scope`)
+    run when named only."""
+    of_suite = [t for t in TASKS.values() if suite in t.suites]
+    papers = [t for t in of_suite if t.name in TASKS.builtin_names]
+    return [t.name for t in papers or of_suite if t.default and (split is None or split in t.splits)]
 
 
 def table_name(name: str) -> str:
     """The name the papers' tables print for task ``name`` (itself when no entry has it)."""
-    task = TASKS.get(name)
+    task = _entry(name)
     return task.table_name if task is not None else name
 
 
 def main_score(name: str, default: str) -> str:
     """The per-task key that a suite's ``avg`` averages for task ``name`` (``default`` when no entry has
     it)."""
-    task = TASKS.get(name)
+    task = _entry(name)
     return task.main_score if task is not None else default
 
 

@@ -14,13 +14,18 @@ documentation) that both offer on top of it.
    their token length) and cut into chunks of :data:`CHUNK_BATCHES` batches (one chunk: tokenised on
    the calling thread, as there is nothing to overlap);
 3. a pool of ``tokenizer_workers`` threads tokenises the chunks (the fast tokenizer's Rust call releases
-   the GIL; threads, not processes: nothing is forked), at most ``prefetch`` chunks ahead of the one the
-   forward is on (a bounded queue), so the next batches are tokenised while the current ones run. Each
+   the GIL; threads, not processes: nothing is forked), ahead of the one the forward is on (a bounded
+   queue: at most ``prefetch`` chunks, and at most ``prefetch_bytes`` of padded features, each chunk
+   counted at its rows x the model's position budget x :data:`FEATURE_BYTES`; one chunk ahead
+   whatever its size), so the next batches are tokenised while the current ones run. Each
    worker sorts its chunk's rows by token length, runs identical rows once, cuts batches of at most
    ``batch_size`` rows and at most ``max_tokens_per_batch`` padded tokens (rows x longest row), and pads
    them (vectorised; pinned host memory when the model is on CUDA, copied without blocking);
-4. this thread runs the forward on the batches, chunk after chunk in order, and puts each vector at its
-   text's place; the vectors come back in the input order.
+4. this thread runs the forward on the batches, chunk after chunk in order, moves each batch's vectors
+   to the host once (:meth:`BatchEncoder.to_host`; on CUDA a copy queued behind the forward, waited for
+   after the next batch's forward is queued) and puts each vector at its text's place in a host array:
+   the device holds the vectors of a batch or two, never those of the whole call; the vectors come back
+   in the input order (``convert_to_tensor``: moved to the model's device at the end).
 
 A row's vector does not depend on the rows it shares a batch with (to float rounding: padding), so the
 vectors are the same whatever the pool size, the queue depth, the chunking or the token budget. The
@@ -32,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,8 +48,9 @@ import torch
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
+from protoembed.core.threads import single_threaded_tokenizers, usable_cores
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
-from protoembed.inputs.prompts import apply_prompt
+from protoembed.inputs.prompts import apply_prompt, resolved_prompt
 from protoembed.model.encoder import PromptEncoder, pad_rows
 
 logger = logging.getLogger(__name__)
@@ -63,16 +68,13 @@ MAX_DEFAULT_WORKERS = 8
 #: On the CPU the forward costs many times the tokenisation of a sentence (the default model: ~1.5k
 #: sentences/s on 2 cores against ~25k/s for the tokenizer on one): one worker per this many cores.
 CPU_CORES_PER_WORKER = 16
+#: Bytes of padded features per token: the int64 ids and attention mask.
+FEATURE_BYTES = 16
+#: Padded features the tokenizer pool holds ahead of the forward, at most (bytes; pinned host memory on
+#: CUDA): 256 MiB, where two chunks per worker held up to 1 GiB at batch 128 x 512 tokens on 16 cores.
+PREFETCH_BYTES = 256 * 2**20
 #: The name of the tokenizer threads (``protoembed-tokenize_0``, ...).
 TOKENIZER_THREADS = "protoembed-tokenize"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one, else all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def default_tokenizer_workers(device: torch.device | str) -> int:
@@ -81,7 +83,7 @@ def default_tokenizer_workers(device: torch.device | str) -> int:
     On the CPU the forward needs the cores (one worker per :data:`CPU_CORES_PER_WORKER`, at least one:
     1 on a 2-core host); on an accelerator the host's cores are free but one, which runs the forward
     (at most :data:`MAX_DEFAULT_WORKERS`)."""
-    cores = usable_cores()
+    cores = len(usable_cores())
     if torch.device(device).type == "cpu":
         return max(1, min(MAX_DEFAULT_WORKERS, cores // CPU_CORES_PER_WORKER))
     return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
@@ -89,18 +91,39 @@ def default_tokenizer_workers(device: torch.device | str) -> int:
 
 def tokenizer_pool(workers: int) -> ThreadPoolExecutor:
     """The pool of ``workers`` tokenizer threads (named ``protoembed-tokenize_N``) that
-    :meth:`BatchEncoder.encode` runs chunks on and the server runs its requests' tokenisation on."""
+    :meth:`BatchEncoder.encode` runs chunks on and the server runs its requests' tokenisation on (the
+    tokenizers' own threads off: :func:`single_threaded_tokenizers`)."""
+    single_threaded_tokenizers()
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=TOKENIZER_THREADS)
+
+
+@functools.cache
+def _warn_capped(requested: int, cores: int) -> None:
+    """Log, once per process and value, that ``requested`` tokenizer threads were capped to ``cores``."""
+    logger.warning(
+        "tokenizer_workers %d is more than the %d usable cores: %d tokenizer threads run",
+        requested,
+        cores,
+        cores,
+    )
 
 
 def check_pipeline_options(
     tokenizer_workers: Any, max_tokens_per_batch: Any
 ) -> tuple[int | None, int | None]:
-    """``tokenizer_workers`` and ``max_tokens_per_batch``, each ``None`` or an integer of at least 1.
+    """``tokenizer_workers`` and ``max_tokens_per_batch``, each ``None`` or an integer of at least 1; the
+    API's, the command line's (``--tokenizer-workers``) and the server's workers alike capped to the
+    usable cores (:func:`~protoembed.core.threads.usable_cores`), with a warning logged once: more
+    threads than cores only queue on them, and a setting written for a large machine still runs on a
+    small one (as sentence-transformers and TEI run whatever count their host allows, never refusing it).
 
     Raises:
         ProtoembedError: one line naming the value."""
     workers = None if tokenizer_workers is None else check_count("tokenizer_workers", tokenizer_workers)
+    cores = len(usable_cores())
+    if workers is not None and workers > cores:
+        _warn_capped(workers, cores)
+        workers = cores
     budget = (
         None if max_tokens_per_batch is None else check_count("max_tokens_per_batch", max_tokens_per_batch)
     )
@@ -113,6 +136,11 @@ def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
         f"max_tokens_per_batch {budget} is below the length of {where} ({length} tokens after truncation): a "
         f"batch must hold one row; pass at least {length}"
     )
+
+
+#: How :func:`budget_error` names the longest row a model may be sent (``serve`` and the commands' check
+#: before the model loads; ``encode`` names the text it met).
+LONGEST_ROW = "the longest row this model makes"
 
 
 def longest_row(encoder: PromptEncoder) -> int:
@@ -131,18 +159,31 @@ def check_budget_holds_a_row(budget: int, encoder: PromptEncoder) -> None:
         ProtoembedError: :func:`budget_error`'s line."""
     longest = longest_row(encoder)
     if budget < longest:
-        raise budget_error(budget, longest, "the longest row this model makes")
+        raise budget_error(budget, longest, LONGEST_ROW)
 
 
 @dataclass
 class _Batch:
-    """One padded batch: ``rows`` (indexes of distinct texts), the same as a tensor on the host
-    (``index``: where its vectors go), its features on the host (``index`` and features pinned when the
-    model is on CUDA, so that they are copied without blocking)."""
+    """One padded batch: ``rows`` (indexes of distinct texts: where its vectors go) and its features on
+    the host (pinned when the model is on CUDA, so that they are copied without blocking)."""
 
     rows: np.ndarray
-    index: torch.Tensor
     features: dict[str, torch.Tensor]
+
+
+@dataclass
+class _Moved:
+    """A batch's vectors on their way to the host: ``host`` (float32, pinned on CUDA) is complete once
+    ``ready`` (a CUDA event recorded after the copy; ``None``: a synchronous copy) has happened."""
+
+    host: torch.Tensor
+    ready: Any = None
+
+    def wait(self) -> np.ndarray:
+        """The vectors as a numpy array, once the copy is done."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.host.numpy()
 
 
 @dataclass
@@ -169,7 +210,9 @@ class BatchEncoder:
         normalized: ``forward`` already L2-normalises (then ``normalize=False`` is refused).
         chunk_rows: texts per chunk (``None``: :data:`CHUNK_BATCHES` batches, at least
             :data:`MIN_CHUNK_ROWS` texts).
-        prefetch: chunks tokenised ahead of the forward (``None``: two per worker).
+        prefetch: chunks tokenised ahead of the forward, at most (``None``: two per worker).
+        prefetch_bytes: padded features tokenised ahead of the forward, at most, counted as the module
+            docstring says (:data:`PREFETCH_BYTES`); one chunk ahead whatever its size.
     """
 
     encoder: PromptEncoder
@@ -179,6 +222,7 @@ class BatchEncoder:
     normalized: bool = False
     chunk_rows: int | None = None
     prefetch: int | None = None
+    prefetch_bytes: int = PREFETCH_BYTES
     _pin: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -202,14 +246,15 @@ class BatchEncoder:
         ``progress``: called with the number of sentences done after each batch, instead of a bar.
         """
         extra_normalize = self.extra_normalize(normalize)
+        single_threaded_tokenizers()  # a single chunk is tokenised on this thread, without the pool
         check_batch_size(batch_size)
         workers, budget = check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
         workers = workers or default_tokenizer_workers(self.device)
         single = isinstance(sentences, str)
         texts = [sentences] if single else check_sentences(sentences)
         if not texts:
-            out = torch.zeros((0, self.dimension), dtype=torch.float32, device=self.device)
-            return out if convert_to_tensor else out.cpu().numpy()
+            empty = np.zeros((0, self.dimension), dtype=np.float32)
+            return torch.from_numpy(empty).to(self.device) if convert_to_tensor else empty
         if not allow_empty:
             blank = [i for i, text in enumerate(texts) if not text.strip()]
             if blank:
@@ -225,7 +270,9 @@ class BatchEncoder:
             -np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), kind="stable"
         )
         chunks = [order[lo:hi] for lo, hi in self._chunk_bounds(len(order), batch_size)]
-        out = torch.empty((len(distinct), self.dimension), dtype=torch.float32, device=self.device)
+        out = np.empty(
+            (len(distinct), self.dimension), dtype=np.float32
+        )  # on the host, filled batch by batch
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 1000
         truncated, longest = 0, 0
@@ -233,23 +280,30 @@ class BatchEncoder:
         tick = progress or bar.update
         with bar, torch.inference_mode():
             job = functools.partial(self._tokenize_chunk, distinct, batch_size, budget, allow_empty)
+            moving: deque[tuple[_Batch, _Moved]] = deque()  # batches on their way to the host
+
+            def land(keep: int) -> None:
+                """Put the vectors of all but the last ``keep`` moving batches in ``out``."""
+                while len(moving) > keep:
+                    done, vectors = moving.popleft()
+                    out[done.rows] = vectors.wait()
+                    tick(int(counts[done.rows].sum()))
+
             for chunk in self._pipeline(chunks, job, workers, texts, inverse, allow_empty):
                 for batch in chunk.batches:
-                    index = batch.index.to(self.device, non_blocking=True)
-                    out[index] = self._run(batch.features, extra_normalize)
-                    tick(int(counts[batch.rows].sum()))
+                    moving.append((batch, self.to_host(self._run(batch.features, extra_normalize))))
+                    land(1)  # the batch before, whose copy was queued before this batch's forward
+                land(0)  # the chunk's originals are on the host before its copies are made
                 copy, original = chunk.copies
                 if len(copy):
-                    copies = self._host(torch.from_numpy(np.stack([copy, original])))
-                    copy_index, original_index = copies.to(self.device, non_blocking=True)
-                    out[copy_index] = out[original_index]
+                    out[copy] = out[original]
                     tick(int(counts[copy].sum()))
                 truncated += int(counts[chunk.truncated].sum())
                 longest = max(longest, chunk.longest)
         self.encoder.log_truncation(truncated, len(texts), longest)
         if len(distinct) < len(texts):
-            out = out[torch.as_tensor(inverse, device=self.device)]
-        result = out if convert_to_tensor else out.cpu().numpy()
+            out = out[inverse]
+        result = torch.from_numpy(out).to(self.device) if convert_to_tensor else out
         return result[0] if single else result
 
     # ------------------------------------------------------------------ the pipeline
@@ -278,7 +332,8 @@ class BatchEncoder:
         allow_empty: bool,
     ) -> Iterator[_Chunk]:
         """The tokenised ``chunks`` in order: ``job`` run by ``workers`` threads, at most ``prefetch``
-        chunks ahead of the one handed out (one chunk alone is tokenised on this thread: nothing to
+        chunks and ``prefetch_bytes`` (:meth:`chunk_bytes`) ahead of the one handed out, at least one
+        (one chunk alone is tokenised on this thread: nothing to
         overlap). A worker's failure ends the pipeline with one line naming the chunk (see
         :meth:`_failed`); the pool is shut down whatever happens (queued chunks cancelled)."""
         if len(chunks) == 1:
@@ -287,14 +342,21 @@ class BatchEncoder:
             except Exception as err:
                 raise self._failed(err, 0, chunks, texts, inverse, allow_empty) from err
             return
-        ahead = max(1, self.prefetch or 2 * workers)
+        most = max(1, self.prefetch or 2 * workers)
+        sizes = [self.chunk_bytes(len(rows)) for rows in chunks]
         pool = tokenizer_pool(workers)
         pending: deque[Future] = deque()
         try:
-            submitted = 0
+            submitted = held = 0  # held: the bytes of the chunks submitted ahead of the one handed out
             for number in range(len(chunks)):
-                while submitted < len(chunks) and submitted <= number + ahead:  # this one and ``ahead`` more
+                if number < submitted:
+                    held -= sizes[number]  # handed out now, no longer ahead
+                while submitted < len(chunks) and (  # this one, then one more, then what the bounds allow
+                    submitted <= number + 1
+                    or (submitted - number <= most and held + sizes[submitted] <= self.prefetch_bytes)
+                ):
                     pending.append(pool.submit(job, chunks[submitted]))
+                    held += sizes[submitted] if submitted > number else 0
                     submitted += 1
                 future = pending.popleft()
                 try:
@@ -304,6 +366,11 @@ class BatchEncoder:
                 yield chunk
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def chunk_bytes(self, rows: int) -> int:
+        """The most bytes of padded features a chunk of ``rows`` texts can hold: every row at the model's
+        position budget (:data:`FEATURE_BYTES` per token)."""
+        return rows * self.encoder.position_budget * FEATURE_BYTES
 
     def _failed(
         self,
@@ -377,7 +444,7 @@ class BatchEncoder:
             if masks is not None:
                 features["mask_index"] = torch.tensor([masks[k] for k in members], dtype=torch.long)
             features = {name: self._host(value) for name, value in features.items()}
-            batches.append(_Batch(rows[members], self._host(torch.from_numpy(rows[members])), features))
+            batches.append(_Batch(rows[members], features))
             start += len(members)
         longest = int(lengths[cut].max()) if cut.any() else 0
         return _Chunk(
@@ -388,6 +455,19 @@ class BatchEncoder:
         """``tensor`` as the host side of a copy to :attr:`device`: pinned for CUDA (copied without
         blocking), as it is otherwise."""
         return tensor.pin_memory() if self._pin else tensor
+
+    def to_host(self, vectors: torch.Tensor) -> _Moved:
+        """One batch's vectors (B, D) moved to the host, the one move of each batch in :meth:`encode`:
+        on CUDA queued into pinned memory behind the forward (the host waits for it only after queuing
+        the next batch's forward), elsewhere a plain copy (none on the CPU). The device thus holds a
+        batch's vectors, never the call's."""
+        if vectors.device.type != "cuda":
+            return _Moved(vectors.detach().to("cpu", torch.float32))
+        host = torch.empty(vectors.shape, dtype=torch.float32, pin_memory=True)
+        host.copy_(vectors, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        return _Moved(host, ready)
 
     def _run(self, features: dict[str, torch.Tensor], extra_normalize: bool) -> torch.Tensor:
         """One padded batch on the host -> its vectors (B, D) fp32 on :attr:`device` (features copied
@@ -498,10 +578,12 @@ class Encodes:
             precision: ``fp32``, ``bf16`` or ``fp16`` (CUDA only) for this call (default: the model's
                 own); an export runs in its own precision only.
             prompt_name: put the model's prompt of that name (``prompts``) before each sentence
-                (``query`` / ``document`` when the model has none: no prompt; ``None`` with no ``prompt``:
-                :attr:`default_prompt_name`'s).
-            prompt: put this text before each sentence instead.
-            tokenizer_workers: threads that tokenise (default: the cores the forward does not need,
+                (``query`` / ``document`` when the model has none: no prompt, not the default prompt;
+                ``None`` with no ``prompt``: :attr:`default_prompt_name`'s), the one prompt applied
+                (:func:`~protoembed.inputs.prompts.resolved_prompt`).
+            prompt: put this text before each sentence instead (``""``: no prompt at all).
+            tokenizer_workers: threads that tokenise, at most the usable cores (more: capped, with a
+                warning; :func:`check_pipeline_options`) (default: the cores the forward does not need,
                 :func:`default_tokenizer_workers`: 1 on a CPU of up to 31 cores; on CUDA, the cores but
                 one, at most 8).
             max_tokens_per_batch: padded tokens (rows x longest row) per forward pass, at most, besides
@@ -518,9 +600,7 @@ class Encodes:
                 sentences named), or (:class:`~protoembed.core.errors.EmptySentenceError`) empty sentences
                 without ``allow_empty``.
         """
-        if prompt_name is None and prompt is None:  # as sentence-transformers applies it
-            prompt_name = self.default_prompt_name
-        sentences = apply_prompt(sentences, self.prompts, prompt_name, prompt)
+        sentences = apply_prompt(sentences, resolved_prompt(self, prompt_name, prompt))
         with self.encoding(precision):
             return self.batch_encoder().encode(
                 sentences,

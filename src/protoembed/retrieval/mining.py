@@ -128,8 +128,9 @@ DEFAULT = MineOptions()
 
 
 class Encoder(Protocol):
-    """What mining needs of an embedding model: ``encode(texts, batch_size=...) -> (N, D) array``
-    (a ``prompts`` mapping, if any, is read by :func:`protoembed.inputs.prompts.prompts_of`)."""
+    """What mining needs of an embedding model: ``encode(texts, batch_size=...) -> (N, D) array``, told
+    each role's prompt by ``prompt_name`` when it takes one (else given the prompted texts:
+    :func:`protoembed.inputs.prompts.encode_with_role`)."""
 
     def encode(self, sentences: Sequence[str], batch_size: int = ...) -> Any: ...
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.inputs.prompts import DOCUMENT, QUERY, apply_prompt, prompts_of
+from protoembed.inputs.prompts import DOCUMENT, QUERY, encode_with_role
 from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION, check_score_function, score_function_of
 
 if TYPE_CHECKING:
@@ -229,14 +229,17 @@ def rank(
 
 def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int | None = BATCH_SIZE) -> np.ndarray:
     """``texts`` encoded by ``model`` with its prompt of ``role`` (:data:`~protoembed.inputs.prompts.QUERY`
-    or :data:`~protoembed.inputs.prompts.DOCUMENT`; none when it has none) prepended: any object with an
+    or :data:`~protoembed.inputs.prompts.DOCUMENT`; none when it has none), named to its ``encode``
+    (:func:`~protoembed.inputs.prompts.encode_with_role`: applied once, by the model): any object with an
     ``encode(sentences, batch_size=...)``, of any runtime (``batch_size`` ``None``: the model's own
     default). Returns float32 ``(len(texts), d)``, also from a model that returns a torch tensor."""
-    prompted = apply_prompt(list(texts), prompts_of(model), role)
-    vectors = model.encode(prompted, **({} if batch_size is None else {"batch_size": batch_size}))
+    texts = list(texts)
+    vectors = encode_with_role(
+        model.encode, texts, role, **({} if batch_size is None else {"batch_size": batch_size})
+    )
     if hasattr(vectors, "detach"):
         vectors = vectors.detach().cpu().numpy()
-    return np.asarray(vectors, dtype=np.float32).reshape(len(prompted), -1)
+    return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
 
 
 def search(
@@ -253,11 +256,13 @@ def search(
     """The ``top_k`` corpus documents of each query, best first.
 
     The queries are encoded with the model's ``query`` prompt and the documents with its ``document``
-    prompt (:mod:`protoembed.inputs.prompts`; none when it has none), then ranked by :func:`rank`.
+    prompt, each named to the model's ``encode`` (:func:`encode_as`; none when it has none, not its
+    default prompt), then ranked by :func:`rank`.
 
     Args:
-        model: a loaded model of any runtime (:func:`protoembed.load`), or any object with
-            ``encode(sentences, batch_size=...)``.
+        model: a loaded model of any runtime (:func:`protoembed.load`), a sentence-transformers model, or
+            any object with ``encode(sentences, batch_size=...)`` (without a ``prompt_name`` parameter:
+            the role's prompt of its ``prompts``, if any, put in front of the texts it gets).
         queries: the query texts.
         corpus: the document texts.
         top_k: hits per query (fewer when the corpus is smaller).

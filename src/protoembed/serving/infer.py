@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from protoembed.core.errors import EmptySentenceError, ProtoembedError
-from protoembed.inputs.prompts import prompt_text
+from protoembed.inputs.prompts import resolved_prompt
 from protoembed.model.batching import (
     BatchEncoder,
     budget_error,
@@ -176,9 +176,8 @@ class Infer:
 
         Raises:
             APIError: ``invalid``: a name the model has no prompt for."""
-        name = self.model.default_prompt_name if prompt_name is None else prompt_name
         try:
-            return prompt_text(self.model.prompts, name)
+            return resolved_prompt(self.model, prompt_name)
         except ProtoembedError as err:
             raise APIError("invalid", str(err), "prompt_name") from None
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from protoembed.core.errors import ProtoembedError
+from protoembed.core.threads import usable_cores
 from protoembed.data.training.examples import Examples
 from protoembed.training.config_models import TrainConfig
 
@@ -113,25 +114,17 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
 AUTO_WORKERS_MAX = 4
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the system tells it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
 def loader_workers(setting: int | None, device: torch.device, cores: int | None = None) -> int:
     """The DataLoader worker processes of a run: ``training.num_workers`` as set, or for ``None``
     (the default) 0 off CUDA (on a CPU the workers would take cores from the model's own threads) and on
     CUDA one per usable core but one, at most :data:`AUTO_WORKERS_MAX` (tokenising and padding the next
     batches while the device runs the current one). ``cores``: the usable cores (default
-    :func:`usable_cores`)."""
+    :func:`protoembed.core.threads.usable_cores`)."""
     if setting is not None:
         return setting
     if device.type != "cuda":
         return 0
-    return max(0, min(AUTO_WORKERS_MAX, (usable_cores() if cores is None else cores) - 1))
+    return max(0, min(AUTO_WORKERS_MAX, (len(usable_cores()) if cores is None else cores) - 1))
 
 
 def example_loader(

@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     Tag,
     ValidationError,
@@ -36,7 +37,7 @@ from protoembed.core.pydantic_util import STRICT, Name, Number, OptionalText
 from protoembed.data.paths import DATA_DIR_DEFAULT
 from protoembed.data.training.columns import mapping_problem
 from protoembed.data.training.streaming import DEFAULT_SHUFFLE_BUFFER
-from protoembed.evaluation.tasks import TaskDeclaration
+from protoembed.evaluation.tasks import Task, TaskDeclaration, declared_tasks, tasks_in_scope
 from protoembed.model.heads import HEADS
 from protoembed.model.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
@@ -422,22 +423,6 @@ class TrainingConfig(BaseModel):
             )
         return evaluator.task_names()
 
-    def selection_evaluator(self, data_dir: str | None) -> Evaluator | None:
-        """The evaluator of :attr:`selection` (``None``: none, ``best/`` is the last step's model)."""
-        sel = self.selection
-        if sel is None:
-            return None
-        return run_evaluator(
-            sel.tasks, sel.split, sel.metric, self.eval_variant, data_dir, self.eval_batch_size
-        )
-
-    def test_evaluator(self, data_dir: str | None) -> Evaluator | None:
-        """The evaluator of :attr:`test_tasks` (``None``: no test tasks), on the test split: the default
-        split of the suites that take one."""
-        if not self.test_tasks:
-            return None
-        return run_evaluator(self.test_tasks, None, None, self.eval_variant, data_dir, self.eval_batch_size)
-
 
 class TrainConfig(ModelSettings):
     """A whole training run: the model's settings (:class:`~protoembed.model_spec.ModelSettings`, the
@@ -468,27 +453,53 @@ class TrainConfig(ModelSettings):
     )
     tasks: list[TaskDeclaration] = Field(
         default_factory=list,
-        description="evaluation tasks of your own, registered before training.selection and training.test_tasks are read: name, "
-        "kind (pairs | classification | clustering | retrieval | retrieval_pairs), files (split -> path, relative: the working directory if it is there, else the data directory, as data.corpus) and the task's fields",
+        description="evaluation tasks of this run's own, which training.selection and training.test_tasks may name (never registered "
+        "for another run): name, kind (pairs | classification | clustering | retrieval | retrieval_pairs), files (split -> path, relative: the working directory if it is there, else the data directory, as data.corpus) and the task's fields",
     )
+    _own_tasks: list[Task] = PrivateAttr(default_factory=list)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _register_tasks(cls, data: Any) -> Any:
-        """Register the config's own tasks first, so that ``training.selection`` and ``training.test_tasks``
-        may name them."""
+    def _with_own_tasks(cls, data: Any, handler: ModelWrapValidatorHandler[TrainConfig]) -> TrainConfig:
+        """Make the config's own tasks first and validate the rest with them known by name (so that
+        ``training.selection`` and ``training.test_tasks`` may name them), registering none: a config's
+        tasks are its run's, and a failed validation leaves nothing behind."""
+        entries: list[Task] = []
         if isinstance(data, dict) and isinstance(data.get("tasks"), list):
-            from protoembed.evaluation.tasks import register_declared
-
             try:
                 declared = [TaskDeclaration.model_validate(t) for t in data["tasks"]]
             except ValidationError:
-                return data  # the field's own validation names the key and the problem
+                declared = []  # the field's own validation names the key and the problem
             try:
-                register_declared(declared)
+                entries = declared_tasks(declared)
             except ProtoembedError as err:
                 raise ConfigKeyError("tasks", str(err)) from None
-        return data
+        with tasks_in_scope(entries):
+            config = handler(data)
+        config._own_tasks = entries
+        return config
+
+    def selection_evaluator(self, data_dir: str | None) -> Evaluator | None:
+        """The evaluator of ``training.selection`` with this config's own tasks (``None``: no selection,
+        ``best/`` is the last step's model)."""
+        sel, training = self.training.selection, self.training
+        if sel is None:
+            return None
+        with tasks_in_scope(self._own_tasks):
+            return run_evaluator(
+                sel.tasks, sel.split, sel.metric, training.eval_variant, data_dir, training.eval_batch_size
+            )
+
+    def test_evaluator(self, data_dir: str | None) -> Evaluator | None:
+        """The evaluator of ``training.test_tasks`` with this config's own tasks (``None``: no test tasks),
+        on the test split: the default split of the suites that take one."""
+        training = self.training
+        if not training.test_tasks:
+            return None
+        with tasks_in_scope(self._own_tasks):
+            return run_evaluator(
+                training.test_tasks, None, None, training.eval_variant, data_dir, training.eval_batch_size
+            )
 
     @model_validator(mode="after")
     def _streaming(self) -> TrainConfig:

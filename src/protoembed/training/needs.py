@@ -28,10 +28,10 @@ def stage_needs(name: str, cfg: TrainConfig) -> list[Need]:
         for f in cfg.data.files()
         if not f.path.startswith(HUB_PREFIX)  # a hub dataset: fetched by datasets itself
     ]
-    selection = cfg.training.selection_evaluator(data_dir)
+    selection = cfg.selection_evaluator(data_dir)
     if selection is not None:
         needs += selection.needs(f"{stage}model selection on")
-    tests = cfg.training.test_evaluator(data_dir)
+    tests = cfg.test_evaluator(data_dir)
     if tests is not None:
         needs += tests.needs(f"{stage}test set")
     return needs

@@ -7,7 +7,8 @@ base model (a model folder, a cached hub id or ``default``: :func:`protoembed.ba
 and the first rows of each training file (they parse and give columns). The output folders' locks are
 taken right after, by the command (:func:`protoembed.folder_lock.hold_output_dirs`), still before the
 imports. ``protoembed train --check`` runs the same checks with every file read (not only the first rows
-of the streamable ones) and the precision checked against this machine, then stops.
+of the streamable ones, and the files of the selection and test tasks by their tasks' readers, as the
+run's evaluations read them) and the precision checked against this machine, then stops.
 This module imports no torch.
 """
 
@@ -96,6 +97,27 @@ def check_rows(stages: Stages, whole_files: bool = False) -> list[str]:
     return said
 
 
+def check_tasks(stages: Stages) -> list[str]:
+    """Read the files of each stage's selection and test tasks whole, by their tasks' readers, as the run
+    reads them at its evaluations (:meth:`~protoembed.evaluation.evaluator.Evaluator.read_files`); returns
+    one line per task. Raises the readers' :class:`ProtoembedError`, with the stage named in a staged run.
+    """
+    said = []
+    for name, cfg in stages:
+        stage = f"stage {name!r}: " if name else ""
+        evaluators = (
+            (cfg.selection_evaluator(cfg.data.data_dir), "model selection on"),
+            (cfg.test_evaluator(cfg.data.data_dir), "test set"),
+        )
+        try:
+            for evaluator, what in evaluators:
+                if evaluator is not None:
+                    said += evaluator.read_files(f"{stage}{what}")
+        except ProtoembedError as err:
+            raise ProtoembedError(f"{stage}{err}") from None
+    return said
+
+
 def check_run_folders(stages: Stages, resume: bool) -> list[str]:
     """Each run folder checked as the trainer checks it (:func:`protoembed.training.checkpoint.check_output_dir`:
     no finished or interrupted run overwritten without ``--resume``, the same config to resume); returns
@@ -122,7 +144,8 @@ def preflight(stages: Stages, config: str, whole_files: bool = False, resume: bo
     order; returns one line per check made.
 
     In: the run (:func:`protoembed.training.stages.load_run`), the config file's path (for the fetch
-    command of a missing file), ``whole_files`` (:func:`check_rows`), ``resume`` (:func:`check_run_folders`).
+    command of a missing file), ``whole_files`` (:func:`check_rows`, and :func:`check_tasks`), ``resume``
+    (:func:`check_run_folders`).
     Raises :class:`ProtoembedError` (one line) at the first problem.
     """
     from protoembed.data.needs import check_present
@@ -134,4 +157,6 @@ def preflight(stages: Stages, config: str, whole_files: bool = False, resume: bo
     said.append(f"{len(needs)} file(s) the run reads are present")
     said.append(check_model(stages))
     said += check_rows(stages, whole_files)
+    if whole_files:
+        said += check_tasks(stages)
     return said

@@ -20,6 +20,9 @@ What is counted:
   GradCache and gradient checkpointing (model FLOPs, not hardware FLOPs; Chowdhery et al., 2022, "PaLM",
   App. B). A backbone that shares its layers (ALBERT) applies its parameters once per layer; its ``N``
   counts them once, so its MFU reads low by that factor.
+- **MFU per device**: with several processes (one device each) the tokens of all of them over the
+  seconds, over the world size x one device's peak: the mean utilisation of the devices, so N devices
+  each at 40% report 40%, not N x 40%. ``tokens_per_second`` is the whole run's (every process).
 - **peak**: the dense (no sparsity) peak of the device at the run's precision, from
   :data:`PEAK_TFLOPS` by the CUDA device's name; ``None`` (MFU unknown) for a device not in the table
   and for CPUs, whose peak depends on cores, clocks and vector units the table cannot know.
@@ -76,11 +79,13 @@ def flop_params(backbone: torch.nn.Module) -> int:
     return sum(p.numel() for p in backbone.parameters() if p.requires_grad and id(p) not in tables)
 
 
-def mfu(params: int, tokens_per_second: float, peak: float | None) -> float | None:
-    """Model FLOPs utilisation: ``6 x params x tokens_per_second / peak`` (``None`` without a peak)."""
+def mfu(params: int, tokens_per_second: float, peak: float | None, devices: int = 1) -> float | None:
+    """Model FLOPs utilisation per device: ``6 x params x tokens_per_second / (devices x peak)``, where
+    ``tokens_per_second`` is the rate of all ``devices`` together and ``peak`` one device's (``None``
+    without a peak)."""
     if peak is None or peak <= 0:
         return None
-    return 6.0 * params * tokens_per_second / peak
+    return 6.0 * params * tokens_per_second / (max(1, devices) * peak)
 
 
 class TokenCounter:

@@ -169,11 +169,10 @@ class Trainer:
         self.output_dir = Path(cfg.output_dir).expanduser().absolute()
         self.progress = True if progress is None else progress
         self.data_dir = cfg.data.data_dir
-        tcfg = cfg.training
         #: the evaluator given to :func:`train` (``None``: the config's ``training.selection``)
         self.custom_evaluator = evaluator
         #: what selects ``best/`` (``None``: nothing, ``best/`` is the last step's model)
-        self.evaluator = evaluator or tcfg.selection_evaluator(self.data_dir)
+        self.evaluator = evaluator or cfg.selection_evaluator(self.data_dir)
         self.examples: Examples | StreamedExamples | None = examples
         #: ``data.streaming`` (:mod:`protoembed.training.streaming`), unless examples were passed in memory
         self.streamed = cfg.data.streaming and examples is None
@@ -331,11 +330,12 @@ class Trainer:
         from protoembed.model.loading import load
 
         best_dir = str(self.output_dir / BEST_DIR)
-        tests = self.cfg.training.test_evaluator(self.data_dir)
+        tests = self.cfg.test_evaluator(self.data_dir)
         results: dict[str, Any] = {"suite": None, "tasks": {}, "avg": None}
         if tests is not None:
             best = load(best_dir, device=self.accelerator.device)
-            results = next(iter(tests.run(best, label=best_dir).values()))
+            # shown as `protoembed eval` shows it: a line per task, the encoding's bar (a line every 10 s in a log)
+            results = next(iter(tests.run(best, label=best_dir, progress=self.progress).values()))
         selection = self.evaluator.describe() if isinstance(self.evaluator, Evaluator) else None
         results.update(
             model=best_dir,
@@ -590,12 +590,13 @@ class Trainer:
         return tokens
 
     def _throughput(self, tokens: int, seconds: float) -> dict[str, float | None]:
-        """``tokens_per_second`` and ``mfu`` of ``tokens`` trained in ``seconds`` (0 seconds: the run's
-        so far, from :attr:`state`); see :mod:`protoembed.training.throughput`."""
+        """``tokens_per_second`` (every process's) and ``mfu`` (per device: over the processes' devices)
+        of ``tokens`` trained in ``seconds`` by all processes (0 seconds: the run's so far, from
+        :attr:`state`); see :mod:`protoembed.training.throughput`."""
         if seconds <= 0:
             tokens, seconds = self.state.tokens, self.state.train_time_s
         rate = tokens / seconds if seconds > 0 else 0.0
-        utilisation = mfu(self.flop_params, rate, self.peak)
+        utilisation = mfu(self.flop_params, rate, self.peak, self.accelerator.num_processes)
         return {
             "tokens_per_second": round(rate, 1),
             "mfu": None if utilisation is None else round(utilisation, 5),

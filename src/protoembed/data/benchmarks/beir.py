@@ -19,13 +19,15 @@ counted (:attr:`RetrievalData.missing_documents`, :attr:`RetrievalData.missing_q
 - a query missing from the queries file is left out with its judgments (BEIR's loader stops on it).
 
 Every other problem is a one-line :class:`~protoembed.core.errors.ProtoembedError` naming the file and the line: a
-line that is not a JSON object or lacks ``_id`` / ``text``, an id given twice, an empty corpus, a qrels
+line that is not a JSON object, or whose ``_id`` / ``text`` / ``title`` key is missing (the key and the
+line's keys named) or not a string (the key, the JSON type and the value named), an id given twice, an empty corpus, a qrels
 file without its header or whose judged queries are all missing, or a pair judged twice.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,14 +91,38 @@ def join_title(title: str, text: str) -> str:
     return (title + TITLE_SEPARATOR + text).strip()
 
 
-def _field(path: Path, lineno: int, record: dict[str, Any], key: str, optional: bool = False) -> str:
+#: The keys of a line of ``corpus.jsonl`` (``title`` optional) and of ``queries.jsonl``.
+CORPUS_KEYS, QUERY_KEYS = ("_id", "title", "text"), ("_id", "text")
+#: JSON's name of a value's type, for the error of a key of the wrong type.
+_JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object"}
+
+
+def _field(
+    path: Path, lineno: int, record: dict[str, Any], key: str, keys: tuple[str, ...], optional: bool = False
+) -> str:
+    """The text of ``key`` in the line's object (``_id``: an integer read as its text; ``optional``: an
+    absent or null key is ``""``); ``keys``: those a line of the file has (:data:`CORPUS_KEYS`,
+    :data:`QUERY_KEYS`).
+
+    Raises:
+        ProtoembedError: the file and line, and the key: missing (the line's keys and the file's named),
+            or not a string (its JSON type and value; ``_id``: empty).
+    """
     value = record.get(key)
     if value is None and optional:
         return ""
     if key == "_id" and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
+    if key not in record:
+        has = ", ".join(f'"{k}"' for k in record) or "none"
+        raise ProtoembedError(
+            f'{path}:{lineno}: no "{key}" key (the line has {has}); a line of {path.name} is an object with '
+            + ", ".join(f'"{k}"' + (" (optional)" if k == "title" else "") for k in keys)
+        )
     if not isinstance(value, str) or (key == "_id" and not value):
-        got = "none" if key not in record else repr(value)
+        shown = json.dumps(value, ensure_ascii=False)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        got = "null" if value is None else f"{_JSON_TYPES.get(type(value), 'an empty string')} {shown}"
         raise ProtoembedError(
             f'{path}:{lineno}: "{key}" must be a {"non-empty " * (key == "_id")}string, got {got}'
         )
@@ -108,18 +134,19 @@ def read_jsonl_texts(path: Path, titled: bool) -> dict[str, str]:
     file, in file order (blank lines skipped; the errors of the module docstring, by ``file:line``)."""
     texts: dict[str, str] = {}
     first_line: dict[str, int] = {}
+    keys = CORPUS_KEYS if titled else QUERY_KEYS
     for lineno, line in enumerate(iter_lines(path), 1):
         if not line.strip():
             continue
         record = json_object(path, lineno, line)
-        doc_id = _field(path, lineno, record, "_id")
-        text = _field(path, lineno, record, "text")
+        doc_id = _field(path, lineno, record, "_id", keys)
+        text = _field(path, lineno, record, "text", keys)
         if doc_id in texts:
             raise ProtoembedError(
                 f"{path}:{lineno}: duplicate _id {doc_id!r} (first on line {first_line[doc_id]})"
             )
         texts[doc_id] = (
-            join_title(_field(path, lineno, record, "title", optional=True), text) if titled else text
+            join_title(_field(path, lineno, record, "title", keys, optional=True), text) if titled else text
         )
         first_line[doc_id] = lineno
     return texts
