@@ -519,7 +519,10 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys):
     cases = [
         (["--num-negatives", "0"], "num_negatives must be at least 1, got 0"),
         (["--range-min", "2", "--range-max", "3"], "range_min 2 and range_max 3 leave 1 candidate(s)"),
-        (["--cross-encoder", str(tmp_path)], f"{tmp_path}: no cross-encoder there"),
+        (
+            ["--cross-encoder", str(tmp_path)],
+            f"{tmp_path} is not a trained cross-encoder (no readable config.json)",
+        ),
         (["--columns", "anchor"], "column mapping 'anchor': expected COLUMN=FILE_COLUMN"),
     ]
     for extra, message in cases:

@@ -19,29 +19,34 @@ from pathlib import Path
 from typing import Any
 
 from protoembed.core.errors import ProtoembedError
-from protoembed.outputs.run_layout import CROSS_ENCODER_DIR
+from protoembed.outputs.run_layout import BEST_DIR, CROSS_ENCODER_DIR
+
+
+def _candidate(path: Path) -> Path:
+    """The folder of ``path`` that should hold the cross-encoder: ``path/best/cross_encoder`` for a
+    ``cross_encoder`` run's folder, ``path/cross_encoder`` for its saved model (``best/``), else ``path``."""
+    for folder in (path / BEST_DIR / CROSS_ENCODER_DIR, path / CROSS_ENCODER_DIR):
+        if folder.is_dir():
+            return folder
+    return path
 
 
 def find_cross_encoder(path: str | os.PathLike[str]) -> Path | None:
-    """The cross-encoder folder of ``path``, or ``None`` when it holds none: ``path/cross_encoder`` when
-    ``path`` is a saved run's model (``best/``), else ``path`` itself, if it is a trained cross-encoder
-    (:func:`_missing_classifier` finds nothing missing)."""
-    path = Path(path).expanduser()
-    folder = path / CROSS_ENCODER_DIR if (path / CROSS_ENCODER_DIR).is_dir() else path
+    """The cross-encoder folder of ``path`` (a run's folder, its ``best/`` or the folder itself), or
+    ``None`` when it holds no trained cross-encoder (:func:`_missing_classifier` finds something missing)."""
+    folder = _candidate(Path(path).expanduser())
     return folder if folder.is_dir() and _missing_classifier(folder) is None else None
 
 
 def cross_encoder_dir(path: str | os.PathLike[str]) -> Path:
-    """The CrossEncoder folder of ``path``: ``path/cross_encoder`` when ``path`` is a saved run's model
-    (``best/``), else ``path`` itself.
+    """The CrossEncoder folder of ``path``: ``path/best/cross_encoder`` for a ``cross_encoder`` run's
+    folder, ``path/cross_encoder`` for a saved run's model (``best/``), else ``path`` itself.
 
     Raises:
         ProtoembedError: ``path`` is not a folder, or not a trained cross-encoder (what it lacks named).
     """
-    path = Path(path)
-    if (path / CROSS_ENCODER_DIR).is_dir():
-        path = path / CROSS_ENCODER_DIR
-    elif not path.is_dir():
+    path = _candidate(Path(path).expanduser())
+    if not path.is_dir():
         raise ProtoembedError(f"cross-encoder {path}: no such folder")
     missing = _missing_classifier(path)
     if missing is not None:

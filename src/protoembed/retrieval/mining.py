@@ -41,7 +41,6 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
@@ -401,41 +400,14 @@ def _rows(
     return columns
 
 
-def is_cross_encoder(folder: Path) -> bool:
-    """True if ``folder`` holds a cross-encoder: sentence-transformers' ``CrossEncoder`` layout, or a
-    Hugging Face ``*ForSequenceClassification`` model."""
-    from protoembed.model.model_card import read_json
-
-    st_config = read_json(folder / "config_sentence_transformers.json") or {}
-    hf_config = read_json(folder / "config.json") or {}
-    architectures = hf_config.get("architectures") or [] if isinstance(hf_config, dict) else []
-    return (isinstance(st_config, dict) and st_config.get("model_type") == "CrossEncoder") or any(
-        str(name).endswith("ForSequenceClassification") for name in architectures
-    )
-
-
 def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) -> Any:
-    """A sentence-transformers ``CrossEncoder`` from ``path``: a cross-encoder folder
-    (:func:`is_cross_encoder`), a saved ``cross_encoder`` run model (``best/``, which holds it in
-    ``cross_encoder/``) or that run's folder.
+    """The sentence-transformers ``CrossEncoder`` that ``--cross-encoder`` names: a cross-encoder folder, a
+    saved ``cross_encoder`` run model (``best/``) or that run's folder
+    (:func:`protoembed.model.cross_encoder.load_cross_encoder`, the one folder rule of eval, serve and mine).
 
     Raises:
-        ProtoembedError: ``path`` holds none of these (the message names it).
+        ProtoembedError: ``path`` holds no trained cross-encoder (the message names what it lacks).
     """
-    from protoembed.outputs.run_layout import BEST_DIR, CROSS_ENCODER_DIR
+    from protoembed.model.cross_encoder import load_cross_encoder as load
 
-    root = Path(path).expanduser()
-    for folder in (root, root / CROSS_ENCODER_DIR, root / BEST_DIR / CROSS_ENCODER_DIR):
-        if is_cross_encoder(folder):
-            break
-    else:
-        raise ProtoembedError(
-            f"{root}: no cross-encoder there (expected a CrossEncoder or sequence-classification model "
-            f"folder, or a cross_encoder run's folder holding {BEST_DIR}/{CROSS_ENCODER_DIR}/)"
-        )
-    from sentence_transformers import CrossEncoder
-
-    from protoembed.model.backbones import quiet_transformers
-
-    with quiet_transformers():
-        return CrossEncoder(str(folder), device=device)
+    return load(path, device)
