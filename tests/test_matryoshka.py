@@ -18,7 +18,15 @@ import pytest
 import torch
 
 import protoembed
-from grad_cache_cases import CASES, MINI_BATCH, ONE_PAIR, batch_for, gradients, max_relative_difference, twin
+from grad_cache_cases import (
+    CASES,
+    MINI_BATCH,
+    batch_for,
+    gradients,
+    max_relative_difference,
+    twin,
+    write_one_pair,
+)
 from protoembed.core.errors import ProtoembedError
 from protoembed.objectives import build_objective, plan_objective
 from protoembed.objectives.cache import grad_cache_step
@@ -191,9 +199,7 @@ def _batch(case: str) -> dict:
 
 @pytest.fixture()
 def one_pair(tmp_path: Path) -> Path:
-    path = tmp_path / "one-pair.txt"
-    path.write_text(ONE_PAIR, encoding="utf-8")
-    return path
+    return write_one_pair(tmp_path)
 
 
 @pytest.mark.parametrize("case", list(ALL_CASES))
