@@ -45,6 +45,15 @@ CASES = {
     "promptbert": ("promptbert", "mask", {"denoise": True}),
     "simcse_sup": ("simcse_sup", "cls", {}),
 }
+
+
+def write_one_pair(folder: Path) -> Path:
+    """The one-pair template file (:data:`ONE_PAIR`) in ``folder``."""
+    path = folder / "one-pair.txt"
+    path.write_text(ONE_PAIR, encoding="utf-8")
+    return path
+
+
 #: rows per chunk: does not divide the rows of every case (PromptBERT's denoising rows), on purpose.
 MINI_BATCH = 4
 

@@ -17,13 +17,13 @@ import torch
 from grad_cache_cases import (
     CASES,
     MINI_BATCH,
-    ONE_PAIR,
     batch_for,
     build,
     chunked_uncached_loss,
     gradients,
     max_relative_difference,
     twin,
+    write_one_pair,
 )
 from protoembed.core.errors import ProtoembedError
 from protoembed.objectives.cache import chunks, grad_cache_step
@@ -35,9 +35,7 @@ RTOL = 1e-5
 
 @pytest.fixture()
 def one_pair(tmp_path: Path) -> Path:
-    path = tmp_path / "one-pair.txt"
-    path.write_text(ONE_PAIR, encoding="utf-8")
-    return path
+    return write_one_pair(tmp_path)
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -202,7 +202,7 @@ def test_an_objective_takes_parsed_options(tiny_model_dirs):
 
 def test_planning_errors_are_the_one_line_option_errors():
     with pytest.raises(
-        OptionError, match=r"objective 'simcse': unknown option 'tau' \(known: mlp, temperature\)"
+        OptionError, match=r"objective 'simcse': unknown option 'tau' \(known: matryoshka, mlp, temperature\)"
     ):
         plan_objective("simcse", {"tau": 0.1})
     with pytest.raises(ProtoembedError, match="unknown objective 'nope': expected one of simcse, "):

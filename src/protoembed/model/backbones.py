@@ -87,18 +87,29 @@ def resolve_model_dir(spec: str) -> Path:
     return path
 
 
-def position_limit(folder: Path) -> int | None:
-    """The most positions the backbone in ``folder`` embeds (``max_position_embeddings`` of its
-    ``config.json``, read without torch), or ``None`` where the folder does not say."""
+def _config_size(folder: Path, key: str) -> int | None:
+    """The positive integer ``key`` of ``folder``'s ``config.json`` (read without torch), or ``None``
+    where the folder does not say."""
     import json
 
     try:
-        value = json.loads((folder / "config.json").read_text(encoding="utf-8")).get(
-            "max_position_embeddings"
-        )
+        value = json.loads((folder / "config.json").read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    return value if isinstance(value, int) and value > 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def position_limit(folder: Path) -> int | None:
+    """The most positions the backbone in ``folder`` embeds (``max_position_embeddings`` of its
+    ``config.json``, read without torch), or ``None`` where the folder does not say."""
+    return _config_size(folder, "max_position_embeddings")
+
+
+def hidden_size(folder: Path) -> int | None:
+    """The width of the backbone's states in ``folder`` (``hidden_size`` of its ``config.json``, read
+    without torch): the embedding size of every head here (each keeps the backbone's width); ``None``
+    where the folder does not say."""
+    return _config_size(folder, "hidden_size")
 
 
 @contextlib.contextmanager

@@ -33,6 +33,8 @@ from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION
 from protoembed.model.runtimes import TORCH
 from protoembed.outputs.io import replace_dir
 from protoembed.outputs.st_layout import (
+    MATRYOSHKA_DIMS,
+    PROTOEMBED_CONFIG,
     TRANSFORMER,
     LayoutModule,
     library_versions,
@@ -41,8 +43,6 @@ from protoembed.outputs.st_layout import (
     write_modules,
     write_st_config,
 )
-
-PROTOEMBED_CONFIG = "protoembed.json"
 
 
 class Embedder(torch.nn.Module, Encodes):
@@ -82,6 +82,9 @@ class Embedder(torch.nn.Module, Encodes):
         self.precision = check_precision(precision)
         self.prompts: dict[str, str] = dict(prompts or {})
         self.similarity_fn_name = similarity_fn_name
+        #: the sizes this model was trained to be cut to (Matryoshka, largest first; set by the objective
+        #: that trains it); ``None``: none. Saved in ``protoembed.json``.
+        self.matryoshka_dims: list[int] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -181,7 +184,7 @@ class Embedder(torch.nn.Module, Encodes):
         Layout: root = backbone + tokenizer + ``protoembed_encoder.json`` (+ ``soft_prompt.safetensors``),
         ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
         ``config_sentence_transformers.json`` (with :attr:`prompts` and :attr:`similarity_fn_name`),
-        ``protoembed.json`` (the head's name); the
+        ``protoembed.json`` (the head's name, the Matryoshka sizes if trained with them); the
         sentence-transformers files are those of :mod:`protoembed.outputs.st_layout`. Returns the final path.
         """
 
@@ -192,7 +195,10 @@ class Embedder(torch.nn.Module, Encodes):
             write_modules(tmp, modules)
             versions = library_versions("sentence_transformers", "transformers", "pytorch")
             write_st_config(tmp, versions, self.prompts, self.similarity_fn_name, self.default_prompt_name)
-            write_json(tmp / PROTOEMBED_CONFIG, {"head": self.head, "protoembed_version": __version__})
+            saved = {"head": self.head, "protoembed_version": __version__}
+            if self.matryoshka_dims:
+                saved[MATRYOSHKA_DIMS] = list(self.matryoshka_dims)
+            write_json(tmp / PROTOEMBED_CONFIG, saved)
             write_model_card(tmp, name=Path(path).name)
 
         with quiet_transformers():

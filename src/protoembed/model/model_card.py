@@ -5,7 +5,8 @@ Written at every save: :meth:`protoembed.Embedder.save` (the model alone), a tra
 run's own records) and an export (ONNX, OpenVINO, ...). Every fact here comes from the files of the
 folder, never from memory of the process:
 
-- the folder: ``config.json`` (backbone architecture, layers, width), ``protoembed.json`` (head),
+- the folder: ``config.json`` (backbone architecture, layers, width), ``protoembed.json`` (head, Matryoshka
+  dimensions),
   ``protoembed_encoder.json`` (template, soft prompt), ``modules.json`` (which modules need
   ``trust_remote_code``), ``protoembed_export.json`` (an export's format and precision);
 - the runtime registry (:mod:`protoembed.model.runtimes`): the ``library_name`` and the format's name of the
@@ -24,7 +25,7 @@ from typing import Any
 
 from protoembed.model.runtimes import RUNTIMES, TORCH, RuntimeSpec, folder_format, format_writer, runs_on
 from protoembed.outputs.io import write_atomic
-from protoembed.outputs.st_layout import MODULES_FILE
+from protoembed.outputs.st_layout import MATRYOSHKA_DIMS, MODULES_FILE, PROTOEMBED_CONFIG
 
 CARD_FILE = "README.md"
 
@@ -60,7 +61,7 @@ def _writer(export: dict[str, Any] | None) -> RuntimeSpec:
 def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
     config = read_json(folder / "config.json") or {}
     export = _export_config(folder)
-    saved = read_json(folder / "protoembed.json") or export or {}
+    saved = read_json(folder / PROTOEMBED_CONFIG) or export or {}
     encoder = read_json(folder / "protoembed_encoder.json") or {}
     architecture = ", ".join(config.get("architectures") or [config.get("model_type", "?")])
     backbone = backbone or config.get("_name_or_path") or config.get("model_type", "?")
@@ -78,6 +79,12 @@ def _model_rows(folder: Path, backbone: str | None) -> list[tuple[str, str]]:
         )
         rows.append(("runs on", runs_on(export, where="where it was written")))
     rows.append(("max sequence length", str(encoder.get("max_seq_length") or "the backbone's limit")))
+    dims = saved.get(MATRYOSHKA_DIMS)
+    if dims:
+        shown = ", ".join(map(str, dims))
+        rows.append(
+            ("Matryoshka dimensions", f"{shown} (trained so that the first d dimensions are an embedding)")
+        )
     rows.append(("protoembed version", str(saved.get("protoembed_version", "?"))))
     return rows
 

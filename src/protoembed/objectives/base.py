@@ -32,7 +32,15 @@ from protoembed.model.embedder import Embedder
 from protoembed.model.heads.mlp import MLP, MLPPooling
 from protoembed.objectives.distributed import gather_with_grad, scale_for_ddp_average
 from protoembed.objectives.fp32_losses import fp32_loss
-from protoembed.objectives.registry import REGISTRY, ContrastiveOptions, ObjectiveOptions, options_doc
+from protoembed.objectives.matryoshka import cut, cut_padded, matryoshka_loss
+from protoembed.objectives.registry import (
+    MATRYOSHKA,
+    REGISTRY,
+    ContrastiveOptions,
+    MatryoshkaOptions,
+    ObjectiveOptions,
+    options_doc,
+)
 from protoembed.objectives.views import Rows, ViewBatch, ViewBuilder
 
 
@@ -134,10 +142,23 @@ class Objective(torch.nn.Module):
         if max_seq_length is None:
             max_seq_length = embedder.encoder.max_seq_length
         self.views = ViewBuilder(embedder.encoder, max_seq_length)
+        if self.matryoshka is not None:
+            size = embedder.dimension
+            self.matryoshka.check_dims(size, f"the embedder (head {embedder.head!r}, dimension {size})")
+            embedder.matryoshka_dims = list(self.matryoshka.dims)  # saved with the model
+
+    @property
+    def matryoshka(self) -> MatryoshkaOptions | None:
+        """The ``matryoshka`` option (``None``: off, or an objective that compares no embeddings)."""
+        return getattr(self.options, MATRYOSHKA, None)
 
     def config(self) -> dict[str, Any]:
-        """``{"objective": name, **options}`` (JSON-serialisable; what a run log records)."""
-        return {"objective": self.name, **self.options.model_dump()}
+        """``{"objective": name, **options}`` (JSON-serialisable; what a run log records); ``matryoshka``
+        only where it is set."""
+        options = self.options.model_dump()
+        if options.get(MATRYOSHKA, False) is None:
+            del options[MATRYOSHKA]
+        return {"objective": self.name, **options}
 
     # ------------------------------------------------------------- forward
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:  # pragma: no cover - abstract
@@ -253,9 +274,28 @@ class ContrastiveObjective(Objective):
         backbone = embedder.encoder.auto_model  # the MLP starts as the backbone's own layers do
         self.mlp = MLP(hidden, backbone).to(embedder.device) if self.options.mlp != "none" else None
 
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the training MLP if there is one."""
-        return self.mlp(x) if self.mlp is not None else x
+    def project(self, x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        """The vectors the loss compares: ``x`` (the pooled vectors, denoised) through the training MLP
+        if there is one; with ``dim``, the evaluated embedding cut to ``dim`` (Matryoshka,
+        :mod:`protoembed.objectives.matryoshka`): cut after the MLP with ``mlp: keep`` (evaluation
+        reads its output), before it with ``mlp: train`` (the MLP reads the cut padded with zeros)."""
+        if self.mlp is None:
+            return cut(x, dim)
+        if self.options.mlp == "keep":
+            return cut(self.mlp(x), dim)
+        return self.mlp(cut_padded(x, dim))
+
+    def infonce(self, views: torch.Tensor, n: int) -> torch.Tensor:
+        """InfoNCE (:func:`contrastive_loss`) of the ``n`` anchors (rows ``:n`` of ``views``) against
+        their positives (rows ``n:2n``) and, with ``3n`` rows, the negatives, on :meth:`project` of the
+        (denoised) view vectors; the weighted sum over the Matryoshka sizes when the option is set."""
+
+        def at(dim: int | None) -> torch.Tensor:
+            z = self.project(views, dim)
+            negatives = z[2 * n :] if z.size(0) == 3 * n else None
+            return contrastive_loss(z[:n], z[n : 2 * n], negatives, temperature=self.options.temperature)
+
+        return matryoshka_loss(self.matryoshka, at)
 
     # ----------------------------------------------------------- one step
     def build_rows(
@@ -290,6 +330,8 @@ class ContrastiveObjective(Objective):
             return self.embedder
         e = self.embedder
         pooler = MLPPooling(e.pooler, self.mlp)
-        return Embedder(
+        kept = Embedder(
             e.encoder, pooler, e.head, e.normalize, prompts=e.prompts, similarity_fn_name=e.similarity_fn_name
         )
+        kept.matryoshka_dims = e.matryoshka_dims
+        return kept

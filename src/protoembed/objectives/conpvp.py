@@ -11,7 +11,7 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.template_sets import template_set
 from protoembed.inputs.templates import TemplateIds
 from protoembed.model.embedder import Embedder
-from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences
 from protoembed.objectives.distributed import world
 from protoembed.objectives.registry import ConPVPOptions
 from protoembed.objectives.views import Rows, ViewBatch
@@ -175,15 +175,10 @@ class ConPVP(ContrastiveObjective):
         """
         if batch.draw_state is not None:
             self._step_draw_state = batch.draw_state
-        n = batch.n
         if self.options.denoise == "attention_mask":
             half = states.size(0) // 2
             states = states[:half] - states[half:]
-        z = self.project(states)
-        views = z.size(0) // n
-        return contrastive_loss(
-            z[:n], z[n : 2 * n], z[2 * n :] if views == 3 else None, temperature=self.options.temperature
-        )
+        return self.infonce(states, batch.n)
 
     def config(self) -> dict[str, Any]:
         """Options plus the embedder's soft-prompt settings."""

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from protoembed.objectives.fp32_losses import fp32_loss
+from protoembed.objectives.matryoshka import cut, matryoshka_loss
 from protoembed.objectives.registry import CosineRegressionOptions
 from protoembed.objectives.siamese import SiameseObjective
 
@@ -50,11 +51,12 @@ class CosineRegression(SiameseObjective):
     options: CosineRegressionOptions
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
-        """Mean squared error between ``cos(u, v)`` and ``score / score_scale`` over the batch."""
+        """Mean squared error between ``cos(u, v)`` and ``score / score_scale`` over the batch (with
+        ``matryoshka``: the weighted sum of it on ``u`` and ``v`` cut to each size)."""
         u, v = self.pair(batch)
         dtype = torch.promote_types(u.dtype, torch.float32)  # not below fp32 (float64 in tests)
-        gold = torch.as_tensor(batch["score"], dtype=dtype, device=u.device)
-        return cosine_mse(u, v, gold / self.options.score_scale)
+        gold = torch.as_tensor(batch["score"], dtype=dtype, device=u.device) / self.options.score_scale
+        return matryoshka_loss(self.matryoshka, lambda dim: cosine_mse(cut(u, dim), cut(v, dim), gold))
 
 
 @fp32_loss

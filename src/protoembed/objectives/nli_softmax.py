@@ -13,6 +13,7 @@ from protoembed.data.training.examples import NLI_LABELS
 from protoembed.model.embedder import Embedder
 from protoembed.objectives.base import check_batch
 from protoembed.objectives.fp32_losses import autocast_off, fp32
+from protoembed.objectives.matryoshka import cut, matryoshka_loss
 from protoembed.objectives.registry import NLISoftmaxOptions
 from protoembed.objectives.siamese import SiameseObjective
 
@@ -79,13 +80,25 @@ class NLISoftmax(SiameseObjective):
     def logits(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
         """(N, 3) classifier logits of the pairs of ``batch``, in :data:`NLI_LABELS` order; the
         classifier (and the loss on its logits) in fp32 whatever the training precision."""
-        u, v = self.pair(batch)
+        return self.classify(*self.pair(batch))
+
+    def classify(self, u: torch.Tensor, v: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+        """(N, 3) logits of the pairs ``(u, v)``; with ``dim`` (Matryoshka) of ``u`` and ``v`` cut to
+        ``dim`` (normalised after the cut when the embedder normalises), read by the classifier's first
+        ``dim`` columns of each block of its input, so that one classifier serves every size."""
         with autocast_off(u.device):
-            x = self.features(fp32(u), fp32(v))
-            return self.classifier(x.to(self.classifier.weight.dtype))
+            x = self.features(cut(fp32(u), dim), cut(fp32(v), dim))
+            x = x.to(self.classifier.weight.dtype)
+            hidden = u.size(-1)
+            if dim is None or dim == hidden:
+                return self.classifier(x)
+            weight = self.classifier.weight
+            blocks = weight.view(weight.size(0), -1, hidden)[..., :dim].reshape(weight.size(0), -1)
+            return F.linear(x, blocks, self.classifier.bias)
 
     def forward(self, batch: Mapping[str, Sequence[Any]]) -> torch.Tensor:
-        """Mean cross-entropy of the classifier over the batch."""
+        """Mean cross-entropy of the classifier over the batch (with ``matryoshka``: the weighted sum
+        of it at each size, :meth:`classify`)."""
         check_batch(self.name, batch, self.columns)
         n = len(NLI_LABELS)
         try:
@@ -109,6 +122,12 @@ class NLISoftmax(SiameseObjective):
                 f"objective {self.name!r}: label {bad!r} is not an index into {', '.join(NLI_LABELS)} "
                 f"(expected an integer from 0 to {n - 1})"
             )
-        logits = self.logits(batch)
-        with autocast_off(logits.device):
-            return F.cross_entropy(fp32(logits), labels.to(device=logits.device, dtype=torch.long))
+        u, v = self.pair(batch)
+        labels = labels.to(device=u.device, dtype=torch.long)
+
+        def loss_at(dim: int | None) -> torch.Tensor:
+            logits = self.classify(u, v, dim)
+            with autocast_off(logits.device):
+                return F.cross_entropy(fp32(logits), labels)
+
+        return matryoshka_loss(self.matryoshka, loss_at)

@@ -9,7 +9,7 @@ import torch
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.templates import PROMPTBERT_SECOND_TEMPLATE, PROMPTBERT_TEMPLATE
 from protoembed.model.embedder import Embedder
-from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences
 from protoembed.objectives.registry import PromptBERTOptions
 from protoembed.objectives.views import Rows, ViewBatch
 
@@ -131,5 +131,4 @@ class PromptBERT(ContrastiveObjective):
         views = states[: 2 * n]
         if "denoise" in batch.index:
             views = views - states[batch.index["denoise"]]
-        z = self.project(views)
-        return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)
+        return self.infonce(views, n)

@@ -30,7 +30,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.core.pydantic_util import STRICT, PositiveNumber, first_error, problem
@@ -72,13 +72,25 @@ class ObjectiveOptions(BaseModel):
             OptionError: ``objective 'conpvp': unknown option 'temprature' (known: ...)`` or
                 ``objective 'conpvp': option 'denoise': expected none or attention_mask, got 'x'``.
         """
+        if MATRYOSHKA in options and MATRYOSHKA not in cls.model_fields:
+            raise OptionError(
+                f"objective {objective!r}: option {MATRYOSHKA!r}: {objective} compares no embeddings to cut "
+                f"(Matryoshka training wraps {', '.join(matryoshka_objectives())})",
+                MATRYOSHKA,
+            )
         try:
             return cls.model_validate(options)
         except ValidationError as err:
+            extra = [e for e in err.errors(include_url=False) if e["type"] == "extra_forbidden"]
             loc, error = first_error(err)
-            key = str(loc[0]) if loc else "?"
+            if extra:  # an unknown key first: the keys it lacks may be the ones misspelt
+                loc, error = tuple(p for p in extra[0]["loc"] if isinstance(p, (int, str))), extra[0]
+            key = ".".join(map(str, loc)) if loc else "?"
             if error["type"] == "extra_forbidden":
                 known = ", ".join(sorted(cls.model_fields)) or "none"
+                if len(loc) > 1:  # a key of a section (matryoshka.dimensions)
+                    section = cls.model_fields[str(loc[0])].annotation
+                    known = ", ".join(_section_model(section).model_fields) if section else known
                 raise OptionError(
                     f"objective {objective!r}: unknown option {key!r} (known: {known})", key
                 ) from None
@@ -93,7 +105,75 @@ class ObjectiveOptions(BaseModel):
         return self.columns
 
 
-class ContrastiveOptions(ObjectiveOptions):
+#: The option that wraps an objective in Matryoshka training (:class:`MatryoshkaOptions`).
+MATRYOSHKA = "matryoshka"
+
+
+class MatryoshkaOptions(BaseModel):
+    """``matryoshka:`` of an objective that compares embeddings: the loss is the weighted sum of the
+    objective's loss on the embeddings cut to each of ``dims`` (Kusupati et al., 2022; sentence-transformers'
+    ``MatryoshkaLoss``: :mod:`protoembed.objectives.matryoshka`).
+
+    ``dims`` are kept largest first, each with its weight (as ``MatryoshkaLoss`` sorts them); a dimension
+    twice is an error. Whether each fits the model is checked where its size is known
+    (:func:`check_dims`)."""
+
+    model_config = STRICT
+
+    dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = Field(
+        description="the sizes d whose first-d cut of the embedding is trained, each at most the model's "
+        "embedding size (kept largest first)",
+        examples=[[384, 256, 128, 64, 32]],
+    )
+    weights: Annotated[list[PositiveNumber], Field(min_length=1)] | None = Field(
+        None,
+        description="the weight of each dimension's loss, in the order of dims as written (default all 1)",
+    )
+    n_dims_per_step: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="a random sample of this many dims per step (sentence-transformers' n_dims_per_step); "
+        "null = every dim every step",
+    )
+
+    @model_validator(mode="after")
+    def _sorted(self) -> MatryoshkaOptions:
+        """Distinct dims, one weight each, sorted largest first with their weights."""
+        seen = [d for i, d in enumerate(self.dims) if d in self.dims[:i]]
+        if seen:
+            raise ValueError(f"dims must be distinct, got {seen[0]} twice in {self.dims}")
+        weights = self.weights if self.weights is not None else [1.0] * len(self.dims)
+        if len(weights) != len(self.dims):
+            raise ValueError(
+                f"weights must have one weight per dim: {len(self.dims)} dims {self.dims}, "
+                f"{len(weights)} weights"
+            )
+        pairs = sorted(zip(self.dims, weights), key=lambda pair: -pair[0])
+        object.__setattr__(self, "dims", [d for d, _ in pairs])
+        object.__setattr__(self, "weights", [w for _, w in pairs])
+        return self
+
+    def check_dims(self, size: int, where: str) -> None:
+        """One-line error unless every dim is at most ``size``, the embedding size of the model ``where``
+        names (e.g. ``base model default (hidden_size 384 in .../config.json)``)."""
+        above = [d for d in self.dims if d > size]
+        if above:
+            raise ProtoembedError(
+                f"objective option matryoshka.dims: {above[0]} is above the embedding size of {where}: "
+                f"expected dims of at most {size}, got {self.dims}"
+            )
+
+
+class EmbeddingOptions(ObjectiveOptions):
+    """Options of an objective that compares embeddings: it may be trained Matryoshka-style."""
+
+    matryoshka: MatryoshkaOptions | None = Field(
+        None,
+        description="Matryoshka training: the loss also on the embeddings cut to each of dims, weighted "
+        "(null = off)",
+    )
+
+
+class ContrastiveOptions(EmbeddingOptions):
     """Options every contrastive objective here has: the temperature and the training MLP (unsupervised
     SimCSE's own: head ``cls``, a ``text`` column). An objective with these options (or a subclass of
     them) is a :class:`~protoembed.objectives.base.ContrastiveObjective`, with a GradCache step."""
@@ -169,7 +249,7 @@ class SupervisedSimCSEOptions(ContrastiveOptions):
     )
 
 
-class CosineRegressionOptions(ObjectiveOptions):
+class CosineRegressionOptions(EmbeddingOptions):
     """Options of :class:`CosineRegression`."""
 
     default_head: ClassVar[str] = "mean"
@@ -180,7 +260,7 @@ class CosineRegressionOptions(ObjectiveOptions):
     )
 
 
-class NLISoftmaxOptions(ObjectiveOptions):
+class NLISoftmaxOptions(EmbeddingOptions):
     """Options of :class:`NLISoftmax`."""
 
     default_head: ClassVar[str] = "mean"
@@ -305,6 +385,20 @@ def objective_class(name: str) -> type:
 def grad_cache_objectives() -> tuple[str, ...]:
     """The registry names of the objectives with a GradCache step, in registry order."""
     return tuple(name for name, entry in REGISTRY.items() if entry.grad_cache)
+
+
+def matryoshka_objectives() -> tuple[str, ...]:
+    """The registry names of the objectives that take a ``matryoshka`` option (those comparing embeddings)."""
+    return tuple(name for name, entry in REGISTRY.items() if MATRYOSHKA in entry.options.model_fields)
+
+
+def _section_model(annotation: Any) -> type[BaseModel]:
+    """The model of a section option (``MatryoshkaOptions | None`` -> ``MatryoshkaOptions``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next(
+        a for a in getattr(annotation, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)
+    )
 
 
 def options_doc(model: type[ObjectiveOptions]) -> str:

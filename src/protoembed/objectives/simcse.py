@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from protoembed.objectives.base import ContrastiveObjective, batch_sentences, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, batch_sentences
 from protoembed.objectives.views import Rows, ViewBatch
 
 
@@ -54,5 +54,4 @@ class SimCSE(ContrastiveObjective):
 
     def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
         """Eq. 4 between the two views (rows ``:n`` and ``n:``)."""
-        z, n = self.project(states), batch.n
-        return contrastive_loss(z[:n], z[n:], temperature=self.options.temperature)
+        return self.infonce(states, batch.n)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from protoembed.objectives.base import ContrastiveObjective, check_batch, contrastive_loss
+from protoembed.objectives.base import ContrastiveObjective, check_batch
 from protoembed.objectives.registry import SupervisedSimCSEOptions
 from protoembed.objectives.views import Rows, ViewBatch
 
@@ -72,7 +72,4 @@ class SupervisedSimCSE(ContrastiveObjective):
 
     def loss(self, states: torch.Tensor, batch: ViewBatch) -> torch.Tensor:
         """Eq. 5 over the (N, 2N) logits, or (N, N) without negatives."""
-        n = batch.n
-        z = self.project(states)
-        negatives = z[2 * n :] if len(z) == 3 * n else None
-        return contrastive_loss(z[:n], z[n : 2 * n], negatives, temperature=self.options.temperature)
+        return self.infonce(states, batch.n)

@@ -12,6 +12,12 @@ and the ONNX export (:mod:`protoembed.model.export.graph`) write, and for what t
 - ``sentence_bert_config.json``: ``max_seq_length`` and ``do_lower_case`` of the input module, what
   sentence-transformers' own ``Transformer`` module reads (:func:`write_sentence_bert_config`).
 
+Beside them protoembed's own ``protoembed.json`` (:data:`PROTOEMBED_CONFIG`): the head's name, the
+protoembed version and, for a model trained Matryoshka-style, the sizes it was trained to be cut to
+(:data:`MATRYOSHKA_DIMS`, :func:`read_matryoshka_dims`; sentence-transformers' own files have no place for
+them: its ``truncate_dim`` is one size that ``encode`` cuts to, its model card lists a ``MatryoshkaLoss``'s
+dims).
+
 A module's own files (the pooling module's ``config.json``, ``2_Normalize/config.json``) are written by the
 module's ``save``; :func:`write_modules` calls it for each module it is given. This module imports neither
 torch nor sentence-transformers at import time.
@@ -29,6 +35,11 @@ from typing import Any
 MODULES_FILE = "modules.json"
 ST_CONFIG_FILE = "config_sentence_transformers.json"
 SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
+#: protoembed's own file in a saved model's root: ``{"head", "protoembed_version"}`` and
+#: :data:`MATRYOSHKA_DIMS` where set.
+PROTOEMBED_CONFIG = "protoembed.json"
+#: The key of :data:`PROTOEMBED_CONFIG` listing the sizes a model was trained to be cut to (largest first).
+MATRYOSHKA_DIMS = "matryoshka_dims"
 
 #: sentence-transformers' own modules, by the aliases every sentence-transformers version knows.
 TRANSFORMER = "sentence_transformers.models.Transformer"
@@ -151,6 +162,28 @@ def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
         "similarity_fn_name": config.get("similarity_fn_name"),
         "default_prompt_name": default,
     }
+
+
+def read_matryoshka_dims(folder: str | os.PathLike[str]) -> list[int] | None:
+    """The Matryoshka sizes of the model saved in ``folder`` (its :data:`PROTOEMBED_CONFIG`'s
+    :data:`MATRYOSHKA_DIMS`), largest first; ``None`` for a model trained without, or a folder without the
+    file.
+
+    Raises:
+        ValueError: a file that is not JSON, or dims that are not a list of positive integers (the file
+            named).
+    """
+    path = Path(folder) / PROTOEMBED_CONFIG
+    if not path.is_file():
+        return None
+    dims = json.loads(path.read_text(encoding="utf-8")).get(MATRYOSHKA_DIMS)
+    if dims is None:
+        return None
+    if not isinstance(dims, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims
+    ):
+        raise ValueError(f"{path}: {MATRYOSHKA_DIMS!r} must be a list of positive integers, got {dims!r}")
+    return dims
 
 
 def write_sentence_bert_config(

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from protoembed.core.errors import ProtoembedError
+from protoembed.objectives.registry import MATRYOSHKA
 from protoembed.training.config_models import TrainConfig
 
 #: Rows of each training file parsed before the run starts (``--check``: also every file that cannot
@@ -36,20 +37,28 @@ def output_folders(stages: Stages) -> list[Path]:
 
 def check_model(stages: Stages) -> str:
     """The first stage's base model resolved to a local folder (later stages start from the previous
-    stage's ``best/``), and each stage's ``max_seq_length`` within its position limit (its
+    stage's ``best/``), each stage's ``max_seq_length`` within its position limit and its Matryoshka
+    dims within the embedding size (``max_position_embeddings`` and ``hidden_size`` of its
     ``config.json``); returns what was found. Raises :class:`ProtoembedError` naming the model."""
-    from protoembed.model.backbones import position_limit, resolve_model_dir
+    from protoembed.model.backbones import hidden_size, position_limit, resolve_model_dir
 
     model = stages[0][1].model
     folder = resolve_model_dir(model)
-    limit = position_limit(folder)
+    limit, size = position_limit(folder), hidden_size(folder)
     for name, cfg in stages:
+        stage = f"stage {name!r}: " if name else ""
         if limit is not None and cfg.max_seq_length is not None and cfg.max_seq_length > limit:
             raise ProtoembedError(
-                f"{f'stage {name!r}: ' if name else ''}max_seq_length {cfg.max_seq_length} is above the "
+                f"{stage}max_seq_length {cfg.max_seq_length} is above the "
                 f"position limit of base model {model}: {limit} (max_position_embeddings in "
                 f"{folder / 'config.json'})"
             )
+        matryoshka = getattr(cfg.objective.plan.options, MATRYOSHKA, None)
+        if size is not None and matryoshka is not None:
+            try:
+                matryoshka.check_dims(size, f"base model {model} (hidden_size in {folder / 'config.json'})")
+            except ProtoembedError as err:
+                raise ProtoembedError(f"{stage}{err}") from None
     return f"base model {model}: found ({folder})"
 
 

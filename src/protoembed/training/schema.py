@@ -46,7 +46,14 @@ def _fields(model: type[BaseModel], indent: int, skip: tuple[str, ...] = ()) -> 
 
 def schema_yaml() -> str:
     """The config schema as commented YAML (every key, its default and meaning); configs/README.md shows it."""
-    from protoembed.objectives.registry import REGISTRY, ContrastiveOptions
+    from protoembed.objectives.registry import (
+        MATRYOSHKA,
+        REGISTRY,
+        ContrastiveOptions,
+        EmbeddingOptions,
+        MatryoshkaOptions,
+        matryoshka_objectives,
+    )
 
     lines = [_line(0, "base: other.yaml", "or a list; merged first, in order, paths relative to this file")]
     for line in _fields(TrainConfig, 0):
@@ -55,16 +62,21 @@ def schema_yaml() -> str:
             continue
         lines.append(_line(0, "objective:", "the objective; every other key is one of its options"))
         lines.append(_line(2, "name: conpvp", ObjectiveConfig.model_fields["name"].description or ""))
+        lines.append(f"  # {', '.join(matryoshka_objectives())}:")
+        lines.append(_line(2, f"{MATRYOSHKA}:", EmbeddingOptions.model_fields[MATRYOSHKA].description or ""))
+        lines += _fields(MatryoshkaOptions, 4)
         contrastive = [n for n, entry in REGISTRY.items() if entry.grad_cache]
         lines.append(f"  # {', '.join(contrastive)}:")
-        lines += _fields(ContrastiveOptions, 2)
+        lines += _fields(ContrastiveOptions, 2, skip=(MATRYOSHKA,))
         shared = tuple(ContrastiveOptions.model_fields)
         for name, entry in REGISTRY.items():
             model = entry.options
             base = ContrastiveOptions.model_fields
             own = model.model_fields  # a shared option with another default is listed as its own
             skip = (
-                tuple(f for f in shared if own[f].default == base[f].default) if name in contrastive else ()
+                tuple(f for f in shared if own[f].default == base[f].default)
+                if name in contrastive
+                else (MATRYOSHKA,)
             )
             if set(model.model_fields) - set(skip):
                 lines.append(f"  # {name} only:")
