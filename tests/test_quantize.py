@@ -1,0 +1,193 @@
+"""Quantised vectors: ``quantize`` and ``encode(vectors=...)`` byte for byte against sentence-transformers'
+``quantize_embeddings``; the search over them with rescoring against its ``semantic_search_faiss`` and
+against a brute-force numpy ranking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sentence_transformers.util.quantization import quantize_embeddings, semantic_search_faiss
+
+import protoembed
+from protoembed.core.errors import ProtoembedError
+from protoembed.model.quantize import (
+    VECTOR_TYPES,
+    bytes_per_vector,
+    calibration_ranges,
+    calibration_rows,
+    quantize,
+    rescoring_vectors,
+)
+from protoembed.retrieval.quantized_search import search_stored
+from protoembed.retrieval.semantic_search import rank
+
+DOCS = [
+    "a man is playing a guitar .",
+    "two dogs are running through a field of grass .",
+    "the cat sat on the mat and looked out of the window .",
+    "stocks fell sharply after the report on monday .",
+    "a woman is slicing an onion .",
+    "a child is riding a horse while people watch the game .",
+    "the orchestra played late into the night .",
+    "rain is expected across the north tomorrow .",
+]
+QUERIES = ["a dog runs on the grass", "the market fell", "someone plays music"]
+#: sentence-transformers' FAISS search reads the bit types as ubinary and the scalar types as uint8.
+ST_TYPE = {"binary": "ubinary", "ubinary": "ubinary", "uint8": "uint8"}
+
+
+@pytest.fixture(scope="module")
+def floats():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(12, 37)).astype(np.float32), rng.normal(size=(400, 37)).astype(np.float32)
+
+
+def as_pairs(st_hits):
+    return [[(h["corpus_id"], h["score"]) for h in hits] for hits in st_hits]
+
+
+@pytest.mark.parametrize("vectors", VECTOR_TYPES)
+def test_quantize_equals_sentence_transformers(floats, vectors):
+    queries, corpus = floats
+    ours = quantize(corpus, vectors)
+    theirs = quantize_embeddings(corpus, vectors)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    assert ours.nbytes == len(corpus) * bytes_per_vector(vectors, 37)
+    if vectors.endswith("int8"):  # ranges from calibration embeddings; the queries fall partly outside
+        ranges = calibration_ranges(corpus[:50])
+        expected = quantize_embeddings(queries, vectors, calibration_embeddings=corpus[:50])
+        assert quantize(queries, vectors, ranges).tobytes() == expected.tobytes()
+
+
+def test_calibration_rows_and_errors(floats):
+    assert calibration_rows(5, limit=10).tolist() == [0, 1, 2, 3, 4]
+    assert calibration_rows(10, limit=4).tolist() == [0, 2, 5, 7]
+    with pytest.raises(ProtoembedError, match=r"^unknown vector type 'int4'; expected one of float32, int8"):
+        quantize(floats[0], "int4")
+    with pytest.raises(ProtoembedError, match=r"^int8 ranges need at least 2 calibration embeddings, got 1$"):
+        quantize(floats[0][:1], "int8")
+    with pytest.raises(
+        ProtoembedError, match=r"^ranges must have shape \(2, 37\) \(minimums, maximums\), got \(2, 3\)$"
+    ):
+        quantize(floats[0], "int8", np.zeros((2, 3)))
+    with pytest.raises(ProtoembedError, match=r"^only float vectors can be quantised, got int8$"):
+        quantize(quantize(floats[0], "int8"), "binary")
+
+
+@pytest.mark.parametrize("vectors", ["ubinary", "binary", "uint8"])
+def test_faiss_search_equals_semantic_search_faiss(floats, vectors):
+    """Candidates by FAISS (Hamming or the levels' inner product), the top 40 rescored with the float
+    query: the same hits and scores as sentence-transformers'."""
+    queries, corpus = floats
+    ranges = calibration_ranges(corpus)
+    theirs, _ = semantic_search_faiss(
+        queries,
+        corpus_embeddings=quantize_embeddings(corpus, ST_TYPE[vectors], ranges=ranges),
+        corpus_precision=ST_TYPE[vectors],
+        top_k=10,
+        ranges=ranges,
+        rescore_multiplier=4,
+    )
+    ours = search_stored(queries, quantize(corpus, vectors, ranges), vectors, 10, 4, ranges, "faiss")
+    assert ours == as_pairs(theirs)
+
+
+def brute_force(queries, stored, vectors, k, multiplier, ranges, dimension):
+    """The reference: every candidate score in numpy (Hamming over unpacked bits, or the integer inner
+    product), the best k x multiplier by (score, index), rescored in float64, sorted."""
+    if vectors.endswith("binary"):
+        q = np.unpackbits(quantize(queries, "ubinary"), axis=1)[:, :dimension].astype(int)
+        c = rescoring_vectors(stored, vectors, dimension).astype(int)
+        candidate = -(q[:, None, :] != c[None, :, :]).sum(axis=2)
+    else:
+        candidate = quantize(queries, vectors, ranges).astype(np.int64) @ stored.astype(np.int64).T
+    rows = np.lexsort((np.arange(len(stored))[None, :].repeat(len(queries), 0), -candidate))[
+        :, : k * multiplier
+    ]
+    rescore = rescoring_vectors(stored, vectors, dimension, ranges)
+    out = []
+    for r, row in enumerate(rows):
+        scores = [(int(i), float(np.dot(queries[r].astype(np.float64), rescore[i]))) for i in row]
+        out.append(sorted(scores, key=lambda p: (-p[1], p[0]))[:k])
+    return out
+
+
+@pytest.mark.parametrize("vectors", ["int8", "uint8", "binary", "ubinary"])
+def test_exact_search_equals_brute_force(floats, vectors):
+    """Every row a candidate (no cut, so no tie at it): numpy and FAISS search give the brute force's
+    ranking; with a cut, numpy's candidates have the brute force's candidate scores."""
+    queries, corpus = floats
+    ranges = calibration_ranges(corpus)
+    stored = quantize(corpus, vectors, ranges)
+    expected = brute_force(queries, stored, vectors, 10, 40, ranges, 37)
+    for index in ("exact", "faiss"):
+        got = search_stored(queries, stored, vectors, 10, 40, ranges, index)
+        assert [[i for i, _ in r] for r in got] == [[i for i, _ in r] for r in expected]
+        np.testing.assert_allclose(
+            [[s for _, s in r] for r in got], [[s for _, s in r] for r in expected], rtol=1e-6
+        )
+    # no rescoring: the candidates' own scores (minus the Hamming distance, the integer inner product)
+    plain = search_stored(queries, stored, vectors, 30, 0, ranges, "exact")
+    faiss = search_stored(queries, stored, vectors, 30, 0, ranges, "faiss")
+    assert [[s for _, s in r] for r in plain] == [[s for _, s in r] for r in faiss]
+    assert all(float(s).is_integer() for r in plain for _, s in r)
+
+
+def test_exclude_and_errors(floats):
+    queries, corpus = floats
+    stored = quantize(corpus, "ubinary")
+    full = search_stored(queries, stored, "ubinary", 5, 2)
+    kept_out = [[r[0][0]] for r in full]
+    excluded = search_stored(queries, stored, "ubinary", 5, 2, exclude=kept_out)
+    assert all(r[0][0] not in [i for i, _ in e] for r, e in zip(full, excluded))
+    with pytest.raises(
+        ProtoembedError, match=r"^int8 vectors are searched with the ranges they were quantised with$"
+    ):
+        search_stored(queries, quantize(corpus, "int8"), "int8", 5)
+    with pytest.raises(
+        ProtoembedError,
+        match=r"^ubinary vectors of 37 dimensions are uint8 \(rows, 5\), got uint8 \(400, 37\)$",
+    ):
+        search_stored(queries, quantize(corpus, "uint8"), "ubinary", 5)
+    with pytest.raises(ProtoembedError, match=r"^rescore_multiplier must be an integer of at least 0"):
+        search_stored(queries, stored, "ubinary", 5, -1)
+
+
+@pytest.mark.parametrize("vectors", ["int8", "ubinary", "binary", "uint8"])
+def test_encode_vectors_equals_quantize_embeddings(tiny_model_dirs, vectors):
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    floats = model.encode(DOCS)
+    ours = model.encode(DOCS, vectors=vectors)
+    assert (
+        ours.tobytes() == quantize_embeddings(floats, vectors).tobytes()
+        and ours.dtype == quantize_embeddings(floats, vectors).dtype
+    )
+    ranges = calibration_ranges(floats[:4])
+    one = model.encode(DOCS[0], vectors=vectors, ranges=ranges)  # one sentence: ranges given
+    assert one.tobytes() == quantize_embeddings(floats[0], vectors, ranges=ranges).tobytes()
+
+
+@pytest.mark.parametrize("vectors", ["ubinary", "uint8"])
+def test_search_api_equals_semantic_search_faiss(tiny_model_dirs, vectors):
+    """protoembed.search over quantised vectors: the model's normalised vectors, the corpus quantised (uint8:
+    ranges calibrated on the corpus), FAISS candidates rescored x2: sentence-transformers' hits."""
+    model = protoembed.load(str(tiny_model_dirs["bert"]), head="mean")
+    q = model.encode(QUERIES, normalize=True)
+    c = model.encode(DOCS, normalize=True)
+    theirs, _ = semantic_search_faiss(
+        q,
+        corpus_embeddings=quantize_embeddings(c, vectors),
+        corpus_precision=vectors,
+        top_k=3,
+        ranges=calibration_ranges(c),
+    )
+    for index in ("exact", "faiss"):
+        ours = protoembed.search(
+            model, QUERIES, DOCS, top_k=3, vectors=vectors, rescore_multiplier=2, index=index
+        )
+        assert [[i for i, _ in r] for r in ours] == [[i for i, _ in r] for r in as_pairs(theirs)]
+        np.testing.assert_allclose(
+            [[s for _, s in r] for r in ours], [[s for _, s in r] for r in as_pairs(theirs)], rtol=1e-5
+        )
+    with pytest.raises(ProtoembedError, match=r"^nprobe is an option of the float32 faiss index"):
+        rank(q, c, 3, index="faiss", nprobe=2, vectors=vectors)
