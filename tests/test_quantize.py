@@ -4,6 +4,8 @@ against a brute-force numpy ranking."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from sentence_transformers.util.quantization import quantize_embeddings, semantic_search_faiss
@@ -191,3 +193,58 @@ def test_search_api_equals_semantic_search_faiss(tiny_model_dirs, vectors):
         )
     with pytest.raises(ProtoembedError, match=r"^nprobe is an option of the float32 faiss index"):
         rank(q, c, 3, index="faiss", nprobe=2, vectors=vectors)
+
+
+def test_eval_retrieval_binary_rescored_equals_semantic_search_faiss_and_pytrec_eval(
+    tmp_path, tiny_model_dirs, capsys
+):
+    """eval retrieval --vectors binary --rescore-multiplier 4: the metrics of sentence-transformers'
+    semantic_search_faiss run (ubinary, rescored x4) on the model's normalised vectors, by pytrec_eval; a
+    query's own id left out of its run as the suite does."""
+    from beir_toy import write_beir
+    from protoembed.cli import main
+    from protoembed.data.benchmarks.beir import read_beir
+    from protoembed.evaluation.retrieval_metrics import metric_keys
+    from test_retrieval_metrics import reference
+
+    folder = write_beir(tmp_path / "toyset")
+    model = protoembed.load(str(tiny_model_dirs["bert"]))
+    data = read_beir(folder, "test", "toyset")
+    q = model.encode(data.query_texts, normalize=True, prompt_name="query")
+    c = model.encode(data.corpus_texts, normalize=True, prompt_name="document")
+    hits, _ = semantic_search_faiss(
+        q,
+        corpus_embeddings=quantize_embeddings(c, "ubinary"),
+        corpus_precision="ubinary",
+        top_k=101,
+        rescore_multiplier=4,
+    )
+    run = {
+        qid: {
+            data.corpus_ids[h["corpus_id"]]: h["score"] for h in hs if data.corpus_ids[h["corpus_id"]] != qid
+        }
+        for qid, hs in zip(data.query_ids, hits)
+    }
+    want = reference(data.qrels, run)
+    out = tmp_path / "r.json"
+    argv = [
+        "eval",
+        "retrieval",
+        "--model",
+        str(tiny_model_dirs["bert"]),
+        "--task-dir",
+        str(folder),
+        "--output",
+        str(out),
+    ]
+    assert main([*argv, "--vectors", "binary", "--rescore-multiplier", "4"]) == 0
+    saved = json.loads(out.read_text(encoding="utf-8"))
+    got = saved["tasks"]["toyset"]
+    for key in metric_keys():
+        assert got[key] == pytest.approx(want[key] * 100, abs=1e-4), key
+    assert (saved["protocol"]["vectors"], saved["protocol"]["rescore_multiplier"]) == ("binary", 4)
+    capsys.readouterr()
+    assert main([*argv, "--rescore-multiplier", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "protoembed: error: retrieval: rescore_multiplier must be at least 0, got -1"
+    )

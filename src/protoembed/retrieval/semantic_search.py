@@ -251,16 +251,7 @@ def rank(
             raise ProtoembedError(
                 "nprobe is an option of the float32 faiss index; quantised vectors use a flat one"
             )
-        q, c = query_corpus_vectors(queries, corpus, score_function)
-        c = c.numpy()
-        if needs_ranges(vectors) and ranges is None and len(c):
-            ranges = calibration_ranges(c[calibration_rows(len(c))])
-        stored = (
-            quantize(c, vectors, ranges)
-            if len(c)
-            else np.zeros((0, stored_width(vectors, q.shape[1])), dtype_of(vectors))
-        )
-        return search_stored(q.numpy(), stored, vectors, k, rescore_multiplier, ranges, index)
+        return rank_quantized(queries, corpus, k, score_function, vectors, rescore_multiplier, ranges, index)
     if index == "exact":
         return top_k(queries, corpus, k, score_function)
     from protoembed.retrieval.faiss_index import FaissIndex
@@ -269,6 +260,38 @@ def rank(
     if not len(c):
         return [[] for _ in range(len(q))]
     return FaissIndex(c.numpy(), nprobe=nprobe).search(q.numpy(), k)
+
+
+def rank_quantized(
+    queries: np.ndarray | torch.Tensor,
+    corpus: np.ndarray | torch.Tensor,
+    k: int,
+    score_function: str,
+    vectors: str,
+    rescore_multiplier: int = RESCORE_MULTIPLIER,
+    ranges: np.ndarray | None = None,
+    index: str = "exact",
+    exclude: Sequence[Sequence[int]] | None = None,
+) -> list[Ranking]:
+    """The ``k`` best corpus rows of each float query with the corpus stored as ``vectors``: the corpus's
+    :func:`scoring_vectors` quantised (the scalar types with ``ranges``, default
+    :func:`~protoembed.model.quantize.calibration_ranges` of its
+    :func:`~protoembed.model.quantize.calibration_rows`), searched and the best ``k x rescore_multiplier``
+    rescored (:func:`~protoembed.retrieval.quantized_search.search_stored`; ``exclude`` as :func:`top_k`'s).
+
+    Raises:
+        ProtoembedError: as :func:`query_corpus_vectors` and :func:`~protoembed.retrieval.quantized_search.search_stored`.
+    """
+    q, c = query_corpus_vectors(queries, corpus, score_function)
+    floats = c.numpy()
+    if needs_ranges(vectors) and ranges is None and len(floats):
+        ranges = calibration_ranges(floats[calibration_rows(len(floats))])
+    stored = (
+        quantize(floats, vectors, ranges)
+        if len(floats)
+        else np.zeros((0, stored_width(vectors, q.shape[1])), dtype_of(vectors))
+    )
+    return search_stored(q.numpy(), stored, vectors, k, rescore_multiplier, ranges, index, exclude)
 
 
 def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int | None = BATCH_SIZE) -> np.ndarray:
