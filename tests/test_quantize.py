@@ -248,3 +248,121 @@ def test_eval_retrieval_binary_rescored_equals_semantic_search_faiss_and_pytrec_
     assert capsys.readouterr().err.strip() == (
         "protoembed: error: retrieval: rescore_multiplier must be at least 0, got -1"
     )
+
+
+CORPUS_LINES = [f"{DOCS[i % len(DOCS)]} number {i}" if i % 3 else f"short {i}" for i in range(23)]
+
+
+def test_corpus_shards_of_quantised_vectors_equal_quantize_embeddings(tmp_path, tiny_model_dirs, one_thread):
+    """encode_corpus --vectors: each type's shards (5 rows each) are quantize_embeddings of the float32
+    shards' vectors; int8 with one range for every shard: the calibration file's, recorded in the
+    manifest; without one, the corpus's own (23 rows: all of them), as calibrated by hand; a resume with
+    another calibration is refused; search over the int8 folder equals search over the floats quantised."""
+    from protoembed.cli import main
+    from protoembed.corpus import encode_corpus, open_corpus
+
+    model_dir = str(tiny_model_dirs["bert"])
+    model = protoembed.load(model_dir, device="cpu")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in CORPUS_LINES), encoding="utf-8")
+    floats = np.asarray(encode_corpus(model, corpus, tmp_path / "f32", shard_size=5, show_progress=False))
+    calibration = tmp_path / "calibration.npy"
+    np.save(calibration, floats[:9])
+    for vectors in ("ubinary", "binary", "uint8", "int8"):
+        out = tmp_path / vectors
+        argv = [
+            "encode",
+            str(corpus),
+            "-o",
+            str(out),
+            "--model",
+            model_dir,
+            "--shard-size",
+            "5",
+            "--no-progress",
+        ]
+        assert (
+            main(
+                [
+                    *argv,
+                    "--vectors",
+                    vectors,
+                    *(["--calibration", str(calibration)] if "int8" in vectors else []),
+                ]
+            )
+            == 0
+        )
+        stored = open_corpus(out, verify=True)
+        expected = quantize_embeddings(
+            floats, vectors, calibration_embeddings=floats[:9] if "int8" in vectors else None
+        )
+        assert stored.vectors == vectors and stored.shape == expected.shape and len(stored.shards) == 5
+        assert np.asarray(stored).tobytes() == expected.tobytes() and stored.dtype == expected.dtype
+        if "int8" in vectors:
+            np.testing.assert_array_equal(stored.ranges, calibration_ranges(floats[:9]))
+            other = tmp_path / "other.npy"
+            np.save(other, floats)
+            assert main([*argv, "--vectors", vectors, "--calibration", str(other), "--resume"]) == 2
+    own = encode_corpus(model, corpus, tmp_path / "own", shard_size=5, vectors="int8", show_progress=False)
+    np.testing.assert_allclose(own.ranges, calibration_ranges(floats), atol=1e-6)
+    assert np.abs(np.asarray(own).astype(int) - quantize(floats, "int8", own.ranges).astype(int)).max() == 0
+    q = model.encode(QUERIES)
+    assert search_stored(q, np.asarray(own), "int8", 4, 2, own.ranges) == search_stored(
+        q, quantize(floats, "int8", own.ranges), "int8", 4, 2, own.ranges
+    )
+
+
+def test_encode_to_one_array_with_ranges_beside_it(tmp_path, tiny_model_dirs, capsys):
+    from protoembed.cli import main
+
+    model_dir = str(tiny_model_dirs["bert"])
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in CORPUS_LINES), encoding="utf-8")
+    floats = protoembed.load(model_dir).encode(CORPUS_LINES)
+    argv = ["encode", str(corpus), "--model", model_dir, "--no-progress"]
+    assert main([*argv, "-o", str(tmp_path / "v.npy"), "--vectors", "int8"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"wrote {tmp_path / 'v.npy'}: 23 x 32 int8 and its ranges in {tmp_path / 'v.ranges.npy'}"
+    )
+    assert np.load(tmp_path / "v.npy").tobytes() == quantize_embeddings(floats, "int8").tobytes()
+    np.testing.assert_array_equal(np.load(tmp_path / "v.ranges.npy"), calibration_ranges(floats))
+    assert main([*argv, "-o", str(tmp_path / "b.npy"), "--vectors", "ubinary"]) == 0
+    assert np.load(tmp_path / "b.npy").tobytes() == quantize_embeddings(floats, "ubinary").tobytes()
+    capsys.readouterr()
+    assert main([*argv, "-o", str(tmp_path / "c.npy"), "--vectors", "binary", "--calibration", "x.npy"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "protoembed: error: --calibration is for --vectors int8 / uint8, not binary"
+    )
+
+
+def test_search_command_over_binary_vectors(tmp_path, tiny_model_dirs, capsys):
+    """protoembed search --vectors ubinary --rescore-multiplier 2 writes protoembed.search's rankings (the
+    API is checked against sentence-transformers above); a negative multiplier is one line."""
+    from protoembed.cli import main
+
+    model_dir = str(tiny_model_dirs["bert"])
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("".join(t + "\n" for t in DOCS), encoding="utf-8")
+    out = tmp_path / "hits.jsonl"
+    argv = ["search", "--model", model_dir, "--corpus", str(corpus), "--top-k", "3"]
+    assert (
+        main(
+            [*argv, *sum((["--query", q] for q in QUERIES), []), "--vectors", "ubinary", "--output", str(out)]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    expected = protoembed.search(
+        protoembed.load(model_dir),
+        QUERIES,
+        DOCS,
+        top_k=3,
+        vectors="ubinary",
+        corpus_ids=range(1, len(DOCS) + 1),
+    )
+    assert [[(h["id"], h["score"]) for h in row["hits"]] for row in rows] == [list(r) for r in expected]
+    capsys.readouterr()
+    assert main([*argv, "--query", "x", "--vectors", "int8", "--rescore-multiplier", "-2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "protoembed: error: --rescore-multiplier must be an integer of at least 0 (0: no rescoring), got -2"
+    )
