@@ -22,18 +22,8 @@ from protoembed.model.quantize import (
 )
 from protoembed.retrieval.quantized_search import search_stored
 from protoembed.retrieval.semantic_search import rank
+from test_search import DOCS, QUERIES
 
-DOCS = [
-    "a man is playing a guitar .",
-    "two dogs are running through a field of grass .",
-    "the cat sat on the mat and looked out of the window .",
-    "stocks fell sharply after the report on monday .",
-    "a woman is slicing an onion .",
-    "a child is riding a horse while people watch the game .",
-    "the orchestra played late into the night .",
-    "rain is expected across the north tomorrow .",
-]
-QUERIES = ["a dog runs on the grass", "the market fell", "someone plays music"]
 #: sentence-transformers' FAISS search reads the bit types as ubinary and the scalar types as uint8.
 ST_TYPE = {"binary": "ubinary", "ubinary": "ubinary", "uint8": "uint8"}
 
@@ -253,7 +243,9 @@ def test_eval_retrieval_binary_rescored_equals_semantic_search_faiss_and_pytrec_
 CORPUS_LINES = [f"{DOCS[i % len(DOCS)]} number {i}" if i % 3 else f"short {i}" for i in range(23)]
 
 
-def test_corpus_shards_of_quantised_vectors_equal_quantize_embeddings(tmp_path, tiny_model_dirs, one_thread):
+def test_corpus_shards_of_quantised_vectors_equal_quantize_embeddings(
+    tmp_path, tiny_model_dirs, one_thread, capsys
+):
     """encode_corpus --vectors: each type's shards (5 rows each) are quantize_embeddings of the float32
     shards' vectors; int8 with one range for every shard: the calibration file's, recorded in the
     manifest; without one, the corpus's own (23 rows: all of them), as calibrated by hand; a resume with
@@ -301,8 +293,13 @@ def test_corpus_shards_of_quantised_vectors_equal_quantize_embeddings(tmp_path, 
         if "int8" in vectors:
             np.testing.assert_array_equal(stored.ranges, calibration_ranges(floats[:9]))
             other = tmp_path / "other.npy"
-            np.save(other, floats)
+            np.save(other, floats * 2)  # other ranges
+            capsys.readouterr()
             assert main([*argv, "--vectors", vectors, "--calibration", str(other), "--resume"]) == 2
+            assert capsys.readouterr().err.strip() == (
+                f"protoembed: error: {out}: cannot resume: the int8 / uint8 ranges differ (another calibration); "
+                "resume with the same model, settings and input, or choose another output folder"
+            )
     own = encode_corpus(model, corpus, tmp_path / "own", shard_size=5, vectors="int8", show_progress=False)
     np.testing.assert_allclose(own.ranges, calibration_ranges(floats), atol=1e-6)
     assert np.abs(np.asarray(own).astype(int) - quantize(floats, "int8", own.ranges).astype(int)).max() == 0

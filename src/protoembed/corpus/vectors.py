@@ -20,7 +20,7 @@ class CorpusVectors:
     demand.
 
     Each shard is opened with ``np.load(mmap_mode="r")``, so nothing is read until indexed. Indexing
-    returns in-memory arrays: ``v[i]`` a row (dimension,), ``v[a:b]`` / ``v[a:b:s]`` and ``v[index array]``
+    returns in-memory arrays: ``v[i]`` a row (width,), ``v[a:b]`` / ``v[a:b:s]`` and ``v[index array]``
     (integers, negative ones counted from the end, or a boolean mask of ``len(v)``) the rows in that
     order, across shards; a further index applies to the columns (``v[:, :8]``). ``len(v)`` is the row
     count; iterating yields the shards in row order (memory maps, one at a time);
