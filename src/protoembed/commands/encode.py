@@ -4,6 +4,7 @@ resumable with ``--resume``, in parallel with ``--workers`` or under ``torchrun`
 
 ``-o OUT.npy`` writes one (N, D) array instead, the corpus held in memory (small inputs).
 ``--prompt NAME``: the model's prompt of that name (e.g. ``query``) put before each text.
+``--vectors int8|uint8|binary|ubinary``: the vectors stored quantised (:mod:`protoembed.model.quantize`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
 from protoembed.commands.common import (
     add_allow_empty_option,
@@ -35,6 +37,7 @@ from protoembed.corpus.sources import (
     corpus_source,
     no_rows_error,
 )
+from protoembed.model.quantize import CALIBRATION_ROWS, FLOAT32, VECTOR_TYPES
 
 #: The ending of an ``-o`` that names one array file rather than a folder of shards.
 ARRAY_SUFFIX = ".npy"
@@ -64,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "encode",
         help="encode a corpus (text lines, JSONL, CSV, Parquet) to .npy shards (or one .npy array)",
         description="Encode a corpus file of any size into OUT_DIR: shard-00000.npy, shard-00001.npy, ... "
-        "(float32, --shard-size rows each, in row order) and manifest.json (the model's digest and settings, "
+        "(float32 or --vectors, --shard-size rows each, in row order) and manifest.json (the model's digest and settings, "
         "the input, each shard's rows and sha256). Interrupted runs continue with --resume.",
     )
     parser.add_argument("input", help=f"the corpus file: {CORPUS_FILES}")
@@ -74,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         type=output_target,
         metavar="OUT_DIR|FILE.npy",
-        help="output folder of shards and manifest.json; a name ending in .npy: one float32 array (one row "
+        help="output folder of shards and manifest.json; a name ending in .npy: one float32 (or --vectors) array (one row "
         "per text) in an existing folder, the corpus held in memory",
     )
     parser.add_argument(
@@ -94,6 +97,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(parser)
     add_pipeline_options(parser)
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
+    parser.add_argument(
+        "--vectors",
+        choices=VECTOR_TYPES,
+        default=FLOAT32,
+        help="the stored type: float32, or quantised as sentence-transformers' quantize_embeddings: int8 / "
+        "uint8 (256 steps per dimension between calibrated ranges), binary / ubinary (1 bit per dimension) "
+        "(default: float32)",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE.npy",
+        help="int8 / uint8: float embeddings (N, D) whose per-dimension minimum and maximum are the ranges "
+        f"(default: the corpus itself: at most {CALIBRATION_ROWS} rows, evenly spaced); recorded in the "
+        "manifest (-o FILE.npy: written to FILE.ranges.npy)",
+    )
     parser.add_argument(
         "--prompt",
         metavar="NAME",
@@ -132,10 +150,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def ranges_path(output: str) -> str:
+    """Where ``-o FILE.npy`` puts the int8 / uint8 ranges: ``FILE.ranges.npy``."""
+    return output[: -len(ARRAY_SUFFIX)] + ".ranges" + ARRAY_SUFFIX
+
+
+def calibration(args: argparse.Namespace) -> Any:
+    """The ``(2, D)`` ranges of ``--calibration`` (``None`` without it).
+
+    Raises:
+        ProtoembedError: ``--calibration`` with a type other than int8 / uint8, or a file that is not
+            a 2-d float array of at least 2 rows."""
+    import numpy as np
+
+    from protoembed.model.quantize import calibration_ranges, needs_ranges
+
+    if args.calibration is None:
+        return None
+    if not needs_ranges(args.vectors):
+        raise ProtoembedError(f"--calibration is for --vectors int8 / uint8, not {args.vectors}")
+    try:
+        embeddings = np.load(args.calibration, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ProtoembedError(f"--calibration {args.calibration}: cannot read a .npy array ({err})") from None
+    try:
+        return calibration_ranges(embeddings)
+    except ProtoembedError as err:
+        raise ProtoembedError(f"--calibration {args.calibration}: {err}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Encode ``args.input`` into ``args.output`` (a folder of shards, or one ``.npy`` file)."""
+    ranges = calibration(args)
     if args.output.endswith(ARRAY_SUFFIX):
-        return _encode_to_array(args)
+        return _encode_to_array(args, ranges)
     from protoembed.corpus.encoding import encode_corpus, world
 
     options = pipeline_options(args)
@@ -156,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
             devices=args.devices,
             show_progress=False if args.no_progress else None,
             allow_empty=args.allow_empty,
+            vectors=args.vectors,
+            ranges=ranges,
             **options,
         )
     except KeyboardInterrupt:
@@ -170,8 +220,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if world()[1] == 0:  # under torchrun: rank 0 says it once
         print(
-            f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32 in {len(vectors.shards)} "
-            "shard(s) and manifest.json"
+            f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} {vectors.vectors} in "
+            f"{len(vectors.shards)} shard(s) and manifest.json"
         )
     return 0
 
@@ -182,10 +232,12 @@ def _resume_command(args: argparse.Namespace) -> str:
     return shlex.join(["protoembed", *words, *([] if "--resume" in words else ["--resume"])])
 
 
-def _encode_to_array(args: argparse.Namespace) -> int:
-    """``-o FILE.npy``: the whole input encoded in memory and written as one array."""
+def _encode_to_array(args: argparse.Namespace, ranges: Any) -> int:
+    """``-o FILE.npy``: the whole input encoded in memory and written as one array (``--vectors`` int8 /
+    uint8: its ranges, ``ranges`` or calibrated as a corpus folder's, in ``FILE.ranges.npy``)."""
     import numpy as np
 
+    from protoembed.model.quantize import calibration_ranges, calibration_rows, needs_ranges, quantize
     from protoembed.outputs.io import write_atomic
 
     for flag, given in (
@@ -220,6 +272,11 @@ def _encode_to_array(args: argparse.Namespace) -> int:
         )
     except EmptySentenceError as err:
         raise blank_error(source, [numbers[i] for i in err.indexes], len(err.indexes)) from None
+    if needs_ranges(args.vectors):
+        ranges = calibration_ranges(vectors[calibration_rows(len(vectors))]) if ranges is None else ranges
+        write_atomic(ranges_path(args.output), lambda tmp: np.save(tmp, ranges), suffix=ARRAY_SUFFIX)
+    vectors = quantize(vectors, args.vectors, ranges)
     write_atomic(args.output, lambda tmp: np.save(tmp, vectors), suffix=ARRAY_SUFFIX)
-    print(f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32")
+    also = f" and its ranges in {ranges_path(args.output)}" if needs_ranges(args.vectors) else ""
+    print(f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} {args.vectors}{also}")
     return 0

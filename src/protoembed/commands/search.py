@@ -14,7 +14,9 @@ from typing import Any
 
 from protoembed.commands.common import add_model_options, output_file, positive_int
 from protoembed.model.protocol import SCORE_FUNCTIONS
+from protoembed.model.quantize import FLOAT32, VECTOR_TYPES
 from protoembed.retrieval.faiss_index import EXACT_BELOW, NPROBE_FRACTION, PIP_FAISS
+from protoembed.retrieval.quantized_search import RESCORE_MULTIPLIER
 from protoembed.retrieval.semantic_search import INDEXES
 
 #: Characters of a document or query shown per printed line.
@@ -46,6 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         metavar="N",
         help=f"faiss: cells visited per query (default: {NPROBE_FRACTION:.4g} of them)",
+    )
+    parser.add_argument(
+        "--vectors",
+        choices=VECTOR_TYPES,
+        default=FLOAT32,
+        help="the documents' vectors as searched: float32, or quantised (int8 / uint8: ranges calibrated on "
+        "the corpus; binary / ubinary: Hamming distance) with the best rescored by the float query "
+        "(default: float32)",
+    )
+    parser.add_argument(
+        "--rescore-multiplier",
+        type=int,
+        default=RESCORE_MULTIPLIER,
+        metavar="K",
+        help=f"quantised vectors: K x --top-k candidates rescored with the float query; 0: none, the "
+        f"scores are then minus the Hamming distance or the integer inner product (default: {RESCORE_MULTIPLIER})",
     )
     parser.add_argument(
         "--score-function",
@@ -90,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
     from protoembed.commands.common import load_from_args
     from protoembed.data.documents import read_documents
     from protoembed.outputs.io import write_jsonl_atomic
+    from protoembed.retrieval.quantized_search import check_rescore_multiplier
     from protoembed.retrieval.semantic_search import check_index, check_top_k
 
     check_top_k(args.top_k, "--top-k")
     check_index(args.index, args.nprobe)
+    check_rescore_multiplier(args.rescore_multiplier, "--rescore-multiplier")
     if args.index == "faiss":
         from protoembed.retrieval.faiss_index import require_faiss
 
@@ -114,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         index=args.index,
         batch_size=args.batch_size,
         nprobe=args.nprobe,
+        vectors=args.vectors,
+        rescore_multiplier=args.rescore_multiplier,
     )
     rows = result_rows(query_ids, queries, rankings)
     if args.output:

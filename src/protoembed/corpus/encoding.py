@@ -44,7 +44,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,14 @@ from protoembed.corpus.sources import CorpusSource, Scan, blank_error, corpus_so
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
 from protoembed.model.model_spec import ModelSpec, model_spec
+from protoembed.model.quantize import (
+    FLOAT32,
+    calibration_ranges,
+    calibration_rows,
+    check_ranges,
+    check_vectors,
+    needs_ranges,
+)
 from protoembed.outputs.folder_lock import hold_output_dir
 from protoembed.outputs.io import check_writable_folder, write_atomic
 
@@ -89,7 +97,7 @@ class ShardJob:
     ``source``, the output ``folder``, ``shard_size``, the corpus's ``rows``, and ``encode``'s
     ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``, ``tokenizer_workers`` and
     ``max_tokens_per_batch`` (:class:`~protoembed.corpus.manifest.EncodeSettings` says which change the
-    vectors)."""
+    vectors), and the stored ``vectors`` type with its int8 / uint8 ``ranges``."""
 
     source: CorpusSource
     folder: Path
@@ -101,6 +109,8 @@ class ShardJob:
     allow_empty: bool
     tokenizer_workers: int | None = None
     max_tokens_per_batch: int | None = None
+    vectors: str = FLOAT32
+    ranges: np.ndarray | None = None
 
     def start(self, index: int) -> int:
         """The first row of shard ``index``."""
@@ -162,7 +172,7 @@ def encode_shard(
     progress: Callable[[int], Any] | None = None,
     index: int | None = None,
 ) -> np.ndarray:
-    """The vectors (len(texts), D) float32 of one shard's ``texts``: one ``model.encode`` (its pipeline
+    """The vectors (len(texts), D) float32 (or ``job.vectors``) of one shard's ``texts``: one ``model.encode`` (its pipeline
     tokenises the next batches while the forward runs), ``progress(rows)`` called after each batch.
 
     Raises:
@@ -179,6 +189,8 @@ def encode_shard(
             allow_empty=job.allow_empty,
             prompt_name=job.prompt_name,
             progress=progress,
+            vectors=job.vectors,
+            ranges=job.ranges,
             **job.pipeline,
         )
     except EmptySentenceError as err:
@@ -187,7 +199,7 @@ def encode_shard(
         if index is None:
             raise
         raise ProtoembedError(f"{job.shard_label(index)}: {err}") from None
-    return np.asarray(vectors, dtype=np.float32)
+    return np.asarray(vectors)
 
 
 def write_shard(job: ShardJob, index: int, vectors: np.ndarray) -> ShardRecord:
@@ -266,6 +278,8 @@ def resume_refusal(existing: CorpusManifest, fresh: CorpusManifest) -> str | Non
         )
     parts += settings
     parts += _changes([("shard_size", existing.shard_size, fresh.shard_size)])
+    if existing.ranges != fresh.ranges:
+        parts.append("the int8 / uint8 ranges differ (another calibration)")
     if existing.input.texts_sha256 != fresh.input.texts_sha256:
         old, new = existing.input, fresh.input
         names = ("texts_sha256", "rows", "format", "field")
@@ -351,7 +365,32 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
         prompt=resolved_prompt(model, job.prompt_name),
         batch_size=job.batch_size,
         max_tokens_per_batch=job.max_tokens_per_batch,
+        vectors=job.vectors,
     )
+
+
+def with_ranges(model: SentenceEmbedder, job: ShardJob, existing: CorpusManifest | None) -> ShardJob:
+    """``job`` with the int8 / uint8 ranges every shard is quantised with, one for the whole corpus: the
+    job's own (a calibration given), else those a resumed run recorded, else
+    :func:`~protoembed.model.quantize.calibration_ranges` of the float vectors of the corpus's
+    :func:`~protoembed.model.quantize.calibration_rows` (at most
+    :data:`~protoembed.model.quantize.CALIBRATION_ROWS`, evenly spaced), encoded first. Other types:
+    ``job`` as it is."""
+    if not needs_ranges(job.vectors):
+        return job
+    if job.ranges is not None:
+        return replace(job, ranges=check_ranges(job.ranges, model.dimension))
+    if existing is not None and existing.ranges is not None:
+        return replace(job, ranges=np.asarray(existing.ranges, dtype=np.float32))
+    wanted = set(calibration_rows(job.rows).tolist())
+    numbers, texts = [], []
+    for row, (number, text) in enumerate(job.source.rows()):
+        if row in wanted:
+            numbers.append(number)
+            texts.append(text)
+    floats = encode_shard(model, replace(job, vectors=FLOAT32), numbers, texts)
+    logger.info("%s ranges calibrated on %d rows of the corpus", job.vectors, len(texts))
+    return replace(job, ranges=calibration_ranges(floats))
 
 
 def corpus_digest(model: SentenceEmbedder, settings: EncodeSettings, spec: ModelSpec | None = None) -> str:
@@ -397,6 +436,7 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, scanned: Sc
         shard_size=job.shard_size,
         rows=job.rows,
         shards=[],
+        ranges=None if job.ranges is None else job.ranges.tolist(),
     )
 
 
@@ -440,6 +480,8 @@ def encode_corpus(
     allow_empty: bool = False,
     tokenizer_workers: int | None = None,
     max_tokens_per_batch: int | None = None,
+    vectors: str = FLOAT32,
+    ranges: np.ndarray | None = None,
 ) -> CorpusVectors:
     """Encode a corpus file of any size into a folder of ``.npy`` shards and ``manifest.json``.
 
@@ -459,6 +501,10 @@ def encode_corpus(
         allow_empty: as :meth:`protoembed.Embedder.encode`'s.
         tokenizer_workers: as :meth:`protoembed.Embedder.encode`'s (in each worker process).
         max_tokens_per_batch: as :meth:`protoembed.Embedder.encode`'s.
+        vectors: the shards' type: ``float32``, or ``int8``, ``uint8``, ``binary``, ``ubinary``
+            (:mod:`protoembed.model.quantize`: sentence-transformers' ``quantize_embeddings`` bytes).
+        ranges: ``int8`` / ``uint8``: the ``(2, D)`` ranges of every shard (default: calibrated on the
+            corpus itself, :func:`with_ranges`); recorded in the manifest.
         resume: continue the run in ``out_dir`` (see the module docstring).
         workers: processes on this machine (spawned; each loads the model).
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
@@ -482,6 +528,11 @@ def encode_corpus(
     from protoembed.model.batching import check_pipeline_options
 
     check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
+    check_vectors(vectors)
+    if ranges is not None:
+        if not needs_ranges(vectors):
+            raise ProtoembedError(f"ranges are for int8 / uint8 vectors, not {vectors}")
+        ranges = np.asarray(ranges, dtype=np.float32)
     devices = [str(device) for device in devices] if devices else None
     if devices and workers == 1:
         workers = len(devices)
@@ -507,6 +558,8 @@ def encode_corpus(
         allow_empty,
         tokenizer_workers,
         max_tokens_per_batch,
+        vectors,
+        ranges,
     )
     spec = _spec_of(model)
     world_size, rank, local_rank = world()
@@ -550,6 +603,7 @@ def _encode_here(
         from protoembed.model.loading import load_model
 
         loaded = load_model(spec.model_copy(update={"device": "cpu"}) if workers > 1 else spec)
+    job = with_ranges(loaded, job, existing)
     manifest, pending = prepare(folder, existing, new_manifest(loaded, spec or model, job, scanned))
     done_rows = sum(record.stop - record.start for record in manifest.shards)
     with _progress(job.rows, done_rows, show_progress) as bar:
@@ -738,6 +792,7 @@ def _encode_distributed(
                 check_folder(job.folder, resume)
                 lock.enter_context(_locked(job.folder))
                 existing = check_folder(job.folder, resume)
+                job = with_ranges(loaded, job, existing)
                 plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, scanned))
             except ProtoembedError as err:
                 plan[0] = str(err)
@@ -745,6 +800,8 @@ def _encode_distributed(
         if isinstance(plan[0], str):
             raise ProtoembedError(plan[0])
         manifest, pending = plan[0]
+        if manifest.ranges is not None:  # rank 0's calibration, for every rank
+            job = replace(job, ranges=np.asarray(manifest.ranges, dtype=np.float32))
         mine = pending[rank * len(pending) // world : (rank + 1) * len(pending) // world]
         rounds = -(-len(pending) // world)  # the most shards a rank has (ranges differ by one at most)
         my_rows = sum(min(job.rows, job.start(i) + job.shard_size) - job.start(i) for i in mine)

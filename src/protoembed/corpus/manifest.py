@@ -2,7 +2,9 @@
 
 Layout of an output folder::
 
-    shard-00000.npy   rows [0, shard_size) of the corpus, float32 (rows, dimension)
+    shard-00000.npy   rows [0, shard_size) of the corpus, (rows, dimension) float32, or the manifest's
+                      ``vectors`` type (:mod:`protoembed.model.quantize`: int8 / uint8, or binary /
+                      ubinary with ceil(dimension / 8) columns)
     shard-00001.npy   the next shard_size rows, ... (the names sort in row order)
     manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input (its texts'
                       digest), the shards done
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.download.fetch import sha256_file
+from protoembed.model.quantize import FLOAT32, dtype_of, stored_width
 from protoembed.outputs.io import write_json_atomic
 
 #: The manifest's file name in an output folder.
@@ -111,6 +114,7 @@ class EncodeSettings(BaseModel):
     prompt: str
     batch_size: int
     max_tokens_per_batch: int | None = None
+    vectors: str = FLOAT32
 
     @model_validator(mode="before")
     @classmethod
@@ -129,7 +133,9 @@ class CorpusManifest(BaseModel):
     weights when given loaded, and :attr:`settings`: :func:`protoembed.corpus.encoding.corpus_digest`; a
     resume with another model or setting is refused); ``runtime``, ``precision``, ``dimension``; ``settings``; ``input``
     (a resume with other texts is refused); ``shard_size`` (a resume with another is refused: the shards' rows);
-    ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``.
+    ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``; ``ranges``: the
+    ``(2, dimension)`` int8 / uint8 ranges every shard was quantised with (``settings.vectors`` names the
+    type; ``None`` for the other types).
     """
 
     model_config = _CONFIG
@@ -146,6 +152,17 @@ class CorpusManifest(BaseModel):
     rows: int
     shards: list[ShardRecord]
     complete: bool = False
+    ranges: list[list[float]] | None = None
+
+    @property
+    def vectors(self) -> str:
+        """The shards' vector type (``float32`` in a manifest written before quantised shards)."""
+        return self.settings.vectors
+
+    @property
+    def width(self) -> int:
+        """Columns of a shard (:func:`~protoembed.model.quantize.stored_width`)."""
+        return stored_width(self.vectors, self.dimension)
 
     @property
     def shard_count(self) -> int:
@@ -182,8 +199,9 @@ def write_manifest(folder: str | os.PathLike[str], manifest: CorpusManifest) -> 
     return write_json_atomic(Path(folder) / MANIFEST, manifest.model_dump(mode="json"))
 
 
-def open_shard(path: str | os.PathLike[str], rows: int, dimension: int) -> np.ndarray:
-    """The shard file ``path`` memory-mapped, checked to hold ``rows`` x ``dimension`` float32.
+def open_shard(path: str | os.PathLike[str], rows: int, dimension: int, vectors: str = FLOAT32) -> np.ndarray:
+    """The shard file ``path`` memory-mapped, checked to hold ``rows`` vectors of ``dimension`` dimensions
+    of type ``vectors`` (:func:`~protoembed.model.quantize.stored_width` columns).
 
     Raises:
         ProtoembedError: the file cannot be read as an array, or holds another shape or type.
@@ -192,9 +210,10 @@ def open_shard(path: str | os.PathLike[str], rows: int, dimension: int) -> np.nd
         array = np.load(path, mmap_mode="r")
     except (OSError, ValueError) as err:
         raise ProtoembedError(f"{path}: cannot read the shard ({err})") from None
-    if array.shape != (rows, dimension) or array.dtype != np.float32:
+    width, dtype = stored_width(vectors, dimension), dtype_of(vectors)
+    if array.shape != (rows, width) or array.dtype != dtype:
         raise ProtoembedError(
-            f"{path}: expected float32 ({rows}, {dimension}), found {array.dtype} {array.shape}"
+            f"{path}: expected {dtype} ({rows}, {width}), found {array.dtype} {array.shape}"
         )
     return array
 

@@ -11,13 +11,16 @@ import numpy as np
 
 from protoembed.corpus.manifest import CorpusManifest, finished_manifest, open_shard
 from protoembed.corpus.manifest import verify as verify_folder
+from protoembed.model.quantize import dtype_of
 
 
 class CorpusVectors:
-    """The vectors of an encoded corpus, (rows, dimension) float32, read from its shards on demand.
+    """The vectors of an encoded corpus, (rows, dimension) float32 (or the manifest's ``vectors`` type:
+    ``(rows, width)`` of int8 / uint8, the bit types ``ceil(dimension / 8)`` bytes), read from its shards on
+    demand.
 
     Each shard is opened with ``np.load(mmap_mode="r")``, so nothing is read until indexed. Indexing
-    returns in-memory arrays: ``v[i]`` a row (dimension,), ``v[a:b]`` / ``v[a:b:s]`` and ``v[index array]``
+    returns in-memory arrays: ``v[i]`` a row (width,), ``v[a:b]`` / ``v[a:b:s]`` and ``v[index array]``
     (integers, negative ones counted from the end, or a boolean mask of ``len(v)``) the rows in that
     order, across shards; a further index applies to the columns (``v[:, :8]``). ``len(v)`` is the row
     count; iterating yields the shards in row order (memory maps, one at a time);
@@ -35,7 +38,9 @@ class CorpusVectors:
         self.shards: list[np.ndarray] = []
         for record in manifest.shards:
             rows = record.stop - record.start
-            self.shards.append(open_shard(self.folder / record.name, rows, manifest.dimension))
+            self.shards.append(
+                open_shard(self.folder / record.name, rows, manifest.dimension, manifest.vectors)
+            )
         self._starts = np.array(
             [record.start for record in manifest.shards] + [manifest.rows], dtype=np.int64
         )
@@ -45,18 +50,33 @@ class CorpusVectors:
 
     @property
     def dimension(self) -> int:
-        """Width of the vectors."""
+        """Dimensions of the vectors (the model's)."""
         return self.manifest.dimension
 
     @property
+    def width(self) -> int:
+        """Columns of the stored vectors: :attr:`dimension`, or ``ceil(dimension / 8)`` for the bit types."""
+        return self.manifest.width
+
+    @property
     def shape(self) -> tuple[int, int]:
-        """``(rows, dimension)``."""
-        return (self.manifest.rows, self.manifest.dimension)
+        """``(rows, width)``."""
+        return (self.manifest.rows, self.width)
+
+    @property
+    def vectors(self) -> str:
+        """The stored type: ``float32``, ``int8``, ``uint8``, ``binary`` or ``ubinary``."""
+        return self.manifest.vectors
+
+    @property
+    def ranges(self) -> np.ndarray | None:
+        """The ``(2, dimension)`` float32 ranges of int8 / uint8 vectors (``None`` for the other types)."""
+        return None if self.manifest.ranges is None else np.asarray(self.manifest.ranges, dtype=np.float32)
 
     @property
     def dtype(self) -> np.dtype:
-        """Always float32."""
-        return np.dtype(np.float32)
+        """The numpy type of the stored vectors."""
+        return dtype_of(self.vectors)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         """The shards, in row order (memory maps)."""
@@ -71,7 +91,7 @@ class CorpusVectors:
 
     def _rows(self, index: np.ndarray) -> np.ndarray:
         """The rows at ``index`` (a 1-D array of in-range non-negative integers), in that order."""
-        out = np.empty((len(index), self.dimension), dtype=np.float32)
+        out = np.empty((len(index), self.width), dtype=self.dtype)
         which = np.searchsorted(self._starts, index, side="right") - 1
         for shard in np.unique(which):
             mask = which == shard
@@ -81,7 +101,7 @@ class CorpusVectors:
     def _span(self, start: int, stop: int) -> np.ndarray:
         """Rows ``[start, stop)`` (in range), copied from the shards that hold them."""
         if stop <= start:
-            return np.empty((0, self.dimension), dtype=np.float32)
+            return np.empty((0, self.width), dtype=self.dtype)
         first = int(np.searchsorted(self._starts, start, side="right")) - 1
         pieces = []
         for shard in range(first, len(self.shards)):
@@ -89,9 +109,7 @@ class CorpusVectors:
             if lo >= stop:
                 break
             pieces.append(self.shards[shard][max(start - lo, 0) : stop - lo])
-        return (
-            np.concatenate(pieces).astype(np.float32, copy=False) if len(pieces) > 1 else np.array(pieces[0])
-        )
+        return np.concatenate(pieces) if len(pieces) > 1 else np.array(pieces[0])
 
     def __getitem__(self, key: Any) -> np.ndarray:
         rest: tuple[Any, ...] = ()
@@ -120,7 +138,7 @@ class CorpusVectors:
             flat = np.where(flat < 0, flat + n, flat)
             if flat.size and (flat.min() < 0 or flat.max() >= n):
                 raise IndexError(f"row index out of range for {n} rows")
-            out = self._rows(flat).reshape(*shape, self.dimension)
+            out = self._rows(flat).reshape(*shape, self.width)
         return out[(slice(None), *rest)] if rest else out
 
 

@@ -53,7 +53,9 @@ from protoembed.evaluation.suite import (
 from protoembed.evaluation.tasks import Split, Task, beir_folder_task, get_tasks, table_names
 from protoembed.inputs.prompts import DOCUMENT, QUERY, ROLES, prompt_text, prompts_of
 from protoembed.model.protocol import SCORE_FUNCTIONS, check_score_function
-from protoembed.retrieval.semantic_search import CORPUS_CHUNK_SIZE, top_k
+from protoembed.model.quantize import FLOAT32, VECTOR_TYPES, check_vectors
+from protoembed.retrieval.quantized_search import RESCORE_MULTIPLIER
+from protoembed.retrieval.semantic_search import CORPUS_CHUNK_SIZE, rank_quantized, top_k
 
 
 class RetrievalOptions(SuiteOptions):
@@ -65,6 +67,18 @@ class RetrievalOptions(SuiteOptions):
     ] = Field("cosine", description="query-document score: cosine, or dot (the raw inner product)")
     corpus_chunk_size: int = Field(
         CORPUS_CHUNK_SIZE, ge=1, description="documents scored per block (bounds the memory of the search)"
+    )
+    vectors: Annotated[str, AfterValidator(checked(check_vectors)), Flag(choices=lambda: VECTOR_TYPES)] = (
+        Field(
+            FLOAT32,
+            description="the documents' vectors as searched: float32, or quantised (int8 / uint8 ranges "
+            "calibrated on the corpus) and the best rescored with the float query",
+        )
+    )
+    rescore_multiplier: int = Field(
+        RESCORE_MULTIPLIER,
+        ge=0,
+        description="quantised vectors: candidates per hit rescored with the float query (0: none)",
     )
 
 
@@ -79,26 +93,37 @@ def search(
     data: RetrievalData,
     score_function: str = DEFAULT.score_function,
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
+    vectors: str = DEFAULT.vectors,
+    rescore_multiplier: int = DEFAULT.rescore_multiplier,
 ) -> tuple[dict[str, dict[str, float]], int]:
     """Every judged query's ``max(K_VALUES)`` best documents: ``(run, identical)``, run = query id ->
     document id -> score, identical = the number of queries whose own id was kept out of their ranking.
 
     Queries get the model's ``query`` prompt, documents its ``document`` prompt (named to ``encode``:
     :func:`~protoembed.evaluation.shared.sentence_embeddings`); each distinct text is encoded once per
-    role, in one ``encode`` call per role.
+    role, in one ``encode`` call per role. ``vectors`` other than ``float32``: the documents are searched
+    quantised, the best ``100 x rescore_multiplier`` rescored with the float query
+    (:func:`~protoembed.retrieval.semantic_search.rank_quantized`).
     """
     queries, query_row = sentence_embeddings(encode, data.query_texts, np.float32, QUERY)  # as top_k scores
     documents, document_row = sentence_embeddings(encode, data.corpus_texts, np.float32, DOCUMENT)
     row = {doc_id: i for i, doc_id in enumerate(data.corpus_ids)}
     exclude = [[row[q]] if q in row else [] for q in data.query_ids]
-    rankings = top_k(
-        queries[[query_row[t] for t in data.query_texts]],
-        documents[[document_row[t] for t in data.corpus_texts]],
-        k=max(K_VALUES),
-        score_function=score_function,
-        exclude=exclude,
-        corpus_chunk_size=corpus_chunk_size,
-    )
+    q = queries[[query_row[t] for t in data.query_texts]]
+    c = documents[[document_row[t] for t in data.corpus_texts]]
+    if vectors == FLOAT32:
+        rankings = top_k(
+            q,
+            c,
+            k=max(K_VALUES),
+            score_function=score_function,
+            exclude=exclude,
+            corpus_chunk_size=corpus_chunk_size,
+        )
+    else:
+        rankings = rank_quantized(
+            q, c, max(K_VALUES), score_function, vectors, rescore_multiplier, exclude=exclude
+        )
     run = {q: {data.corpus_ids[i]: s for i, s in ranking} for q, ranking in zip(data.query_ids, rankings)}
     return run, sum(1 for e in exclude if e)
 
@@ -108,11 +133,13 @@ def evaluate_task(
     data: RetrievalData,
     score_function: str = DEFAULT.score_function,
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
+    vectors: str = DEFAULT.vectors,
+    rescore_multiplier: int = DEFAULT.rescore_multiplier,
 ) -> dict[str, Any]:
     """One task: :func:`search`, then the metrics x100 (keys :func:`~protoembed.evaluation.retrieval_metrics.metric_keys`),
     the numbers of queries and documents, of queries kept from retrieving themselves, and of judged
     documents and queries the folder lacks (:mod:`protoembed.data.benchmarks.beir`)."""
-    run, identical = search(encode, data, score_function, corpus_chunk_size)
+    run, identical = search(encode, data, score_function, corpus_chunk_size, vectors, rescore_multiplier)
     scores = {key: value * 100 for key, value in retrieval_scores(data.qrels, run, K_VALUES).items()}
     return {
         **scores,
@@ -132,6 +159,8 @@ def evaluate_retrieval(
     score_function: str = DEFAULT.score_function,
     corpus_chunk_size: int = DEFAULT.corpus_chunk_size,
     progress: bool = False,
+    vectors: str = DEFAULT.vectors,
+    rescore_multiplier: int = DEFAULT.rescore_multiplier,
 ) -> dict[str, Any]:
     """Evaluate an encoder on retrieval tasks (module docstring).
 
@@ -151,12 +180,20 @@ def evaluate_retrieval(
         score_function: ``cosine`` or ``dot``.
         corpus_chunk_size: documents scored per block.
         progress: one stderr line per finished task.
+        vectors: the documents' vectors as searched (:func:`search`).
+        rescore_multiplier: quantised vectors: candidates per hit rescored with the float query.
     Returns:
         ``{"protocol", "tasks": {task: {"ndcg_at_1", ..., "precision_at_100", "queries", "corpus",
         "identical_ids", "missing_documents", "missing_queries"}}, "avg"}`` (metrics x100; ``avg``: the mean of the tasks' main scores, nDCG@10).
         The caller adds ``"model"``.
     """
-    options = {"split": split, "score_function": score_function, "corpus_chunk_size": corpus_chunk_size}
+    options = {
+        "split": split,
+        "score_function": score_function,
+        "corpus_chunk_size": corpus_chunk_size,
+        "vectors": vectors,
+        "rescore_multiplier": rescore_multiplier,
+    }
     check_options(RetrievalOptions, options)
     entries = {t.name: t for t in get_tasks(tasks, "retrieval", split)}
     used: dict[str, dict[str, str]] = {}
@@ -164,7 +201,7 @@ def evaluate_retrieval(
     def evaluate(data: RetrievalData) -> dict[str, Any]:
         if "prompts" not in used:  # read once, after every task's data (a lazy encoder loads its model)
             used["prompts"] = prompts_of(encode)
-        return evaluate_task(encode, data, score_function, corpus_chunk_size)
+        return evaluate_task(encode, data, score_function, corpus_chunk_size, vectors, rescore_multiplier)
 
     results = evaluate_tasks(
         "retrieval",
@@ -184,6 +221,8 @@ def evaluate_retrieval(
         "title_join": TITLE_JOIN,
         "prompts": {role: prompt_text(prompts, role) for role in ROLES},
     }
+    if vectors != FLOAT32:  # a float32 run's protocol is as it was
+        protocol.update(vectors=vectors, rescore_multiplier=rescore_multiplier)
     return {"protocol": protocol, **results}
 
 
@@ -217,7 +256,13 @@ def format_retrieval_table(result: dict[str, Any]) -> str:
 
 
 def evaluate_suite(
-    inputs: Inputs, tasks: Sequence[str] | None, split: str, score_function: str, corpus_chunk_size: int
+    inputs: Inputs,
+    tasks: Sequence[str] | None,
+    split: str,
+    score_function: str,
+    corpus_chunk_size: int,
+    vectors: str,
+    rescore_multiplier: int,
 ) -> dict[str, Any]:
     """The ``retrieval`` suite: :func:`evaluate_retrieval` on ``tasks`` (``None``: the suite's default run)."""
     return evaluate_retrieval(
@@ -228,6 +273,8 @@ def evaluate_suite(
         score_function=score_function,
         corpus_chunk_size=corpus_chunk_size,
         progress=inputs.progress,
+        vectors=vectors,
+        rescore_multiplier=rescore_multiplier,
     )
 
 

@@ -52,6 +52,7 @@ from protoembed.core.threads import single_threaded_tokenizers, usable_cores
 from protoembed.inputs.checks import check_batch_size, check_count, check_sentences
 from protoembed.inputs.prompts import apply_prompt, resolved_prompt
 from protoembed.model.encoder import PromptEncoder, pad_rows
+from protoembed.model.quantize import FLOAT32, check_vectors, quantize
 
 logger = logging.getLogger(__name__)
 
@@ -557,6 +558,8 @@ class Encodes:
         tokenizer_workers: int | None = None,
         max_tokens_per_batch: int | None = None,
         progress: Callable[[int], Any] | None = None,
+        vectors: str = FLOAT32,
+        ranges: np.ndarray | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Encode sentences to vectors.
 
@@ -590,8 +593,14 @@ class Encodes:
                 ``batch_size`` (default: no token budget), so that a batch of long passages costs what
                 a batch of short queries does.
             progress: called with the number of sentences done after each batch (then no bar is shown).
+            vectors: the type returned: ``float32``, or ``int8``, ``uint8``, ``binary``, ``ubinary``, the
+                finished float vectors quantised as sentence-transformers' ``quantize_embeddings``
+                (:func:`~protoembed.model.quantize.quantize`: the same bytes).
+            ranges: ``int8`` / ``uint8``: the ``(2, D)`` ranges (default: calibrated on these vectors,
+                which needs at least 2 sentences).
         Returns:
-            float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence).
+            float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence);
+            with ``vectors``, that type (``ceil(D / 8)`` columns for the bit types).
         Raises:
             ProtoembedError: a non-string input (named by its index), ``batch_size``,
                 ``tokenizer_workers`` or ``max_tokens_per_batch`` below 1, a token budget below a row's
@@ -600,9 +609,10 @@ class Encodes:
                 sentences named), or (:class:`~protoembed.core.errors.EmptySentenceError`) empty sentences
                 without ``allow_empty``.
         """
+        check_vectors(vectors)
         sentences = apply_prompt(sentences, resolved_prompt(self, prompt_name, prompt))
         with self.encoding(precision):
-            return self.batch_encoder().encode(
+            embeddings = self.batch_encoder().encode(
                 sentences,
                 batch_size,
                 normalize,
@@ -613,3 +623,7 @@ class Encodes:
                 max_tokens_per_batch=max_tokens_per_batch,
                 progress=progress,
             )
+        if vectors == FLOAT32:
+            return embeddings
+        stored = quantize(embeddings.cpu().numpy() if convert_to_tensor else embeddings, vectors, ranges)
+        return torch.from_numpy(stored).to(embeddings.device) if convert_to_tensor else stored

@@ -117,6 +117,8 @@ class SentenceEmbedder(Protocol):
         tokenizer_workers: int | None = None,
         max_tokens_per_batch: int | None = None,
         progress: Any = None,
+        vectors: str = "float32",
+        ranges: np.ndarray | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Vectors of ``sentences`` in input order: every model type's ``encode`` is
         :meth:`protoembed.model.batching.Encodes.encode` (its arguments described there)."""

@@ -15,6 +15,10 @@ its ``similarity_fn_name`` (``config_sentence_transformers.json``;
 Indexes (:data:`INDEXES`): ``exact`` (:func:`top_k`) or ``faiss`` (:class:`protoembed.retrieval.faiss_index.FaissIndex`:
 exact below a size threshold, an inverted-file index above it; ``pip install 'protoembed[faiss]'``),
 both through :func:`rank`.
+
+Quantised vectors (``vectors``: ``int8``, ``uint8``, ``binary``, ``ubinary``; :mod:`protoembed.model.quantize`):
+the corpus is searched in that type and the best ``top_k x rescore_multiplier`` rescored with the float
+query (:mod:`protoembed.retrieval.quantized_search`), as sentence-transformers' ``semantic_search_faiss``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,21 @@ import numpy as np
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.prompts import DOCUMENT, QUERY, encode_with_role
 from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION, check_score_function, score_function_of
+from protoembed.model.quantize import (
+    FLOAT32,
+    calibration_ranges,
+    calibration_rows,
+    check_vectors,
+    dtype_of,
+    needs_ranges,
+    quantize,
+    stored_width,
+)
+from protoembed.retrieval.quantized_search import (
+    RESCORE_MULTIPLIER,
+    check_rescore_multiplier,
+    search_stored,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -206,17 +225,33 @@ def rank(
     score_function: str = DEFAULT_SCORE_FUNCTION,
     index: str = "exact",
     nprobe: int | None = None,
+    vectors: str = FLOAT32,
+    rescore_multiplier: int = RESCORE_MULTIPLIER,
+    ranges: np.ndarray | None = None,
 ) -> list[Ranking]:
     """The ``k`` best corpus rows of each query by ``index``: ``exact`` (:func:`top_k`) or ``faiss``
     (:class:`~protoembed.retrieval.faiss_index.FaissIndex` over the same scoring vectors; ``nprobe``: the inverted
     lists it visits per query, default its own). Rankings as :func:`top_k`'s.
 
+    With ``vectors`` other than ``float32``, the corpus's scoring vectors are quantised to that type
+    (:func:`~protoembed.model.quantize.quantize`; the scalar types with ``ranges``, default
+    :func:`~protoembed.model.quantize.calibration_ranges` of the corpus's
+    :func:`~protoembed.model.quantize.calibration_rows`) and searched with the float queries, the top
+    ``k x rescore_multiplier`` rescored (:func:`~protoembed.retrieval.quantized_search.search_stored`;
+    ``faiss``: FAISS's exact flat indexes, ``nprobe`` refused).
+
     Raises:
-        ProtoembedError: as :func:`top_k`, an unknown index, ``nprobe`` without ``faiss``, or faiss missing
-            (with the pip command).
+        ProtoembedError: as :func:`top_k`, an unknown index or vector type, ``nprobe`` without ``faiss`` (or
+            with quantised vectors), or faiss missing (with the pip command).
     """
     k, index = check_top_k(k), check_index(index, nprobe)
     check_score_function(score_function)
+    if check_vectors(vectors) != FLOAT32:
+        if nprobe is not None:
+            raise ProtoembedError(
+                "nprobe is an option of the float32 faiss index; quantised vectors use a flat one"
+            )
+        return rank_quantized(queries, corpus, k, score_function, vectors, rescore_multiplier, ranges, index)
     if index == "exact":
         return top_k(queries, corpus, k, score_function)
     from protoembed.retrieval.faiss_index import FaissIndex
@@ -225,6 +260,38 @@ def rank(
     if not len(c):
         return [[] for _ in range(len(q))]
     return FaissIndex(c.numpy(), nprobe=nprobe).search(q.numpy(), k)
+
+
+def rank_quantized(
+    queries: np.ndarray | torch.Tensor,
+    corpus: np.ndarray | torch.Tensor,
+    k: int,
+    score_function: str,
+    vectors: str,
+    rescore_multiplier: int = RESCORE_MULTIPLIER,
+    ranges: np.ndarray | None = None,
+    index: str = "exact",
+    exclude: Sequence[Sequence[int]] | None = None,
+) -> list[Ranking]:
+    """The ``k`` best corpus rows of each float query with the corpus stored as ``vectors``: the corpus's
+    :func:`scoring_vectors` quantised (the scalar types with ``ranges``, default
+    :func:`~protoembed.model.quantize.calibration_ranges` of its
+    :func:`~protoembed.model.quantize.calibration_rows`), searched and the best ``k x rescore_multiplier``
+    rescored (:func:`~protoembed.retrieval.quantized_search.search_stored`; ``exclude`` as :func:`top_k`'s).
+
+    Raises:
+        ProtoembedError: as :func:`query_corpus_vectors` and :func:`~protoembed.retrieval.quantized_search.search_stored`.
+    """
+    q, c = query_corpus_vectors(queries, corpus, score_function)
+    floats = c.numpy()
+    if needs_ranges(vectors) and ranges is None and len(floats):
+        ranges = calibration_ranges(floats[calibration_rows(len(floats))])
+    stored = (
+        quantize(floats, vectors, ranges)
+        if len(floats)
+        else np.zeros((0, stored_width(vectors, q.shape[1])), dtype_of(vectors))
+    )
+    return search_stored(q.numpy(), stored, vectors, k, rescore_multiplier, ranges, index, exclude)
 
 
 def encode_as(model: Any, texts: Sequence[str], role: str, batch_size: int | None = BATCH_SIZE) -> np.ndarray:
@@ -252,6 +319,9 @@ def search(
     index: str = "exact",
     batch_size: int = BATCH_SIZE,
     nprobe: int | None = None,
+    vectors: str = FLOAT32,
+    rescore_multiplier: int = RESCORE_MULTIPLIER,
+    ranges: np.ndarray | None = None,
 ) -> list[list[tuple[Any, float]]]:
     """The ``top_k`` corpus documents of each query, best first.
 
@@ -271,6 +341,11 @@ def search(
         index: ``exact`` (block-wise exact search) or ``faiss`` (``pip install 'protoembed[faiss]'``).
         batch_size: sentences per forward pass.
         nprobe: ``faiss`` only: inverted lists visited per query (default: the index's own).
+        vectors: the corpus's vectors as searched: ``float32``, or ``int8``, ``uint8``, ``binary``,
+            ``ubinary`` (quantised, then rescored with the float queries: :func:`rank`).
+        rescore_multiplier: quantised vectors: candidates per hit rescored with the float query (0:
+            none; the scores are then minus the Hamming distance, or the integer inner product).
+        ranges: ``int8`` / ``uint8``: the ``(2, d)`` ranges (default: calibrated on the corpus).
     Returns:
         per query, ``[(corpus index or id, score), ...]`` best first (ties: lower index first).
     Raises:
@@ -278,6 +353,8 @@ def search(
             length than the corpus, or as the model's ``encode``.
     """
     k, index = check_top_k(top_k), check_index(index, nprobe)
+    check_vectors(vectors)
+    check_rescore_multiplier(rescore_multiplier)
     score_function = check_score_function(score_function or score_function_of(model))
     if isinstance(queries, str) or isinstance(corpus, str):
         raise ProtoembedError("queries and corpus must be lists of texts, not a single string")
@@ -295,7 +372,7 @@ def search(
         if len(corpus)
         else np.zeros((0, q.shape[1]), np.float32)
     )
-    rankings = rank(q, c, k, score_function, index, nprobe)
+    rankings = rank(q, c, k, score_function, index, nprobe, vectors, rescore_multiplier, ranges)
     if corpus_ids is None:
         return [list(r) for r in rankings]
     ids = list(corpus_ids)
