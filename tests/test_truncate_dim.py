@@ -9,8 +9,10 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 import protoembed
+from beir_toy import write_beir
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
+from protoembed.model.batching import Encodes
 from protoembed.model.export import export_embedder
 
 SENTENCES = [
@@ -156,3 +158,57 @@ def test_encode_command_cuts_the_array_and_the_shards(saved, tmp_path, capsys):
     capsys.readouterr()
     assert main(["encode", str(text), "-o", str(out), *model, "--truncate-dim", "4", "--resume"]) == 2
     assert "; settings.truncate_dim: recorded 8, now 4; resume with the same model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("score_function", ["cosine", "dot"])
+def test_eval_dims_rows_equal_separate_truncate_dim_runs(
+    saved, tmp_path, capsys, monkeypatch, score_function
+):
+    """Retrieval on the toy BEIR folder, by a normalising model: each width's result is that of a run
+    with --truncate-dim at that width; the texts are encoded once for all the widths."""
+    _, unit = saved
+    folder = write_beir(tmp_path / "toyset")
+    base = ["eval", "retrieval", "--model", str(unit), "--task-dir", str(folder)]
+    base += ["--score-function", score_function]
+    calls = []
+    encode = Encodes.encode
+    monkeypatch.setattr(Encodes, "encode", lambda self, *a, **k: calls.append(k) or encode(self, *a, **k))
+    assert main([*base, "--dims", "32,16,4", "--output", str(tmp_path / "dims.json")]) == 0
+    table = capsys.readouterr().out
+    dims_calls, calls[:] = len(calls), []
+    assert main([*base, "--output", str(tmp_path / "full.json")]) == 0
+    assert dims_calls == len(calls) == 2  # the queries and the corpus, once
+    dims = json.loads((tmp_path / "dims.json").read_text())
+    assert dims["suite"] == "retrieval" and list(dims["dims"]) == ["32", "16", "4"]
+    assert dims["dims"]["32"] == json.loads((tmp_path / "full.json").read_text())
+    for dim in (16, 4):
+        out = tmp_path / f"t{dim}.json"
+        assert main([*base, "--truncate-dim", str(dim), "--output", str(out)]) == 0
+        separate = json.loads(out.read_text())
+        for key, value in separate["tasks"]["toyset"].items():
+            assert dims["dims"][str(dim)]["tasks"]["toyset"][key] == pytest.approx(value, abs=1e-4), key
+    assert "nDCG@10 x100 by vector width (papers' layout):" in table and "| Dims | toyset | Avg. |" in table
+    for dim in ("32", "16", "4"):
+        ndcg = dims["dims"][dim]["tasks"]["toyset"]["ndcg_at_10"]
+        assert f"| {dim} | {ndcg:.2f} | {ndcg:.2f} |" in table
+
+
+def test_eval_sts_dims(saved, data_dir, tmp_path, capsys):
+    plain, _ = saved
+    base = ["eval", "sts", "--model", str(plain), "--data-dir", str(data_dir), "--tasks", "STSBenchmark"]
+    assert main([*base, "--dims", "32,8", "--output", str(tmp_path / "dims.json")]) == 0
+    assert "| Dims | STS-B | Avg. |" in capsys.readouterr().out
+    assert main([*base, "--truncate-dim", "8", "--output", str(tmp_path / "t8.json")]) == 0
+    dims = json.loads((tmp_path / "dims.json").read_text())["dims"]
+    separate = json.loads((tmp_path / "t8.json").read_text())
+    assert dims["8"]["tasks"]["STSBenchmark"] == pytest.approx(separate["tasks"]["STSBenchmark"], abs=1e-6)
+    assert dims["32"]["tasks"] != dims["8"]["tasks"]
+
+
+@pytest.mark.parametrize("bad", ["0,8", "8,8", "a", ""])
+def test_bad_dims_are_refused_when_parsed(bad, capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "sts", "--dims", bad])
+    assert f"expected distinct positive integers separated by commas (384,256,128), got {bad!r}" in (
+        capsys.readouterr().err
+    )
