@@ -212,3 +212,12 @@ def test_bad_dims_are_refused_when_parsed(bad, capsys):
     assert f"expected distinct positive integers separated by commas (384,256,128), got {bad!r}" in (
         capsys.readouterr().err
     )
+
+
+def test_serve_refuses_a_cut_it_cannot_answer(saved, capsys):
+    plain, _ = saved
+    assert main(["serve", str(plain), "--truncate-dim", "4", "--port", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"protoembed: error: {plain}: truncate_dim 4: the server answers full-width vectors only; serve the "
+        "model without a truncate_dim"
+    )
