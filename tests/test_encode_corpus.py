@@ -285,7 +285,7 @@ class CountingModel:
     forward: the test measures the reading and the shards, not a model)."""
 
     head, normalize, runtime, precision, prompts, dimension = "mean", False, "torch", "fp32", {}, 4
-    max_seq_length = None
+    max_seq_length = truncate_dim = None
     encoder = type(
         "Encoder", (), {"template": None, "max_seq_length": None, "n_soft_prompt": 0, "do_lower_case": False}
     )()
