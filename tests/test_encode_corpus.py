@@ -285,7 +285,7 @@ class CountingModel:
     forward: the test measures the reading and the shards, not a model)."""
 
     head, normalize, runtime, precision, prompts, dimension = "mean", False, "torch", "fp32", {}, 4
-    max_seq_length = None
+    max_seq_length = truncate_dim = None
     encoder = type(
         "Encoder", (), {"template": None, "max_seq_length": None, "n_soft_prompt": 0, "do_lower_case": False}
     )()
@@ -399,6 +399,10 @@ def test_a_resume_with_another_model_setting_or_input_is_refused(
         (
             dict(model=model, max_tokens_per_batch=64),
             "digest mismatch: .*; settings.max_tokens_per_batch: recorded None, now 64;",
+        ),
+        (
+            dict(model=protoembed.load(str(tiny_model_dirs["bert"]), device="cpu", truncate_dim=8)),
+            "digest mismatch: .*; settings.truncate_dim: recorded None, now 8;",
         ),
         (dict(model=other), r"digest mismatch: .*\(other weights\); resume with the same model"),
         (dict(model=model, shard_size=6), ": cannot resume: shard_size: recorded 5, now 6; resume with"),

@@ -365,6 +365,9 @@ def test_saved_model_lists_its_dims(tiny_model_dirs, tmp_path: Path, mlp_mode: s
     st = SentenceTransformer(str(tmp_path / "m"), device="cpu", trust_remote_code=mlp_mode == "keep")
     ours = protoembed.load(str(tmp_path / "m"))
     np.testing.assert_allclose(st.encode(S1), ours.encode(S1), rtol=1e-5, atol=1e-6)
+    assert ours.matryoshka_dims == [32, 16, 8, 4]  # loaded with them, so saved again with them
+    assert read_matryoshka_dims(ours.save(tmp_path / "again")) == [32, 16, 8, 4]
+    assert protoembed.load(str(tmp_path / "m"), head="mean").matryoshka_dims is None  # another head
     plain = build_objective("simcse_sup", load(tiny_model_dirs["bert"], "cls"))
     plain.save(tmp_path / "plain")
     assert read_matryoshka_dims(tmp_path / "plain") is None

@@ -80,7 +80,16 @@ output_folder.__name__ = "output folder"
 
 
 #: The fields of :class:`~protoembed.model.model_spec.ModelSpec` that are command-line flags, in ``--help``'s order.
-MODEL_FLAGS = ("model", "head", "template", "max_seq_length", "device", "precision", "runtime")
+MODEL_FLAGS = (
+    "model",
+    "head",
+    "template",
+    "max_seq_length",
+    "truncate_dim",
+    "device",
+    "precision",
+    "runtime",
+)
 
 
 def _flag_of(field: FieldInfo) -> Flag:
@@ -153,8 +162,8 @@ def add_option_flags(
 
 def add_model_options(parser: argparse.ArgumentParser, batch_size: bool = True) -> None:
     """The model's flags, made from :class:`~protoembed.model.model_spec.ModelSpec` (:data:`MODEL_FLAGS`:
-    ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``,
-    ``--runtime``), then ``--batch-size`` (unless ``batch_size`` is False: ``serve`` batches by tokens)
+    ``--model``, ``--head``, ``--template``, ``--max-seq-length``, ``--truncate-dim``, ``--device``,
+    ``--precision``, ``--runtime``), then ``--batch-size`` (unless ``batch_size`` is False: ``serve`` batches by tokens)
     and ``--verbose``."""
     add_option_flags(parser, ModelSpec, MODEL_FLAGS, check=True)
     if batch_size:

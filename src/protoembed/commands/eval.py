@@ -88,6 +88,7 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
     folder = getattr(args, "task_dir", None)
     entry = suite.command.folder_task(folder) if folder else None
     tasks = [*(args.tasks or []), entry.name] if entry else args.tasks
+    dims = getattr(args, "dims", None)
     with registered(entry):
         evaluator = Evaluator(
             tasks,
@@ -96,12 +97,53 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             **suite_options(suite, args),
         )
+        if dims:
+            return _finish(args, *_run_dims(suite, evaluator, args, dims))
         result = evaluator.run(
             lazy_encoder(args), label=args.model, model_path=args.model, progress=True, device=args.device
         )[suite.name]
     for path in suite.command.write_files(args, result):
         print(f"wrote {path}", file=sys.stderr)
     return _finish(args, result, suite.format_table(result))
+
+
+def _run_dims(
+    suite: Suite, evaluator: Any, args: argparse.Namespace, dims: list[int]
+) -> tuple[dict[str, Any], str]:
+    """``--dims``: the suite scored at each width from one encode at full size
+    (:class:`~protoembed.evaluation.encoders.CutEncoders`); the results JSON ``{"suite", "dims": {width:
+    the suite's result at that width}}`` and the table with a row per width
+    (:func:`~protoembed.evaluation.tables.dims_table`)."""
+    from protoembed.evaluation.encoders import CutEncoders
+    from protoembed.evaluation.tables import dims_table
+    from protoembed.evaluation.tasks import table_names
+
+    assert suite.command.dims is not None
+    caption, score = suite.command.dims
+    encoders = CutEncoders(lazy_encoder(args), dims)
+    results = {
+        dim: evaluator.run(
+            encode, label=args.model, model_path=args.model, progress=True, device=args.device
+        )[suite.name]
+        for dim, encode in encoders.by_dim.items()
+    }
+    names = list(results[dims[0]]["tasks"])
+    rows = [(dim, [r["tasks"][name][score] for name in names], r["avg"]) for dim, r in results.items()]
+    table = "\n".join(dims_table(caption, table_names(names), rows)) + "\n"
+    return {"suite": suite.name, "dims": {str(dim): r for dim, r in results.items()}}, table
+
+
+def dims_list(text: str) -> list[int]:
+    """``argparse`` type for ``--dims``: distinct positive integers, comma-separated (``384,256,128``)."""
+    try:
+        dims = [int(part) for part in text.split(",")]
+    except ValueError:
+        dims = []
+    if not dims or min(dims) < 1 or len(set(dims)) != len(dims):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct positive integers separated by commas (384,256,128), got {text!r}"
+        )
+    return dims
 
 
 def task_name(suite: str) -> Callable[[str], str]:
@@ -154,6 +196,16 @@ def add_suite(suites: argparse._SubParsersAction, suite: Suite) -> None:
             default=None,
             metavar="DIR",
             help="evaluate the folder DIR as one more task, named after the folder (for this run only)",
+        )
+    if command.dims is not None:
+        parser.add_argument(
+            "--dims",
+            type=dims_list,
+            default=None,
+            metavar="D1,D2,...",
+            help="score at each of these vector widths (the first D dimensions of each vector, normalised "
+            "again when the model normalises: as --truncate-dim D) from one encode at full size; one "
+            "table, a row per width; the results JSON holds each width's result",
         )
     add_option_flags(parser, suite.options)
     for flag, metavar, help in command.output_files:

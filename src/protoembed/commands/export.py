@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: the first 512 distinct lines of the staged Wikipedia sample under --data-dir)",
     )
     add_data_dir_option(parser)
-    add_option_flags(parser, ModelSpec, ("head", "max_seq_length"), check=True)  # saved with the export
+    # saved with the export (the cut: in the graph)
+    add_option_flags(parser, ModelSpec, ("head", "max_seq_length", "truncate_dim"), check=True)
     parser.set_defaults(func=run)
 
 
@@ -73,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
     from protoembed.model.export.runtime import read_export_config
 
     try:
-        embedder = load(args.model, head=args.head, max_seq_length=args.max_seq_length, device="cpu")
+        embedder = load(
+            args.model,
+            head=args.head,
+            max_seq_length=args.max_seq_length,
+            truncate_dim=args.truncate_dim,
+            device="cpu",
+        )
     except ProtoembedError as err:
         raise ProtoembedError(f"cannot export {args.model}: {err}") from None
     out = export_embedder(

@@ -361,6 +361,7 @@ def encode_settings(model: SentenceEmbedder, job: ShardJob) -> EncodeSettings:
         runtime=model.runtime,
         precision=model.precision,
         normalize=bool(job.normalize) or bool(model.normalize),
+        truncate_dim=model.truncate_dim,
         prompt_name=job.prompt_name,
         prompt=resolved_prompt(model, job.prompt_name),
         batch_size=job.batch_size,

@@ -95,7 +95,8 @@ class InputRecord(BaseModel):
 
 class EncodeSettings(BaseModel):
     """The settings that change the vectors, each as the model ran it: ``head``, ``template``,
-    ``max_seq_length``, ``runtime``, ``precision``, ``normalize``, the ``prompt_name`` and its ``prompt``
+    ``max_seq_length``, ``runtime``, ``precision``, ``normalize``, ``truncate_dim`` (the cut; ``None``:
+    the full vector, as a manifest written before it had one), the ``prompt_name`` and its ``prompt``
     text; and ``batch_size`` and ``max_tokens_per_batch`` (``None``: no token budget), which decide the
     rows that share a forward pass, whose padding changes the vectors' float rounding.
 
@@ -110,6 +111,7 @@ class EncodeSettings(BaseModel):
     runtime: str
     precision: str
     normalize: bool
+    truncate_dim: int | None = None
     prompt_name: str | None
     prompt: str
     batch_size: int

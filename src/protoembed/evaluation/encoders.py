@@ -146,7 +146,7 @@ class LazyEncoder:
                 batch_size=self.batch_size,
                 show_progress_bar=self.show_progress_bar,
                 allow_empty=self.allow_empty,
-                prompt_name=prompt_name,
+                **({} if prompt_name is None else {"prompt_name": prompt_name}),  # a bare encode takes none
                 **self.pipeline,
             )
         except EmptySentenceError as err:
@@ -166,3 +166,56 @@ class LazyEncoder:
         if self.store is None:
             return self._encode(sentences, prompt_name)
         return self._store_of(prompt_name)(sentences)
+
+
+class CutEncoder(LazyEncoder):
+    """The :class:`LazyEncoder` of one width of a ``--dims`` run: the first ``dim`` dimensions of the
+    vectors of ``encoders.full`` (the model it loads, its runtime, store and pipeline), L2-normalised
+    after the cut when the model normalises (:func:`protoembed.model.batching.truncate`: what a run at
+    ``truncate_dim=dim`` gives). The :class:`CutEncoders` of one run share their full vectors: each
+    sentence list is encoded once, whatever the number of widths scored."""
+
+    def __init__(self, encoders: CutEncoders, dim: int) -> None:
+        super().__init__(encoders.full.load)
+        self.encoders = encoders
+        self.dim = dim
+
+    def _load(self) -> None:
+        """The full encoder's model, loaded once for every width."""
+        full = self.encoders.full
+        if full.model is None:
+            full._load()
+        self.model = full.model
+
+    def __call__(self, sentences: Sequence[str], prompt_name: str | None = None) -> np.ndarray:
+        """The cut vectors of ``sentences`` (float32 ``(n, dim)``).
+
+        Raises:
+            ProtoembedError: a ``dim`` above the width of the model's vectors."""
+        import torch
+
+        from protoembed.model.batching import check_truncate_dim, truncate
+
+        if self.model is None:
+            self._load()
+        vectors = self.encoders.vectors(sentences, prompt_name)
+        check_truncate_dim(self.dim, vectors.shape[1])
+        return truncate(torch.from_numpy(vectors), self.dim, bool(self.model.normalize)).numpy()
+
+
+class CutEncoders:
+    """The :class:`CutEncoder` of each of ``dims`` over one :class:`LazyEncoder` (``full``), which encodes
+    each sentence list once (its vectors kept for the run: the suites of ``--dims`` encode the same
+    sentences once per width)."""
+
+    def __init__(self, full: LazyEncoder, dims: Sequence[int]) -> None:
+        self.full = full
+        self.by_dim = {dim: CutEncoder(self, dim) for dim in dims}
+        self._kept: dict[tuple[str | None, tuple[str, ...]], np.ndarray] = {}
+
+    def vectors(self, sentences: Sequence[str], prompt_name: str | None) -> np.ndarray:
+        """The full vectors of ``sentences`` with the prompt ``prompt_name``, encoded on the first ask."""
+        key = (prompt_name, tuple(sentences))
+        if key not in self._kept:
+            self._kept[key] = self.full(sentences, prompt_name)
+        return self._kept[key]

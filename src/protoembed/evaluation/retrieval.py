@@ -309,6 +309,7 @@ SUITE = Suite(
         "1, 3, 5, 10, 100 (x100) as trec_eval computes them; nDCG@10 is the main score.",
         tasks_help="registered retrieval tasks to run (a folder of your own: --task-dir)",
         folder_task=beir_folder_task,
+        dims=("nDCG@10 x100 by vector width (papers' layout):", MAIN_SCORE),
     ),
     report=ReportLayout(
         page_order=8,

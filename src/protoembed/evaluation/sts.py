@@ -195,6 +195,7 @@ SUITE = Suite(
         description="Evaluate on STS12-16 (all subsets of a year pooled), STS Benchmark and SICK-R.",
         tasks_help="tasks to run, also by their table names (STS-B, SICK-R); default: the suite's "
         "default run (with --split dev/train: those of its tasks that have the split)",
+        dims=("Spearman x100 by vector width (papers' layout):", "spearman"),
     ),
     report=ReportLayout(
         page_order=3,

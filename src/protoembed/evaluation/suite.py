@@ -93,7 +93,9 @@ class CommandLine:
     ``None``), ``write_files(args, result) -> [paths]`` (anything written beside the JSON, such as
     few-shot's violin plot) and ``folder_task(folder) -> Task`` (with one, ``--task-dir DIR`` evaluates
     the folder DIR as a task entry registered for that run only, after the ``--tasks``: retrieval's BEIR
-    folders). The suite's own flags come from its :attr:`Suite.options` model."""
+    folders) and ``dims`` (with one, ``--dims 384,256,...`` scores the suite at each vector width from
+    one encode, in one table with a row per width: ``(its caption, the per-task score of its cells)``).
+    The suite's own flags come from its :attr:`Suite.options` model."""
 
     help: str
     description: str
@@ -101,6 +103,7 @@ class CommandLine:
     output_files: tuple[tuple[str, str, str], ...] = ()
     write_files: Callable[[argparse.Namespace, dict[str, Any]], list[Path]] = no_files
     folder_task: Callable[[str], Task] | None = None
+    dims: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

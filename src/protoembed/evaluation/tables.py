@@ -4,6 +4,7 @@
 - :func:`papers_table`: the papers' layout, a column per task and ``Avg.``, a row per model (ConPVP Tables
   3-6); with one unlabelled row it is :func:`papers_row`, the layout every ``protoembed eval`` table ends
   with.
+- :func:`dims_table`: a row per vector width (``protoembed eval --dims``), the papers' columns.
 - :func:`table_head`: the title line of a suite's detailed one-model table.
 - :func:`encoded_by`: what computed the vectors (runtime and precision), in titles and protocol lines.
 - :func:`fmt`, :func:`fmt_spread`: numbers with 2 decimals (``mean ± std``).
@@ -55,6 +56,15 @@ def papers_row(
 ) -> list[str]:
     """A caption, then the papers' layout for one model: a column per task and ``Avg.``."""
     return ["", caption, "", *papers_table(names, [(None, [fmt(v) for v in values], fmt(avg))])]
+
+
+def dims_table(
+    caption: str, names: Sequence[str], rows: Sequence[tuple[int, Sequence[float | None], float | None]]
+) -> list[str]:
+    """A caption, then the papers' layout with a row per vector width: ``rows`` of ``(dimensions, the
+    tasks' main scores, their average)``, widest first as given."""
+    body = [(str(dim), [fmt(v) for v in values], fmt(avg)) for dim, values, avg in rows]
+    return ["", caption, "", *papers_table(names, body, label="Dims")]
 
 
 def encoded_by(p: dict[str, Any]) -> str:

@@ -131,6 +131,30 @@ def check_pipeline_options(
     return workers, budget
 
 
+def check_truncate_dim(truncate_dim: Any, width: int) -> int | None:
+    """``truncate_dim`` if it is ``None`` or an integer from 1 to ``width`` (the vectors' full width).
+
+    Raises:
+        ProtoembedError: one line naming the value and the range."""
+    if truncate_dim is None:
+        return None
+    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= width:
+        raise ProtoembedError(
+            f"truncate_dim must be from 1 to this model's {width} dimensions, got {truncate_dim!r}"
+        )
+    return truncate_dim
+
+
+def truncate(vectors: torch.Tensor, truncate_dim: int | None, normalize: bool) -> torch.Tensor:
+    """The cut of every runtime, the export's graph and the server: the first ``truncate_dim`` dimensions of
+    each vector (``None``: all), then L2-normalised if ``normalize``, in that order, as
+    text-embeddings-inference's ``core/src/infer.rs`` cuts the pooled vector before normalising and
+    sentence-transformers' ``encode(truncate_dim=d, normalize_embeddings=True)`` does."""
+    if truncate_dim is not None:
+        vectors = vectors[..., :truncate_dim]
+    return torch.nn.functional.normalize(vectors, dim=-1) if normalize else vectors
+
+
 def budget_error(budget: int, length: int, where: str) -> ProtoembedError:
     """The one line of a token budget below a row's length (``where``: which row)."""
     return ProtoembedError(
@@ -206,7 +230,7 @@ class BatchEncoder:
     Args:
         encoder: tokenisation (template, truncation, soft-prompt slots) and padding.
         forward: padded features on ``device`` -> vectors (B, ``dimension``), called in inference mode.
-        dimension: width of the vectors.
+        dimension: width of ``forward``'s vectors (a ``truncate_dim`` keeps at most this many).
         device: where the features are moved and the output is gathered.
         normalized: ``forward`` already L2-normalises (then ``normalize=False`` is refused).
         chunk_rows: texts per chunk (``None``: :data:`CHUNK_BATCHES` batches, at least
@@ -241,12 +265,15 @@ class BatchEncoder:
         tokenizer_workers: int | None = None,
         max_tokens_per_batch: int | None = None,
         progress: Callable[[int], Any] | None = None,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Encode sentences to vectors (arguments and result as :meth:`Encodes.encode`).
 
         ``progress``: called with the number of sentences done after each batch, instead of a bar.
         """
         extra_normalize = self.extra_normalize(normalize)
+        truncate_dim = check_truncate_dim(truncate_dim, self.dimension)
+        width = self.dimension if truncate_dim is None else truncate_dim
         single_threaded_tokenizers()  # a single chunk is tokenised on this thread, without the pool
         check_batch_size(batch_size)
         workers, budget = check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
@@ -254,7 +281,7 @@ class BatchEncoder:
         single = isinstance(sentences, str)
         texts = [sentences] if single else check_sentences(sentences)
         if not texts:
-            empty = np.zeros((0, self.dimension), dtype=np.float32)
+            empty = np.zeros((0, width), dtype=np.float32)
             return torch.from_numpy(empty).to(self.device) if convert_to_tensor else empty
         if not allow_empty:
             blank = [i for i, text in enumerate(texts) if not text.strip()]
@@ -271,9 +298,7 @@ class BatchEncoder:
             -np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), kind="stable"
         )
         chunks = [order[lo:hi] for lo, hi in self._chunk_bounds(len(order), batch_size)]
-        out = np.empty(
-            (len(distinct), self.dimension), dtype=np.float32
-        )  # on the host, filled batch by batch
+        out = np.empty((len(distinct), width), dtype=np.float32)  # on the host, filled batch by batch
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 1000
         truncated, longest = 0, 0
@@ -292,7 +317,8 @@ class BatchEncoder:
 
             for chunk in self._pipeline(chunks, job, workers, texts, inverse, allow_empty):
                 for batch in chunk.batches:
-                    moving.append((batch, self.to_host(self._run(batch.features, extra_normalize))))
+                    batch_vectors = self._run(batch.features, extra_normalize, truncate_dim)
+                    moving.append((batch, self.to_host(batch_vectors)))
                     land(1)  # the batch before, whose copy was queued before this batch's forward
                 land(0)  # the chunk's originals are on the host before its copies are made
                 copy, original = chunk.copies
@@ -470,13 +496,16 @@ class BatchEncoder:
         ready.record()
         return _Moved(host, ready)
 
-    def _run(self, features: dict[str, torch.Tensor], extra_normalize: bool) -> torch.Tensor:
+    def _run(
+        self, features: dict[str, torch.Tensor], extra_normalize: bool, truncate_dim: int | None = None
+    ) -> torch.Tensor:
         """One padded batch on the host -> its vectors (B, D) fp32 on :attr:`device` (features copied
-        without blocking: from pinned memory on CUDA)."""
+        without blocking: from pinned memory on CUDA), cut to ``truncate_dim`` (:func:`truncate`;
+        normalised again after a cut when ``forward`` normalises)."""
         vectors = self.forward({k: v.to(self.device, non_blocking=True) for k, v in features.items()}).float()
-        if extra_normalize:  # forward already normalises when the model itself does
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
-        return vectors
+        cut = truncate_dim is not None and truncate_dim < vectors.shape[-1]
+        # forward already normalises when the model itself does: again only after a cut
+        return truncate(vectors, truncate_dim, extra_normalize or (cut and self.normalized))
 
     # ------------------------------------------------------------------ pieces others use
     def extra_normalize(self, normalize: bool | None) -> bool:
@@ -530,6 +559,10 @@ class Encodes:
     #: given (a name of :attr:`prompts`; ``None``: none), as sentence-transformers applies its
     #: ``default_prompt_name``
     default_prompt_name: str | None = None
+    #: the width :meth:`encode` cuts the vectors to when the call names none (``None``: the full vector),
+    #: as sentence-transformers' ``truncate_dim``; a saved model's is read from its
+    #: ``config_sentence_transformers.json``
+    truncate_dim: int | None = None
 
     def batch_encoder(self) -> BatchEncoder:
         """The encode pipeline over this model's tokenisation and forward."""
@@ -558,6 +591,7 @@ class Encodes:
         tokenizer_workers: int | None = None,
         max_tokens_per_batch: int | None = None,
         progress: Callable[[int], Any] | None = None,
+        truncate_dim: int | None = None,
         vectors: str = FLOAT32,
         ranges: np.ndarray | None = None,
     ) -> np.ndarray | torch.Tensor:
@@ -593,16 +627,9 @@ class Encodes:
                 ``batch_size`` (default: no token budget), so that a batch of long passages costs what
                 a batch of short queries does.
             progress: called with the number of sentences done after each batch (then no bar is shown).
-            vectors: the type returned: ``float32``, or ``int8``, ``uint8``, ``binary``, ``ubinary``, the
-                finished float vectors quantised as sentence-transformers' ``quantize_embeddings``
-                (:func:`~protoembed.model.quantize.quantize`: the same bytes).
-            ranges: ``int8`` / ``uint8``: the ``(2, D)`` ranges (default: calibrated on these vectors,
-                which needs at least 2 sentences).
-        Returns:
-            float32 array (N, D) in the input order ((D,) for a single string; (0, D) for no sentence);
-            with ``vectors``, that type (``ceil(D / 8)`` columns for the bit types).
         Raises:
-            ProtoembedError: a non-string input (named by its index), ``batch_size``,
+            ProtoembedError: a non-string input (named by its index), a ``truncate_dim`` outside 1 to the
+                model's width, ``batch_size``,
                 ``tokenizer_workers`` or ``max_tokens_per_batch`` below 1, a token budget below a row's
                 length (named), an unknown ``prompt_name`` or both prompt arguments, a precision the model
                 cannot run here (fp16 without CUDA), a tokenizer worker's failure (the chunk and its
@@ -622,6 +649,7 @@ class Encodes:
                 tokenizer_workers=tokenizer_workers,
                 max_tokens_per_batch=max_tokens_per_batch,
                 progress=progress,
+                truncate_dim=self.truncate_dim if truncate_dim is None else truncate_dim,
             )
         if vectors == FLOAT32:
             return embeddings

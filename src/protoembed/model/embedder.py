@@ -19,7 +19,7 @@ from sentence_transformers.base.modules.module import Module
 
 from protoembed.core.version import __version__
 from protoembed.model.backbones import quiet_transformers
-from protoembed.model.batching import BatchEncoder, Encodes
+from protoembed.model.batching import BatchEncoder, Encodes, check_truncate_dim, truncate
 from protoembed.model.encoder import PromptEncoder
 from protoembed.model.model_card import write_model_card
 from protoembed.model.precision import (
@@ -59,6 +59,9 @@ class Embedder(torch.nn.Module, Encodes):
             (:mod:`protoembed.inputs.prompts`; ``query`` and ``document`` are the retrieval roles).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``;
             :data:`~protoembed.model.protocol.SCORE_FUNCTIONS`).
+        truncate_dim: the width :meth:`encode` and the export cut the vectors to (``None``: the full
+            vector; :func:`~protoembed.model.batching.truncate`), saved in
+            ``config_sentence_transformers.json`` as sentence-transformers saves its own.
     """
 
     #: where :meth:`encode` runs (an export's embedder names its runtime: ``onnx``, ``openvino``, ...)
@@ -73,6 +76,7 @@ class Embedder(torch.nn.Module, Encodes):
         precision: str = "fp32",
         prompts: dict[str, str] | None = None,
         similarity_fn_name: str = DEFAULT_SCORE_FUNCTION,
+        truncate_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -82,6 +86,7 @@ class Embedder(torch.nn.Module, Encodes):
         self.precision = check_precision(precision)
         self.prompts: dict[str, str] = dict(prompts or {})
         self.similarity_fn_name = similarity_fn_name
+        self.truncate_dim = check_truncate_dim(truncate_dim, self.pooled_dimension)
         #: the sizes this model was trained to be cut to (Matryoshka, largest first; set by the objective
         #: that trains it); ``None``: none. Saved in ``protoembed.json``.
         self.matryoshka_dims: list[int] | None = None
@@ -92,9 +97,15 @@ class Embedder(torch.nn.Module, Encodes):
         return next(self.encoder.auto_model.parameters()).device
 
     @property
-    def dimension(self) -> int:
-        """Width of the sentence vectors."""
+    def pooled_dimension(self) -> int:
+        """Width of the head's vectors, before any cut."""
         return int(self.pooler.get_embedding_dimension())
+
+    @property
+    def dimension(self) -> int:
+        """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
+        :attr:`pooled_dimension`."""
+        return self.pooled_dimension if self.truncate_dim is None else self.truncate_dim
 
     @property
     def max_seq_length(self) -> int | None:
@@ -107,7 +118,11 @@ class Embedder(torch.nn.Module, Encodes):
         return self.encoder.tokenizer
 
     def embed(
-        self, features: dict[str, torch.Tensor], normalize: bool | None = None, precision: str = "fp32"
+        self,
+        features: dict[str, torch.Tensor],
+        normalize: bool | None = None,
+        precision: str = "fp32",
+        truncate_dim: int | None = None,
     ) -> dict[str, torch.Tensor]:
         """The one forward pass that training, :meth:`encode` and the export run: padded batch features ->
         the head's outputs, ``sentence_embedding`` (B, D) and ``token_embeddings`` (B, T, H).
@@ -118,6 +133,9 @@ class Embedder(torch.nn.Module, Encodes):
                 pass False, their losses take cosines of the raw head output).
             precision: ``bf16`` (``fp16``) runs the backbone under bf16 (fp16) autocast and the head and
                 normalisation in fp32 on its fp32-cast token embeddings (see :mod:`protoembed.model.precision`).
+            truncate_dim: cut ``sentence_embedding`` to its first ``truncate_dim`` dimensions before the
+                normalisation (:func:`~protoembed.model.batching.truncate`; ``None``: no cut; the export
+                passes :attr:`truncate_dim`).
         """
         if precision == "fp32":
             encoded = self.encoder(features)
@@ -132,8 +150,9 @@ class Embedder(torch.nn.Module, Encodes):
                 for k, v in encoded.items()
             }
         pooled = self.pooler(encoded)
-        if self.normalize if normalize is None else normalize:
-            pooled["sentence_embedding"] = torch.nn.functional.normalize(pooled["sentence_embedding"], dim=-1)
+        pooled["sentence_embedding"] = truncate(
+            pooled["sentence_embedding"], truncate_dim, self.normalize if normalize is None else normalize
+        )
         return pooled
 
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -169,7 +188,9 @@ class Embedder(torch.nn.Module, Encodes):
     def batch_encoder(self) -> BatchEncoder:
         """The encode loop over this embedder's tokenisation and its forward pass (at its current device
         and ``normalize`` setting)."""
-        return BatchEncoder(self.encoder, self.inference_forward, self.dimension, self.device, self.normalize)
+        return BatchEncoder(
+            self.encoder, self.inference_forward, self.pooled_dimension, self.device, self.normalize
+        )
 
     # ----------------------------------------------------------- persistence
     def modules_for_sentence_transformers(self) -> list[Module]:
@@ -183,7 +204,8 @@ class Embedder(torch.nn.Module, Encodes):
 
         Layout: root = backbone + tokenizer + ``protoembed_encoder.json`` (+ ``soft_prompt.safetensors``),
         ``1_<Pooling>/config.json``, optional ``2_Normalize``, ``modules.json``,
-        ``config_sentence_transformers.json`` (with :attr:`prompts` and :attr:`similarity_fn_name`),
+        ``config_sentence_transformers.json`` (with :attr:`prompts`, :attr:`similarity_fn_name` and
+        :attr:`truncate_dim` when set),
         ``protoembed.json`` (the head's name, the Matryoshka sizes if trained with them); the
         sentence-transformers files are those of :mod:`protoembed.outputs.st_layout`. Returns the final path.
         """
@@ -194,7 +216,14 @@ class Embedder(torch.nn.Module, Encodes):
                 modules[0] = LayoutModule(TRANSFORMER, self.encoder)
             write_modules(tmp, modules)
             versions = library_versions("sentence_transformers", "transformers", "pytorch")
-            write_st_config(tmp, versions, self.prompts, self.similarity_fn_name, self.default_prompt_name)
+            write_st_config(
+                tmp,
+                versions,
+                self.prompts,
+                self.similarity_fn_name,
+                self.default_prompt_name,
+                self.truncate_dim,
+            )
             saved = {"head": self.head, "protoembed_version": __version__}
             if self.matryoshka_dims:
                 saved[MATRYOSHKA_DIMS] = list(self.matryoshka_dims)

@@ -23,6 +23,7 @@ from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.checks import resolve_device
 from protoembed.inputs.prompts import kept_default
 from protoembed.model.backbones import loading_errors, quiet_transformers, resolve_model_dir
+from protoembed.model.batching import check_truncate_dim
 from protoembed.model.embedder import PROTOEMBED_CONFIG, Embedder
 from protoembed.model.encoder import PromptEncoder
 from protoembed.model.export.runtime import is_export_dir, open_export
@@ -31,7 +32,13 @@ from protoembed.model.model_spec import SOFT_PROMPT_INITS, ModelSpec, model_spec
 from protoembed.model.precision import check_fp16
 from protoembed.model.protocol import DEFAULT_SCORE_FUNCTION, SentenceEmbedder
 from protoembed.model.runtimes import AUTO, check_export_runtime, get_runtime
-from protoembed.outputs.st_layout import MODULES_FILE, read_modules, read_st_config
+from protoembed.outputs.st_layout import (
+    MODULES_FILE,
+    ST_CONFIG_FILE,
+    read_matryoshka_dims,
+    read_modules,
+    read_st_config,
+)
 
 
 def _load_saved(path: Path) -> tuple[PromptEncoder, Module, str, bool]:
@@ -98,7 +105,8 @@ def load(
             default: the saved model's head, or ``mean`` for a bare Hugging Face backbone.
         **settings: the other fields of :class:`~protoembed.model.model_spec.ModelSpec`, each described there:
             ``template``, ``max_seq_length``, ``n_soft_prompt``, ``soft_prompt_init``, ``prompts`` (name ->
-            text, replacing the saved ones), ``normalize``, ``device``, ``precision`` and ``runtime``.
+            text, replacing the saved ones), ``normalize``, ``truncate_dim`` (replacing the saved one),
+            ``device``, ``precision`` and ``runtime``.
     Returns:
         an :class:`Embedder` in eval mode, or an :class:`~protoembed.model.export.runtime.ExportedEmbedder`
         for an export folder or an export runtime (same ``encode``).
@@ -127,16 +135,23 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     if is_export_dir(path):  # an export: encode runs on a runtime that opens exports
         check_export_runtime(spec.runtime, path)
         return open_export(path, spec)
-    saved: dict[str, Any] = {"prompts": {}, "similarity_fn_name": None, "default_prompt_name": None}
+    saved: dict[str, Any] = {
+        "prompts": {},
+        "similarity_fn_name": None,
+        "default_prompt_name": None,
+        "truncate_dim": None,
+    }
     if (path / MODULES_FILE).is_file():
         with quiet_transformers(), loading_errors(path):
             encoder, pooler, saved_head, saved_normalize = _load_saved(path)
             saved = read_st_config(path)
+            dims = read_matryoshka_dims(path)
         overrides = (template, n_soft_prompt, soft_prompt_init)
         if (head is None or head == saved_head) and all(v is None for v in overrides):
             if max_seq_length is not None:
                 encoder.max_seq_length = max_seq_length
             embedder = Embedder(encoder, pooler, saved_head, saved_normalize)
+            embedder.matryoshka_dims = dims  # the same vectors: the same sizes
         else:
             embedder = build(
                 encoder.auto_model,
@@ -166,6 +181,12 @@ def load_model(spec: ModelSpec) -> SentenceEmbedder:
     embedder.prompts = dict(saved["prompts"] if spec.prompts is None else spec.prompts)
     embedder.default_prompt_name = kept_default(saved.get("default_prompt_name"), embedder.prompts)
     embedder.similarity_fn_name = saved["similarity_fn_name"] or DEFAULT_SCORE_FUNCTION
+    truncate_dim = saved["truncate_dim"] if spec.truncate_dim is None else spec.truncate_dim
+    where = "" if spec.truncate_dim is not None else f"{path / ST_CONFIG_FILE}: "
+    try:
+        embedder.truncate_dim = check_truncate_dim(truncate_dim, embedder.pooled_dimension)
+    except ProtoembedError as err:
+        raise ProtoembedError(f"{where}{err}") from None
     if spec.runtime != AUTO and get_runtime(spec.runtime).runs_exports:  # its fp32 export, made once, cached
         from protoembed.model.export.cache import onnx_embedder
 

@@ -3,7 +3,8 @@ help texts).
 
 :func:`protoembed.load`, :func:`~protoembed.model.export.runtime.load_export` and :func:`protoembed.evaluate`
 check their keyword arguments by :func:`model_spec`; the command line's model flags (``--model``,
-``--head``, ``--template``, ``--max-seq-length``, ``--device``, ``--precision``, ``--runtime``) are made
+``--head``, ``--template``, ``--max-seq-length``, ``--truncate-dim``, ``--device``, ``--precision``,
+``--runtime``) are made
 from its fields (:func:`protoembed.commands.common.add_model_options`); the training config's model keys
 are the fields of :class:`ModelSettings`, the part of a spec a config sets (``prompts``, a mapping, is
 set by a config or a keyword argument, not by a flag). A bad value is a one-line
@@ -30,6 +31,14 @@ def _positive_tokens(value: Any) -> Any:
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
         return value
     raise ValueError(f"must be a positive number of tokens, got {value!r}")
+
+
+def _positive_dims(value: Any) -> Any:
+    """``truncate_dim``'s rule: ``None`` (the full vector) or an integer of at least 1 (the model's width
+    bounds it when the model loads: :func:`protoembed.model.batching.check_truncate_dim`)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"must be a positive number of dimensions, got {value!r}")
 
 
 def _device_text(value: Any) -> Any:
@@ -89,6 +98,12 @@ class ModelSpec(ModelSettings):
 
     normalize: bool | None = Field(
         None, description="L2-normalise the vectors (default: as saved; false for a bare backbone)"
+    )
+    truncate_dim: Annotated[int | None, BeforeValidator(_positive_dims), Flag(metavar="D")] = Field(
+        None,
+        description="keep the first D dimensions of every vector, L2-normalised after the cut when the "
+        "vectors are normalised (Matryoshka models; default: the saved model's truncate_dim, else the full "
+        "vector)",
     )
     device: Annotated[str | None, BeforeValidator(_device_text), Flag(metavar="DEVICE")] = Field(
         None,

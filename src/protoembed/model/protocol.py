@@ -63,6 +63,8 @@ class SentenceEmbedder(Protocol):
         default_prompt_name: the prompt ``encode`` applies when none is named (``None``: none).
         similarity_fn_name: the score function of its vectors (``cosine``, ``dot``:
             :data:`SCORE_FUNCTIONS`).
+        truncate_dim: the width ``encode`` cuts its vectors to when the call names none (``None``: the
+            full vector; :func:`protoembed.model.batching.truncate`).
     """
 
     encoder: PromptEncoder
@@ -72,6 +74,7 @@ class SentenceEmbedder(Protocol):
     prompts: dict[str, str]
     default_prompt_name: str | None
     similarity_fn_name: str
+    truncate_dim: int | None
 
     @property
     def precision(self) -> str:
@@ -80,7 +83,7 @@ class SentenceEmbedder(Protocol):
 
     @property
     def dimension(self) -> int:
-        """Width of the vectors."""
+        """Width of the vectors ``encode`` gives by default (:attr:`truncate_dim` when set)."""
         ...
 
     @property
@@ -117,6 +120,7 @@ class SentenceEmbedder(Protocol):
         tokenizer_workers: int | None = None,
         max_tokens_per_batch: int | None = None,
         progress: Any = None,
+        truncate_dim: int | None = None,
         vectors: str = "float32",
         ranges: np.ndarray | None = None,
     ) -> np.ndarray | torch.Tensor:

@@ -126,23 +126,27 @@ def write_st_config(
     prompts: dict[str, str],
     similarity_fn_name: str,
     default_prompt_name: str | None = None,
+    truncate_dim: int | None = None,
 ) -> None:
     """Write ``config_sentence_transformers.json``: ``versions``, the model's ``prompts`` (name -> text),
     its ``default_prompt_name`` (the prompt ``encode`` puts before every input when none is named;
-    ``None``: none) and its ``similarity_fn_name`` (``cosine``, ``dot``)."""
-    config = {
+    ``None``: none), its ``similarity_fn_name`` (``cosine``, ``dot``) and its ``truncate_dim`` (the width
+    ``encode`` cuts its vectors to; written only when set, as sentence-transformers writes it)."""
+    config: dict[str, Any] = {
         "__version__": versions,
         "prompts": dict(prompts),
         "default_prompt_name": default_prompt_name,
         "similarity_fn_name": similarity_fn_name,
     }
+    if truncate_dim is not None:
+        config["truncate_dim"] = truncate_dim
     write_json(folder / ST_CONFIG_FILE, config)
 
 
 def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """``prompts`` (name -> text, ``{}`` when none), ``similarity_fn_name`` and ``default_prompt_name``
-    (``None`` when not named) of ``folder``'s ``config_sentence_transformers.json``; empty when there is no
-    such file.
+    """``prompts`` (name -> text, ``{}`` when none), ``similarity_fn_name``, ``default_prompt_name`` and
+    ``truncate_dim`` (``None`` when not named) of ``folder``'s ``config_sentence_transformers.json``; empty
+    when there is no such file.
 
     Raises:
         ValueError: a file that is not JSON, or prompts that are not a mapping of texts (the file named).
@@ -161,6 +165,7 @@ def read_st_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
         "prompts": dict(prompts),
         "similarity_fn_name": config.get("similarity_fn_name"),
         "default_prompt_name": default,
+        "truncate_dim": config.get("truncate_dim"),
     }
 
 

@@ -60,6 +60,7 @@ def model_digest(embedder: SentenceEmbedder) -> str:
     settings = {
         "head": embedder.head,
         "normalize": embedder.normalize,
+        "truncate_dim": embedder.truncate_dim,
         "template": embedder.encoder.template,
         "max_seq_length": embedder.encoder.max_seq_length,
         "n_soft_prompt": embedder.encoder.n_soft_prompt,

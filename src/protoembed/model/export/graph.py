@@ -4,7 +4,8 @@ The graph maps the padded token rows to the final vector, with everything after 
 
     input_ids (B, T), attention_mask (B, T) [, mask_index (B,) for template heads]
       -> word embeddings, soft-prompt vectors written into the slots before [MASK] (ConPVP anchor)
-      -> backbone -> [MASK] gather / cls / mean / max / cnn pooling -> L2 normalisation (if the model has it)
+      -> backbone -> [MASK] gather / cls / mean / max / cnn pooling -> the first ``truncate_dim`` dimensions
+      (if the model has one) -> L2 normalisation (if the model has it)
       -> sentence_embedding (B, D)   [and last_hidden_state (B, T, H) for cls / mean / max]
 
 It is traced from the model's own forward (``Embedder.embed``, which training and ``encode`` run too),
@@ -83,7 +84,8 @@ class _Graph(torch.nn.Module):
         features = {"input_ids": input_ids, "attention_mask": attention_mask}
         if mask_index is not None:
             features["mask_index"] = mask_index
-        outputs = self.embedder.embed(features)  # the model's own forward: no second implementation
+        # the model's own forward and cut: no second implementation
+        outputs = self.embedder.embed(features, truncate_dim=self.embedder.truncate_dim)
         vectors = outputs["sentence_embedding"]
         return (vectors, outputs["token_embeddings"]) if self.with_states else vectors
 
@@ -219,5 +221,9 @@ def _write_sentence_transformers_layout(embedder: Embedder, folder: Path) -> Non
         modules.append(LayoutModule(NORMALIZE))
     write_modules(folder, modules)
     write_st_config(
-        folder, library_versions("sentence_transformers"), embedder.prompts, embedder.similarity_fn_name
+        folder,
+        library_versions("sentence_transformers"),
+        embedder.prompts,
+        embedder.similarity_fn_name,
+        truncate_dim=embedder.truncate_dim,
     )

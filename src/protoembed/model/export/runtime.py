@@ -25,7 +25,7 @@ import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.prompts import kept_default
-from protoembed.model.batching import BatchEncoder, Encodes
+from protoembed.model.batching import BatchEncoder, Encodes, check_truncate_dim
 from protoembed.model.encoder import PromptEncoder
 from protoembed.model.export.layout import (
     DEFAULT_PROMPT_NAME,
@@ -89,6 +89,9 @@ class ExportedEmbedder(Encodes):
         self.config = config
         self.head: str = config["head"]
         self.normalize = normalize
+        #: the width :meth:`encode` cuts the graph's vectors to by default (``None``: the graph's own
+        #: width, already cut when the exported model had a ``truncate_dim``; set by :func:`open_export`)
+        self.truncate_dim: int | None = None
         self.prompts: dict[str, str] = dict(config.get(PROMPTS) or {})
         self.default_prompt_name: str | None = config.get(DEFAULT_PROMPT_NAME)
         self.similarity_fn_name: str = config.get(SIMILARITY_FN_NAME) or DEFAULT_SCORE_FUNCTION
@@ -107,9 +110,15 @@ class ExportedEmbedder(Encodes):
         return self.config.get("quantize") or "fp32"
 
     @property
-    def dimension(self) -> int:
-        """Width of the sentence vectors."""
+    def graph_dimension(self) -> int:
+        """Width of the graph's vectors."""
         return int(self.config["dimension"])
+
+    @property
+    def dimension(self) -> int:
+        """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
+        :attr:`graph_dimension`."""
+        return self.graph_dimension if self.truncate_dim is None else self.truncate_dim
 
     @property
     def max_seq_length(self) -> int | None:
@@ -141,7 +150,7 @@ class ExportedEmbedder(Encodes):
 
     def batch_encoder(self) -> BatchEncoder:
         """The encode loop over this export's tokenisation and its graph."""
-        return BatchEncoder(self.encoder, self.forward, self.dimension, self.device, self.normalize)
+        return BatchEncoder(self.encoder, self.forward, self.graph_dimension, self.device, self.normalize)
 
     @contextlib.contextmanager
     def encoding(self, precision: str | None) -> Iterator[None]:
@@ -197,7 +206,7 @@ def load_export(path: str | os.PathLike, *, threads: int | None = None, **settin
 def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> ExportedEmbedder:
     """The export folder ``root`` on ``spec.runtime`` (head, template and soft prompt are fixed in the
     graph, ``spec.max_seq_length`` only changes tokenisation, ``spec.prompts`` replaces the exported
-    model's prompts; ``spec.model`` is not read).
+    model's prompts, ``spec.truncate_dim`` cuts the graph's vectors; ``spec.model`` is not read).
 
     ``spec.runtime``: ``auto`` (:func:`~protoembed.model.runtimes.auto_runtime`) or a registered runtime that
     reads the folder's format (``onnx``: ONNX Runtime; ``openvino``). ``spec.precision``: ``None`` (the
@@ -244,6 +253,7 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
     embedder = entry.load(root, config, encoder, normalize, threads, precision)
     embedder.runtime = entry.name
     embedder.root = root
+    embedder.truncate_dim = check_truncate_dim(spec.truncate_dim, embedder.graph_dimension)
     if spec.prompts is not None:
         embedder.prompts = dict(spec.prompts)
         embedder.default_prompt_name = kept_default(embedder.default_prompt_name, embedder.prompts)
