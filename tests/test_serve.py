@@ -299,7 +299,8 @@ BAD_REQUESTS = [
     ({"input": "a", "model": "gpt-4"}, 404, "model", "The model `gpt-4` does not exist"),
     ({"input": ["a"] * 9}, 413, "input", "9 inputs"),
     ({"input": ["a", "x" * 2001]}, 413, "input", "input[1] has 2001 characters"),
-    ({"input": "a", "dimensions": 7}, 400, "dimensions", "32 dimensions"),
+    ({"input": "a", "dimensions": 33}, 400, "dimensions", "32 dimensions; pass 1 to 32"),
+    ({"input": "a", "dimensions": 0}, 400, "dimensions", "32 dimensions; pass 1 to 32"),
     ({"input": "a", "dimensions": "x"}, 400, "dimensions", "dimensions expected an integer"),
     ({"input": "a", "encoding_format": "hex"}, 400, "encoding_format", "expected float or base64"),
 ]

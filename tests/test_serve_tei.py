@@ -202,7 +202,8 @@ ERRORS = [
     ("/embed", {"inputs": "a", "truncation_direction": "Left"}, 422, "Validation", "truncation_direction"),
     ("/embed", b"{", 422, "Validation", "could not parse the JSON body"),
     ("/embed", {"inputs": "a", "prompt_name": "nope"}, 422, "Validation", "unknown prompt name 'nope'"),
-    ("/embed", {"inputs": "a", "dimensions": 7}, 422, "Validation", "32 dimensions"),
+    ("/embed", {"inputs": "a", "dimensions": 33}, 422, "Validation", "32 dimensions; pass 1 to 32"),
+    ("/embed", {"inputs": "a", "dimensions": 0}, 422, "Validation", "32 dimensions; pass 1 to 32"),
     ("/embed", {"inputs": ["a"] * 9}, 422, "Validation", "9 inputs"),
     (
         "/embed",

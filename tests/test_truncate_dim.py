@@ -214,10 +214,39 @@ def test_bad_dims_are_refused_when_parsed(bad, capsys):
     )
 
 
-def test_serve_refuses_a_cut_it_cannot_answer(saved, capsys):
-    plain, _ = saved
-    assert main(["serve", str(plain), "--truncate-dim", "4", "--port", "0"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        f"protoembed: error: {plain}: truncate_dim 4: the server answers full-width vectors only; serve the "
-        "model without a truncate_dim"
-    )
+def test_the_server_cuts_as_encode_cuts(saved):
+    """OpenAI's and TEI's ``dimensions`` per request, and a served model's own ``truncate_dim``: the
+    vectors of ``encode(truncate_dim=d)``, cut then normalised where the request asks unit vectors (TEI's
+    order), for a plain and a normalising model."""
+    import httpx
+
+    from test_serve import running
+
+    plain, unit = saved
+    for folder in (plain, unit):
+        model = protoembed.load(str(folder))
+        with running(model) as (base, _):
+            for dim in (1, 8, 32):
+                openai = httpx.post(f"{base}/v1/embeddings", json={"input": SENTENCES, "dimensions": dim})
+                vectors = [row["embedding"] for row in openai.json()["data"]]
+                np.testing.assert_allclose(vectors, model.encode(SENTENCES, truncate_dim=dim), atol=1e-6)
+                tei = httpx.post(f"{base}/embed", json={"inputs": SENTENCES, "dimensions": dim})
+                expected = model.encode(SENTENCES, truncate_dim=dim, normalize=True)
+                np.testing.assert_allclose(tei.json(), expected, atol=1e-6)
+                raw = httpx.post(
+                    f"{base}/embed", json={"inputs": SENTENCES, "dimensions": dim, "normalize": False}
+                )
+                full = protoembed.load(str(folder), normalize=False).encode(SENTENCES)  # the pooled vectors
+                np.testing.assert_allclose(raw.json(), full[:, :dim], atol=1e-6)
+    cut = protoembed.load(str(plain), truncate_dim=4)  # the model's own cut when a request names none
+    with running(cut) as (base, _):
+        openai = httpx.post(f"{base}/v1/embeddings", json={"input": SENTENCES})
+        vectors = [row["embedding"] for row in openai.json()["data"]]
+        np.testing.assert_allclose(vectors, cut.encode(SENTENCES), atol=1e-6)
+        assert np.asarray(vectors).shape == (len(SENTENCES), 4)
+        wider = httpx.post(f"{base}/v1/embeddings", json={"input": SENTENCES, "dimensions": 32})
+        np.testing.assert_allclose(
+            [row["embedding"] for row in wider.json()["data"]],
+            cut.encode(SENTENCES, truncate_dim=32),
+            atol=1e-6,
+        )

@@ -117,11 +117,6 @@ def run(args: argparse.Namespace) -> int:
     sock = bind(settings.host, settings.port)  # a port in use fails before the model loads
     try:
         model = load_model(args)
-        if model.truncate_dim is not None:  # the routes answer the pooled width (serving/infer.py)
-            raise ProtoembedError(
-                f"{args.model}: truncate_dim {model.truncate_dim}: the server answers full-width vectors only; "
-                "serve the model without a truncate_dim"
-            )
         from protoembed.serving import create_app
         from protoembed.serving.server import run as serve
 

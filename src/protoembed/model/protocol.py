@@ -82,6 +82,11 @@ class SentenceEmbedder(Protocol):
         ...
 
     @property
+    def pooled_dimension(self) -> int:
+        """Width of the model's whole vector, before any :attr:`truncate_dim` cut."""
+        ...
+
+    @property
     def dimension(self) -> int:
         """Width of the vectors ``encode`` gives by default (:attr:`truncate_dim` when set)."""
         ...

@@ -36,6 +36,7 @@ from protoembed.model.batching import (
     longest_row,
     tokenizer_pool,
 )
+from protoembed.model.batching import truncate as cut_vectors
 from protoembed.model.cross_encoder import Reranker
 from protoembed.model.export.runtime import ExportedEmbedder
 from protoembed.model.protocol import SentenceEmbedder
@@ -252,16 +253,22 @@ class Infer:
         prompt_name: str | None = None,
         truncate: bool = True,
         normalize: bool | None = None,
+        dimensions: int | None = None,
     ) -> tuple[np.ndarray, int]:
-        """``(vectors, tokens)`` of a request's inputs: float32 (N, D), L2-normalised if ``normalize``
-        (``None``: the model's own setting, as ``encode``), and the tokens of their rows.
+        """``(vectors, tokens)`` of a request's inputs: float32 (N, D), cut to ``dimensions`` (``None``:
+        the model's ``truncate_dim``, else the whole vector), then L2-normalised if ``normalize`` (``None``:
+        the model's own setting, as ``encode``): text-embeddings-inference's order, and
+        ``encode(truncate_dim=dimensions)``'s vectors (:func:`~protoembed.model.batching.truncate`); and
+        the tokens of their rows.
 
         Raises:
             APIError: any problem of the inputs, the queue or the forward; ``normalize: false`` on an
-                export whose graph normalises (``invalid``).
+                export whose graph normalises, or ``dimensions`` outside 1 to the model's width
+                (``invalid``).
         """
         self.check_ready()
         self.check_embedding()
+        width = self.check_dimensions(dimensions)
         if normalize is False and self.encoder.normalized:
             raise APIError(
                 "invalid",
@@ -274,8 +281,8 @@ class Infer:
         with self.admit():
             ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate)
             vectors = await self.queue(ids, masks)
-        if self.model.normalize if normalize is None else normalize:
-            vectors = torch.nn.functional.normalize(torch.from_numpy(vectors), dim=-1).numpy()
+        normalized = self.model.normalize if normalize is None else normalize
+        vectors = cut_vectors(torch.from_numpy(vectors), width, bool(normalized)).numpy()
         return vectors, sum(len(row) for row in ids)
 
     async def token_vectors(
@@ -319,17 +326,23 @@ class Infer:
                 raise APIError("unhealthy", str(err), code="shutting_down") from None
             return await self.backend(future)
 
-    def check_dimensions(self, dimensions: int | None) -> None:
-        """Refuse a ``dimensions`` other than the model's width (``invalid``: the vectors are not
-        shortened)."""
-        width = self.model.dimension
-        if dimensions is not None and dimensions != width:
+    def check_dimensions(self, dimensions: int | None) -> int | None:
+        """The width a request's vectors are cut to: ``dimensions`` when given (OpenAI's and
+        text-embeddings-inference's field), else the model's ``truncate_dim`` (``None``: no cut).
+
+        Raises:
+            APIError: ``invalid``: ``dimensions`` outside 1 to the model's whole width (text-embeddings-
+                inference's validation error)."""
+        if dimensions is None:
+            return self.model.truncate_dim
+        width = self.model.pooled_dimension
+        if isinstance(dimensions, bool) or not 1 <= dimensions <= width:
             raise APIError(
                 "invalid",
-                f"dimensions {dimensions}: this model's vectors have {width} dimensions and cannot be "
-                f"shortened; leave dimensions out or pass {width}",
+                f"dimensions {dimensions}: this model's vectors have {width} dimensions; pass 1 to {width}",
                 "dimensions",
             )
+        return dimensions
 
     async def rerank(
         self, query: str, texts: list[str], truncate: bool = True, raw_scores: bool = False

@@ -8,7 +8,7 @@
   same tokenisation (inputs longer than the model's ``max_seq_length`` tokens are truncated to it, as
   ``encode`` does, token arrays too; ``usage`` counts the tokens after truncation, the template's and the
   special tokens included), the model's default prompt if it has one, its own normalisation. ``model``
-  may be left out; ``dimensions`` must be the model's width; ``user`` is ignored.
+  may be left out; ``dimensions`` keeps the first D dimensions (1 to the model's width; cut, then normalised as the model normalises); ``user`` is ignored.
 - ``GET /v1/models`` (and ``/v1/models/NAME``): the served model, in OpenAI's list shape.
 
 Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}`` (:meth:`APIError.openai`): 400 for
@@ -48,7 +48,10 @@ class EmbeddingRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = Field(
         "float", description="float: lists of numbers; base64: little-endian float32 bytes in base64"
     )
-    dimensions: int | None = Field(None, description="the model's width, if given (no truncation)")
+    dimensions: int | None = Field(
+        None,
+        description="keep the first D dimensions of each vector (1 to the model's width), normalised after",
+    )
     user: Any = Field(None, description="ignored")
 
 
@@ -77,8 +80,7 @@ def openai_router(infer: Infer, name: str) -> APIRouter:
         body = await read_body(request, EmbeddingRequest)
         infer.check_ready()
         check_model(body.model)
-        infer.check_dimensions(body.dimensions)
-        vectors, tokens = await infer.embed(body.input, "input")
+        vectors, tokens = await infer.embed(body.input, "input", dimensions=body.dimensions)
         return Response(
             response_body(vectors, body.encoding_format, name, tokens), media_type="application/json"
         )

@@ -72,7 +72,10 @@ class EmbedRequest(BaseModel):
     truncate: bool | None = Field(None, description=_TRUNCATE)
     truncation_direction: Direction = Field("Right", description=_DIRECTION)
     prompt_name: str | None = Field(None, description=_PROMPT)
-    dimensions: int | None = Field(None, description="the model's width, if given (no truncation)")
+    dimensions: int | None = Field(
+        None,
+        description="keep the first D dimensions of each vector (1 to the model's width), then normalise",
+    )
 
 
 class EmbedAllRequest(BaseModel):
@@ -148,9 +151,8 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
 
     async def embed(body: EmbedRequest) -> Response:
         """One vector per input (float32 lists)."""
-        infer.check_dimensions(body.dimensions)
         vectors, _ = await infer.embed(
-            body.inputs, "inputs", body.prompt_name, truncate(body.truncate), body.normalize
+            body.inputs, "inputs", body.prompt_name, truncate(body.truncate), body.normalize, body.dimensions
         )
         return _json(list(np.ascontiguousarray(vectors, dtype=np.float32)))
 

@@ -110,15 +110,15 @@ class ExportedEmbedder(Encodes):
         return self.config.get("quantize") or "fp32"
 
     @property
-    def graph_dimension(self) -> int:
+    def pooled_dimension(self) -> int:
         """Width of the graph's vectors."""
         return int(self.config["dimension"])
 
     @property
     def dimension(self) -> int:
         """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
-        :attr:`graph_dimension`."""
-        return self.graph_dimension if self.truncate_dim is None else self.truncate_dim
+        :attr:`pooled_dimension`."""
+        return self.pooled_dimension if self.truncate_dim is None else self.truncate_dim
 
     @property
     def max_seq_length(self) -> int | None:
@@ -150,7 +150,7 @@ class ExportedEmbedder(Encodes):
 
     def batch_encoder(self) -> BatchEncoder:
         """The encode loop over this export's tokenisation and its graph."""
-        return BatchEncoder(self.encoder, self.forward, self.graph_dimension, self.device, self.normalize)
+        return BatchEncoder(self.encoder, self.forward, self.pooled_dimension, self.device, self.normalize)
 
     @contextlib.contextmanager
     def encoding(self, precision: str | None) -> Iterator[None]:
@@ -253,7 +253,7 @@ def open_export(root: Path, spec: ModelSpec, threads: int | None = None) -> Expo
     embedder = entry.load(root, config, encoder, normalize, threads, precision)
     embedder.runtime = entry.name
     embedder.root = root
-    embedder.truncate_dim = check_truncate_dim(spec.truncate_dim, embedder.graph_dimension)
+    embedder.truncate_dim = check_truncate_dim(spec.truncate_dim, embedder.pooled_dimension)
     if spec.prompts is not None:
         embedder.prompts = dict(spec.prompts)
         embedder.default_prompt_name = kept_default(embedder.default_prompt_name, embedder.prompts)
