@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -250,3 +251,20 @@ def test_the_server_cuts_as_encode_cuts(saved):
             cut.encode(SENTENCES, truncate_dim=32),
             atol=1e-6,
         )
+
+
+def test_evaluate_dims_is_the_command_s_json(saved, data_dir, tmp_path):
+    """``protoembed.evaluate(..., dims=[...])`` gives exactly what ``eval sts --dims`` writes; a bad list is
+    one line before the model loads."""
+    plain, _ = saved
+    argv = ["eval", "sts", "--model", str(plain), "--data-dir", str(data_dir), "--tasks", "STSBenchmark"]
+    assert main([*argv, "--dims", "32,8", "--output", str(tmp_path / "dims.json")]) == 0
+    by_api = protoembed.evaluate(str(plain), ["STSBenchmark"], data_dir=data_dir, dims=[32, 8])
+    assert json.dumps(by_api["sts"]) == json.dumps(json.loads((tmp_path / "dims.json").read_text()))
+    for bad, message in (
+        ([], "dims []: expected"),
+        ([8, 8], "dims [8, 8]: a width is repeated"),
+        ([0], "dims [0]"),
+    ):
+        with pytest.raises(ProtoembedError, match=re.escape(message)):
+            protoembed.evaluate(str(plain), ["STSBenchmark"], data_dir=data_dir, dims=bad)

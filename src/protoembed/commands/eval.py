@@ -110,40 +110,39 @@ def run_eval(suite: Suite, args: argparse.Namespace) -> int:
 def _run_dims(
     suite: Suite, evaluator: Any, args: argparse.Namespace, dims: list[int]
 ) -> tuple[dict[str, Any], str]:
-    """``--dims``: the suite scored at each width from one encode at full size
-    (:class:`~protoembed.evaluation.encoders.CutEncoders`); the results JSON ``{"suite", "dims": {width:
-    the suite's result at that width}}`` and the table with a row per width
+    """``--dims``: :meth:`~protoembed.evaluation.evaluator.Evaluator.run`'s ``dims`` result (the suite at
+    each width, from one encode) and its table with a row per width
     (:func:`~protoembed.evaluation.tables.dims_table`)."""
-    from protoembed.evaluation.encoders import CutEncoders
     from protoembed.evaluation.tables import dims_table
     from protoembed.evaluation.tasks import table_names
 
     assert suite.command.dims is not None
     caption, score = suite.command.dims
-    encoders = CutEncoders(lazy_encoder(args), dims)
-    results = {
-        dim: evaluator.run(
-            encode, label=args.model, model_path=args.model, progress=True, device=args.device
-        )[suite.name]
-        for dim, encode in encoders.by_dim.items()
-    }
-    names = list(results[dims[0]]["tasks"])
-    rows = [(dim, [r["tasks"][name][score] for name in names], r["avg"]) for dim, r in results.items()]
-    table = "\n".join(dims_table(caption, table_names(names), rows)) + "\n"
-    return {"suite": suite.name, "dims": {str(dim): r for dim, r in results.items()}}, table
+    result = evaluator.run(
+        lazy_encoder(args),
+        label=args.model,
+        model_path=args.model,
+        progress=True,
+        device=args.device,
+        dims=dims,
+    )[suite.name]
+    by_dim = result["dims"]
+    names = list(by_dim[str(dims[0])]["tasks"])
+    rows = [(int(dim), [r["tasks"][name][score] for name in names], r["avg"]) for dim, r in by_dim.items()]
+    return result, "\n".join(dims_table(caption, table_names(names), rows)) + "\n"
 
 
 def dims_list(text: str) -> list[int]:
     """``argparse`` type for ``--dims``: distinct positive integers, comma-separated (``384,256,128``)."""
+    from protoembed.core.errors import ProtoembedError
+    from protoembed.evaluation.evaluator import check_dims
+
     try:
-        dims = [int(part) for part in text.split(",")]
-    except ValueError:
-        dims = []
-    if not dims or min(dims) < 1 or len(set(dims)) != len(dims):
+        return check_dims([int(part) for part in text.split(",")])
+    except (ValueError, ProtoembedError):
         raise argparse.ArgumentTypeError(
             f"expected distinct positive integers separated by commas (384,256,128), got {text!r}"
-        )
-    return dims
+        ) from None
 
 
 def task_name(suite: str) -> Callable[[str], str]:

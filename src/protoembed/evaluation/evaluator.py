@@ -103,6 +103,21 @@ def group_by_suite(
     return {name: grouped[name] for name in SUITES if name in grouped}
 
 
+def check_dims(dims: Sequence[int]) -> list[int]:
+    """``dims`` (the vector widths of a ``dims`` run) as a list: distinct integers of at least 1.
+
+    Raises:
+        ProtoembedError: an empty list, a width below 1 or a repeated one (the list named)."""
+    widths = list(dims)
+    if not widths or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in widths):
+        raise ProtoembedError(
+            f"dims {widths!r}: expected distinct vector widths of at least 1, e.g. 384,256,128"
+        )
+    if len(set(widths)) != len(widths):
+        raise ProtoembedError(f"dims {widths!r}: a width is repeated; expected distinct vector widths")
+    return widths
+
+
 class Evaluator:
     """Tasks of any suite, run together on a model; see the module docstring.
 
@@ -259,8 +274,13 @@ class Evaluator:
         progress: bool = False,
         batch_size: int | None = None,
         device: str | None = None,
+        dims: Sequence[int] | None = None,
     ) -> dict[str, dict[str, Any]]:
-        """Every suite's results: ``{suite: {model description..., "suite", suite's result...}}``.
+        """Every suite's results: ``{suite: {model description..., "suite", suite's result...}}``; with
+        ``dims`` (vector widths, e.g. ``[384, 256, 128]``), ``{suite: {"suite", "dims": {"384": the
+        suite's result on the vectors cut to 384, ...}}}``, every width scored from one encode at full size
+        (:class:`~protoembed.evaluation.encoders.CutEncoders`: each width's vectors are those of
+        ``truncate_dim`` at that width), what ``protoembed eval <suite> --dims`` writes.
 
         In: the model (a loaded :class:`~protoembed.protocol.SentenceEmbedder`, or a
         :class:`~protoembed.evaluation.encoders.LazyEncoder` that loads it on first use, with its
@@ -279,6 +299,24 @@ class Evaluator:
         else:
             encoder = LazyEncoder(lambda: model, batch_size=batch_size, show_progress_bar=progress)
         name = label or model_path or type(model).__name__
+        if dims is not None:
+            from protoembed.evaluation.encoders import CutEncoders
+
+            by_dim = {
+                str(dim): self.run(
+                    cut,
+                    label=name,
+                    model_path=model_path,
+                    progress=progress,
+                    batch_size=batch_size,
+                    device=device,
+                )
+                for dim, cut in CutEncoders(encoder, check_dims(dims)).by_dim.items()
+            }
+            return {
+                suite.name: {"suite": suite.name, "dims": {dim: r[suite.name] for dim, r in by_dim.items()}}
+                for suite in self.suites
+            }
         results = {}
         with tasks_in_scope(self.entries.values()):
             for suite in self.suites:

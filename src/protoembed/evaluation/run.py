@@ -32,6 +32,7 @@ def evaluate(
     allow_empty: bool = False,
     cache_embeddings: bool = False,
     progress: bool = False,
+    dims: Sequence[int] | None = None,
     **options: Any,
 ) -> dict[str, dict[str, Any]]:
     """Evaluate a model on tasks; the Python side of ``protoembed eval``.
@@ -52,6 +53,8 @@ def evaluate(
         allow_empty: as ``protoembed eval``'s ``--allow-empty``.
         cache_embeddings: as ``protoembed eval``'s ``--cache-embeddings``.
         progress: a stderr line per finished task (what the command prints).
+        dims: vector widths (``[384, 256, 128]``): each suite scored on the vectors cut to each, from one
+            encode, as ``protoembed eval <suite> --dims`` (:meth:`Evaluator.run`'s ``dims``).
         **options: the model's settings (the keyword arguments of ``protoembed.load``: the fields of
             :class:`~protoembed.model_spec.ModelSpec`, ``head``, ``template``, ``max_seq_length``,
             ``device``, ``precision``, ``runtime``, ...; a loaded model reads only ``runtime``, other than
@@ -63,7 +66,7 @@ def evaluate(
             error.
     Returns:
         ``{suite: results}``, each exactly the JSON ``protoembed eval <suite> --output`` writes for the
-        same model, tasks and options.
+        same model, tasks and options (and ``--dims``).
     Raises:
         ProtoembedError: one line for a bad model setting, an unknown task, suite or option, or a missing
             data file (before the model is loaded).
@@ -96,6 +99,7 @@ def evaluate(
         model_path=model if isinstance(model, str) else None,
         progress=progress,
         device=spec.device,
+        dims=dims,
     )
 
 
