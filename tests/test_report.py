@@ -483,3 +483,20 @@ def test_runtimes_and_precisions_get_a_table_each(tmp_path, capsys):
     ]
     assert summary[0]["Transfer (Table 5)"] == f"{json.loads(transfer.read_text())['avg']:.2f}"
     capsys.readouterr()
+
+
+def test_a_dims_file_is_a_row_per_width(tmp_path):
+    """An ``eval --dims`` file (``{"suite", "dims": {width: result}}``) gives one row per width, labelled
+    ``<label> (<width> dims)``, each row the numbers of its width; ``--label`` renames the model, the widths
+    stay."""
+    widths = {"32": sts_result("runs/m"), "8": sts_result("runs/m")}
+    path = write(tmp_path / "dims.json", {"suite": "sts", "dims": widths})
+    rows = tables(build_report(load_results([path]), tmp_path / "r.md"))["STS (ConPVP Table 3)"]
+    assert [row["Model"] for row in rows] == ["m (32 dims)", "m (8 dims)"]
+    for row, result in zip(rows, widths.values(), strict=True):
+        assert row["STS12"] == f"{result['tasks']['STS12']['spearman']:.2f}"
+        assert row["Avg."] == f"{result['avg']:.2f}"
+    renamed = load_results([path], labels=["mrl"])
+    assert [r.label for r in renamed] == ["mrl (32 dims)", "mrl (8 dims)"]
+    folder = [r.label for r in load_results([tmp_path])]  # a folder: its name is the label
+    assert folder == [f"{tmp_path.name} (32 dims)", f"{tmp_path.name} (8 dims)"]

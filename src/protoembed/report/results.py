@@ -10,7 +10,9 @@ A folder stands for every results JSON directly inside it (other JSON files, suc
 Labels: from the folder name when a folder was given, else from the file's ``model`` field (its last
 path part, or the part before ``best`` for a trained run's kept model), else from the file's folder or
 name; a trailing ``-seed<N>`` / ``_seed<N>`` is dropped, so the seeds of one method share a label and are
-shown as mean ± std. ``--label`` overrides: one label per input in order, or ``OLD=NEW`` renames.
+shown as mean ± std. ``--label`` overrides: one label per input in order, or ``OLD=NEW`` renames. A
+``protoembed eval --dims`` file holds a result per vector width: each is a row of its own, its label
+followed by `` (<width> dims)``.
 
 Checks (a one-line error naming the file, the task and the field): every task of a results file has
 the fields the page reads (:attr:`protoembed.evaluation.suite.ReportLayout.read_keys`); every per-task
@@ -161,6 +163,21 @@ def _read(path: Path) -> Any:
         raise ProtoembedError(f"{path}: invalid JSON ({err.msg} at line {err.lineno})") from None
 
 
+def by_width(data: Any) -> list[tuple[str | None, Any]]:
+    """The results inside one file's data: ``(width, result)`` for each width of an ``eval --dims`` file
+    (``{"suite", "dims": {"384": result, ...}}``), else ``[(None, data)]``."""
+    dims = data.get("dims") if isinstance(data, dict) and "tasks" not in data else None
+    if isinstance(dims, dict) and dims:
+        return list(dims.items())
+    return [(None, data)]
+
+
+def width_label(label: str, width: str | None) -> str:
+    """A result's label on the page: a ``--dims`` file's widths each get their own row (``label (128
+    dims)``)."""
+    return label if width is None else f"{label} ({width} dims)"
+
+
 def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
     """(file, its data, the folder given or ``None``) for one input path."""
     if item.is_dir():
@@ -168,7 +185,7 @@ def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
         for path in sorted(item.glob("*.json")):
             data = _read(path)
             try:
-                suite_of(data, path)
+                suite_of(by_width(data)[0][1], path)
             except ProtoembedError:
                 logger.debug("skipping %s: not a results JSON", path)
                 continue
@@ -211,16 +228,20 @@ def load_results(inputs: Sequence[str | Path], labels: Sequence[str] = ()) -> li
     """Read every input (files and folders, in order; a file given twice counts once) into results."""
     files, seen, origin = [], set(), []
     for n, item in enumerate(inputs):
-        for path, data, folder in _expand(Path(item)):
-            key = path.resolve()
-            if key in seen:
-                continue
-            seen.add(key)
-            files.append((path, data, folder))
-            origin.append(n)
-    defaults = [default_label(path, data, folder) for path, data, folder in files]
+        for path, whole, folder in _expand(Path(item)):
+            for width, data in by_width(whole):  # an eval --dims file: a result per width
+                key = (path.resolve(), width)
+                if key in seen:
+                    continue
+                seen.add(key)
+                files.append((path, data, folder, width))
+                origin.append(n)
+    defaults = [default_label(path, data, folder) for path, data, folder, _ in files]
     chosen = _labels(defaults, origin, labels, len(inputs))
-    results = [Result(p, suite_of(d, p), label, d) for (p, d, _), label in zip(files, chosen)]
+    results = [
+        Result(p, suite_of(d, p), width_label(label, width), d)
+        for (p, d, _, width), label in zip(files, chosen)
+    ]
     for result in results:
         if result.suite != "analysis":
             check_fields(result.data, result.path, result.suite)
