@@ -1,4 +1,5 @@
-"""Cross-process negatives: 2 CPU processes (gloo, DDP) with half the batch each == 1 process on all of it.
+"""Cross-process negatives: 2 CPU processes (gloo, DDP) with half the batch each == 1 process on all of it
+(Matryoshka objectives too: the gather at each width).
 
 The relation tested, with dropout off (eval mode) and the same initial weights:
 
@@ -38,6 +39,9 @@ CASES = {
     "conpvp_denoise": ("soft_prompt", {"templates": "<one-pair>", "denoise": "attention_mask"}),
     "simcse": ("cls", {}),
     "promptbert": ("mask", {"denoise": True}),
+    # Matryoshka: each width's loss over the batch gathered from every process
+    "simcse_mrl": ("cls", {"matryoshka": {"dims": [32, 16, 4], "weights": [1.0, 0.5, 2.0]}}),
+    "conpvp_mrl": ("soft_prompt", {"templates": "<one-pair>", "matryoshka": {"dims": [32, 8]}}),
 }
 
 
