@@ -28,6 +28,7 @@ from protoembed.commands.common import (
 from protoembed.core.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
 from protoembed.core.progress import LINE_EVERY
 from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
+from protoembed.corpus.manifest import NPY, OUTPUT_FORMATS
 from protoembed.corpus.sources import (
     ALIASES,
     AUTO,
@@ -93,6 +94,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--column",
         metavar="C",
         help=f"{', '.join(f for f in FORMATS[1:] if f != 'jsonl')}: the column holding the text",
+    )
+    parser.add_argument(
+        "--id-field",
+        metavar="F",
+        help="jsonl: the field holding each row's id (a string or an integer; e.g. _id): written to ids.jsonl "
+        "beside the shards, or the Parquet shards' id column (default: the row number, from 0)",
+    )
+    parser.add_argument(
+        "--id-column",
+        metavar="C",
+        help="csv, tsv, parquet: the column holding each row's id (as --id-field)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        default=NPY,
+        help="the shards: npy arrays (default), or parquet: one row per text, its id and its vector (a "
+        "fixed-size list of float32, or of the --vectors type)",
     )
     add_model_options(parser)
     add_pipeline_options(parser)
@@ -195,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
             format=args.format,
             field=args.field,
             column=args.column,
+            id_field=args.id_field,
+            id_column=args.id_column,
+            output_format=args.output_format,
             shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
             batch_size=args.batch_size,
             normalize=True if args.normalize else None,
@@ -245,6 +267,9 @@ def _encode_to_array(args: argparse.Namespace, ranges: Any) -> int:
         ("--shard-size", args.shard_size),
         ("--workers", args.workers),
         ("--devices", args.devices),
+        ("--id-field", args.id_field),
+        ("--id-column", args.id_column),
+        ("--output-format", args.output_format != NPY),
     ):
         if given:
             raise ProtoembedError(
