@@ -27,8 +27,8 @@ from protoembed.commands.common import (
 )
 from protoembed.core.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
 from protoembed.core.progress import LINE_EVERY
-from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
-from protoembed.corpus.manifest import NPY, OUTPUT_FORMATS
+from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE, ENGINES, LOCAL_ENGINE, RAY_ENGINE
+from protoembed.corpus.manifest import NPY, OUTPUT_FORMATS, PARQUET
 from protoembed.corpus.sources import (
     ALIASES,
     AUTO,
@@ -109,9 +109,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--output-format",
         choices=OUTPUT_FORMATS,
-        default=NPY,
-        help="the shards: npy arrays (default), or parquet: one row per text, its id and its vector (a "
-        "fixed-size list of float32, or of the --vectors type)",
+        help="the shards: npy arrays (default of --engine local), or parquet (default of --engine ray): one "
+        "row per text, its id and its vector (a fixed-size list of float32, or of the --vectors type)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=LOCAL_ENGINE,
+        help="local: this machine's processes (--workers, --devices); ray: Ray Data actors on a cluster "
+        "(--address, --workers actors, --gpus-per-worker; pip install 'protoembed[ray]') (default: local)",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="--engine ray: the cluster (auto, ray://HOST:10001; default: a local one started here)",
+    )
+    parser.add_argument(
+        "--gpus-per-worker",
+        type=float,
+        default=0,
+        metavar="G",
+        help="--engine ray: the GPUs of each actor (default 0: the CPU)",
     )
     add_model_options(parser)
     add_pipeline_options(parser)
@@ -206,8 +224,13 @@ def run(args: argparse.Namespace) -> int:
     from protoembed.corpus.encoding import encode_corpus, world
 
     options = pipeline_options(args)
+    if args.engine == RAY_ENGINE:
+        from protoembed.corpus.ray_engine import encode_corpus_on_ray
+
+        options.update(address=args.address, gpus_per_worker=args.gpus_per_worker)
+    encode = encode_corpus_on_ray if args.engine == RAY_ENGINE else encode_corpus
     try:
-        vectors = encode_corpus(
+        vectors = encode(
             spec_from_args(args),
             args.input,
             args.output,
@@ -216,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             column=args.column,
             id_field=args.id_field,
             id_column=args.id_column,
-            output_format=args.output_format,
+            output_format=args.output_format or (PARQUET if args.engine == RAY_ENGINE else NPY),
             shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
             batch_size=args.batch_size,
             normalize=True if args.normalize else None,
@@ -269,7 +292,9 @@ def _encode_to_array(args: argparse.Namespace, ranges: Any) -> int:
         ("--devices", args.devices),
         ("--id-field", args.id_field),
         ("--id-column", args.id_column),
-        ("--output-format", args.output_format != NPY),
+        ("--output-format", args.output_format),
+        ("--engine", args.engine != LOCAL_ENGINE),
+        ("--address", args.address),
     ):
         if given:
             raise ProtoembedError(

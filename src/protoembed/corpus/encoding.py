@@ -94,6 +94,9 @@ logger = logging.getLogger(__name__)
 
 #: Rows per shard unless told otherwise.
 DEFAULT_SHARD_SIZE = 100_000
+#: Who runs the encoding: this machine's processes, or Ray Data's actors (:mod:`protoembed.corpus.ray_engine`).
+LOCAL_ENGINE, RAY_ENGINE = "local", "ray"
+ENGINES = (LOCAL_ENGINE, RAY_ENGINE)
 
 
 @dataclass(frozen=True)
@@ -513,6 +516,7 @@ def encode_corpus(
     id_field: str | None = None,
     id_column: str | None = None,
     output_format: str = NPY,
+    runner: Callable[..., CorpusVectors] | None = None,
 ) -> CorpusVectors:
     """Encode a corpus file of any size into a folder of ``.npy`` (or Parquet) shards and ``manifest.json``.
 
@@ -542,7 +546,10 @@ def encode_corpus(
         ranges: ``int8`` / ``uint8``: the ``(2, D)`` ranges of every shard (default: calibrated on the
             corpus itself, :func:`with_ranges`); recorded in the manifest.
         resume: continue the run in ``out_dir`` (see the module docstring).
-        workers: processes on this machine (spawned; each loads the model).
+        runner: who encodes, given ``(spec, job, scanned, resume, workers)`` with the folder locked
+            (default: this machine's processes);
+            :func:`protoembed.corpus.ray_engine.encode_corpus_on_ray` passes Ray Data's actors.
+        workers: processes on this machine (spawned; each loads the model), or the runner's workers.
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
             without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
             one worker per device.
@@ -603,6 +610,14 @@ def encode_corpus(
         output_format,
     )
     spec = _spec_of(model)
+    if runner is not None:
+        if spec is None:
+            raise ProtoembedError(
+                "the ray engine loads the model in each actor: pass it as a spec (a name or folder)"
+            )
+        check_folder(folder, resume)
+        with _locked(folder):
+            return runner(spec, job, scanned, resume, workers)
     world_size, rank, local_rank = world()
     if world_size > 1:
         if workers > 1:

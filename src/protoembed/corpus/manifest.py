@@ -219,16 +219,22 @@ def write_manifest(folder: str | os.PathLike[str], manifest: CorpusManifest) -> 
     return write_json_atomic(Path(folder) / MANIFEST, manifest.model_dump(mode="json"))
 
 
-def shard_table(ids: list[Any], vectors: np.ndarray) -> Any:
-    """A Parquet shard's table: ``id`` (integers, or strings when any id is one) and ``vector``, a
-    fixed-size list of ``vectors``' type, one row per text."""
+def vector_column(vectors: np.ndarray) -> Any:
+    """``vectors`` (N, D) as an Arrow column of N fixed-size lists of D values of their type."""
     import pyarrow as pa
 
     flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
-    column = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+    return pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+
+
+def shard_table(ids: list[Any], vectors: np.ndarray) -> Any:
+    """A Parquet shard's table: ``id`` (integers, or strings when any id is one) and ``vector``
+    (:func:`vector_column`), one row per text."""
+    import pyarrow as pa
+
     if any(isinstance(key, str) for key in ids):
         ids = [str(key) for key in ids]
-    return pa.table({"id": pa.array(ids), "vector": column})
+    return pa.table({"id": pa.array(ids), "vector": vector_column(vectors)})
 
 
 def table_vectors(table: Any) -> np.ndarray:
