@@ -68,6 +68,7 @@ SUBPROCESS_TESTS = (
     "test_encode_corpus.py::test_two_workers_write_the_same_shards_as_one_process",
     "test_encode_corpus.py::test_two_torchrun_processes_write_the_same_shards_as_one_process",
     "test_encode_corpus.py::test_kill_9_between_shards_then_resume_gives_the_same_bytes",
+    "test_encode_ray.py",  # a Ray cluster's processes
     "test_cli_errors.py::test_cli_modules_import_no_torch",
     "test_cli_errors.py::test_a_second_run_on_a_held_folder_is_refused",
     "test_cli_errors.py::test_a_run_killed_by_sigkill_leaves_no_lock_and_resumes",

@@ -139,3 +139,27 @@ def test_folder_mode_errors_are_one_line_exit_2(tiny_model_dirs, tmp_path, capsy
         assert message in lines[-1] and "Traceback" not in err, (argv, err)
         assert len(lines) == 1 or lines[0].startswith("usage:"), err  # one line, or argparse's usage
     assert not (tmp_path / "out").exists() and not (tmp_path / "o.npy").exists()
+
+
+def test_the_command_writes_parquet_shards_with_the_ids(tiny_model_dirs, tmp_path, capsys):
+    """``--id-column`` and ``--output-format parquet``: the shards hold the CSV's ids and the API's vectors;
+    neither is taken with ``-o FILE.npy``."""
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.csv"
+    src.write_text("key,body\nk1,hello there\nk2,a man is playing a guitar .\nk3,bye\n", encoding="utf-8")
+    model = str(tiny_model_dirs["bert"])
+    out = tmp_path / "out"
+    argv = ["encode", str(src), "-o", str(out), "--model", model, "--column", "body", "--id-column", "key"]
+    assert _main([*argv, "--output-format", "parquet", "--shard-size", "2", "--no-progress"]) == 0
+    table = pq.read_table(out / "shard-00000.parquet")
+    assert table.column("id").to_pylist() == ["k1", "k2"]
+    expected = protoembed.load(model).encode(
+        ["hello there", "a man is playing a guitar .", "bye"], batch_size=64
+    )
+    got = np.asarray(protoembed.open_corpus(out))
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert protoembed.open_corpus(out).ids().tolist() == ["k1", "k2", "k3"]
+    capsys.readouterr()
+    assert _main([*argv[:3], str(tmp_path / "o.npy"), *argv[4:], "--model", model]) == 2
+    assert "--id-column needs an output folder (-o OUT_DIR)" in capsys.readouterr().err

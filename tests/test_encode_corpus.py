@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -101,8 +102,9 @@ def test_shards_equal_the_model_encode_and_read_back_as_one_array(
         "rows": 23,
         "size": src.stat().st_size,
         "texts_sha256": texts_sha256(SENTENCES),
+        "id_field": None,
     }
-    assert manifest["format_version"] == 2
+    assert manifest["format_version"] == 2 and manifest["output_format"] == "npy" and manifest["ids"] is None
     assert [(s["start"], s["stop"]) for s in manifest["shards"]] == [
         (0, 5),
         (5, 10),
@@ -844,3 +846,91 @@ def test_a_failing_tokenizer_worker_names_the_shard_and_resume_completes_it(mode
     assert not (out / f"shard-{shard:05d}.npy").exists()  # nothing half written
     vectors = encode_corpus(model, src, out, shard_size=5, batch_size=2, show_progress=False, resume=True)
     np.testing.assert_allclose(np.asarray(vectors[:]), model.encode(SENTENCES, batch_size=2), atol=1e-6)
+
+
+def test_ids_beside_the_shards_and_in_parquet_shards(model, tmp_path, one_thread):
+    """An id field gives ``ids.jsonl`` beside ``npy`` shards (the ids in row order, recorded with its
+    SHA-256) or an ``id`` column in Parquet shards (the vector a fixed-size list of float32); the vectors are
+    the same bytes either way; without an id field the ids are the row numbers; ``open_corpus`` gives them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = [f"doc-{i}" if i % 4 else 1000 + i for i in range(len(SENTENCES))]  # strings and integers
+    lines = [json.dumps({"_id": key, "text": text}) for key, text in zip(keys, SENTENCES)]
+    lines.insert(3, "")  # a blank line is no row: the ids stay with their texts
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plain = tmp_path / "plain"
+    encode_corpus(model, src, plain, field="text", shard_size=5, batch_size=4)
+    assert not (plain / "ids.jsonl").exists() and read_manifest(plain).ids is None
+    assert open_corpus(plain).ids().tolist() == list(range(len(SENTENCES)))
+
+    out = tmp_path / "npy"
+    encode_corpus(model, src, out, field="text", id_field="_id", shard_size=5, batch_size=4)
+    ids_file = (out / "ids.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in ids_file] == keys
+    manifest = read_manifest(out)
+    assert manifest.input.id_field == "_id" and manifest.ids.name == "ids.jsonl"
+    assert manifest.ids.sha256 == hashlib.sha256((out / "ids.jsonl").read_bytes()).hexdigest()
+    assert shard_hashes(out) == shard_hashes(plain)
+    assert open_corpus(out).ids().tolist() == keys
+
+    table = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": [str(k) for k in keys], "sentence": SENTENCES}), table)
+    parquet = tmp_path / "parquet"
+    encode_corpus(
+        model,
+        table,
+        parquet,
+        column="sentence",
+        id_column="key",
+        shard_size=5,
+        batch_size=4,
+        output_format="parquet",
+    )
+    manifest = verify(parquet)
+    assert [s.name for s in manifest.shards] == [f"shard-0000{i}.parquet" for i in range(5)]
+    assert manifest.output_format == "parquet" and manifest.ids is None
+    shards = [pq.read_table(parquet / s.name) for s in manifest.shards]
+    assert shards[0].schema.field("vector").type == pa.list_(pa.float32(), model.dimension)
+    assert sum((t.column("id").to_pylist() for t in shards), []) == [str(k) for k in keys]
+    vectors = np.concatenate([np.stack(t.column("vector").to_numpy(zero_copy_only=False)) for t in shards])
+    assert np.array_equal(vectors, np.asarray(open_corpus(plain)))
+    assert np.array_equal(np.asarray(open_corpus(parquet)), vectors)
+    assert open_corpus(parquet).ids().tolist() == [str(k) for k in keys]
+
+    rows = tmp_path / "rows"
+    encode_corpus(
+        model, write_txt(tmp_path / "in.txt"), rows, shard_size=5, batch_size=4, output_format="parquet"
+    )
+    assert open_corpus(rows).ids().tolist() == list(range(len(SENTENCES)))
+    assert np.array_equal(np.asarray(open_corpus(rows)), vectors)
+
+    # a resume needs the same id field and output format
+    for changed, message in (
+        ({"id_field": None}, "input.id_field: recorded '_id', now None"),
+        ({"id_field": "_id", "output_format": "parquet"}, "output_format: recorded 'npy', now 'parquet'"),
+    ):
+        options = {"id_field": "_id", **changed}
+        with pytest.raises(ProtoembedError, match=re.escape(message)):
+            encode_corpus(model, src, out, field="text", shard_size=5, batch_size=4, resume=True, **options)
+    # a lost ids file is written again on resume
+    (out / "ids.jsonl").unlink()
+    encode_corpus(model, src, out, field="text", id_field="_id", shard_size=5, batch_size=4, resume=True)
+    assert open_corpus(out, verify=True).ids().tolist() == keys
+
+
+def test_a_bad_id_is_one_line_naming_its_line(model, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"_id": 1, "text": "a"}\n{"_id": [2], "text": "b"}\n', encoding="utf-8")
+    with pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, tmp_path / "out", field="text", id_field="_id")
+    assert str(caught.value) == f"{src}:2: field '_id': expected a string or an integer, got a list"
+    with pytest.raises(ProtoembedError) as caught:
+        encode_corpus(model, src, tmp_path / "out", field="text", id_field="id")
+    assert str(caught.value) == f"{src}:1: no field 'id' (the row has _id, text)"
+    txt = write_txt(tmp_path / "in.txt")
+    with pytest.raises(ProtoembedError, match="--id-field / --id-column name the id of jsonl"):
+        encode_corpus(model, txt, tmp_path / "out", id_field="_id")
+    with pytest.raises(ProtoembedError, match="unknown output format 'csv': expected npy or parquet"):
+        encode_corpus(model, txt, tmp_path / "out", output_format="csv")

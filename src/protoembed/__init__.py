@@ -21,6 +21,7 @@ Public API (``__all__``; scripts such as the studies in ``experiments/`` use onl
 - :func:`encode_corpus` (a corpus file of any size -> a folder of ``.npy`` shards and a manifest, streamed,
   resumable, over several processes; ``protoembed encode INPUT -o OUT_DIR``) and :func:`open_corpus` (a
   finished folder as one memory-mapped array, :class:`~protoembed.corpus.CorpusVectors`);
+  :func:`encode_dataset` (a Ray Dataset's texts -> the same Dataset with their vectors, on Ray Data's actors);
 - :func:`mine_hard_negatives`: (anchor, positive) pairs -> (anchor, positive, negative) examples with
   hard negatives mined by an embedding model (``protoembed mine``);
 - :func:`resolve_data_dir`: the benchmark data directory (``--data-dir``, else ``$PROTOEMBED_DATA``, else
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # the public names, for type checkers (``name as name``: re-e
     from protoembed.core.errors import ProtoembedError as ProtoembedError
     from protoembed.corpus import encode_corpus as encode_corpus
     from protoembed.corpus import open_corpus as open_corpus
+    from protoembed.corpus.ray_engine import encode_dataset as encode_dataset
     from protoembed.data.paths import resolve_data_dir as resolve_data_dir
     from protoembed.evaluation.evaluator import Evaluator as Evaluator
     from protoembed.evaluation.run import evaluate as evaluate
@@ -77,6 +79,7 @@ _HOMES = {
     "Task": "protoembed.evaluation.tasks",
     "build_report": "protoembed.report",
     "encode_corpus": "protoembed.corpus",
+    "encode_dataset": "protoembed.corpus.ray_engine",
     "evaluate": "protoembed.evaluation.run",
     "export_embedder": "protoembed.model.export.graph",
     "get_task": "protoembed.evaluation.tasks",

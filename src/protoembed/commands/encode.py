@@ -27,7 +27,8 @@ from protoembed.commands.common import (
 )
 from protoembed.core.errors import EmptySentenceError, ProtoembedError, WriteError, resume_with
 from protoembed.core.progress import LINE_EVERY
-from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE
+from protoembed.corpus.encoding import DEFAULT_SHARD_SIZE, ENGINES, LOCAL_ENGINE, RAY_ENGINE
+from protoembed.corpus.manifest import NPY, OUTPUT_FORMATS, PARQUET
 from protoembed.corpus.sources import (
     ALIASES,
     AUTO,
@@ -93,6 +94,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--column",
         metavar="C",
         help=f"{', '.join(f for f in FORMATS[1:] if f != 'jsonl')}: the column holding the text",
+    )
+    parser.add_argument(
+        "--id-field",
+        metavar="F",
+        help="jsonl: the field holding each row's id (a string or an integer; e.g. _id): written to ids.jsonl "
+        "beside the shards, or the Parquet shards' id column (default: the row number, from 0)",
+    )
+    parser.add_argument(
+        "--id-column",
+        metavar="C",
+        help="csv, tsv, parquet: the column holding each row's id (as --id-field)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        help="the shards: npy arrays (default of --engine local), or parquet (default of --engine ray): one "
+        "row per text, its id and its vector (a fixed-size list of float32, or of the --vectors type)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=LOCAL_ENGINE,
+        help="local: this machine's processes (--workers, --devices); ray: Ray Data actors on a cluster "
+        "(--address, --workers actors, --gpus-per-worker; pip install 'protoembed[ray]') (default: local)",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="--engine ray: the cluster (auto, ray://HOST:10001; default: a local one started here)",
+    )
+    parser.add_argument(
+        "--gpus-per-worker",
+        type=float,
+        default=0,
+        metavar="G",
+        help="--engine ray: the GPUs of each actor (default 0: the CPU)",
     )
     add_model_options(parser)
     add_pipeline_options(parser)
@@ -187,14 +224,22 @@ def run(args: argparse.Namespace) -> int:
     from protoembed.corpus.encoding import encode_corpus, world
 
     options = pipeline_options(args)
+    if args.engine == RAY_ENGINE:
+        from protoembed.corpus.ray_engine import encode_corpus_on_ray
+
+        options.update(address=args.address, gpus_per_worker=args.gpus_per_worker)
+    encode = encode_corpus_on_ray if args.engine == RAY_ENGINE else encode_corpus
     try:
-        vectors = encode_corpus(
+        vectors = encode(
             spec_from_args(args),
             args.input,
             args.output,
             format=args.format,
             field=args.field,
             column=args.column,
+            id_field=args.id_field,
+            id_column=args.id_column,
+            output_format=args.output_format or (PARQUET if args.engine == RAY_ENGINE else NPY),
             shard_size=args.shard_size or DEFAULT_SHARD_SIZE,
             batch_size=args.batch_size,
             normalize=True if args.normalize else None,
@@ -245,6 +290,11 @@ def _encode_to_array(args: argparse.Namespace, ranges: Any) -> int:
         ("--shard-size", args.shard_size),
         ("--workers", args.workers),
         ("--devices", args.devices),
+        ("--id-field", args.id_field),
+        ("--id-column", args.id_column),
+        ("--output-format", args.output_format),
+        ("--engine", args.engine != LOCAL_ENGINE),
+        ("--address", args.address),
     ):
         if given:
             raise ProtoembedError(

@@ -54,8 +54,12 @@ from protoembed.core.errors import EmptySentenceError, ProtoembedError
 from protoembed.core.progress import Progress
 from protoembed.core.version import __version__
 from protoembed.corpus.manifest import (
+    IDS,
     MANIFEST,
     MAX_SHARDS,
+    NPY,
+    OUTPUT_FORMATS,
+    PARQUET,
     TEMP_NAME,
     CorpusManifest,
     EncodeSettings,
@@ -65,9 +69,10 @@ from protoembed.corpus.manifest import (
     shard_files,
     shard_name,
     shard_problem,
+    shard_table,
     write_manifest,
 )
-from protoembed.corpus.sources import CorpusSource, Scan, blank_error, corpus_source, scan
+from protoembed.corpus.sources import CorpusSource, Id, Scan, blank_error, corpus_source, scan
 from protoembed.corpus.vectors import CorpusVectors, open_corpus
 from protoembed.data.download.fetch import sha256_file
 from protoembed.model.model_spec import ModelSpec, model_spec
@@ -89,6 +94,9 @@ logger = logging.getLogger(__name__)
 
 #: Rows per shard unless told otherwise.
 DEFAULT_SHARD_SIZE = 100_000
+#: Who runs the encoding: this machine's processes, or Ray Data's actors (:mod:`protoembed.corpus.ray_engine`).
+LOCAL_ENGINE, RAY_ENGINE = "local", "ray"
+ENGINES = (LOCAL_ENGINE, RAY_ENGINE)
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,8 @@ class ShardJob:
     ``source``, the output ``folder``, ``shard_size``, the corpus's ``rows``, and ``encode``'s
     ``batch_size``, ``normalize``, ``prompt_name``, ``allow_empty``, ``tokenizer_workers`` and
     ``max_tokens_per_batch`` (:class:`~protoembed.corpus.manifest.EncodeSettings` says which change the
-    vectors), and the stored ``vectors`` type with its int8 / uint8 ``ranges``."""
+    vectors), the stored ``vectors`` type with its int8 / uint8 ``ranges``, and the shards'
+    ``output_format`` (:data:`~protoembed.corpus.manifest.OUTPUT_FORMATS`)."""
 
     source: CorpusSource
     folder: Path
@@ -111,6 +120,7 @@ class ShardJob:
     max_tokens_per_batch: int | None = None
     vectors: str = FLOAT32
     ranges: np.ndarray | None = None
+    output_format: str = NPY
 
     def start(self, index: int) -> int:
         """The first row of shard ``index``."""
@@ -128,40 +138,45 @@ class ShardJob:
     def shard_label(self, index: int) -> str:
         """``shard-00003.npy (rows 300000 to 399999)``: how messages name shard ``index``."""
         start = self.start(index)
-        return f"{shard_name(index)} (rows {start} to {min(self.rows, start + self.shard_size) - 1})"
+        return f"{shard_name(index, self.output_format)} (rows {start} to {min(self.rows, start + self.shard_size) - 1})"
 
 
 # --------------------------------------------------------------------------- one shard
 
 
-def iter_shards(
-    source: CorpusSource, shard_size: int, wanted: Collection[int]
-) -> Iterator[tuple[int, list[int], list[str]]]:
-    """``(shard index, positions, texts)`` of the shards in ``wanted``, in row order, read as they come
-    (the rows of other shards are skipped; reading stops after the last wanted shard).
+#: One shard's rows: its index, each text's line or row number in the file (for messages), id and text.
+ShardRows = tuple[int, list[int], list[Id], list[str]]
 
-    ``positions``: each text's line or row number in the file (for messages)."""
+
+def iter_shards(source: CorpusSource, shard_size: int, wanted: Collection[int]) -> Iterator[ShardRows]:
+    """``(shard index, positions, ids, texts)`` of the shards in ``wanted``, in row order, read as they
+    come (the rows of other shards are skipped; reading stops after the last wanted shard).
+
+    ``positions``: each text's line or row number in the file (for messages); ``ids``: as
+    :meth:`~protoembed.corpus.sources.CorpusSource.records` gives them."""
     wanted = set(wanted)
     if not wanted:
         return
     last = max(wanted)
     current = -1
     numbers: list[int] = []
+    ids: list[Id] = []
     texts: list[str] = []
-    for row, (number, text) in enumerate(source.rows()):
+    for row, (number, key, text) in enumerate(source.records()):
         index = row // shard_size
         if index != current:
             if texts:
-                yield current, numbers, texts
-                numbers, texts = [], []
+                yield current, numbers, ids, texts
+                numbers, ids, texts = [], [], []
             if index > last:
                 return
             current = index
         if index in wanted:
             numbers.append(number)
+            ids.append(key)
             texts.append(text)
     if texts:
-        yield current, numbers, texts
+        yield current, numbers, ids, texts
 
 
 def encode_shard(
@@ -202,13 +217,20 @@ def encode_shard(
     return np.asarray(vectors)
 
 
-def write_shard(job: ShardJob, index: int, vectors: np.ndarray) -> ShardRecord:
-    """Write shard ``index`` atomically into ``job.folder`` and return its record (with its SHA-256).
+def write_shard(job: ShardJob, index: int, vectors: np.ndarray, ids: list[Id]) -> ShardRecord:
+    """Write shard ``index`` atomically into ``job.folder`` and return its record (with its SHA-256): its
+    ``vectors`` (``npy``), or its ``ids`` and ``vectors`` (``parquet``: :func:`shard_table`).
 
     Raises:
         ProtoembedError: the write failed (a full disk: one line; no partial file is left)."""
-    path = job.folder / shard_name(index)
-    write_atomic(path, lambda tmp: np.save(tmp, vectors), suffix=".npy")
+    path = job.folder / shard_name(index, job.output_format)
+    if job.output_format == PARQUET:
+        import pyarrow.parquet as pq
+
+        table = shard_table(ids, vectors)
+        write_atomic(path, lambda tmp: pq.write_table(table, tmp), suffix=".parquet")
+    else:
+        write_atomic(path, lambda tmp: np.save(tmp, vectors), suffix=".npy")
     start = job.start(index)
     return ShardRecord(name=path.name, start=start, stop=start + len(vectors), sha256=sha256_file(path))
 
@@ -234,14 +256,14 @@ def check_folder(folder: Path, resume: bool) -> CorpusManifest | None:
                 "check it and keep it, or choose another output folder"
             )
         if manifest is not None or shards:
-            held = MANIFEST if manifest is not None else shard_name(min(shards))
+            held = MANIFEST if manifest is not None else shards[min(shards)].name
             raise ProtoembedError(
                 f"{folder} holds another run's output ({held}); pass --resume to continue that run, or "
                 "choose another output folder"
             )
     elif manifest is None and shards:
         raise ProtoembedError(
-            f"{folder} holds shard files ({shard_name(min(shards))}) but no {MANIFEST}; they are not of "
+            f"{folder} holds shard files ({shards[min(shards)].name}) but no {MANIFEST}; they are not of "
             "a run that can be resumed: choose another output folder"
         )
     return manifest
@@ -277,7 +299,13 @@ def resume_refusal(existing: CorpusManifest, fresh: CorpusManifest) -> str | Non
             f"run gives {fresh.model_digest[:12]}" + ("" if settings else " (other weights)")
         )
     parts += settings
-    parts += _changes([("shard_size", existing.shard_size, fresh.shard_size)])
+    parts += _changes(
+        [
+            ("shard_size", existing.shard_size, fresh.shard_size),
+            ("output_format", existing.output_format, fresh.output_format),
+            ("input.id_field", existing.input.id_field, fresh.input.id_field),
+        ]
+    )
     if existing.ranges != fresh.ranges:
         parts.append("the int8 / uint8 ranges differ (another calibration)")
     if existing.input.texts_sha256 != fresh.input.texts_sha256:
@@ -433,11 +461,13 @@ def new_manifest(model: SentenceEmbedder, asked: Any, job: ShardJob, scanned: Sc
             rows=job.rows,
             size=scanned.size,
             texts_sha256=scanned.texts_sha256,
+            id_field=source.id_field,
         ),
         shard_size=job.shard_size,
         rows=job.rows,
         shards=[],
         ranges=None if job.ranges is None else job.ranges.tolist(),
+        output_format=job.output_format,
     )
 
 
@@ -483,8 +513,12 @@ def encode_corpus(
     max_tokens_per_batch: int | None = None,
     vectors: str = FLOAT32,
     ranges: np.ndarray | None = None,
+    id_field: str | None = None,
+    id_column: str | None = None,
+    output_format: str = NPY,
+    runner: Callable[..., CorpusVectors] | None = None,
 ) -> CorpusVectors:
-    """Encode a corpus file of any size into a folder of ``.npy`` shards and ``manifest.json``.
+    """Encode a corpus file of any size into a folder of ``.npy`` (or Parquet) shards and ``manifest.json``.
 
     Args:
         model: a loaded model (:func:`protoembed.load`), or its spec: a name, folder or hub id, or a
@@ -495,6 +529,11 @@ def encode_corpus(
         format: ``txt``, ``jsonl``, ``csv``, ``parquet``, or ``auto`` / ``None`` (by the file name).
         field: the JSONL field holding the text.
         column: the CSV / Parquet column holding the text.
+        id_field, id_column: the JSONL field / table column holding each row's id (a string or an
+            integer): ``npy`` shards get an ``ids.jsonl`` beside them, Parquet shards an ``id`` column
+            (without one: the row number, from 0); recorded in the manifest (a resume needs the same).
+        output_format: ``npy`` (arrays, the default) or ``parquet`` (a table of ``id`` and ``vector``
+            per shard: :func:`~protoembed.corpus.manifest.shard_table`).
         shard_size: rows per shard file.
         batch_size: as :meth:`protoembed.Embedder.encode`'s.
         normalize: as :meth:`protoembed.Embedder.encode`'s.
@@ -507,7 +546,10 @@ def encode_corpus(
         ranges: ``int8`` / ``uint8``: the ``(2, D)`` ranges of every shard (default: calibrated on the
             corpus itself, :func:`with_ranges`); recorded in the manifest.
         resume: continue the run in ``out_dir`` (see the module docstring).
-        workers: processes on this machine (spawned; each loads the model).
+        runner: who encodes, given ``(spec, job, scanned, resume, workers)`` with the folder locked
+            (default: this machine's processes);
+            :func:`protoembed.corpus.ray_engine.encode_corpus_on_ray` passes Ray Data's actors.
+        workers: processes on this machine (spawned; each loads the model), or the runner's workers.
         devices: the workers' devices, in turn (``["cuda:0", "cuda:1"]``; default: the spec's device, or
             without one, worker k on GPU k modulo the GPUs when there are any); given without ``workers``,
             one worker per device.
@@ -530,6 +572,10 @@ def encode_corpus(
 
     check_pipeline_options(tokenizer_workers, max_tokens_per_batch)
     check_vectors(vectors)
+    if output_format not in OUTPUT_FORMATS:
+        raise ProtoembedError(
+            f"unknown output format {output_format!r}: expected {' or '.join(OUTPUT_FORMATS)}"
+        )
     if ranges is not None:
         if not needs_ranges(vectors):
             raise ProtoembedError(f"ranges are for int8 / uint8 vectors, not {vectors}")
@@ -537,7 +583,7 @@ def encode_corpus(
     devices = [str(device) for device in devices] if devices else None
     if devices and workers == 1:
         workers = len(devices)
-    source = corpus_source(input, format, field, column)
+    source = corpus_source(input, format, field, column, id_field, id_column)
     scanned = scan(source)
     if scanned.blank_count and not allow_empty:
         raise blank_error(source, scanned.blank, scanned.blank_count)
@@ -561,8 +607,17 @@ def encode_corpus(
         max_tokens_per_batch,
         vectors,
         ranges,
+        output_format,
     )
     spec = _spec_of(model)
+    if runner is not None:
+        if spec is None:
+            raise ProtoembedError(
+                "the ray engine loads the model in each actor: pass it as a spec (a name or folder)"
+            )
+        check_folder(folder, resume)
+        with _locked(folder):
+            return runner(spec, job, scanned, resume, workers)
     world_size, rank, local_rank = world()
     if world_size > 1:
         if workers > 1:
@@ -612,13 +667,39 @@ def _encode_here(
             del loaded  # the workers load their own
             _run_workers(job, spec, pending, manifest, workers, devices, bar)
         else:
-            for index, numbers, texts in iter_shards(source, shard_size, pending):
+            for index, numbers, ids, texts in iter_shards(source, shard_size, pending):
                 vectors = encode_shard(loaded, job, numbers, texts, bar.update, index)
-                manifest.shards.append(write_shard(job, index, vectors))
+                manifest.shards.append(write_shard(job, index, vectors, ids))
                 write_manifest(folder, manifest)
-    manifest.complete = True
-    write_manifest(folder, manifest)
+    finish(job, manifest)
     return open_corpus(folder)
+
+
+def write_ids(job: ShardJob) -> ShardRecord:
+    """Write :data:`~protoembed.corpus.manifest.IDS` into ``job.folder`` atomically: each row's id, one
+    JSON value a line, in row order (the input read once more, streamed); return its record.
+
+    Raises:
+        ProtoembedError: the write failed (nothing partial is left)."""
+    path = job.folder / IDS
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for _, key, _ in job.source.records():
+                out.write(json.dumps(key, ensure_ascii=False) + "\n")
+
+    write_atomic(path, write, suffix=".jsonl")
+    return ShardRecord(name=IDS, start=0, stop=job.rows, sha256=sha256_file(path))
+
+
+def finish(job: ShardJob, manifest: CorpusManifest) -> None:
+    """Mark ``manifest`` complete and write it, every shard being in; ``npy`` shards of an input with an
+    id field get their ids file first (:func:`write_ids`; kept from an earlier run when it is whole)."""
+    wanted = job.output_format == NPY and job.source.id_field is not None
+    if wanted and (manifest.ids is None or shard_problem(job.folder, manifest.ids) is not None):
+        manifest.ids = write_ids(job)
+    manifest.complete = True
+    write_manifest(job.folder, manifest)
 
 
 # --------------------------------------------------------------------------- workers on one machine
@@ -652,10 +733,10 @@ def _worker(job: ShardJob, spec: ModelSpec, number: int, cores: list[int], tasks
             spec = spec.model_copy(update={"device": f"cuda:{number % torch.cuda.device_count()}"})
         model = load_model(spec)
         while (task := tasks.get()) is not None:
-            index, numbers, texts = task
+            index, numbers, ids, texts = task
             results.put(("start", number, index))
             vectors = encode_shard(model, job, numbers, texts, lambda n: results.put(("progress", n)), index)
-            results.put(("done", write_shard(job, index, vectors)))
+            results.put(("done", write_shard(job, index, vectors, ids)))
     except ProtoembedError as err:
         results.put(("error", str(err), True))
     except KeyboardInterrupt:
@@ -814,9 +895,9 @@ def _encode_distributed(
                 shard = next(shards, None)
                 record = None
                 if shard is not None:
-                    index, numbers, texts = shard
+                    index, numbers, ids, texts = shard
                     record = write_shard(
-                        job, index, encode_shard(loaded, job, numbers, texts, bar.update, index)
+                        job, index, encode_shard(loaded, job, numbers, texts, bar.update, index), ids
                     )
                 gathered: list[Any] = [None] * world
                 dist.all_gather_object(gathered, record)
@@ -825,8 +906,10 @@ def _encode_distributed(
                     write_manifest(job.folder, manifest)
         if rank == 0:
             with lock:
-                manifest.complete = len(manifest.shards) == manifest.shard_count
-                write_manifest(job.folder, manifest)
+                if len(manifest.shards) == manifest.shard_count:
+                    finish(job, manifest)
+                else:
+                    write_manifest(job.folder, manifest)
         dist.barrier()
     finally:
         lock.close()

@@ -6,8 +6,13 @@ Layout of an output folder::
                       ``vectors`` type (:mod:`protoembed.model.quantize`: int8 / uint8, or binary /
                       ubinary with ceil(dimension / 8) columns)
     shard-00001.npy   the next shard_size rows, ... (the names sort in row order)
+    ids.jsonl         with an id field (``--id-field``): each row's id, one JSON value a line, in row order
     manifest.json     :class:`CorpusManifest`: the model's digest and settings, the input (its texts'
                       digest), the shards done
+
+or, with the output format ``parquet``, ``shard-00000.parquet``, ...: one row per text, its ``id`` (the
+id field's value, else the row number from 0) and its ``vector`` (a fixed-size list of float32, or of
+the ``vectors`` type's bytes), and no ids file (:func:`shard_table`).
 
 Every file is written under a hidden temp name and renamed (:func:`protoembed.outputs.io.write_atomic`), so a shard
 on disk is always complete. The manifest is written before the first shard (it pins the model digest of
@@ -36,10 +41,16 @@ MANIFEST = "manifest.json"
 #: The version of the folder layout the manifest records: 2 records the input's texts digest
 #: (:attr:`InputRecord.texts_sha256`) and the token budget; a version-1 folder is read, never resumed.
 FORMAT_VERSION = 2
+#: The shards' file formats: numpy arrays (the ids, if any, in :data:`IDS`), or Parquet tables of ids and
+#: vectors.
+NPY, PARQUET = "npy", "parquet"
+OUTPUT_FORMATS = (NPY, PARQUET)
+#: The ids file of ``npy`` shards.
+IDS = "ids.jsonl"
 #: A shard's file name (its index, 5 digits, so names sort in row order).
-SHARD_NAME = re.compile(r"^shard-(\d{5,})\.npy$")
+SHARD_NAME = re.compile(r"^shard-(\d{5,})\.(?:npy|parquet)$")
 #: Hidden temp files of the atomic writes (left behind by a killed process).
-TEMP_NAME = re.compile(r"^\.(shard-\d{5,}\.npy|manifest\.json)\.")
+TEMP_NAME = re.compile(r"^\.(shard-\d{5,}\.(?:npy|parquet)|manifest\.json|ids\.jsonl)\.")
 
 _CONFIG = ConfigDict(extra="forbid")
 
@@ -48,9 +59,10 @@ _CONFIG = ConfigDict(extra="forbid")
 MAX_SHARDS = 100_000
 
 
-def shard_name(index: int) -> str:
-    """``shard-00012.npy`` for shard 12 (below :data:`MAX_SHARDS`, names sort in row order)."""
-    return f"shard-{index:05d}.npy"
+def shard_name(index: int, output_format: str = NPY) -> str:
+    """``shard-00012.npy`` (or ``.parquet``) for shard 12 (below :data:`MAX_SHARDS`, names sort in row
+    order)."""
+    return f"shard-{index:05d}.{output_format}"
 
 
 def shard_bounds(rows: int, shard_size: int) -> list[tuple[int, int]]:
@@ -73,7 +85,8 @@ class InputRecord(BaseModel):
     """The corpus file: its ``path`` (absolute), ``format``, the ``field`` or column of the text (``None``
     for text lines), its ``rows``, its ``size`` in bytes and ``texts_sha256``, the digest of its texts in
     row order (:func:`protoembed.corpus.sources.texts_digest`; ``None`` in a version-1 manifest, written
-    before it was recorded). A resume needs the same ``texts_sha256``; the rest is free to change."""
+    before it was recorded), and the ``id_field`` (or column) of the rows' ids (``None``: their row
+    numbers). A resume needs the same ``texts_sha256`` and ``id_field``; the rest is free to change."""
 
     model_config = _CONFIG
     path: str
@@ -82,6 +95,7 @@ class InputRecord(BaseModel):
     rows: int
     size: int
     texts_sha256: str | None = None
+    id_field: str | None = None
 
     @field_validator("format")
     @classmethod
@@ -137,7 +151,9 @@ class CorpusManifest(BaseModel):
     (a resume with other texts is refused); ``shard_size`` (a resume with another is refused: the shards' rows);
     ``rows`` (of the whole corpus); ``shards`` (the finished ones, by index); ``complete``; ``ranges``: the
     ``(2, dimension)`` int8 / uint8 ranges every shard was quantised with (``settings.vectors`` names the
-    type; ``None`` for the other types).
+    type; ``None`` for the other types); ``output_format``: the shards' (:data:`OUTPUT_FORMATS`);
+    ``ids``: the ids file of ``npy`` shards written with an id field (its rows and SHA-256), once the
+    last shard is in.
     """
 
     model_config = _CONFIG
@@ -155,6 +171,8 @@ class CorpusManifest(BaseModel):
     shards: list[ShardRecord]
     complete: bool = False
     ranges: list[list[float]] | None = None
+    output_format: str = NPY
+    ids: ShardRecord | None = None
 
     @property
     def vectors(self) -> str:
@@ -201,16 +219,46 @@ def write_manifest(folder: str | os.PathLike[str], manifest: CorpusManifest) -> 
     return write_json_atomic(Path(folder) / MANIFEST, manifest.model_dump(mode="json"))
 
 
+def vector_column(vectors: np.ndarray) -> Any:
+    """``vectors`` (N, D) as an Arrow column of N fixed-size lists of D values of their type."""
+    import pyarrow as pa
+
+    flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+
+
+def shard_table(ids: list[Any], vectors: np.ndarray) -> Any:
+    """A Parquet shard's table: ``id`` (integers, or strings when any id is one) and ``vector``
+    (:func:`vector_column`), one row per text."""
+    import pyarrow as pa
+
+    if any(isinstance(key, str) for key in ids):
+        ids = [str(key) for key in ids]
+    return pa.table({"id": pa.array(ids), "vector": vector_column(vectors)})
+
+
+def table_vectors(table: Any) -> np.ndarray:
+    """The ``(rows, width)`` array of a Parquet shard's ``vector`` column (:func:`shard_table`)."""
+    column = table.column("vector").combine_chunks()
+    return column.values.to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
+
+
 def open_shard(path: str | os.PathLike[str], rows: int, dimension: int, vectors: str = FLOAT32) -> np.ndarray:
-    """The shard file ``path`` memory-mapped, checked to hold ``rows`` vectors of ``dimension`` dimensions
-    of type ``vectors`` (:func:`~protoembed.model.quantize.stored_width` columns).
+    """The shard file ``path`` memory-mapped (a ``.parquet`` shard: read), checked to hold ``rows`` vectors
+    of ``dimension`` dimensions of type ``vectors`` (:func:`~protoembed.model.quantize.stored_width`
+    columns).
 
     Raises:
         ProtoembedError: the file cannot be read as an array, or holds another shape or type.
     """
     try:
-        array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
+        if str(path).endswith(f".{PARQUET}"):
+            import pyarrow.parquet as pq
+
+            array = table_vectors(pq.read_table(path, columns=["vector"]))
+        else:
+            array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, KeyError) as err:
         raise ProtoembedError(f"{path}: cannot read the shard ({err})") from None
     width, dtype = stored_width(vectors, dimension), dtype_of(vectors)
     if array.shape != (rows, width) or array.dtype != dtype:

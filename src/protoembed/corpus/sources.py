@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.lines import iter_lines
@@ -56,14 +57,22 @@ def _kind(value: object) -> str:
     return {bool: "a boolean", list: "a list", dict: "an object"}.get(type(value), f"{value!r:.40}")
 
 
+#: What a row's id may be: a string or an integer (a JSON ``_id``, a CSV cell, a Parquet key column).
+Id = str | int
+#: How messages name :data:`Id`.
+ID_KINDS = "a string or an integer"
+
+
 @dataclass(frozen=True)
 class CorpusSource:
-    """One corpus file: ``path``, its ``format`` (one of :data:`FORMATS`) and, for a table, the ``field``
-    (JSONL) or column (CSV, Parquet) that holds the text (``None`` for text lines)."""
+    """One corpus file: ``path``, its ``format`` (one of :data:`FORMATS`), for a table the ``field``
+    (JSONL) or column (CSV, Parquet) that holds the text (``None`` for text lines), and the ``id_field``
+    (or column) that holds each row's id (``None``: a row's id is its row number, from 0)."""
 
     path: Path
     format: str
     field: str | None = None
+    id_field: str | None = None
 
     @property
     def unit(self) -> str:
@@ -78,32 +87,61 @@ class CorpusSource:
         """``(line or row number, text)`` of every row, in file order, read as it goes.
 
         Raises:
+            ProtoembedError: as :meth:`records`.
+        """
+        for number, _, text in self.records():
+            yield number, text
+
+    def records(self) -> Iterator[tuple[int, Id, str]]:
+        """``(line or row number, id, text)`` of every row, in file order, read as it goes; the id is
+        the row's ``id_field`` (a string or an integer), or without one the row's number from 0.
+
+        Raises:
             ProtoembedError: a line that is not UTF-8 / not a JSON object, a row without the field or
-                with a non-string value, a table without the column (its columns listed).
+                with a non-string value, an id that is not a string or an integer, a table without
+                the column (its columns listed).
         """
         if self.format == TEXT:
-            yield from enumerate(iter_lines(self.path), start=1)
+            for row, (number, text) in enumerate(enumerate(iter_lines(self.path), start=1)):
+                yield number, row, text
             return
         opener = DATA_FORMATS[self.format].table
         assert opener is not None
         table: Table = opener(self.path)
-        if table.fields is not None and self.field not in table.fields:
-            raise ProtoembedError(
-                f"{self.path}: no column {self.field!r}; its columns are {', '.join(table.fields) or 'none'}"
-            )
+        for name in (self.field, self.id_field):
+            if name is not None and table.fields is not None and name not in table.fields:
+                raise ProtoembedError(
+                    f"{self.path}: no column {name!r}; its columns are {', '.join(table.fields) or 'none'}"
+                )
+        count = 0
         for number, row in table.rows:
             if row == EMPTY_LINE:
                 continue
             assert not isinstance(row, str)
-            if self.field not in row:
-                keys = ", ".join(map(str, row)) or "none"
-                raise ProtoembedError(f"{self.where(number)}: no field {self.field!r} (the row has {keys})")
-            value = row[self.field]
-            if not isinstance(value, str):
-                raise ProtoembedError(
-                    f"{self.where(number)}: field {self.field!r}: expected a string, got {_kind(value)}"
-                )
-            yield number, value
+            value = self._cell(number, row, self.field, "a string", (str,))
+            key = (
+                count
+                if self.id_field is None
+                else self._cell(number, row, self.id_field, ID_KINDS, (str, int))
+            )
+            count += 1
+            yield number, key, value
+
+    def _cell(self, number: int, row: dict, name: str | None, expected: str, kinds: tuple[type, ...]) -> Any:
+        """The value of field ``name`` of ``row`` (at ``number``), checked to be one of ``kinds``
+        (``expected``: what messages call them; a boolean is none of them).
+
+        Raises:
+            ProtoembedError: the row lacks the field, or its value is not ``expected``."""
+        if name not in row:
+            keys = ", ".join(map(str, row)) or "none"
+            raise ProtoembedError(f"{self.where(number)}: no field {name!r} (the row has {keys})")
+        value = row[name]
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise ProtoembedError(
+                f"{self.where(number)}: field {name!r}: expected {expected}, got {_kind(value)}"
+            )
+        return value
 
 
 def format_of(path: str | os.PathLike[str]) -> str:
@@ -119,6 +157,8 @@ def corpus_source(
     format: str | None = None,
     field: str | None = None,
     column: str | None = None,
+    id_field: str | None = None,
+    id_column: str | None = None,
 ) -> CorpusSource:
     """Check a corpus file and how to read it; nothing is read yet.
 
@@ -128,9 +168,11 @@ def corpus_source(
             name: :func:`format_of`).
         field: the JSONL field holding the text; ``column``: the CSV / Parquet column (either name is
             taken for any table format; both must agree when both are given).
+        id_field, id_column: the field or column holding each row's id (as ``field`` / ``column``;
+            ``None``: a row's id is its row number).
     Raises:
-        ProtoembedError: a missing file, a folder, an unknown format, a field or column for text lines,
-            a table format without one.
+        ProtoembedError: a missing file, a folder, an unknown format, a field or column (of the text or
+            the id) for text lines, a table format without the text's.
     """
     path = Path(path).expanduser()
     if path.is_dir():
@@ -147,17 +189,18 @@ def corpus_source(
         raise ProtoembedError(
             f"unknown corpus format {format!r}: expected {AUTO} or one of {', '.join(FORMATS)}"
         )
-    if field is not None and column is not None and field != column:
-        raise ProtoembedError(
-            f"{path}: give the text's field or its column, not both ({field!r}, {column!r})"
-        )
-    name = field if field is not None else column
+    name = _one_name(path, "text", field, column)
+    id_name = _one_name(path, "id", id_field, id_column)
     if format == TEXT:
-        if name is not None:
-            raise ProtoembedError(
-                f"{path}: --field / --column name the text of {', '.join(table_formats())} input; this file is read "
-                "as text lines (format text), one sentence per line"
-            )
+        for given, flags in (
+            (name, "--field / --column name the text"),
+            (id_name, "--id-field / --id-column name the id"),
+        ):
+            if given is not None:
+                raise ProtoembedError(
+                    f"{path}: {flags} of {', '.join(table_formats())} input; this file is read as text lines "
+                    "(format text), one sentence per line (a line's id: its row number, from 0)"
+                )
         return CorpusSource(path, format)
     if name is None:
         flag = "--field" if format == "jsonl" else "--column"
@@ -165,7 +208,19 @@ def corpus_source(
             f"{path}: {format} input needs the {'field' if format == 'jsonl' else 'column'} "
             f"that holds the text ({flag} NAME)"
         )
-    return CorpusSource(path, format, name)
+    return CorpusSource(path, format, name, id_name)
+
+
+def _one_name(path: Path, what: str, field: str | None, column: str | None) -> str | None:
+    """The field or column named for ``what`` (the text, the id): either given, or both equal.
+
+    Raises:
+        ProtoembedError: both given and different."""
+    if field is not None and column is not None and field != column:
+        raise ProtoembedError(
+            f"{path}: give the {what}'s field or its column, not both ({field!r}, {column!r})"
+        )
+    return field if field is not None else column
 
 
 @dataclass(frozen=True)

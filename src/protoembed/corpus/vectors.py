@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from protoembed.corpus.manifest import CorpusManifest, finished_manifest, open_shard
+from protoembed.corpus.manifest import PARQUET, CorpusManifest, finished_manifest, open_shard
 from protoembed.corpus.manifest import verify as verify_folder
 from protoembed.model.quantize import dtype_of
 
@@ -77,6 +78,25 @@ class CorpusVectors:
     def dtype(self) -> np.dtype:
         """The numpy type of the stored vectors."""
         return dtype_of(self.vectors)
+
+    def ids(self) -> np.ndarray:
+        """Each row's id, in row order: the input's id field (integers as int64, else strings as an
+        object array), read from ``ids.jsonl`` or the Parquet shards' ``id`` column; without an id field,
+        the row numbers from 0."""
+        if self.manifest.output_format == PARQUET:
+            import pyarrow.parquet as pq
+
+            keys: list[Any] = []
+            for record in self.manifest.shards:
+                keys += pq.read_table(self.folder / record.name, columns=["id"]).column("id").to_pylist()
+        elif self.manifest.ids is not None:
+            with open(self.folder / self.manifest.ids.name, encoding="utf-8") as lines:
+                keys = [json.loads(line) for line in lines]
+        else:
+            return np.arange(len(self), dtype=np.int64)
+        if all(isinstance(key, int) for key in keys):
+            return np.array(keys, dtype=np.int64)
+        return np.array(keys, dtype=object)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         """The shards, in row order (memory maps)."""
