@@ -90,7 +90,7 @@ def sts_score(result: dict[str, Any] | None) -> float | None:
     return float(row["spearman"]) if row else None
 
 
-def _log_start(folder: Path) -> dict[str, Any]:
+def log_start(folder: Path) -> dict[str, Any]:
     """The first entry of a run's training log (protoembed's ``start`` event: total steps, ...)."""
     path = folder / LOG_FILE
     if not path.is_file():
@@ -102,7 +102,7 @@ def _log_start(folder: Path) -> dict[str, Any]:
 def _record(folder: Path, seed: int) -> dict[str, Any]:
     """One run's record as the page reads it."""
     results = _json(folder / RESULTS_FILE) or {}
-    start = _log_start(folder)
+    start = log_start(folder)
     sts = _json(folder / STS_FILE)
     return {
         "seed": seed,
