@@ -16,6 +16,7 @@ from pathlib import Path
 
 from experiments.own_pairs_plan import METHODS as OWN_PAIRS_METHODS
 from experiments.own_pairs_plan import PROTOEMBED, SENTENCE_TRANSFORMERS
+from experiments.own_pairs_report import RETRIEVAL_FILE
 
 #: The widths every kept model is evaluated at (``protoembed eval retrieval --dims``), largest first:
 #: also the Matryoshka methods' trained sizes (equal weights). The first is the model's full width.
@@ -80,7 +81,7 @@ MATRYOSHKA_PAIR = (BY_LIBRARY[PROTOEMBED][1], BY_LIBRARY[SENTENCE_TRANSFORMERS][
 
 #: Record files of a tested model: the test split at every width of :data:`DIMS` (``{"suite", "dims"}``),
 #: and at full width with each quantised type (``<type>.json``).
-DIMS_FILE = "retrieval.json"
+DIMS_FILE = RETRIEVAL_FILE
 
 
 def quantised_file(vectors: str) -> str:
