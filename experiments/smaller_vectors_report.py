@@ -31,6 +31,7 @@ from experiments.own_pairs_report import (
     RETRIEVAL_FILE,
     SET_LABELS,
     UNTRAINED,
+    cell,
     log_start,
     retrieval_scores,
 )
@@ -127,14 +128,6 @@ def mean(runs: list[dict[str, Any]], part: str, key: Any) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "n/a"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"
-
-
 def _lr_cell(row: dict[str, Any]) -> str:
     if row["lr"] is None:
         return "?"
@@ -151,7 +144,7 @@ def widths_table(data: dict[str, Any]) -> list[str]:
         lines.append(f"| untrained default (cut) | – | – | {cells} |")
     for method, spec in METHODS.items():
         row = data["rows"][method]
-        cells = " | ".join(_cell(_values(row["runs"], "dims", d)) for d in DIMS)
+        cells = " | ".join(cell(_values(row["runs"], "dims", d)) for d in DIMS)
         lines.append(f"| {spec.label} | {_lr_cell(row)} | {len(row['runs'])} | {cells} |")
     return lines
 
@@ -181,10 +174,10 @@ def quantised_table(data: dict[str, Any]) -> list[str]:
             lines.append(f"| {label} | n/a |" + " n/a | n/a |" * len(QUANTISED))
             continue
         full = mean(runs, "vectors", FLOAT32)
-        cells = [_cell(_values(runs, "vectors", FLOAT32))]
+        cells = [cell(_values(runs, "vectors", FLOAT32))]
         for v in QUANTISED:
             share = _share(mean(runs, "vectors", v), full)
-            cells += [_cell(_values(runs, "vectors", v)), f"{share:.1f}" if share is not None else "n/a"]
+            cells += [cell(_values(runs, "vectors", v)), f"{share:.1f}" if share is not None else "n/a"]
         lines.append(f"| {label} | {' | '.join(cells)} |")
     return lines
 
