@@ -313,7 +313,8 @@ def summary_table(sets: dict[str, dict[str, Any]]) -> list[str]:
             runs = data["rows"][method]["runs"]
             if runs:
                 cells = " | ".join(f"{mean(runs, 'dims', d):.2f}" for d in DIMS)
-                lines.append(f"| {label} | `{method}` ({len(runs)} seeds) | {cells} |")
+                seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
+                lines.append(f"| {label} | `{method}` ({seeds}) | {cells} |")
     return lines
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
 def _scores(ndcg: float) -> dict:
@@ -309,3 +310,18 @@ def test_a_missed_aim_is_said_with_its_numbers(tmp_path):
     assert lines[0].startswith("`sup-mined-mrl` ≥ `st-mrl-mined` -0.5 nDCG@10 at every width: not met (")
     assert lines[0].endswith("32: -1.00).")
     assert "32: +14.50 against +15.50" in lines[1] and ": not met (" in lines[1]
+
+
+@pytest.mark.parametrize("name", ["snli", "googlenews"])
+def test_the_docs_table_is_the_records_summary(name):
+    """The smaller-vector table of docs/training/your-data.md is :func:`summary_table` of the committed
+    records, with a row for the set."""
+    from experiments.own_pairs_report import SET_LABELS
+    from experiments.smaller_vectors_report import collect, summary_table
+
+    root = Path(__file__).resolve().parents[2]
+    records = root / "docs" / "results" / "smaller-vectors"
+    own = root / "docs" / "results" / "own-pairs"
+    table = "\n".join(summary_table({n: collect(records, own, n) for n in SET_LABELS}))
+    assert f"| {SET_LABELS[name]} | untrained default (cut) |" in table
+    assert f"\n{table}\n" in (root / "docs" / "training" / "your-data.md").read_text(encoding="utf-8")
