@@ -128,11 +128,13 @@ def mean(runs: list[dict[str, Any]], part: str, key: Any) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _lr_cell(row: dict[str, Any]) -> str:
+def _lr_cell(row: dict[str, Any], inline: bool = False) -> str:
+    """A row's learning rate and where it comes from: ``5e-05 (chosen on dev)``, or inline in a sentence
+    ``5e-05, chosen on dev``."""
     if row["lr"] is None:
         return "?"
-    how = "chosen on dev" if row["protocol"] == LR_DEV else "own-pairs study's"
-    return f"{lr_text(row['lr'])} ({how})"
+    how = "chosen on dev" if row["protocol"] == LR_DEV else "the own-pairs study's"
+    return f"{lr_text(row['lr'])}, {how}" if inline else f"{lr_text(row['lr'])} ({how})"
 
 
 def widths_table(data: dict[str, Any]) -> list[str]:
@@ -221,8 +223,8 @@ def findings(data: dict[str, Any]) -> list[str]:
         (pe_plain, pe_mrl, pe_cost), (st_plain, st_mrl, st_cost) = costs.values()
         text = (
             f"Full-width cost of Matryoshka (plain − Matryoshka test nDCG@10 at {FULL}): protoembed "
-            f"`{pe_plain}` − `{pe_mrl}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe_mrl])}), sentence-transformers "
-            f"`{st_plain}` − `{st_mrl}` {st_cost:+.2f} (lr {_lr_cell(rows[st_mrl])}); equal weights per width "
+            f"`{pe_plain}` − `{pe_mrl}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe_mrl], inline=True)}), sentence-transformers "
+            f"`{st_plain}` − `{st_mrl}` {st_cost:+.2f} (lr {_lr_cell(rows[st_mrl], inline=True)}); equal weights per width "
             "in both. "
         )
         if st_cost > 0:

@@ -240,7 +240,7 @@ def test_the_page_tables_are_the_records_means_and_stds(tmp_path):
     for method, seeds in WIDTHS.items():
         cells = " | ".join(_cell([seeds[s][k] for s in seeds]) for k in range(5))
         lr = "5e-05" if METHODS[method].base == "sup-mined" else "0.0001"
-        assert f"| {METHODS[method].label} | {lr} (own-pairs study's) | 2 | {cells} |" in news
+        assert f"| {METHODS[method].label} | {lr} (the own-pairs study's) | 2 | {cells} |" in news
         full = [seeds[s][0] for s in seeds]
         quant = " | ".join(
             f"{_cell([f * share for f in full])} | {100 * share:.1f}" for share in QUANT.values()
@@ -283,7 +283,7 @@ def test_the_findings_judge_the_aims_from_the_records(tmp_path):
         "`st-mrl-mined`'s margin: met (64: +12.50 against +12.00; 32: +15.50 against +15.50)."
     )
     # full-width cost: protoembed 40.5 − 40.0 = +0.50, sentence-transformers 40.0 − 39.0 = +1.00
-    assert "protoembed `sup-mined` − `sup-mined-mrl` +0.50" in lines[2]
+    assert "protoembed `sup-mined` − `sup-mined-mrl` +0.50 (lr 5e-05, the own-pairs study's)" in lines[2]
     assert "sentence-transformers `st-mnrl-mined` − `st-mrl-mined` +1.00" in lines[2]
     assert lines[2].endswith("protoembed's pays less: met.")
     assert lines[3].startswith(
