@@ -275,7 +275,7 @@ def reproduction(data: dict[str, Any], own_pairs_records: Path, name: str) -> st
     run, now, before = max(pairs, key=lambda p: abs(p[1] - p[2]))
     return (
         f"The plain methods retrained here (the own-pairs runs' weights are not kept) against the own-pairs "
-        f"records of the same runs: {len(pairs)} runs, the largest full-width test nDCG@10 difference "
+        f"records of the same runs: {len(pairs)} run{'s' if len(pairs) > 1 else ''}, the largest full-width test nDCG@10 difference "
         f"{now - before:+.2f} (`{run}`: {now:.2f} here, {before:.2f} there)."
     )
 
