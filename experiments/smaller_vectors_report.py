@@ -259,6 +259,28 @@ def findings(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def seeds_line(data: dict[str, Any], own_pairs_records: Path, name: str) -> str:
+    """The seeds behind the findings, and the own-pairs study's seed std of each plain method's full-width
+    test nDCG@10 on the set (its 3 seeds): the scale below which a difference of means is not resolved."""
+    from experiments.own_pairs_report import collect as own_pairs_collect
+    from experiments.own_pairs_report import method_runs
+
+    counts = ", ".join(f"`{m}` {len(data['rows'][m]['runs'])}" for m in METHODS)
+    own = own_pairs_collect(own_pairs_records, name)
+    spreads = []
+    for plain, _ in BY_LIBRARY.values():
+        scores = [r["retrieval"][MAIN] for r in method_runs(own, METHODS[plain].base)]
+        if len(scores) > 1:
+            spreads.append(f"`{plain}` {np.std(scores, ddof=1):.2f}")
+    text = f"Seeds recorded: {counts}."
+    if spreads:
+        text += (
+            " The own-pairs study's seed std of full-width test nDCG@10 (3 seeds): "
+            f"{', '.join(spreads)}; a difference of means below it is not resolved."
+        )
+    return text
+
+
 def reproduction(data: dict[str, Any], own_pairs_records: Path, name: str) -> str | None:
     """The plain methods' runs retrained here against the own-pairs study's records of the same run (same
     config, lr and seed): full-width test nDCG@10, the largest difference; ``None`` when none is in both."""
@@ -370,6 +392,7 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
             "",
             "Against the aims:",
             "",
+            f"- {seeds_line(data, own_pairs_records, name)}",
             *(f"- {line}" for line in findings(data)),
             *(f"- {line}" for line in [reproduction(data, own_pairs_records, name)] if line),
             "",

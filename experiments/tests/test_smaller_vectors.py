@@ -206,6 +206,9 @@ def _page_records(tmp_path: Path) -> tuple[Path, Path]:
     )
     _write(own / run_name("sup-mined", "googlenews", LR_GRID[1], 1) / "retrieval.json", _scores(39.0))
     _write(own / run_name("st-mnrl-mined", "googlenews", LR_GRID[2], 2) / "retrieval.json", _scores(40.2))
+    for seed, score in ((2, 40.0), (3, 41.0)):
+        _write(own / run_name("sup-mined", "googlenews", LR_GRID[1], seed) / "dev.json", _scores(33.0))
+        _write(own / run_name("sup-mined", "googlenews", LR_GRID[1], seed) / "retrieval.json", _scores(score))
     records = tmp_path / "records"
     lr = {
         "sup-mined": LR_GRID[1],
@@ -248,10 +251,16 @@ def test_the_page_tables_are_the_records_means_and_stds(tmp_path):
         assert f"| {METHODS[method].label} | {_cell(full)} | {quant} |" in news
     assert "| float32 (1536 B) | int8 rescored x4 (384 B) | % | binary rescored x4 (48 B) | % |" in news
     assert "| untrained default | 32.00 | 31.68 | 99.0 | 30.08 | 94.0 |" in news
-    # the own-pairs record of the retrained sup-mined seed 1 (39.0; here 40.0), st-mnrl-mined seed 2 (40.2)
+    # the own-pairs seed std of sup-mined: its records of seeds 1-3 at 5e-05, 39, 40, 41 -> 1.00
+    assert (
+        "- Seeds recorded: `sup-mined` 2, `sup-mined-mrl` 2, `st-mnrl-mined` 2, `st-mrl-mined` 2. The own-pairs "
+        "study's seed std of full-width test nDCG@10 (3 seeds): `sup-mined` 1.00; a difference of means below "
+        "it is not resolved."
+    ) in news
+    # the own-pairs records of the retrained sup-mined seeds 1, 2 (39, 40; here 40, 41), st-mnrl-mined seed 2
     assert (
         "- The plain methods retrained here (the own-pairs runs' weights are not kept) against the own-pairs "
-        "records of the same runs: 2 runs, the largest full-width test nDCG@10 difference +1.00 "
+        "records of the same runs: 3 runs, the largest full-width test nDCG@10 difference +1.00 "
         "(`sup-mined-googlenews-lr5e-05-seed1`: 40.00 here, 39.00 there)."
     ) in news
     # the snli set has no records: its rows say so
