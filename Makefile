@@ -179,3 +179,7 @@ experiment-adapt: install
 .PHONY: experiment-own-pairs
 experiment-own-pairs: install
 	$(BIN)/python experiments/own_pairs.py
+
+.PHONY: experiment-smaller-vectors
+experiment-smaller-vectors: install
+	$(BIN)/python experiments/smaller_vectors.py

@@ -123,10 +123,13 @@ def _timed(cmd: list[str], folder: Path, key: str, quiet: bool = False) -> bool:
     return code == 0
 
 
-def _retrieval(model: str, task: Path, split: str, out: Path, folder: Path, key: str) -> bool:
-    """``protoembed eval retrieval`` of ``model`` on the BEIR folder ``task``'s ``split`` into ``out``."""
+def eval_retrieval(
+    model: str, task: Path, split: str, out: Path, folder: Path, key: str, options: tuple[str, ...] = ()
+) -> bool:
+    """``protoembed eval retrieval`` of ``model`` on the BEIR folder ``task``'s ``split`` into ``out``, with
+    the command's ``options`` (e.g. ``--dims``), its wall time added to ``folder``'s ``key``."""
     cmd = _protoembed("eval", "retrieval", "--model", model, "--task-dir", str(task), "--split", split)
-    return _timed([*cmd, "--output", str(out)], folder, key, quiet=True)
+    return _timed([*cmd, *options, "--output", str(out)], folder, key, quiet=True)
 
 
 def _sts(model: str, out: Path, folder: Path) -> bool:
@@ -166,7 +169,7 @@ def evaluate_untrained(name: str, data: Path, records_dir: Path) -> bool:
     out.mkdir(parents=True, exist_ok=True)
     splits = ((test_dir(data, name), "test", RETRIEVAL_FILE), (dev_dir(data, name), "dev", DEV_FILE))
     for task, split, file in splits:
-        if not (out / file).is_file() and not _retrieval(
+        if not (out / file).is_file() and not eval_retrieval(
             "default", task, split, out / file, out, f"{split}_s"
         ):
             return False
@@ -247,19 +250,22 @@ def train_run(
     where: tuple[Path, Path, Path],
     every: int,
     cap: int | None,
+    extra: tuple[str, ...] = (),
 ) -> bool:
-    """Train one run (``where``: its run folder, record folder and the set's dev folder), evaluate its
-    ``best/`` on the dev split, record it; True if done."""
+    """Train one run (``where``: its run folder, record folder and the set's dev folder; ``extra``: more
+    ``--set`` overrides, after the study's), evaluate its ``best/`` on the dev split, record it; True if
+    done."""
     run_dir, record_dir, dev = where
     if (record_dir / DEV_FILE).is_file():
         return True
     overrides = [f"training.lr={lr}", f"training.seed={seed}", f"training.eval_steps={every}"]
     overrides += [f"training.max_steps={cap}"] if cap else []
+    overrides += extra
     load_start = load_average()
     command = train_command(method, config, run_dir, overrides)
     if not (run_dir / RESULTS_FILE).is_file() and not _timed(command, run_dir, "train_s"):
         return False
-    if not (run_dir / DEV_FILE).is_file() and not _retrieval(
+    if not (run_dir / DEV_FILE).is_file() and not eval_retrieval(
         str(run_dir / BEST_DIR), dev, "dev", run_dir / DEV_FILE, run_dir, "dev_s"
     ):
         return False
@@ -281,7 +287,7 @@ def test_run(run_dir: Path, record_dir: Path, test: Path) -> bool:
         return False
     if not (run_dir / STS_FILE).is_file() and not _sts(str(best), run_dir / STS_FILE, run_dir):
         return False
-    if not (run_dir / RETRIEVAL_FILE).is_file() and not _retrieval(
+    if not (run_dir / RETRIEVAL_FILE).is_file() and not eval_retrieval(
         str(best), test, "test", run_dir / RETRIEVAL_FILE, run_dir, "retrieval_s"
     ):
         return False

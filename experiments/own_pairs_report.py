@@ -63,7 +63,7 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def _cell(values: list[float], scale: float = 1.0) -> str:
+def cell(values: list[float], scale: float = 1.0) -> str:
     if not values:
         return "n/a"
     if len(values) == 1:
@@ -90,7 +90,7 @@ def sts_score(result: dict[str, Any] | None) -> float | None:
     return float(row["spearman"]) if row else None
 
 
-def _log_start(folder: Path) -> dict[str, Any]:
+def log_start(folder: Path) -> dict[str, Any]:
     """The first entry of a run's training log (protoembed's ``start`` event: total steps, ...)."""
     path = folder / LOG_FILE
     if not path.is_file():
@@ -102,7 +102,7 @@ def _log_start(folder: Path) -> dict[str, Any]:
 def _record(folder: Path, seed: int) -> dict[str, Any]:
     """One run's record as the page reads it."""
     results = _json(folder / RESULTS_FILE) or {}
-    start = _log_start(folder)
+    start = log_start(folder)
     sts = _json(folder / STS_FILE)
     return {
         "seed": seed,
@@ -236,15 +236,15 @@ def main_table(data: dict[str, Any]) -> list[str]:
     for method, spec in METHODS.items():
         runs = method_runs(data, method)
         label = spec.label + (" (30 steps)" if method in UNSUPERVISED else "")
-        cells = " | ".join(_cell([r["retrieval"][k] for r in runs]) for k, _ in METRICS)
-        dev = _cell([r["dev"][MAIN] for r in runs if r["dev"]])
+        cells = " | ".join(cell([r["retrieval"][k] for r in runs]) for k, _ in METRICS)
+        dev = cell([r["dev"][MAIN] for r in runs if r["dev"]])
         sts = [r["sts"] for r in runs if r["sts"] is not None]
         d_ndcg = _change([r["retrieval"][MAIN] for r in runs], before["retrieval"][MAIN] if before else None)
         d_sts = _change(sts, before["sts"] if before else None)
         lines.append(
             f"| {label} | {_steps_cell(runs)} | {_lr_cell(data, method)} | {len(runs)} | {dev} | {cells} | "
             f"{_signed(d_ndcg)} | "
-            f"{_cell(sts)} | {_signed(d_sts)} | {_wall(runs)} |"
+            f"{cell(sts)} | {_signed(d_sts)} | {_wall(runs)} |"
         )
     return lines
 

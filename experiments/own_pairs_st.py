@@ -15,6 +15,8 @@ protoembed, whose schema is not sentence-transformers') and trains what it descr
   data collator, while evaluation and the saved model keep the model's own limit, as protoembed does;
 - the loss: ``MultipleNegativesRankingLoss`` with scale ``1 / objective.temperature`` (20 for tau 0.05) and
   cosine similarity: InfoNCE over the batch's positives (and negatives), as protoembed's ``simcse_sup``;
+  with ``objective.matryoshka`` (``dims``, ``weights``, ``n_dims_per_step``, as protoembed reads them)
+  wrapped in ``MatryoshkaLoss`` with the same sizes, weights and sampling;
 - the optimisation: AdamW at ``training.lr``, ``weight_decay`` (never on biases and LayerNorm weights, in
   both), ``warmup`` then linear decay to 0, no gradient clipping unless ``grad_clip``, ``training.seed``
   (model, dropout, data order), ``precision`` (bf16: autocast), batches of ``batch_size`` with the last
@@ -86,6 +88,9 @@ class AnchorConfig:
     dev_task: str
     dev_folder: str
     dev_split: str
+    matryoshka_dims: tuple[int, ...] | None = None
+    matryoshka_weights: tuple[float, ...] | None = None
+    matryoshka_dims_per_step: int = -1
 
 
 def read_config(path: Path, overrides: list[str]) -> dict[str, Any]:
@@ -115,6 +120,8 @@ def anchor_config(data: dict[str, Any]) -> AnchorConfig:
         raise ValueError("the anchor selects on nDCG@10 only")
     task = tasks[names[0]]
     data_section = data.get("data") or {}
+    matryoshka = objective.get("matryoshka") or {}
+    weights = matryoshka.get("weights")
     return AnchorConfig(
         model=str(data.get("model", "default")),
         max_seq_length=int(data["max_seq_length"]),
@@ -137,6 +144,9 @@ def anchor_config(data: dict[str, Any]) -> AnchorConfig:
         dev_task=task["name"],
         dev_folder=str(task["files"]["all"]),
         dev_split=str(selection.get("split", "dev")),
+        matryoshka_dims=tuple(int(d) for d in matryoshka["dims"]) if matryoshka else None,
+        matryoshka_weights=tuple(float(w) for w in weights) if weights else None,
+        matryoshka_dims_per_step=int(matryoshka.get("n_dims_per_step") or -1),
     )
 
 
@@ -204,6 +214,30 @@ def dev_evaluator(cfg: AnchorConfig) -> Any:
 def dev_metric(cfg: AnchorConfig) -> str:
     """The trainer's name of the selection score (the evaluator's cosine nDCG@10)."""
     return f"eval_{cfg.dev_task}_cosine_ndcg@10"
+
+
+def anchor_loss(model: Any, cfg: AnchorConfig) -> tuple[Any, str]:
+    """The run's loss on ``model`` and its description: ``MultipleNegativesRankingLoss`` (scale ``1 / tau``,
+    cosine), wrapped in ``MatryoshkaLoss`` when the config has ``objective.matryoshka``."""
+    from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss, MultipleNegativesRankingLoss
+
+    loss = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
+    text = f"MultipleNegativesRankingLoss(scale={1.0 / cfg.temperature:g}, cos_sim)"
+    if cfg.matryoshka_dims is None:
+        return loss, text
+    wrapped = MatryoshkaLoss(
+        model,
+        loss,
+        list(cfg.matryoshka_dims),
+        list(cfg.matryoshka_weights) if cfg.matryoshka_weights else None,
+        n_dims_per_step=cfg.matryoshka_dims_per_step,
+    )
+    dims = list(wrapped.matryoshka_dims)
+    weights = [float(w) for w in wrapped.matryoshka_weights]
+    return (
+        wrapped,
+        f"MatryoshkaLoss({text}, dims={dims}, weights={weights}, n_dims_per_step={wrapped.n_dims_per_step})",
+    )
 
 
 def training_arguments(cfg: AnchorConfig, steps: int, folder: Path) -> Any:
@@ -276,7 +310,6 @@ def train(config: Path, overrides: list[str], folder: Path) -> dict[str, Any]:
     import torch
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from protoembed.model.backbones import resolve_model_dir
 
@@ -288,11 +321,11 @@ def train(config: Path, overrides: list[str], folder: Path) -> dict[str, Any]:
     shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)  # an unfinished run starts again
     folder.mkdir(parents=True, exist_ok=True)
     model = SentenceTransformer(str(resolve_model_dir(cfg.model)), device="cpu")
-    loss = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
+    loss, loss_text = anchor_loss(model, cfg)
     args = training_arguments(cfg, steps, folder)
     settings = {
         "library": f"sentence-transformers {sentence_transformers.__version__}",
-        "loss": f"MultipleNegativesRankingLoss(scale={1.0 / cfg.temperature:g}, cos_sim)",
+        "loss": loss_text,
         "model_path": str(resolve_model_dir(cfg.model)),
         "train_max_length": cfg.max_seq_length,
         "eval_max_seq_length": model.max_seq_length,

@@ -49,6 +49,10 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"protoembed.data.benchmarks.beir"}),
         "reads a retrieval folder's split as protoembed's retrieval suite reads it",
     ),
+    "smaller_vectors_report.py": (
+        frozenset({"protoembed.model.quantize"}),
+        "states each vector type's bytes per vector as protoembed stores them (bytes_per_vector)",
+    ),
     "precision_check.py": (
         frozenset({"protoembed.training.components"}),
         "runs one batch through an objective built as the trainer builds it, in fp32 and under bf16",

@@ -318,6 +318,28 @@ def test_the_anchor_reads_the_study_config_and_refuses_what_it_does_not_reproduc
             anchor_config(read_config(path, [override]))
 
 
+def test_the_anchor_wraps_its_loss_in_matryoshka_loss_as_the_config_says(tmp_path, tiny_model_dirs):
+    """``objective.matryoshka`` (the override protoembed reads) -> ``MatryoshkaLoss`` around MNRL with the
+    same sizes and weights, largest first; without it, plain MNRL."""
+    from experiments.own_pairs_st import anchor_config, anchor_loss, read_config
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss, MultipleNegativesRankingLoss
+
+    path = _study_config(tmp_path, "unused")
+    model = SentenceTransformer(str(tiny_model_dirs["bert"]), device="cpu")
+    plain, text = anchor_loss(model, anchor_config(read_config(path, [])))
+    assert type(plain) is MultipleNegativesRankingLoss and plain.scale == 20.0
+    assert text == "MultipleNegativesRankingLoss(scale=20, cos_sim)"
+    override = "objective.matryoshka={dims: [8, 32, 16], weights: [1, 2, 3]}"
+    cfg = anchor_config(read_config(path, [override]))
+    assert (cfg.matryoshka_dims, cfg.matryoshka_weights) == ((8, 32, 16), (1.0, 2.0, 3.0))
+    wrapped, text = anchor_loss(model, cfg)
+    assert isinstance(wrapped, MatryoshkaLoss) and isinstance(wrapped.loss, MultipleNegativesRankingLoss)
+    assert (wrapped.matryoshka_dims, wrapped.matryoshka_weights) == ((32, 16, 8), (2.0, 3.0, 1.0))
+    assert wrapped.n_dims_per_step == -1
+    assert text.startswith("MatryoshkaLoss(MultipleNegativesRankingLoss(scale=20, cos_sim), dims=[32, 16, 8]")
+
+
 def test_the_anchor_trains_keeps_the_best_dev_checkpoint_and_saves_what_protoembed_reads(
     tmp_path, tiny_model_dirs, one_thread
 ):
