@@ -11,6 +11,9 @@
 #               (BERT-base >= 3 x 6.6 steps/s);
 #   4. train    benchmarks/device_check.py: SimCSE at batch 64 (GradCache, mini-batch 32, bf16) through
 #               protoembed's trainer against sentence-transformers' own: the same figures;
+#   5. ray      benchmarks/encode_ray.py --device cuda: `protoembed encode --engine ray` with one actor on the GPU
+#               (--gpus-per-worker 1) against the local encode on it (--devices cuda:0), 10,000 lines; run where
+#               Ray is installed (protoembed[ray]), else said and left out;
 #   with --full also benchmarks/memory.py (one step's peak, plain against GradCache, ConPVP 128 / 256 and
 #   SimCSE 64) and benchmarks/train_step.py --mini-batch-size 32 (the cached step's time against the plain one).
 # Every table starts with the device line: the GPU, the host's cores and the library versions.
@@ -94,11 +97,11 @@ section() {
 cores=$(nproc)
 if [ "$smoke" = 1 ]; then
     tiny=(--smoke) serve_load=(--smoke) train_common=(--smoke)
-    limits=(120 120 120 120)
+    limits=(120 120 120 120 120)
 else
     tiny=() serve_load=(--concurrency 64 --duration 8 --rounds 1 --warmup 2 --requests 100000)
     train_common=(--steps 20 --warmup 3 --precision bf16 --tokens 32)
-    limits=(220 80 50 80)
+    limits=(220 80 50 80 50)
 fi
 section encode "${limits[0]}" "$python" gpu_encode.py --device "$device" --data "$data" --tokenizer-workers "$cores" \
     --keep-models "$work/models" "${tiny[@]}"
@@ -113,6 +116,13 @@ bert="$work/models/bert-base"
     --serve-args "--device $device" --data-dir "$data" "${serve_load[@]}"
 section conpvp "${limits[2]}" "$python" device_check.py --device "$device" --objective conpvp --models "default,$bert" \
     --batch-size 128 --mini-batch-size 0 --data-dir "$data" "${train_common[@]}"
+if [ "$smoke" = 1 ]; then
+    :  # a smoke run leaves ray out: encode_ray.py --smoke is run on its own (tests/test_benchmarks_smoke.py)
+elif "$python" -c "import ray" 2>/dev/null; then
+    section ray "${limits[4]}" "$python" encode_ray.py --device "$device" --lines 10000 --rounds 1
+else
+    echo "== ray: not run (Ray is not installed: $python -m pip install -e '.[ray]')"
+fi
 section simcse "${limits[3]}" "$python" device_check.py --device "$device" --objective simcse --models "default,$bert" \
     --batch-size 64 --mini-batch-size 32 --data-dir "$data" "${train_common[@]}"
 if [ "$full" = 1 ]; then
@@ -122,7 +132,7 @@ if [ "$full" = 1 ]; then
         --steps 10 --data-dir "$data" "${tiny[@]}"
 fi
 echo "== summary ($((SECONDS - start)) s)"
-for name in encode serve conpvp simcse memory train_step; do
+for name in encode serve conpvp ray simcse memory train_step; do
     [ -f "$work/$name.out" ] && echo "$name: $(grep -h '^ratio=' "$work/$name.out" | tail -1)"
 done
 for line in ${failed[@]+"${failed[@]}"}; do echo "gpu_check: $line"; done

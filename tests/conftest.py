@@ -66,7 +66,6 @@ SUBPROCESS_TESTS = (
     "test_download.py::test_a_new_user_s_data_list_reads_platformdirs",
     "test_cli_encode.py::test_the_process_prints_one_line_and_exits_2",
     "test_encode_corpus.py::test_two_workers_write_the_same_shards_as_one_process",
-    "test_encode_corpus.py::test_two_torchrun_processes_write_the_same_shards_as_one_process",
     "test_encode_corpus.py::test_kill_9_between_shards_then_resume_gives_the_same_bytes",
     "test_encode_ray.py",  # a Ray cluster's processes
     "test_cli_errors.py::test_cli_modules_import_no_torch",

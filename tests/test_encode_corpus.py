@@ -1,7 +1,7 @@
 """Corpus-scale encoding (:mod:`protoembed.corpus`): shards equal the model's own ``encode``; every format;
 shard boundaries; resume after an interruption, a full disk or ``kill -9`` gives the same bytes as an
 uninterrupted run; another model's resume, another run's folder and a corrupt shard are caught; 2 worker
-processes and 2 torchrun (gloo) processes write the same shards as one process."""
+processes write the same shards as one process; a torchrun launch is refused."""
 
 from __future__ import annotations
 
@@ -701,20 +701,18 @@ def _cpu_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
 
 
-def test_two_torchrun_processes_write_the_same_shards_as_one_process(model, model_dir, tmp_path, one_thread):
-    """torchrun --nproc_per_node 2 (gloo on CPU): each rank encodes its range of shards, rank 0 writes the
-    manifest; the shards are byte-equal to one process's."""
+def test_a_torchrun_launch_is_refused_before_anything_is_written(model_dir, tmp_path, capsys, monkeypatch):
+    """Under torchrun (WORLD_SIZE above 1) encode refuses in one line naming the two ways it does run in
+    parallel, and writes nothing: every rank would otherwise encode the whole corpus."""
     src = write_txt(tmp_path / "in.txt")
-    encode_corpus(model_dir, src, tmp_path / "one", shard_size=5, batch_size=4)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    cmd += ["-m", "protoembed", "encode", str(src), "-o", str(tmp_path / "two"), "--model", model_dir]
-    cmd += ["--shard-size", "5", "--batch-size", "4", "--device", "cpu"]
-    done = subprocess.run(cmd, env=_cpu_env(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("wrote ") == 1  # rank 0 only
-    one, two = read_manifest(tmp_path / "one"), read_manifest(tmp_path / "two")
-    assert two.complete and two.model_digest == one.model_digest  # the same folder, the same settings
-    assert shard_hashes(tmp_path / "two") == shard_hashes(tmp_path / "one")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "two"
+    assert main(["encode", str(src), "-o", str(out), "--model", model_dir, "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        "protoembed: error: encode runs as one process per run, not under torchrun (WORLD_SIZE 2): --workers / "
+        "--devices within one machine, --engine ray past one machine\n"
+    )
+    assert not out.exists()
 
 
 #: A CLI process that pauses for good in the middle of writing its 4th shard (a partial temp file on

@@ -1,6 +1,6 @@
 """``protoembed encode INPUT -o OUT_DIR``: a corpus of any size (text lines, JSON lines, CSV, Parquet) ->
 a folder of ``.npy`` shards and ``manifest.json`` (:func:`protoembed.corpus.encode_corpus`: streamed,
-resumable with ``--resume``, in parallel with ``--workers`` or under ``torchrun``).
+resumable with ``--resume``, in parallel with ``--workers`` on one machine or ``--engine ray`` past it).
 
 ``-o OUT.npy`` writes one (N, D) array instead, the corpus held in memory (small inputs).
 ``--prompt NAME``: the model's prompt of that name (e.g. ``query``) put before each text.
@@ -171,7 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         metavar="N",
         help="encoding processes on this machine (default 1; with --devices, one per device); the CPU cores "
-        "are split between them. Across machines: torchrun --nproc_per_node N -m protoembed encode ...",
+        "are split between them; with --engine ray, Ray actors (across machines)",
     )
     parser.add_argument(
         "--devices",
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     ranges = calibration(args)
     if args.output.endswith(ARRAY_SUFFIX):
         return _encode_to_array(args, ranges)
-    from protoembed.corpus.encoding import encode_corpus, world
+    from protoembed.corpus.encoding import encode_corpus
 
     options = pipeline_options(args)
     if args.engine == RAY_ENGINE:
@@ -263,11 +263,10 @@ def run(args: argparse.Namespace) -> int:
     except WriteError as err:  # a full disk: the message says why and what was kept; the finished shards stay
         print(f"protoembed: error: {resume_with(str(err), _resume_command(args))}", file=sys.stderr)
         return 2
-    if world()[1] == 0:  # under torchrun: rank 0 says it once
-        print(
-            f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} {vectors.vectors} in "
-            f"{len(vectors.shards)} shard(s) and manifest.json"
-        )
+    print(
+        f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} {vectors.vectors} in "
+        f"{len(vectors.shards)} shard(s) and manifest.json"
+    )
     return 0
 
 

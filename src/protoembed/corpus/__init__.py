@@ -1,7 +1,7 @@
 """Corpus-scale encoding: a file of any size -> a folder of ``.npy`` shards and ``manifest.json``.
 
 - :func:`encode_corpus` (``protoembed encode INPUT -o OUT_DIR``): text lines, JSON lines, CSV or Parquet,
-  streamed; resumable; in parallel over processes (``workers``) or machines (``torchrun``), with the same
+  streamed; resumable; in parallel over processes (``workers``) or machines (Ray: ``ray_engine``), with the same
   shards as one process (:mod:`protoembed.corpus.encoding`);
 - :func:`open_corpus` and :class:`CorpusVectors`: a finished folder as one memory-mapped array;
 - :func:`verify`: every shard's SHA-256 against the manifest (:mod:`protoembed.corpus.manifest`).

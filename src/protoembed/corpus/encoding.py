@@ -24,14 +24,13 @@ Resuming (``resume=True``) after Ctrl-C or ``kill -9`` keeps the finished shards
 - hidden temp files of interrupted writes are removed.
 
 Without ``resume``, a folder that holds a manifest or shard files is refused (a finished run too), so
-another run's vectors are never mixed in or overwritten. The run's main process (rank 0 under torchrun)
-holds the folder's lock (:mod:`protoembed.outputs.folder_lock`) from the check of the folder to the final
+another run's vectors are never mixed in or overwritten. The run's main process holds the folder's lock (:mod:`protoembed.outputs.folder_lock`) from the check of the folder to the final
 manifest, so a second run into a folder in use is refused at once.
 
 Parallel runs produce the same shards as one process: ``workers`` spawned processes on one machine (one
-reader feeds them shards; the cores split between them (:func:`worker_cores`), or one device each), or the processes of
-``torchrun`` (``WORLD_SIZE`` / ``RANK``: torch.distributed, gloo on CPU and nccl on CUDA; each rank
-encodes a contiguous range of the shards left to do, then rank 0 writes the final manifest).
+reader feeds them shards; the cores split between them (:func:`worker_cores`), or one device each); past
+one machine, Ray's actors (:mod:`protoembed.corpus.ray_engine`, through ``runner``). Under ``torchrun``
+(``WORLD_SIZE`` above 1) encode refuses to start: one way within a machine, one past it.
 """
 
 from __future__ import annotations
@@ -483,10 +482,10 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
-def world() -> tuple[int, int, int]:
-    """``(world size, rank, local rank)`` from torchrun's environment (``(1, 0, 0)`` outside it)."""
-    env = os.environ
-    return int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0"))
+def world_size() -> int:
+    """The processes of a ``torchrun`` launch (``WORLD_SIZE``; 1 outside one): encode refuses more than one,
+    its multi-process path being ``workers`` and its multi-machine one Ray (:mod:`protoembed.corpus.ray_engine`)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -618,12 +617,10 @@ def encode_corpus(
         check_folder(folder, resume)
         with _locked(folder):
             return runner(spec, job, scanned, resume, workers)
-    world_size, rank, local_rank = world()
-    if world_size > 1:
-        if workers > 1:
-            raise ProtoembedError("workers > 1 under torchrun: each torchrun process is one worker already")
-        return _encode_distributed(
-            model, spec, job, scanned, resume, show_progress, rank, world_size, local_rank
+    if world_size() > 1:
+        raise ProtoembedError(
+            f"encode runs as one process per run, not under torchrun (WORLD_SIZE {world_size()}): "
+            "--workers / --devices within one machine, --engine ray past one machine"
         )
     check_folder(folder, resume)  # refused before the folder is made (and locked)
     if workers > 1 and spec is None:
@@ -837,82 +834,3 @@ def _run_workers(
                 process.terminate()
             process.join(timeout=30)
         feeder.join(timeout=5)
-
-
-# --------------------------------------------------------------------------- torchrun processes
-
-
-def _encode_distributed(
-    model: Any,
-    spec: ModelSpec | None,
-    job: ShardJob,
-    scanned: Scan,
-    resume: bool,
-    show_progress: bool | None,
-    rank: int,
-    world: int,
-    local_rank: int,
-) -> CorpusVectors:
-    """This torchrun process's part of :func:`encode_corpus`: rank 0 checks the folder and plans, every
-    rank encodes a contiguous range of the pending shards, then rank 0 writes the final manifest."""
-    import torch
-    import torch.distributed as dist
-
-    from protoembed.model.loading import load_model
-
-    if spec is not None and spec.device is None and torch.cuda.is_available():
-        spec = spec.model_copy(update={"device": f"cuda:{local_rank}"})
-    loaded = model if spec is None else load_model(spec)
-    own_group = not dist.is_initialized()
-    if own_group:
-        dist.init_process_group("nccl" if loaded.device.type == "cuda" else "gloo")
-    lock = contextlib.ExitStack()  # rank 0's hold on the folder
-    try:
-        plan: list[Any] = [None]
-        if rank == 0:
-            try:
-                check_folder(job.folder, resume)
-                lock.enter_context(_locked(job.folder))
-                existing = check_folder(job.folder, resume)
-                job = with_ranges(loaded, job, existing)
-                plan[0] = prepare(job.folder, existing, new_manifest(loaded, spec or model, job, scanned))
-            except ProtoembedError as err:
-                plan[0] = str(err)
-        dist.broadcast_object_list(plan, src=0)
-        if isinstance(plan[0], str):
-            raise ProtoembedError(plan[0])
-        manifest, pending = plan[0]
-        if manifest.ranges is not None:  # rank 0's calibration, for every rank
-            job = replace(job, ranges=np.asarray(manifest.ranges, dtype=np.float32))
-        mine = pending[rank * len(pending) // world : (rank + 1) * len(pending) // world]
-        rounds = -(-len(pending) // world)  # the most shards a rank has (ranges differ by one at most)
-        my_rows = sum(min(job.rows, job.start(i) + job.shard_size) - job.start(i) for i in mine)
-        shards = iter_shards(job.source, job.shard_size, mine)
-        with _progress(my_rows, 0, show_progress if rank == 0 else False) as bar:
-            for _ in range(rounds):
-                # one shard a rank, then rank 0 records the round's shards: a killed run keeps every
-                # shard the manifest names and re-encodes the rest (unrecorded files are never trusted)
-                shard = next(shards, None)
-                record = None
-                if shard is not None:
-                    index, numbers, ids, texts = shard
-                    record = write_shard(
-                        job, index, encode_shard(loaded, job, numbers, texts, bar.update, index), ids
-                    )
-                gathered: list[Any] = [None] * world
-                dist.all_gather_object(gathered, record)
-                if rank == 0:
-                    manifest.shards.extend(r for r in gathered if r is not None)
-                    write_manifest(job.folder, manifest)
-        if rank == 0:
-            with lock:
-                if len(manifest.shards) == manifest.shard_count:
-                    finish(job, manifest)
-                else:
-                    write_manifest(job.folder, manifest)
-        dist.barrier()
-    finally:
-        lock.close()
-        if own_group:
-            dist.destroy_process_group()
-    return open_corpus(job.folder)
