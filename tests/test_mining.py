@@ -456,7 +456,7 @@ def test_cli_rescores_with_a_saved_cross_encoder(tiny_model_dirs, tmp_path, one_
 
     import protoembed
     from protoembed.cli import main
-    from protoembed.retrieval.mining import load_cross_encoder
+    from protoembed.model.cross_encoder import load_cross_encoder
 
     run = _tiny_cross_encoder(tiny_model_dirs["bert"], tmp_path / "run")
     data = _jsonl(

@@ -107,7 +107,8 @@ def read_corpus_texts(args: argparse.Namespace) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the pairs and the corpus, mine, write ``args.output``, print the summary line."""
-    from protoembed.retrieval.mining import load_cross_encoder, mine_hard_negatives
+    from protoembed.model.cross_encoder import load_cross_encoder
+    from protoembed.retrieval.mining import mine_hard_negatives
 
     options = check_options(MineOptions, {name: getattr(args, name) for name in MineOptions.model_fields})
     anchors, positives = read_pairs(args)

@@ -38,7 +38,6 @@ position here.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal, Protocol
@@ -398,16 +397,3 @@ def _rows(
                     columns[name].append(pool[n])
     summary.rows = len(columns["anchor"])
     return columns
-
-
-def load_cross_encoder(path: str | os.PathLike[str], device: str | None = None) -> Any:
-    """The sentence-transformers ``CrossEncoder`` that ``--cross-encoder`` names: a cross-encoder folder, a
-    saved ``cross_encoder`` run model (``best/``) or that run's folder
-    (:func:`protoembed.model.cross_encoder.load_cross_encoder`, the one folder rule of eval, serve and mine).
-
-    Raises:
-        ProtoembedError: ``path`` holds no trained cross-encoder (the message names what it lacks).
-    """
-    from protoembed.model.cross_encoder import load_cross_encoder as load
-
-    return load(path, device)

@@ -36,7 +36,7 @@ from protoembed.model.batching import (
     longest_row,
     tokenizer_pool,
 )
-from protoembed.model.batching import truncate as cut_vectors
+from protoembed.model.batching import truncate as cut_vectors  # embed's parameter is named truncate
 from protoembed.model.cross_encoder import Reranker
 from protoembed.model.export.runtime import ExportedEmbedder
 from protoembed.model.protocol import SentenceEmbedder
