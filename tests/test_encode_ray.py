@@ -21,7 +21,7 @@ import ray
 from protoembed.core.errors import ProtoembedError
 from protoembed.corpus import encode_corpus, open_corpus, verify
 from protoembed.corpus.manifest import read_manifest
-from protoembed.corpus.ray_engine import encode_corpus_on_ray
+from protoembed.corpus.ray_engine import encode_corpus_on_ray, encode_on_ray, shard_dataset
 from tiny_models import CORPUS
 
 TEXTS = [f"{CORPUS[i % 11]} number {i}" if i % 3 else f"short {i}" for i in range(23)]
@@ -78,6 +78,23 @@ def test_ray_gives_the_local_vectors_and_ids(cluster, model_dir, tmp_path):
         assert on_ray.ids().tolist() == local.ids().tolist()
     assert open_corpus(tmp_path / "ray-jsonl").ids().tolist() == [f"d{i}" for i in range(len(TEXTS))]
     assert open_corpus(tmp_path / "ray-parquet").ids().tolist() == [100 + i for i in range(len(TEXTS))]
+
+
+def test_each_shard_is_a_block_of_its_own_so_every_actor_has_work(cluster, model_dir, tmp_path):
+    """Ray merges a read task's small blocks into one unless told not to, and one block goes to one
+    actor: the 5 shards must reach the actors as 5 blocks."""
+    path, _ = _inputs(tmp_path)["text"]
+    seen: dict[str, int] = {}
+
+    def runner(spec, job, scanned, resume, workers):
+        blocks = shard_dataset(job, [0, 1, 2, 3, 4]).materialize()
+        seen["blocks"] = blocks.num_blocks()
+        seen["rows"] = blocks.count()
+        return encode_on_ray(spec, job, scanned, resume, None, workers, 0)
+
+    encode_corpus(model_dir, path, tmp_path / "out", **SETTINGS, runner=runner, workers=2)
+    assert seen == {"blocks": 5, "rows": 5}
+    assert ray.data.DataContext.get_current().target_max_block_size > 1  # the user's context untouched
 
 
 def test_encode_dataset_adds_the_model_s_vectors(cluster, model_dir):

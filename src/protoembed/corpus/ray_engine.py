@@ -11,8 +11,9 @@ replaces the processes that encode them:
   settings is refused in the same line);
 - :class:`ShardDatasource`, a Ray Data datasource, reads the pending shards with protoembed's own
   reader (:meth:`~protoembed.corpus.sources.CorpusSource.records`): one block per shard, one row holding
-  its texts, their ids and their line numbers, so no block is ever split or merged by Ray and shard
-  ``k`` is always rows ``[k * shard_size, (k + 1) * shard_size)``;
+  its texts, their ids and their line numbers, so no block is ever split by Ray and shard ``k`` is
+  always rows ``[k * shard_size, (k + 1) * shard_size)``, and none is merged with another
+  (:func:`shard_dataset`);
 - :class:`Encoder`, the actor class of ``map_batches`` (one actor per worker, ``gpus_per_worker`` GPUs
   each), loads the model once and encodes each shard with one ``model.encode`` call
   (:func:`~protoembed.corpus.encoding.encode_shard`: the same batches as the local path, so the same
@@ -116,6 +117,23 @@ def shard_datasource(job: ShardJob, pending: list[int]) -> Any:
     return ShardDatasource()
 
 
+def shard_dataset(job: ShardJob, pending: list[int]) -> ray.data.Dataset:
+    """The Ray Dataset of ``job``'s ``pending`` shards (:func:`shard_datasource`), a block each: its
+    ``target_max_block_size`` is one byte, as Ray otherwise merges a read task's small blocks into one
+    (up to 128 MiB), and one block is one actor's work: one actor would encode every shard while the
+    others idle."""
+    ray = require_ray()
+    context = ray.data.DataContext.get_current()  # the dataset keeps a copy of it
+    coalesce = context.target_max_block_size
+    context.target_max_block_size = 1
+    try:
+        return ray.data.read_datasource(  # the reader takes no CPU from the actors
+            shard_datasource(job, pending), override_num_blocks=1, num_cpus=0
+        )
+    finally:
+        context.target_max_block_size = coalesce
+
+
 class Encoder:
     """The actor class of ``map_batches``: loads the model of ``spec`` once (on its GPU when Ray gave it
     one), then, given a ``job``, encodes and writes each shard of a batch (one row per shard, as
@@ -204,7 +222,7 @@ def encode_on_ray(
     ``gpus_per_worker`` GPUs each on the cluster at ``address``."""
     from protoembed.model.loading import load_model
 
-    ray = require_ray()
+    require_ray()
     existing = check_folder(job.folder, resume)
     loaded = load_model(spec.model_copy(update={"device": "cpu"}))  # the digest and settings
     job = with_ranges(loaded, job, existing)
@@ -212,10 +230,7 @@ def encode_on_ray(
     del loaded
     if pending:
         connect(address)
-        dataset = ray.data.read_datasource(  # the reader takes no CPU from the actors
-            shard_datasource(job, pending), override_num_blocks=1, num_cpus=0
-        )
-        records = dataset.map_batches(
+        records = shard_dataset(job, pending).map_batches(
             Encoder,
             fn_constructor_kwargs={"spec": spec, "job": job},
             batch_size=1,
