@@ -81,7 +81,8 @@ def twin(objective):
 
 def chunked_uncached_loss(objective, views, mini_batch_size: int = MINI_BATCH) -> torch.Tensor:
     """The uncached loss on the cached step's chunks: every chunk embedded with a graph, one loss."""
-    states = [objective.embed_features(views.rows(a, b)) for a, b in chunks(len(views), mini_batch_size)]
+    spans = chunks(len(views), mini_batch_size, views.forwards())
+    states = [objective.embed_features(views.rows(a, b)) for a, b in spans]
     return objective.loss(torch.cat(states), views)
 
 

@@ -66,12 +66,12 @@ def test_cached_step_equals_uncached_with_dropout_on(tiny_model_dirs, one_pair: 
 
 @pytest.mark.parametrize("case", ["conpvp", "conpvp_denoise", "promptbert", "simcse_sup"])
 def test_cached_step_equals_plain_step_with_dropout_off(tiny_model_dirs, one_pair: Path, case: str) -> None:
-    # float64: the plain step pads all rows together, the chunks each to their own longest row, and
-    # ConPVP's denoising subtraction amplifies that float32 noise
+    # float64: the plain step pads its forwards (all rows, or a column each), the chunks each to their own
+    # longest row, and ConPVP's denoising subtraction amplifies that float32 noise
     plain = build(tiny_model_dirs["bert"], case, one_pair).double().eval()
     cached = twin(plain)
     views = plain.collate(batch_for(case))
-    expected_loss = plain(views)  # ONE forward of every row, padded together
+    expected_loss = plain(views)  # the plain step: its forwards as training.padding says
     expected_loss.backward()
     loss = grad_cache_step(cached, views, MINI_BATCH)
     assert loss.item() == pytest.approx(expected_loss.item(), rel=RTOL)

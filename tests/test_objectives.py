@@ -284,7 +284,10 @@ def test_gradients_reach_soft_prompt_backbone_and_mlp(bert_dir: Path) -> None:
         ("promptbert", "mask", {"denoise": False}, 2),
     ],
 )
-def test_all_views_in_one_forward(bert_dir: Path, name: str, head: str, options: dict, rows: int) -> None:
+def test_views_in_one_forward_or_a_block_each(
+    bert_dir: Path, name: str, head: str, options: dict, rows: int
+) -> None:
+    """``joint``: every view in one forward; ``column``: a forward per view of ``n`` rows."""
     embedder = load(bert_dir, head)
     objective = build_objective(name, embedder, **options).train()
     calls: list[int] = []
@@ -292,15 +295,21 @@ def test_all_views_in_one_forward(bert_dir: Path, name: str, head: str, options:
         lambda module, args, kwargs, out: calls.append(out.last_hidden_state.size(0)), with_kwargs=True
     )
     try:
+        objective.views.padding = "joint"
         objective(SENTENCES).backward()
+        assert calls == [rows * len(SENTENCES)]
+        calls.clear()
+        objective.views.padding = "column"
+        objective(SENTENCES).backward()
+        assert calls == [len(SENTENCES)] * rows
     finally:
         handle.remove()
-    assert calls == [rows * len(SENTENCES)]
 
 
-def test_promptbert_denoise_is_one_forward(bert_dir: Path) -> None:
+def test_promptbert_denoise_is_one_forward_joint(bert_dir: Path) -> None:
     embedder = load(bert_dir, "mask")
     objective = build_objective("promptbert", embedder, denoise=True).train()
+    objective.views.padding = "joint"
     calls: list[int] = []
     handle = embedder.encoder.auto_model.register_forward_hook(lambda m, a, out: calls.append(1))
     try:

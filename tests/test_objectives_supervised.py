@@ -253,18 +253,29 @@ def test_nli_softmax_equals_softmax_loss(
 
 # ------------------------------------------------------------- one forward, what is saved
 @pytest.mark.parametrize(("name", "rows"), [("cosine_regression", 2), ("nli_softmax", 2), ("simcse_sup", 3)])
-def test_all_columns_in_one_forward(tiny_model_dirs, name: str, rows: int) -> None:
+def test_columns_in_one_forward_or_one_each(tiny_model_dirs, name: str, rows: int) -> None:
+    """``joint``: one forward of every column; ``column``: a forward per column, each padded to its own
+    longest row (the widths an independent tokenisation of each column gives)."""
     embedder = load(tiny_model_dirs["bert"], "mean")
     objective = build_objective(name, embedder).train()
-    calls: list[int] = []
+    calls: list[tuple[int, int]] = []
     handle = embedder.encoder.auto_model.register_forward_hook(
-        lambda module, args, kwargs, out: calls.append(out.last_hidden_state.size(0)), with_kwargs=True
+        lambda module, args, kwargs, out: calls.append(tuple(out.last_hidden_state.shape[:2])),
+        with_kwargs=True,
     )
+    batch = BATCHES[name]
+    columns = [c for c in ("sentence1", "sentence2", "anchor", "positive", "negative") if c in batch]
+    widths = [embedder.features(batch[c])["input_ids"].size(1) for c in columns]
     try:
-        objective(BATCHES[name]).backward()
+        objective.views.padding = "joint"
+        objective(batch).backward()
+        assert calls == [(rows * len(S1), max(widths))]
+        calls.clear()
+        objective.views.padding = "column"
+        objective(batch).backward()
+        assert calls == [(len(S1), width) for width in widths] and len(calls) == rows
     finally:
         handle.remove()
-    assert calls == [rows * len(S1)]
 
 
 def test_save_keeps_the_embedder_and_leaves_the_classifier(tiny_model_dirs, tmp_path: Path) -> None:

@@ -178,16 +178,17 @@ class Objective(torch.nn.Module):
         """
         return self.embedder.embed(features, normalize=False)["sentence_embedding"]
 
-    def embed_rows(self, rows: Rows) -> torch.Tensor:
-        """Pad ``rows`` into one batch and run the backbone once -> (len(rows), H)."""
-        return self.embed_features(self.views.collate(rows, self.embedder.device))
+    def embed_views(self, views: ViewBatch) -> torch.Tensor:
+        """The (R, H) vectors of all ``R`` rows of ``views`` (on the embedder's device), one forward of the
+        backbone per :meth:`~protoembed.objectives.views.ViewBatch.forwards` entry, each padded to its own
+        longest row (``training.padding``, :mod:`protoembed.objectives.views`)."""
+        parts = [self.embed_features(views.rows(start, end)) for start, end in views.forwards()]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def embed(self, *groups: Sequence[str]) -> list[torch.Tensor]:
-        """Embed groups of sentences as the embedder reads them (its template, training truncation).
-
-        All groups go through the backbone in ONE forward (as sentence-transformers' siamese losses run
-        each column separately, the results are the same up to padding); returns one (len(group), H)
-        tensor per group.
+        """Embed groups of sentences of one batch (the same number each: its columns) as the embedder
+        reads them (its template, training truncation), the groups going through the backbone as
+        ``training.padding`` says (:meth:`embed_views`); returns one (len(group), H) tensor per group.
         """
         rows = Rows()
         soft = self.embedder.encoder.soft_prompt is not None
@@ -195,8 +196,8 @@ class Objective(torch.nn.Module):
             rows.extend(
                 self.views.wrap(self.views.anchor_template, self.views.sentence_ids(group), soft=soft)
             )
-        states = self.embed_rows(rows)
-        return list(states.split([len(g) for g in groups]))
+        views = self.views.batch(rows, len(groups[0])).to(self.embedder.device)
+        return list(self.embed_views(views).split([len(g) for g in groups]))
 
     # ---------------------------------------------------------- evaluation
     def eval_embedder(self) -> Embedder:
@@ -255,7 +256,7 @@ class ContrastiveObjective(Objective):
       and head, row by row independent;
     - :meth:`loss` (the vectors of ALL rows -> scalar): denoising subtraction, training MLP, InfoNCE.
 
-    ``forward(batch)`` is ``loss(embed_features(rows), batch)`` in one forward; ``batch`` may be a
+    ``forward(batch)`` is ``loss(embed_views(rows), batch)``; ``batch`` may be a
     :class:`ViewBatch`, a dict of columns or, for the ``text`` column alone, a plain list of sentences.
     """
 
@@ -315,10 +316,11 @@ class ContrastiveObjective(Objective):
         return self.views.batch(rows, n, index)
 
     def forward(self, batch: ViewBatch | Mapping[str, Sequence[Any]] | Sequence[str]) -> torch.Tensor:
-        """The loss of one batch, every row in one forward of the backbone."""
+        """The loss of one batch, its rows through the backbone as ``training.padding`` says
+        (:meth:`Objective.embed_views`)."""
         views = batch if isinstance(batch, ViewBatch) else self.collate(batch)
         views = views.to(self.embedder.device)
-        return self.loss(self.embed_features(views.rows()), views)
+        return self.loss(self.embed_views(views), views)
 
     def eval_embedder(self) -> Embedder:
         """The embedder, with the MLP appended only for ``mlp: keep``.

@@ -11,8 +11,9 @@ through the row vectors ``s_r = f(x_r)``, and ``f`` treats rows independently, s
 :func:`grad_cache_step` computes exactly this in three stages (Sec. 3.3):
 
 1. *graph-less representation*: ``s_r`` for every row of the step (every view: anchors, prototypes c+
-   and c-, template-denoising rows) in chunks of ``M`` rows under ``torch.no_grad``, recording the random
-   state before each chunk;
+   and c-, template-denoising rows) in chunks of ``M`` rows (within one column where the step pads per
+   column, :func:`chunks`; each chunk padded to its own longest row) under ``torch.no_grad``, recording
+   the random state before each chunk;
 2. *representation gradient*: the objective's loss on the vectors of the WHOLE batch (gathered across
    processes as in a plain step), back-propagated once: this gives ``dL/ds`` (the *cache*) and the
    gradients of what the loss holds itself (the training MLP, the denoising subtraction);
@@ -83,9 +84,13 @@ class RandomState:
             yield
 
 
-def chunks(rows: int, size: int) -> list[tuple[int, int]]:
-    """``(start, end)`` of consecutive chunks of ``size`` rows covering ``range(rows)``."""
-    return [(start, min(start + size, rows)) for start in range(0, rows, size)]
+def chunks(rows: int, size: int, forwards: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of consecutive chunks of at most ``size`` rows covering ``range(rows)``, none
+    crossing the end of one of ``forwards`` (a step's forwards, ``ViewBatch.forwards``: with
+    ``training.padding`` ``column`` no chunk holds rows of two columns, so each is padded to its own
+    column's rows)."""
+    spans = forwards or [(0, rows)]
+    return [(lo, min(lo + size, end)) for start, end in spans for lo in range(start, end, size)]
 
 
 def grad_cache_step(
@@ -114,7 +119,7 @@ def grad_cache_step(
         device = next(iter(objective.parameters())).device  # type: ignore[attr-defined]
     views = batch if isinstance(batch, ViewBatch) else objective.collate(batch)
     views = views.to(device)
-    spans = chunks(len(views), mini_batch_size)
+    spans = chunks(len(views), mini_batch_size, views.forwards())
     states, randomness = [], []
     with torch.no_grad():
         for start, end in spans:

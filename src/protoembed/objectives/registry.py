@@ -108,6 +108,9 @@ class ObjectiveOptions(BaseModel):
 #: The option that wraps an objective in Matryoshka training (:class:`MatryoshkaOptions`).
 MATRYOSHKA = "matryoshka"
 
+#: ``training.padding``: how a step's columns meet the backbone (:func:`protoembed.objectives.views.segments`).
+PADDINGS = ("auto", "column", "joint")
+
 
 class MatryoshkaOptions(BaseModel):
     """``matryoshka:`` of an objective that compares embeddings: the loss is the weighted sum of the

@@ -4,8 +4,17 @@ Each sentence is tokenised once; every view wraps those ids in a template, throu
 :meth:`~protoembed.model.encoder.PromptEncoder.sentence_ids` and :meth:`~protoembed.model.encoder.PromptEncoder.wrap`
 (only the sentence is truncated; ``max_seq_length`` counts sentence tokens with a template, all tokens
 without one), so a view in the embedder's own format is exactly its evaluation input except for the
-truncation, which the objective owns. Rows of different views are padded together so that the backbone
-runs once.
+truncation, which the objective owns.
+
+How a step's rows meet the backbone (:data:`PADDINGS`, ``training.padding``): the rows come in blocks of
+``n`` (one block per column or view: anchors, positives, negatives; ConPVP's anchor, ``c+`` and ``c-``
+views and their denoising copies), and a step runs either one forward over all of them padded to the
+longest row (``joint``) or one forward per block, each padded to its own longest row (``column``, what
+sentence-transformers' losses do, a forward per column); ``auto`` takes ``column`` when its padded
+tokens are fewer than ``joint``'s (a title column of 18 tokens beside snippets of 41) and ``joint``
+otherwise (SimCSE's two dropout views of the same rows: equal lengths, so one forward). Rows are
+independent in the backbone, so the vectors are the same either way (to float rounding) with dropout
+off; with dropout on, the masks are drawn per forward, so they differ.
 
 Besides the plain rows, two kinds of *denoising* rows are supported (see the objectives):
 
@@ -26,6 +35,7 @@ import torch
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.templates import Template, TemplateIds, tokenize_template
 from protoembed.model.encoder import PromptEncoder
+from protoembed.objectives.registry import PADDINGS
 
 
 @dataclass
@@ -62,6 +72,8 @@ class ViewBatch:
         index: what the objective's loss needs to read the rows back (e.g. PromptBERT's denoising rows).
         draw_state: state of a template-draw generator after this batch's draws (ConPVP), so that a
             checkpoint taken after this step records it even when the next batch was already collated.
+        segments: ``(start, end)`` of the rows of each forward of the step, in order (:func:`segments`);
+            empty: one forward over all rows.
     """
 
     features: dict[str, torch.Tensor]
@@ -69,6 +81,7 @@ class ViewBatch:
     n: int
     index: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_state: torch.Tensor | None = None
+    segments: tuple[tuple[int, int], ...] = ()
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
@@ -101,6 +114,34 @@ class ViewBatch:
         width = int(self.lengths[start:end].max()) if end > start else 0
         return {k: v[start:end, :width] if v.dim() >= 2 else v[start:end] for k, v in self.features.items()}
 
+    def forwards(self) -> list[tuple[int, int]]:
+        """``(start, end)`` of the rows of each forward of this step (:attr:`segments`, else all rows)."""
+        return list(self.segments) or [(0, len(self))]
+
+
+def segments(lengths: Sequence[int], n: int, padding: str) -> tuple[tuple[int, int], ...]:
+    """The forwards of a step's rows (see the module docstring): ``(start, end)`` of each block of ``n``
+    rows (the last may be shorter) for ``column``, or for ``auto`` when those blocks, each padded to its
+    own longest row, hold fewer padded tokens than all rows padded to the longest; else ``()`` (one
+    forward).
+
+    Args:
+        lengths: the tokens of each row (padding excluded), in row order.
+        n: the rows of one block (the step's examples).
+        padding: one of :data:`PADDINGS`.
+    """
+    if padding not in PADDINGS:
+        raise ProtoembedError(f"padding: expected one of {', '.join(PADDINGS)}, got {padding!r}")
+    rows = len(lengths)
+    blocks = tuple((start, min(start + n, rows)) for start in range(0, rows, max(n, 1)))
+    if padding == "joint" or len(blocks) < 2:
+        return ()
+    if padding == "column":
+        return blocks
+    joint = rows * max(lengths)
+    column = sum((end - start) * max(lengths[start:end]) for start, end in blocks)
+    return blocks if column < joint else ()
+
 
 class ViewBuilder:
     """Turns sentences into template views for one encoder (tokenizer, truncation, soft-prompt slots).
@@ -109,10 +150,15 @@ class ViewBuilder:
         encoder: the embedder's input module.
         max_seq_length: truncation of the training inputs (see :meth:`PromptEncoder.sentence_budget`);
             ``None`` = whatever the position embeddings allow.
+        padding: one of :data:`PADDINGS` (:func:`segments`).
     """
 
-    def __init__(self, encoder: PromptEncoder, max_seq_length: int | None = None) -> None:
+    def __init__(
+        self, encoder: PromptEncoder, max_seq_length: int | None = None, padding: str = "auto"
+    ) -> None:
         self.encoder = encoder
+        #: how a step's rows are split into forwards (:data:`PADDINGS`; ``training.padding``)
+        self.padding = padding
         self.tokenizer = encoder.tokenizer
         self.max_seq_length = max_seq_length
         self._cache: dict[tuple[str, int], TemplateIds] = {}
@@ -202,13 +248,16 @@ class ViewBuilder:
         index: dict[str, torch.Tensor] | None = None,
         draw_state: torch.Tensor | None = None,
     ) -> ViewBatch:
-        """``rows`` padded into a :class:`ViewBatch` on CPU (``n`` examples; ``index``: see there)."""
+        """``rows`` padded into a :class:`ViewBatch` on CPU (``n`` examples; ``index``: see there), its
+        forwards chosen by :attr:`padding` (:func:`segments`)."""
+        lengths = [len(ids) for ids in rows.ids]
         return ViewBatch(
             features=self.collate(rows, torch.device("cpu")),
-            lengths=torch.tensor([len(ids) for ids in rows.ids], dtype=torch.long),
+            lengths=torch.tensor(lengths, dtype=torch.long),
             n=n,
             index=dict(index or {}),
             draw_state=draw_state,
+            segments=segments(lengths, n, self.padding),
         )
 
     def collate(self, rows: Rows, device: torch.device) -> dict[str, torch.Tensor]:

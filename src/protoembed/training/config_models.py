@@ -41,7 +41,7 @@ from protoembed.evaluation.tasks import Task, TaskDeclaration, declared_tasks, t
 from protoembed.model.heads import HEADS
 from protoembed.model.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
-from protoembed.objectives.registry import REGISTRY, OptionError, grad_cache_objectives
+from protoembed.objectives.registry import PADDINGS, REGISTRY, OptionError, grad_cache_objectives
 
 if TYPE_CHECKING:
     from protoembed.evaluation.evaluator import Evaluator
@@ -369,6 +369,12 @@ class TrainingConfig(BaseModel):
     batch_sampler: Literal["shuffle", "no_duplicates"] = Field(
         "shuffle",
         description="shuffle (seed + epoch) | no_duplicates: no text twice in a batch (across its columns)",
+    )
+    padding: Literal[PADDINGS] = Field(  # type: ignore[valid-type]
+        "auto",
+        description="how a step's columns (anchor, positive, negatives; a prompt objective's views) meet "
+        "the backbone: column = a forward per column, each padded to its own longest row; joint = one "
+        "forward padded to the longest row; auto = column where it pads fewer tokens, else joint",
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute the backbone's activations in backward (less memory, same gradients)"
