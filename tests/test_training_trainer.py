@@ -208,3 +208,41 @@ def test_dev_metric_is_injectable(tiny_model_dirs, corpus, tmp_path):
     assert seen == [None, None, None]  # max_seq_length (16) truncates training inputs only
     log = [json.loads(x) for x in (out / "training_log.jsonl").read_text().splitlines()]
     assert [e["dev_score"] for e in log if e["event"] == "eval"] == [1.0, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_dev_score_is_protoembed_eval_of_best_in_the_training_precision(
+    tiny_model_dirs, corpus, tmp_path, monkeypatch, precision
+):
+    """The dev evaluation encodes as ``protoembed eval --precision P`` encodes the saved model, and the
+    dev texts are tokenised at the first evaluation only."""
+    from protoembed.model.encoder import PromptEncoder
+
+    tokenised: list[str] = []
+    token_ids = PromptEncoder.token_ids
+
+    def counting(self, sentences):
+        tokenised.extend(sentences)
+        return token_ids(self, sentences)
+
+    monkeypatch.setattr(PromptEncoder, "token_ids", counting)
+    out = tmp_path / precision
+    cfg = tiny_config(
+        tiny_model_dirs["bert"], corpus, out, max_steps=4, eval_steps=2, precision=precision, test_tasks=[]
+    )
+    saved = train(cfg, objective_factory=standin_factory())
+    evals = [
+        json.loads(x)
+        for x in (out / "training_log.jsonl").read_text().splitlines()
+        if json.loads(x)["event"] == "eval"
+    ]
+    assert [e["step"] for e in evals] == [2, 4]
+    dev = load_sts_task("STSBenchmark", None, split="dev")
+    distinct = set(dev.sentences1) | set(dev.sentences2)
+    assert distinct <= set(tokenised) and sum(text in distinct for text in tokenised) == len(distinct)
+    again = protoembed.evaluate(
+        str(out / "best"), ["STSBenchmark"], split="dev", precision=precision, batch_size=256
+    )
+    score = again["sts"]["tasks"]["STSBenchmark"]["spearman"]
+    assert again["sts"]["precision"] == precision
+    assert score == pytest.approx(saved["best_dev_score"], abs=1e-6)

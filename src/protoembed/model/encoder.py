@@ -22,12 +22,13 @@ tokens).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,9 +177,33 @@ class PromptEncoder(InputModule):
         return min(limit, int(model_max))
 
     # ----------------------------------------------------------- tokenising
+    #: while :meth:`remembering_ids` is open: sentence -> its :meth:`raw_ids` (``None``: none kept)
+    id_memory: dict[str, list[int]] | None = None
+
+    @contextlib.contextmanager
+    def remembering_ids(self, memory: dict[str, list[int]]) -> Iterator[None]:
+        """While open, :meth:`raw_ids` looks each sentence up in ``memory`` and adds those it tokenises,
+        so texts encoded again (a training run's dev set, at every evaluation) are tokenised once."""
+        saved, self.id_memory = self.id_memory, memory
+        try:
+            yield
+        finally:
+            self.id_memory = saved
+
     def raw_ids(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids of each sentence (stripped, lower-cased with ``do_lower_case``), no special tokens, no
-        check: the tokenizer's own ids for those texts.
+        check: the tokenizer's own ids for those texts (from :attr:`id_memory` where it holds them).
+        """
+        memory = self.id_memory
+        if memory is None:
+            return self.token_ids(sentences)
+        missing = [s for s in dict.fromkeys(sentences) if s not in memory]
+        if missing:
+            memory.update(zip(missing, self.token_ids(missing)))
+        return [memory[s] for s in sentences]
+
+    def token_ids(self, sentences: Sequence[str]) -> list[list[int]]:
+        """:meth:`raw_ids` computed: the tokenizer called on every sentence.
 
         A fast tokenizer in its plain state (no truncation or padding set on it, special tokens not
         split) is called directly (``encode_batch_fast``: no offsets computed, the same ids as

@@ -38,7 +38,10 @@ losses are read at logging and evaluation steps only (:meth:`Trainer._loop`), so
 next step while the device runs the current one. ``training.compile`` compiles the backbone's forward
 (:func:`~protoembed.training.mixed_precision.compile_backbone`); attention is the backbone's Hugging Face
 default, PyTorch's fused SDPA kernel where the architecture has it (BERT, RoBERTa, ALBERT).
-The dev score every ``eval_steps`` steps and after the last step; a checkpoint after each evaluation.
+The dev score every ``eval_steps`` steps and after the last step, encoded as ``protoembed eval`` encodes
+(the encode pipeline, eval mode, no autograd) in the training precision, the dev texts tokenised once
+for the run (:func:`dev_encoding`): it equals ``protoembed eval --precision P`` of the saved model; a
+checkpoint after each evaluation.
 ``max_seq_length`` truncates training inputs only (the objective owns it); the dev set and the saved model
 read sentences up to the base model's own limit (its ``sentence_bert_config.json``'s ``max_seq_length``,
 256 for the default backbone; whole sentences for a bare Hugging Face backbone, as SimCSE's and the ConPVP
@@ -70,7 +73,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +144,25 @@ logger = logging.getLogger(__name__)
 Callback = Callable[[dict[str, Any]], None]
 
 
+@contextlib.contextmanager
+def dev_encoding(embedder: Any, precision: str, memory: dict[str, list[int]]) -> Iterator[None]:
+    """How a dev evaluation encodes: through ``embedder.encode``'s pipeline (eval mode, no autograd,
+    dedup, length-sorted batches, the tokenizer pool) at the training ``precision`` (an embedder's
+    ``precision`` set for the block), its texts' token ids kept in ``memory`` across the run's
+    evaluations (:meth:`~protoembed.model.encoder.PromptEncoder.remembering_ids`). A model without
+    those (another evaluator's) is evaluated as it is."""
+    encoder = getattr(embedder, "encoder", None)
+    if not hasattr(embedder, "precision") or not hasattr(encoder, "remembering_ids"):
+        yield
+        return
+    saved, embedder.precision = embedder.precision, precision
+    try:
+        with encoder.remembering_ids(memory):
+            yield
+    finally:
+        embedder.precision = saved
+
+
 def _nan_to_none(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
@@ -173,6 +195,8 @@ class Trainer:
         self.custom_evaluator = evaluator
         #: what selects ``best/`` (``None``: nothing, ``best/`` is the last step's model)
         self.evaluator = evaluator or cfg.selection_evaluator(self.data_dir)
+        #: the dev texts' token ids, tokenised at the first evaluation (:func:`dev_encoding`)
+        self.dev_ids: dict[str, list[int]] = {}
         self.examples: Examples | StreamedExamples | None = examples
         #: ``data.streaming`` (:mod:`protoembed.training.streaming`), unless examples were passed in memory
         self.streamed = cfg.data.streaming and examples is None
@@ -316,7 +340,9 @@ class Trainer:
             if score is not None:
                 return float(score), "objective"
         scorer = "embedder" if self.custom_evaluator is None else "evaluator"
-        return float(self.evaluator(objective.eval_embedder())), scorer
+        embedder = objective.eval_embedder()
+        with dev_encoding(embedder, self.cfg.training.precision, self.dev_ids):
+            return float(self.evaluator(embedder)), scorer
 
     def _checkpoint(self, step: int) -> None:
         self.state.step = step
