@@ -15,7 +15,9 @@
 #               (--gpus-per-worker 1) against the local encode on it (--devices cuda:0), 10,000 lines; run where
 #               Ray is installed (protoembed[ray]), else said and left out;
 #   with --full also benchmarks/memory.py (one step's peak, plain against GradCache, ConPVP 128 / 256 and
-#   SimCSE 64) and benchmarks/train_step.py --mini-batch-size 32 (the cached step's time against the plain one).
+#   SimCSE 64), benchmarks/train_step.py --mini-batch-size 32 (the cached step's time against the plain one)
+#   and benchmarks/train_run.py --rounds 1 --joint (the own-pairs GoogleNews run end to end, protoembed with
+#   per-column and with joint padding against sentence-transformers' trainer, both on the GPU).
 # Every table starts with the device line: the GPU, the host's cores and the library versions.
 # Usage: benchmarks/gpu_check.sh [--device cuda|cpu] [--data DIR] [--smoke] [--full]
 #   --data: the staged data (benchmarks/stage_gpu_data.sh copies what is needed into .gpu-data/; default
@@ -130,9 +132,10 @@ if [ "$full" = 1 ]; then
         --batches 128,256 --precisions bf16 --row-timeout 120 --data-dir "$data" "${tiny[@]}"
     section train_step 200 "$python" train_step.py --device "$device" --mini-batch-size 32 --batch-size 128 \
         --steps 10 --data-dir "$data" "${tiny[@]}"
+    section train_run 600 env PROTOEMBED_DATA="$data" "$python" train_run.py --rounds 1 --joint "${tiny[@]}"
 fi
 echo "== summary ($((SECONDS - start)) s)"
-for name in encode serve conpvp ray simcse memory train_step; do
+for name in encode serve conpvp ray simcse memory train_step train_run; do
     [ -f "$work/$name.out" ] && echo "$name: $(grep -h '^ratio=' "$work/$name.out" | tail -1)"
 done
 for line in ${failed[@]+"${failed[@]}"}; do echo "gpu_check: $line"; done

@@ -90,11 +90,13 @@ SHAPES = {
 }
 VOCABULARY = 30522
 #: Every file (or folder) benchmarks/gpu_check.sh reads under the data directory: the sentences, STS-B
-#: (serve.py's short inputs) and the Wikipedia sample (serve.py's long inputs, the training checks' sentences).
+#: (serve.py's short inputs), the Wikipedia sample (serve.py's long inputs, the training checks' sentences)
+#: and GoogleNews (train_run.py's run, with --full).
 DATA_FILES = (
     *SENTENCE_FILES,
     *(f"senteval/STS/STSBenchmark/sts-{split}.csv" for split in ("train", "dev", "test")),
     "unsup/wiki1m_sample",
+    "clustering/gsdmm_original",
 )
 AGREE = 0.9999  # lowest cosine to fp32 for a row to count as agreeing
 AIMS = {"default": 50_000.0, "bert-base": 20_000.0}  # sentences/s: the aims on one H200-class GPU
