@@ -7,7 +7,13 @@ vectors are encoded once and every row is scored from them by ``protoembed eval 
 float32, int8 with the best 100 x ``--rescore-multiplier`` rescored by the float query, binary with the same
 rescoring, and binary without rescoring. Each row: nDCG@10 x100, its share of float32's, bytes per vector.
 
-    python benchmarks/quantized_search.py [--rescore-multiplier 4]
+Then the query latency of each row over a larger corpus: the test split's snippet vectors repeated to
+``--latency-rows`` rows (100,000 by default; the vectors are quantised once, as a stored corpus is), all
+2,402 queries searched in one call (``protoembed.retrieval.semantic_search.rank``: the search of ``protoembed
+search`` and ``eval retrieval``), exact (numpy) and FAISS (flat indexes), the best of ``--latency-rounds``;
+each row: milliseconds per query and the corpus's bytes.
+
+    python benchmarks/quantized_search.py [--rescore-multiplier 4] [--latency-rows 100000]
 
 Last line: ``ratio=<binary + rescoring nDCG@10 / float32 nDCG@10>``. ``--smoke``: the tiny random model on the
 same split (checks that the script runs; measures nothing).
@@ -16,9 +22,12 @@ same split (checks that the script runs; measures nothing).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import smoke
 from machine import cpu_line, load_line
@@ -37,10 +46,13 @@ ROWS = (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rescore-multiplier", type=int, default=4, metavar="K")
+    parser.add_argument("--latency-rows", type=int, default=100_000, help="corpus rows of the latency rows")
+    parser.add_argument("--latency-rounds", type=int, default=3)
     smoke.add_argument(parser)
     args = parser.parse_args()
     if args.smoke:
         smoke.enable()
+        args.latency_rows, args.latency_rounds = 3_000, 1
     import numpy as np
     from experiments.own_pairs_data import prepare, test_dir
 
@@ -62,7 +74,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         stats = prepare("googlenews", protoembed.resolve_data_dir(None), Path(tmp))
-        task = beir_folder_task(test_dir(Path(tmp), "googlenews"))
+        task_dir = test_dir(Path(tmp), "googlenews")
+        task = beir_folder_task(task_dir)
         print(f"GoogleNews test split: {stats}")
         scores = {}
         for label, vectors, multiplier in ROWS:
@@ -75,9 +88,42 @@ def main() -> None:
             print(
                 f"{label}{note}: nDCG@10 {scores[label]:.2f} ({share:.1f}% of float32), {size} bytes per vector"
             )
+        queries = [json.loads(line)["text"] for line in (task_dir / "queries.jsonl").open(encoding="utf-8")]
+        documents = [json.loads(line)["text"] for line in (task_dir / "corpus.jsonl").open(encoding="utf-8")]
+    latency(encode(queries), encode(documents), args)
     print(cpu_line())
     print(load_line())
     print(f"ratio={scores['binary, rescored'] / scores['float32']:.4f}")
+
+
+def latency(queries: Any, documents: Any, args: argparse.Namespace) -> None:
+    """Print each row's milliseconds per query over ``documents`` repeated to ``args.latency_rows`` rows,
+    all ``queries`` in one :func:`~protoembed.retrieval.semantic_search.rank` call, exact and FAISS."""
+    import numpy as np
+
+    from protoembed.model.quantize import bytes_per_vector, calibration_ranges, quantize
+    from protoembed.retrieval.quantized_search import search_stored
+    from protoembed.retrieval.semantic_search import rank
+
+    corpus = np.resize(documents, (args.latency_rows, documents.shape[1])).astype(np.float32)
+    corpus /= np.linalg.norm(corpus, axis=1, keepdims=True)
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    ranges = calibration_ranges(corpus)
+    print(f"latency: {len(q)} queries in one call over {len(corpus)} rows (the snippets repeated)")
+    for label, vectors, multiplier in ROWS:
+        k = args.rescore_multiplier if multiplier is None else multiplier
+        stored = corpus if vectors == "float32" else quantize(corpus, vectors, ranges)
+        for index in ("exact", "faiss"):
+            best = float("inf")
+            for _ in range(args.latency_rounds):
+                start = time.perf_counter()
+                if vectors == "float32":
+                    rank(q, stored, 10, "dot", index=index)
+                else:
+                    search_stored(q, stored, vectors, 10, k, ranges if vectors == "int8" else None, index)
+                best = min(best, time.perf_counter() - start)
+            size = bytes_per_vector(vectors, corpus.shape[1]) * len(corpus) / 2**20
+            print(f"{label} ({index}): {best / len(q) * 1e3:.3f} ms per query, corpus {size:.1f} MiB")
 
 
 if __name__ == "__main__":
