@@ -728,11 +728,11 @@ def main() -> None:
         f"{args.tokens} {bound}, {args.steps} timed steps each (+1 warm-up), "
         f"torch threads {torch.get_num_threads()}"
     )
-    shapes: dict[str, tuple[int, int, int]] = {}
+    shapes: dict[str, list[tuple[int, int, int]]] = {name: [] for name in runs}
     for name, (objective, optimizer) in runs.items():  # warm-up, and the tokens one step encodes
         hook = objective.embedder.encoder.auto_model.register_forward_pre_hook(
-            lambda module, a, kw, name=name: shapes.__setitem__(
-                name, (*kw["attention_mask"].shape, int(kw["attention_mask"].sum()))
+            lambda module, a, kw, name=name: shapes[name].append(
+                (*kw["attention_mask"].shape, int(kw["attention_mask"].sum()))
             ),
             with_kwargs=True,
         )
@@ -758,11 +758,12 @@ def main() -> None:
     for name in runs:
         if device.startswith("cuda"):
             memory[name] = f"peak memory +{peaks[name]:.0f} MiB allocated during a step"
-        rows, width, real = shapes[name]
+        forwards = " + ".join(f"{rows} x {width}" for rows, width, _ in shapes[name])
+        real = sum(n for _, _, n in shapes[name])
         print(
             f"{name:>7}: {1 / best[name]:6.2f} steps/s (best step {best[name] * 1000:.0f} ms, "
             f"median {median[name] * 1000:.0f} ms); "
-            f"one forward of {rows} rows x {width} tokens ({real} non-padding); {memory[name]}"
+            f"forwards of one step (rows x tokens) {forwards} ({real} non-padding); {memory[name]}"
         )
     print(f"median-step ratio {median['conpvp'] / median['simcse']:.3f} (sensitive to other load)")
     print(f"ratio={best['conpvp'] / best['simcse']:.3f}")
