@@ -24,10 +24,13 @@ RTOL = 1e-5
 
 
 def test_segments_by_padded_tokens() -> None:
-    # titles of 5 tokens beside snippets of 9: per column 2*5 + 2*9 + 2*9 = 46 < 6*9 = 54 padded tokens
+    # titles of 5 tokens beside snippets of 9: per column 2*5 + 2*9 + 2*9 = 46 <= 0.9 * 6*9 padded tokens
     assert segments([5, 4, 9, 8, 9, 3], 2, "auto") == ((0, 2), (2, 4), (4, 6))
     # two dropout views of the same rows: no saving, one forward
     assert segments([5, 9, 5, 9], 2, "auto") == ()
+    # a saving under COLUMN_SAVING (a tenth) is not worth two more forwards: 2*9 + 2*10 + 2*10 = 58 of 60
+    assert segments([9, 8, 10, 9, 10, 9], 2, "auto") == ()
+    assert segments([9, 8, 10, 9, 10, 9], 2, "column") == ((0, 2), (2, 4), (4, 6))
     assert segments([5, 9, 5, 9], 2, "column") == ((0, 2), (2, 4))
     assert segments([5, 4, 9, 8], 2, "joint") == ()
     # PromptBERT's template-alone rows after the 2n views: a last, shorter block
