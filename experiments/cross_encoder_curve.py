@@ -54,8 +54,8 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
     ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
     "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
-    from protoembed import load_run
-    from protoembed.training.components import build_objective_from_config, stsb_dev_evaluator
+    from protoembed import Evaluator, load_run
+    from protoembed.training.components import build_objective_from_config
     from protoembed.training.trainer import train
 
     overrides = [
@@ -66,7 +66,14 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         f"output_dir={RUNS / loss}",
     ]
     ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
-    cls_dev = stsb_dev_evaluator(cfg.data.data_dir, cfg.training.eval_variant, cfg.training.eval_batch_size)
+    dev = Evaluator(
+        ["STSBenchmark"],
+        split="dev",
+        metric="spearman",
+        data_dir=cfg.data.data_dir,
+        batch_size=cfg.training.eval_batch_size,
+        variant=cfg.training.eval_variant,
+    )
     built: dict[str, Any] = {}
     steps_per_epoch = 5749 // cfg.training.batch_size
     entry: dict[str, Any] = {
@@ -87,8 +94,9 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         return built["objective"]
 
     def evaluate(embedder: Any) -> float:
-        cross = built["objective"].dev_score(cfg.data.data_dir, cfg.training.eval_variant, 64)
-        cls = float(cls_dev(embedder))
+        objective = built["objective"]
+        cross = dev.score_pairs(lambda first, second: objective.dev_pair_scores(first, second, 64))
+        cls = float(dev(embedder))
         step = len(entry["points"]) + 1
         entry["points"].append(
             {
