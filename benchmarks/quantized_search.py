@@ -101,7 +101,7 @@ def latency(queries: Any, documents: Any, args: argparse.Namespace) -> None:
     all ``queries`` in one :func:`~protoembed.retrieval.semantic_search.rank` call, exact and FAISS."""
     import numpy as np
 
-    from protoembed.model.quantize import bytes_per_vector, calibration_ranges, quantize
+    from protoembed.model.quantize import bytes_per_vector, calibration_ranges, needs_ranges, quantize
     from protoembed.retrieval.quantized_search import search_stored
     from protoembed.retrieval.semantic_search import rank
 
@@ -120,7 +120,7 @@ def latency(queries: Any, documents: Any, args: argparse.Namespace) -> None:
                 if vectors == "float32":
                     rank(q, stored, 10, "dot", index=index)
                 else:
-                    search_stored(q, stored, vectors, 10, k, ranges if vectors == "int8" else None, index)
+                    search_stored(q, stored, vectors, 10, k, ranges if needs_ranges(vectors) else None, index)
                 best = min(best, time.perf_counter() - start)
             size = bytes_per_vector(vectors, corpus.shape[1]) * len(corpus) / 2**20
             print(f"{label} ({index}): {best / len(q) * 1e3:.3f} ms per query, corpus {size:.1f} MiB")

@@ -56,7 +56,7 @@ def prepare_data(folder: Path) -> tuple[Path, Path]:
     dev folder)`` (made when missing)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from experiments.own_pairs import MINE_OPTIONS, MINED_FILE
+    from experiments.own_pairs import MINED_FILE, mine
     from experiments.own_pairs_data import SETS, dev_dir, prepare
 
     import protoembed
@@ -65,20 +65,16 @@ def prepare_data(folder: Path) -> tuple[Path, Path]:
     mined = data / MINED_FILE
     if not (data / "train_pairs.jsonl").is_file():
         prepare(SET, protoembed.resolve_data_dir(None), data)
-    if not mined.is_file():
+    if smoke.active() and not mined.is_file():  # no mining: a made-up negative, the next pair's document
         query, document = SETS[SET][1]
-        if smoke.active():  # no mining: a made-up negative, the next pair's document
-            pairs = [json.loads(line) for line in (data / "train_pairs.jsonl").read_text().splitlines()[:48]]
-            rows = [
-                {"anchor": p[query], "positive": p[document], "negative": pairs[(i + 1) % 48][document]}
-                for i, p in enumerate(pairs)
-            ]
-            mined.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        else:
-            command = [sys.executable, "-m", "protoembed", "mine", "--model", smoke.model_dir()]
-            command += ["--data", str(data / "train_pairs.jsonl"), "--columns", f"anchor={query}"]
-            command += [f"positive={document}", "--corpus", str(data / "train_pool.txt"), *MINE_OPTIONS]
-            subprocess.run([*command, "--output", str(mined)], check=True)
+        pairs = [json.loads(line) for line in (data / "train_pairs.jsonl").read_text().splitlines()[:48]]
+        rows = [
+            {"anchor": p[query], "positive": p[document], "negative": pairs[(i + 1) % 48][document]}
+            for i, p in enumerate(pairs)
+        ]
+        mined.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif not mine(SET, data, folder / "records", smoke.model_dir()):  # the study's mining, its options
+        raise SystemExit("train_run: mining the hard negatives failed (its error above)")
     return mined, dev_dir(data, SET)
 
 
@@ -152,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         best = dict.fromkeys(sides, float("inf"))
         for round_ in range(args.rounds):
             for side in sides if round_ % 2 == 0 else reversed(sides):
-                out = work / f"run-{len(best)}-{round_}-{side.split(',')[0]}"
+                out = work / "run"  # one run at a time, removed after it
                 start = time.perf_counter()
                 done = subprocess.run(command(side, config, out, overrides), stdout=subprocess.DEVNULL)
                 if done.returncode:

@@ -138,16 +138,16 @@ def _sts(model: str, out: Path, folder: Path) -> bool:
     return _timed(cmd, folder, "sts_s", quiet=True)
 
 
-def mine(name: str, data: Path, records_dir: Path) -> bool:
-    """Mine set ``name``'s hard negatives for the mined methods once (``data/mined.jsonl``), its wall time
-    recorded in ``mining-<set>/`` (a new mining replaces the time an earlier one recorded: mining starts
-    over when interrupted)."""
+def mine(name: str, data: Path, records_dir: Path, model: str = "default") -> bool:
+    """Mine set ``name``'s hard negatives for the mined methods once (``data/mined.jsonl``) with ``model``
+    (the untrained one), its wall time recorded in ``mining-<set>/`` (a new mining replaces the time an
+    earlier one recorded: mining starts over when interrupted)."""
     out = data / MINED_FILE
     if out.is_file():
         return True
     (records_dir / f"mining-{name}" / TIME_FILE).unlink(missing_ok=True)
     query, document = SETS[name][1]
-    cmd = _protoembed("mine", "--model", "default", "--data", str(data / "train_pairs.jsonl"))
+    cmd = _protoembed("mine", "--model", model, "--data", str(data / "train_pairs.jsonl"))
     cmd += ["--columns", f"anchor={query}", f"positive={document}", "--corpus", str(data / "train_pool.txt")]
     folder = records_dir / f"mining-{name}"
     if not _timed([*cmd, *MINE_OPTIONS, "--output", str(out)], folder, "mine_s"):

@@ -64,7 +64,12 @@ class ObjectivePlan:
         return self.options.model_dump(include=set(self.given))
 
     def build(
-        self, embedder: Embedder, *, max_seq_length: int | None = None, seed: int | None = None
+        self,
+        embedder: Embedder,
+        *,
+        max_seq_length: int | None = None,
+        seed: int | None = None,
+        padding: str | None = None,
     ) -> Objective:
         """The objective around ``embedder`` with these options.
 
@@ -74,13 +79,22 @@ class ObjectivePlan:
             seed: the run's seed, used for a ``seed`` option the caller did not set (ConPVP's template
                 draws), so that the seeds of a study vary every random choice; ``None``: the option's
                 default.
+            padding: how a step's columns meet the backbone (``training.padding``,
+                :func:`~protoembed.objectives.views.segments`), for an objective that builds views;
+                ``None``: ``auto``.
         Raises:
             ProtoembedError: an objective outside the registry, or an unsuitable head.
         """
+        from protoembed.objectives.views import ViewBuilder
+
         options = self.options
         if seed is not None and "seed" in type(options).model_fields and "seed" not in self.given:
             options = options.model_copy(update={"seed": seed})
-        return self.objective_class(embedder, options, max_seq_length=max_seq_length)
+        objective = self.objective_class(embedder, options, max_seq_length=max_seq_length)
+        views = getattr(objective, "views", None)
+        if padding is not None and isinstance(views, ViewBuilder):
+            views.padding = padding
+        return objective
 
 
 def plan_objective(

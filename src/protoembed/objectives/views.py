@@ -157,15 +157,13 @@ class ViewBuilder:
         encoder: the embedder's input module.
         max_seq_length: truncation of the training inputs (see :meth:`PromptEncoder.sentence_budget`);
             ``None`` = whatever the position embeddings allow.
-        padding: one of :data:`PADDINGS` (:func:`segments`).
     """
 
-    def __init__(
-        self, encoder: PromptEncoder, max_seq_length: int | None = None, padding: str = "auto"
-    ) -> None:
+    def __init__(self, encoder: PromptEncoder, max_seq_length: int | None = None) -> None:
         self.encoder = encoder
-        #: how a step's rows are split into forwards (:data:`PADDINGS`; ``training.padding``)
-        self.padding = padding
+        #: how a step's rows are split into forwards (:data:`PADDINGS`; a run sets ``training.padding``:
+        #: :meth:`~protoembed.objectives.plan.ObjectivePlan.build`)
+        self.padding = "auto"
         self.tokenizer = encoder.tokenizer
         self.max_seq_length = max_seq_length
         self._cache: dict[tuple[str, int], TemplateIds] = {}

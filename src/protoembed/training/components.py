@@ -89,13 +89,9 @@ def build_objective_from_config(cfg: TrainConfig, embedder: Embedder) -> Trainab
     ``seed`` option (ConPVP's template draws) gets ``training.seed`` unless the config sets
     ``objective.seed``, so that the seeds of a study vary every random choice.
     """
-    from protoembed.objectives.views import ViewBuilder
-
-    objective = cfg.objective.plan.build(embedder, max_seq_length=cfg.max_seq_length, seed=cfg.training.seed)
-    views = getattr(objective, "views", None)
-    if isinstance(views, ViewBuilder):
-        views.padding = cfg.training.padding
-    return objective
+    return cfg.objective.plan.build(
+        embedder, max_seq_length=cfg.max_seq_length, seed=cfg.training.seed, padding=cfg.training.padding
+    )
 
 
 class EpochShuffleSampler(torch.utils.data.Sampler):

@@ -374,7 +374,7 @@ class TrainingConfig(BaseModel):
         "auto",
         description="how a step's columns (anchor, positive, negatives; a prompt objective's views) meet "
         "the backbone: column = a forward per column, each padded to its own longest row; joint = one "
-        "forward padded to the longest row; auto = column where it pads fewer tokens, else joint",
+        "forward padded to the longest row; auto = column where it pads at least a tenth fewer tokens, else joint",
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute the backbone's activations in backward (less memory, same gradients)"
