@@ -7,10 +7,10 @@ split evaluated every eighth of the epoch and after the last step): ``protoembed
 ``experiments/own_pairs_st.py`` (``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` and
 ``InformationRetrievalEvaluator``), each a process of its own timed from its start to its exit (imports,
 model load, training, dev evaluations, the saved ``best/``), the two alternating (the order swapped
-every round), ``--rounds`` each. protoembed runs with ``training.padding: auto`` (the default, which the
-study's config overrides to keep its records): a forward per column where that pads fewer tokens;
-``--joint`` adds protoembed with ``training.padding: joint`` (one forward of the three columns padded
-together, the trainer's step before per-column padding).
+every round), ``--rounds`` each. protoembed runs with its defaults ``training.padding: auto`` (the rows
+sorted by length into the forwards that pad fewest tokens) and ``training.dropout: fast``, which the
+study's config pins to keep its records; ``--joint`` adds protoembed with ``training.padding: joint``
+(one forward of the three columns padded together).
 
 The data: ``experiments/own_pairs_data.py``'s split of ``$PROTOEMBED_DATA``'s GoogleNews, mined once
 with the study's ``protoembed mine`` options (``experiments/own_pairs.py``), into a temporary folder
@@ -44,10 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "cpu" / "own-pairs" / "sup-mined-googlenews.yaml"
 SET = "googlenews"
 #: the sides: name -> (library, extra ``--set`` overrides)
+#: protoembed's defaults, which the study's config pins to the step its records were made with
+DEFAULTS = ["training.padding=auto", "training.dropout=fast"]
 SIDES = {
-    "protoembed": ("protoembed", ["training.padding=auto"]),  # the study's config pins joint
+    "protoembed": ("protoembed", DEFAULTS),
     "sentence-transformers": ("sentence-transformers", []),
-    "protoembed, padding joint": ("protoembed", ["training.padding=joint"]),
+    "protoembed, padding joint": ("protoembed", [*DEFAULTS, "training.padding=joint"]),
 }
 
 

@@ -30,7 +30,8 @@ Last line: ``ratio=<conpvp step time / simcse step time>`` (target: at most 1.6)
 default backbone, batch 4, 2 steps, 16 tokens; the CPU peak memory (two more processes) is left out.
 
 Supervised mode, ``--objective cosine_regression``: SBERT's siamese STS-B step of protoembed (the
-``cosine_regression`` objective, mean head, both columns in one backbone forward) against
+``cosine_regression`` objective, mean head, its forwards as ``training.padding: auto`` chooses them and
+its dropout masks drawn as a training run's, ``training.dropout: fast``) against
 sentence-transformers' own step on the same model folder (``SentenceTransformer`` + ``CosineSimilarityLoss``,
 the two columns tokenised with ``SentenceTransformer.preprocess`` and embedded as the loss does), same
 batches of STS-B train pairs (``senteval/STS/STSBenchmark/sts-train.csv``, file order, scores / 5), same
@@ -255,15 +256,20 @@ class SiameseStep:
 
     def __call__(self, batch: list[tuple[str, str, float]]) -> float:
         s1, s2, scores = (list(column) for column in zip(*batch))
-        if self.system == "protoembed":
-            loss = self.model({"sentence1": s1, "sentence2": s2, "score": scores})
+        if self.system == "protoembed":  # its dropout masks drawn as a training run draws them
+            from protoembed.training.config_models import DROPOUT_KERNELS
+            from protoembed.training.dropout import dropout_kernel
+
+            with dropout_kernel(DROPOUT_KERNELS[0], torch.device(self.device)):
+                loss = self.model({"sentence1": s1, "sentence2": s2, "score": scores})
+                loss.backward()
         else:
             from sentence_transformers.util import batch_to_device
 
             features = [batch_to_device(self.st.preprocess(s), self.st.device) for s in (s1, s2)]
             labels = torch.tensor(scores, device=self.st.device) / 5
             loss = self.model(features, labels)
-        loss.backward()
+            loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss.detach())

@@ -10,6 +10,7 @@ in both (dropout stays on), and the only difference left is GradCache's gradient
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -17,6 +18,7 @@ import torch
 import protoembed
 from protoembed.objectives import build_objective
 from protoembed.objectives.cache import chunks
+from protoembed.objectives.views import ViewBatch, segments
 
 SENTENCES = [
     "a man is playing a guitar .",
@@ -83,7 +85,18 @@ def chunked_uncached_loss(objective, views, mini_batch_size: int = MINI_BATCH) -
     """The uncached loss on the cached step's chunks: every chunk embedded with a graph, one loss."""
     spans = chunks(len(views), mini_batch_size, views.forwards())
     states = [objective.embed_features(views.rows(a, b)) for a, b in spans]
-    return objective.loss(torch.cat(states), views)
+    return objective.loss(views.in_step_order(torch.cat(states)), views)
+
+
+def split_as(views: ViewBatch, padding: str) -> ViewBatch:
+    """``views`` (one forward, row order) as ``padding`` splits them (``auto`` at a price of 1 token a
+    forward: nearly every length its own forward, the rows sorted), as :meth:`ViewBuilder.batch` would."""
+    order, bounds = segments(views.lengths.tolist(), views.n, padding, forward_tokens=1)
+    if order is None:
+        return replace(views, segments=bounds)
+    index = torch.tensor(order)
+    features = {k: v[index] for k, v in views.features.items()}
+    return replace(views, features=features, lengths=views.lengths[index], segments=bounds, order=index)
 
 
 def gradients(objective) -> dict[str, torch.Tensor]:

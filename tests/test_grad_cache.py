@@ -22,11 +22,13 @@ from grad_cache_cases import (
     chunked_uncached_loss,
     gradients,
     max_relative_difference,
+    split_as,
     twin,
     write_one_pair,
 )
 from protoembed.core.errors import ProtoembedError
 from protoembed.objectives.cache import chunks, grad_cache_step
+from protoembed.training.dropout import dropout_kernel
 from protoembed.training.step import check_mini_batch
 from training_helpers import tiny_config, write_corpus
 
@@ -38,18 +40,22 @@ def one_pair(tmp_path: Path) -> Path:
     return write_one_pair(tmp_path)
 
 
+@pytest.mark.parametrize("kernel", ["torch", "fast"])  # training.dropout
 @pytest.mark.parametrize("case", list(CASES))
-def test_cached_step_equals_uncached_with_dropout_on(tiny_model_dirs, one_pair: Path, case: str) -> None:
+def test_cached_step_equals_uncached_with_dropout_on(
+    tiny_model_dirs, one_pair: Path, case: str, kernel: str
+) -> None:
     reference = build(tiny_model_dirs["bert"], case, one_pair)
     cached = twin(reference)
     views = reference.collate(batch_for(case))  # one draw of ConPVP's templates for both
 
-    torch.manual_seed(11)
-    expected_loss = chunked_uncached_loss(reference, views)
-    expected_loss.backward()
-    after_reference = torch.get_rng_state()
-    torch.manual_seed(11)
-    loss = grad_cache_step(cached, views, MINI_BATCH)
+    with dropout_kernel(kernel, torch.device("cpu")):
+        torch.manual_seed(11)
+        expected_loss = chunked_uncached_loss(reference, views)
+        expected_loss.backward()
+        after_reference = torch.get_rng_state()
+        torch.manual_seed(11)
+        loss = grad_cache_step(cached, views, MINI_BATCH)
 
     assert len(views) > MINI_BATCH  # several chunks
     assert loss.item() == pytest.approx(expected_loss.item(), rel=RTOL)
@@ -60,17 +66,22 @@ def test_cached_step_equals_uncached_with_dropout_on(tiny_model_dirs, one_pair: 
     assert torch.equal(torch.get_rng_state(), after_reference)
     # dropout is on: without the replay the second pass would draw other masks
     torch.manual_seed(12)
-    other = chunked_uncached_loss(twin(reference), views)
+    with dropout_kernel(kernel, torch.device("cpu")):
+        other = chunked_uncached_loss(twin(reference), views)
     assert other.item() != pytest.approx(loss.item(), rel=RTOL)
 
 
+@pytest.mark.parametrize("padding", ["joint", "column", "auto"])
 @pytest.mark.parametrize("case", ["conpvp", "conpvp_denoise", "promptbert", "simcse_sup"])
-def test_cached_step_equals_plain_step_with_dropout_off(tiny_model_dirs, one_pair: Path, case: str) -> None:
-    # float64: the plain step pads its forwards (all rows, or a column each), the chunks each to their own
-    # longest row, and ConPVP's denoising subtraction amplifies that float32 noise
+def test_cached_step_equals_plain_step_with_dropout_off(
+    tiny_model_dirs, one_pair: Path, case: str, padding: str
+) -> None:
+    # float64: the plain step pads its forwards (all rows, a column each, or its length buckets), the
+    # chunks each to their own longest row, and ConPVP's denoising subtraction amplifies that float32 noise
     plain = build(tiny_model_dirs["bert"], case, one_pair).double().eval()
     cached = twin(plain)
-    views = plain.collate(batch_for(case))
+    plain.views.padding = "joint"
+    views = split_as(plain.collate(batch_for(case)), padding)  # auto: the rows sorted, several forwards
     expected_loss = plain(views)  # the plain step: its forwards as training.padding says
     expected_loss.backward()
     loss = grad_cache_step(cached, views, MINI_BATCH)

@@ -104,7 +104,7 @@ def test_training_backbones_attend_with_sdpa(tiny_model_dirs, kind):
 
 
 # ------------------------------------------------------------------ AdamW
-@pytest.mark.parametrize("device", ["cpu", "cuda"])  # the kernels each device gets (fused: CPU kernel here)
+@pytest.mark.parametrize("device", ["cpu", "cuda", "mps"])  # the kernel each device gets, run on the CPU
 def test_adamw_kernels_step_like_the_plain_loop(device):
     def run(make):
         torch.manual_seed(0)
@@ -118,7 +118,7 @@ def test_adamw_kernels_step_like_the_plain_loop(device):
         return optimizer, [p.detach().clone() for p in model.parameters()]
 
     fast, a = run(lambda groups: adamw(groups, 1e-3, torch.device(device)))
-    kind = "fused" if device == "cuda" else "foreach"
+    kind = "fused" if device in ("cpu", "cuda") else "foreach"
     assert all(group[kind] for group in fast.param_groups)
     _, b = run(lambda groups: torch.optim.AdamW(groups, lr=1e-3, foreach=False, fused=False))
     for x, y in zip(a, b):

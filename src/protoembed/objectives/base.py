@@ -181,9 +181,9 @@ class Objective(torch.nn.Module):
     def embed_views(self, views: ViewBatch) -> torch.Tensor:
         """The (R, H) vectors of all ``R`` rows of ``views`` (on the embedder's device), one forward of the
         backbone per :meth:`~protoembed.objectives.views.ViewBatch.forwards` entry, each padded to its own
-        longest row (``training.padding``, :mod:`protoembed.objectives.views`)."""
+        longest row (``training.padding``, :mod:`protoembed.objectives.views`), in the step's row order."""
         parts = [self.embed_features(views.rows(start, end)) for start, end in views.forwards()]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        return views.in_step_order(parts[0] if len(parts) == 1 else torch.cat(parts))
 
     def embed(self, *groups: Sequence[str]) -> list[torch.Tensor]:
         """Embed groups of sentences of one batch (the same number each: its columns) as the embedder

@@ -11,9 +11,9 @@ through the row vectors ``s_r = f(x_r)``, and ``f`` treats rows independently, s
 :func:`grad_cache_step` computes exactly this in three stages (Sec. 3.3):
 
 1. *graph-less representation*: ``s_r`` for every row of the step (every view: anchors, prototypes c+
-   and c-, template-denoising rows) in chunks of ``M`` rows (within one column where the step pads per
-   column, :func:`chunks`; each chunk padded to its own longest row) under ``torch.no_grad``, recording
-   the random state before each chunk;
+   and c-, template-denoising rows) in chunks of ``M`` rows, none crossing a forward of the step
+   (:func:`chunks`; each chunk padded to its own longest row; under ``auto`` the rows sorted by length),
+   under ``torch.no_grad``, recording the random state before each chunk;
 2. *representation gradient*: the objective's loss on the vectors of the WHOLE batch (gathered across
    processes as in a plain step), back-propagated once: this gives ``dL/ds`` (the *cache*) and the
    gradients of what the loss holds itself (the training MLP, the denoising subtraction);
@@ -87,8 +87,8 @@ class RandomState:
 def chunks(rows: int, size: int, forwards: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """``(start, end)`` of consecutive chunks of at most ``size`` rows covering ``range(rows)``, none
     crossing the end of one of ``forwards`` (a step's forwards, ``ViewBatch.forwards``: with
-    ``training.padding`` ``column`` no chunk holds rows of two columns, so each is padded to its own
-    column's rows)."""
+    ``training.padding`` ``column`` no chunk holds rows of two columns, with ``auto`` rows of two length
+    buckets, so each is padded to rows like its own)."""
     spans = forwards or [(0, rows)]
     return [(lo, min(lo + size, end)) for start, end in spans for lo in range(start, end, size)]
 
@@ -129,7 +129,7 @@ def grad_cache_step(
     cached = torch.cat(states).detach().requires_grad_()
     del states
     with autocast():
-        loss = objective.loss(cached, views)
+        loss = objective.loss(views.in_step_order(cached), views)
     (backward or torch.Tensor.backward)(loss)
     grads = cached.grad
     if grads is None:  # the loss does not depend on the vectors (cannot happen for InfoNCE)

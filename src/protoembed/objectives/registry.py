@@ -111,6 +111,15 @@ MATRYOSHKA = "matryoshka"
 #: ``training.padding``: how a step's columns meet the backbone (:func:`protoembed.objectives.views.segments`).
 PADDINGS = ("auto", "column", "joint")
 
+#: What one more forward of a step costs ``auto``, in padded tokens (a row of ``w`` tokens costs ``w``):
+#: the fixed part of a forward (its kernels' calls, smaller matrix products). Measured on a 2-core CPU
+#: (AVX512-BF16) with the own-pairs GoogleNews step in bf16 (64 titles, snippets and mined negatives, 32
+#: tokens), 12 steps, best of 3: 256 (3 forwards a step) took 15.9 s against 17.7 s a forward per column
+#: and 22.2 s joint; 512 and 1024 (2 forwards) 17.6-18.0 s; in a second run 128, 64 and 32 (4-9
+#: forwards) 18.6-19.2 s against 17.8 s at 256 (docs/training/scale.md). A GPU's launches would want a
+#: larger price: not measured.
+FORWARD_TOKENS = 256
+
 
 class MatryoshkaOptions(BaseModel):
     """``matryoshka:`` of an objective that compares embeddings: the loss is the weighted sum of the

@@ -6,16 +6,21 @@ Each sentence is tokenised once; every view wraps those ids in a template, throu
 without one), so a view in the embedder's own format is exactly its evaluation input except for the
 truncation, which the objective owns.
 
-How a step's rows meet the backbone (:data:`PADDINGS`, ``training.padding``): the rows come in blocks of
-``n`` (one block per column or view: anchors, positives, negatives; ConPVP's anchor, ``c+`` and ``c-``
-views and their denoising copies), and a step runs either one forward over all of them padded to the
-longest row (``joint``) or one forward per block, each padded to its own longest row (``column``, what
-sentence-transformers' losses do, a forward per column); ``auto`` takes ``column`` when it pads at
-least :data:`COLUMN_SAVING` fewer tokens than ``joint`` (titles of 18 tokens beside snippets of 34) and
-``joint`` otherwise (SimCSE's two dropout views of the same rows; ConPVP's views, whose templates differ
-by a few tokens: one forward). Rows are
-independent in the backbone, so the vectors are the same either way (to float rounding) with dropout
-off; with dropout on, the masks are drawn per forward, so they differ.
+How a step's rows meet the backbone (:data:`PADDINGS`, ``training.padding``, :func:`segments`): the rows
+come in blocks of ``n`` (one block per column or view: anchors, positives, negatives; ConPVP's anchor,
+``c+`` and ``c-`` views and their denoising copies), and a step runs
+
+- ``joint``: one forward over all rows, padded to the longest;
+- ``column``: one forward per block, each padded to its own longest row (what sentence-transformers'
+  losses do, a forward per column);
+- ``auto``: the rows sorted by length and cut into the forwards that pad fewest tokens once each forward
+  costs :data:`FORWARD_TOKENS` more (length buckets: titles in one forward, snippets in another; the
+  short and the long sentences of a SimCSE batch apart). Where no cut pays, one forward in row order,
+  which is ``joint``.
+
+Rows are independent in the backbone, so the vectors are the same either way (to float rounding) with
+dropout off; with dropout on, the masks are drawn per forward, so they differ. The sorted rows go back to
+the step's order before the loss (:meth:`ViewBatch.in_step_order`).
 
 Besides the plain rows, two kinds of *denoising* rows are supported (see the objectives):
 
@@ -29,20 +34,14 @@ Besides the plain rows, two kinds of *denoising* rows are supported (see the obj
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.inputs.templates import Template, TemplateIds, tokenize_template
 from protoembed.model.encoder import PromptEncoder
-from protoembed.objectives.registry import PADDINGS
-
-#: The share of ``joint``'s padded tokens that ``column`` must save for ``auto`` to take it: each extra
-#: forward has a cost of its own. On a 2-core CPU a ConPVP step whose views pad to 40, 44 and 44 tokens
-#: (column saves 3%) took 1090 ms apart against 1080 ms joint (best of 11), while the own-pairs run of
-#: titles and snippets (column saves 16%) took 9.7% less time apart (docs/training/scale.md).
-COLUMN_SAVING = 0.1
+from protoembed.objectives.registry import FORWARD_TOKENS, PADDINGS
 
 
 @dataclass
@@ -61,9 +60,17 @@ class Rows:
 
     def extend(self, other: Rows) -> Rows:
         """Append ``other``'s rows (in place) and return self."""
-        for name in ("ids", "mask_index", "soft", "span", "positions", "attend_sentence"):
+        for name in FIELDS:
             getattr(self, name).extend(getattr(other, name))
         return self
+
+    def select(self, order: Sequence[int]) -> Rows:
+        """A new :class:`Rows` of these rows in ``order`` (row ``order[k]`` as row ``k``)."""
+        return Rows(**{name: [getattr(self, name)[i] for i in order] for name in FIELDS})
+
+
+#: the per-row lists of :class:`Rows`
+FIELDS = tuple(f.name for f in fields(Rows))
 
 
 @dataclass
@@ -81,6 +88,8 @@ class ViewBatch:
             checkpoint taken after this step records it even when the next batch was already collated.
         segments: ``(start, end)`` of the rows of each forward of the step, in order (:func:`segments`);
             empty: one forward over all rows.
+        order: the step's row behind each row of :attr:`features` and :attr:`lengths` (``auto``'s rows
+            sorted by length; on the host); ``None``: the step's order.
     """
 
     features: dict[str, torch.Tensor]
@@ -89,14 +98,15 @@ class ViewBatch:
     index: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_state: torch.Tensor | None = None
     segments: tuple[tuple[int, int], ...] = ()
+    order: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.lengths.numel())
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> ViewBatch:
         """The same batch with its features and index on ``device`` (Accelerate's loader calls this);
-        :attr:`lengths` stays on the host, so :meth:`rows` and the trainer's token count read it without
-        waiting for the device."""
+        :attr:`lengths` and :attr:`order` stay on the host, so :meth:`rows` and the trainer's token count
+        read them without waiting for the device."""
         move = {"device": device, "non_blocking": non_blocking}
         return replace(
             self,
@@ -107,7 +117,7 @@ class ViewBatch:
     def pin_memory(self) -> ViewBatch:
         """The same batch in page-locked host memory (the DataLoader's ``pin_memory`` calls this), so that
         :meth:`to` a CUDA device with ``non_blocking`` overlaps the copy; :attr:`lengths` stays pageable
-        (it never leaves the host)."""
+        (it never leaves the host), as does :attr:`order`."""
         return replace(
             self,
             features={k: v.pin_memory() for k, v in self.features.items()},
@@ -125,29 +135,54 @@ class ViewBatch:
         """``(start, end)`` of the rows of each forward of this step (:attr:`segments`, else all rows)."""
         return list(self.segments) or [(0, len(self))]
 
+    def in_step_order(self, vectors: torch.Tensor) -> torch.Tensor:
+        """``vectors`` of the rows in :attr:`features`' order (the forwards' outputs, concatenated), put
+        back in the step's row order that the losses index (row ``i`` of view ``v`` at ``v * n + i``)."""
+        if self.order is None:
+            return vectors
+        return vectors.index_select(0, torch.argsort(self.order).to(vectors.device))
 
-def segments(lengths: Sequence[int], n: int, padding: str) -> tuple[tuple[int, int], ...]:
-    """The forwards of a step's rows (see the module docstring): ``(start, end)`` of each block of ``n``
-    rows (the last may be shorter) for ``column``, or for ``auto`` when those blocks, each padded to its
-    own longest row, hold at least :data:`COLUMN_SAVING` fewer padded tokens than all rows padded to the
-    longest; else ``()`` (one forward).
+
+def segments(
+    lengths: Sequence[int], n: int, padding: str, forward_tokens: int = FORWARD_TOKENS
+) -> tuple[tuple[int, ...] | None, tuple[tuple[int, int], ...]]:
+    """The forwards of a step's rows (see the module docstring): ``(order, bounds)``, the rows in the
+    order the forwards read them (``None``: row order) and ``(start, end)`` of each forward's rows in that
+    order (``()``: one forward).
+
+    ``column``: a block of ``n`` rows per forward (the last may be shorter). ``auto``: the rows sorted by
+    length (ties in row order), cut where the padded tokens plus ``forward_tokens`` per forward are
+    fewest (a cut between two rows of equal length never pays, so the cuts are searched between
+    lengths: quadratic in the distinct lengths); one forward in row order when no cut pays.
 
     Args:
         lengths: the tokens of each row (padding excluded), in row order.
         n: the rows of one block (the step's examples).
         padding: one of :data:`PADDINGS`.
+        forward_tokens: ``auto``'s price of a forward, in padded tokens (:data:`FORWARD_TOKENS`).
     """
     if padding not in PADDINGS:
         raise ProtoembedError(f"padding: expected one of {', '.join(PADDINGS)}, got {padding!r}")
     rows = len(lengths)
-    blocks = tuple((start, min(start + n, rows)) for start in range(0, rows, max(n, 1)))
-    if padding == "joint" or len(blocks) < 2:
-        return ()
+    if padding == "joint" or rows < 2:
+        return None, ()
     if padding == "column":
-        return blocks
-    joint = rows * max(lengths)
-    column = sum((end - start) * max(lengths[start:end]) for start, end in blocks)
-    return blocks if column <= (1 - COLUMN_SAVING) * joint else ()
+        blocks = tuple((start, min(start + n, rows)) for start in range(0, rows, max(n, 1)))
+        return None, blocks if len(blocks) > 1 else ()
+    order = sorted(range(rows), key=lengths.__getitem__)
+    width = [lengths[i] for i in order]
+    ends = [end for end in range(1, rows) if width[end] != width[end - 1]] + [rows]
+    # best[e] = (cost, previous end) of the sorted rows [0, e) in forwards ending at e
+    best: dict[int, tuple[int, int]] = {0: (0, 0)}
+    for e in ends:
+        best[e] = min((best[b][0] + (e - b) * width[e - 1] + forward_tokens, b) for b in best)
+    bounds, e = [], rows
+    while e:
+        bounds.append((best[e][1], e))
+        e = best[e][1]
+    if len(bounds) == 1:
+        return None, ()
+    return tuple(order), tuple(reversed(bounds))
 
 
 class ViewBuilder:
@@ -164,6 +199,8 @@ class ViewBuilder:
         #: how a step's rows are split into forwards (:data:`PADDINGS`; a run sets ``training.padding``:
         #: :meth:`~protoembed.objectives.plan.ObjectivePlan.build`)
         self.padding = "auto"
+        #: ``auto``'s price of one more forward, in padded tokens (:data:`FORWARD_TOKENS`)
+        self.forward_tokens = FORWARD_TOKENS
         self.tokenizer = encoder.tokenizer
         self.max_seq_length = max_seq_length
         self._cache: dict[tuple[str, int], TemplateIds] = {}
@@ -254,15 +291,20 @@ class ViewBuilder:
         draw_state: torch.Tensor | None = None,
     ) -> ViewBatch:
         """``rows`` padded into a :class:`ViewBatch` on CPU (``n`` examples; ``index``: see there), its
-        forwards chosen by :attr:`padding` (:func:`segments`)."""
+        forwards chosen by :attr:`padding` (:func:`segments`: ``auto``'s rows sorted by length)."""
         lengths = [len(ids) for ids in rows.ids]
+        order, bounds = segments(lengths, n, self.padding, self.forward_tokens)
+        if order is not None:
+            rows = rows.select(order)
+            lengths = [lengths[i] for i in order]
         return ViewBatch(
             features=self.collate(rows, torch.device("cpu")),
             lengths=torch.tensor(lengths, dtype=torch.long),
             n=n,
             index=dict(index or {}),
             draw_state=draw_state,
-            segments=segments(lengths, n, self.padding),
+            segments=bounds,
+            order=None if order is None else torch.tensor(order, dtype=torch.long),
         )
 
     def collate(self, rows: Rows, device: torch.device) -> dict[str, torch.Tensor]:

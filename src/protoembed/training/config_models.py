@@ -41,7 +41,13 @@ from protoembed.evaluation.tasks import Task, TaskDeclaration, declared_tasks, t
 from protoembed.model.heads import HEADS
 from protoembed.model.model_spec import HeadName, MaxSeqLength, ModelSettings, ModelSpec, model_spec
 from protoembed.objectives.plan import ObjectivePlan, plan_objective
-from protoembed.objectives.registry import PADDINGS, REGISTRY, OptionError, grad_cache_objectives
+from protoembed.objectives.registry import (
+    FORWARD_TOKENS,
+    PADDINGS,
+    REGISTRY,
+    OptionError,
+    grad_cache_objectives,
+)
 
 if TYPE_CHECKING:
     from protoembed.evaluation.evaluator import Evaluator
@@ -297,6 +303,9 @@ def _warmup_number(value: Any) -> Any:
 
 #: Accelerate's experiment trackers (``accelerate.tracking.LOGGER_TYPE_TO_CLASS``; a test keeps them equal).
 TRACKERS = ("aim", "comet_ml", "mlflow", "tensorboard", "wandb", "clearml", "dvclive", "swanlab", "trackio")
+#: ``training.dropout``: how a training step draws its dropout masks, the default first
+#: (:mod:`protoembed.training.dropout`).
+DROPOUT_KERNELS = ("fast", "torch")
 TrackerName = Literal[TRACKERS]  # type: ignore[valid-type]
 
 
@@ -370,11 +379,18 @@ class TrainingConfig(BaseModel):
         "shuffle",
         description="shuffle (seed + epoch) | no_duplicates: no text twice in a batch (across its columns)",
     )
+    dropout: Literal[DROPOUT_KERNELS] = Field(  # type: ignore[valid-type]
+        DROPOUT_KERNELS[0],
+        description="how a step draws its dropout masks on the CPU: fast = 16-bit numbers cut from "
+        "torch's 64-bit draws (keep rate 1 - p to 2**-17, the expectation exact); torch = torch's own "
+        "kernels (one draw per element); CUDA, compile and gradient_checkpointing always use torch's",
+    )
     padding: Literal[PADDINGS] = Field(  # type: ignore[valid-type]
         "auto",
-        description="how a step's columns (anchor, positive, negatives; a prompt objective's views) meet "
+        description="how a step's rows (anchor, positive, negatives; a prompt objective's views) meet "
         "the backbone: column = a forward per column, each padded to its own longest row; joint = one "
-        "forward padded to the longest row; auto = column where it pads at least a tenth fewer tokens, else joint",
+        "forward padded to the longest row; auto = the rows sorted by length, in the forwards that pad "
+        f"fewest tokens at a price of {FORWARD_TOKENS} tokens a forward (one forward, joint, where no cut pays)",
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute the backbone's activations in backward (less memory, same gradients)"

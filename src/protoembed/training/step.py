@@ -27,6 +27,7 @@ import torch
 
 from protoembed.core.errors import ProtoembedError
 from protoembed.data.training.examples import Examples
+from protoembed.training.config_models import DROPOUT_KERNELS
 
 
 def supports_cache(objective: Any) -> bool:
@@ -62,15 +63,21 @@ def check_mini_batch(objective: Any, mini_batch_size: int | None, batch_size: in
 
 
 def forward_backward(
-    accelerator: Any, model: torch.nn.Module, batch: Any, mini_batch_size: int | None
+    accelerator: Any,
+    model: torch.nn.Module,
+    batch: Any,
+    mini_batch_size: int | None,
+    dropout: str = DROPOUT_KERNELS[0],
 ) -> torch.Tensor:
     """Forward and backward of one batch (see the module docstring); returns the detached loss, still
     on the device (reading it is the caller's sync). Every process holds an equal share of the batch, so
     the objectives' cross-process gathers skip their size exchange
-    (:func:`~protoembed.objectives.distributed.equal_sizes`)."""
+    (:func:`~protoembed.objectives.distributed.equal_sizes`); the dropout masks are drawn as ``dropout``
+    (``training.dropout``) says (:func:`~protoembed.training.dropout.dropout_kernel`)."""
     from protoembed.objectives.distributed import average_gradients, equal_sizes
+    from protoembed.training.dropout import dropout_kernel
 
-    with equal_sizes():
+    with equal_sizes(), dropout_kernel(dropout, accelerator.device):
         if mini_batch_size is None:
             loss = model(batch)
             accelerator.backward(loss)

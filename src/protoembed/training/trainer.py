@@ -18,8 +18,8 @@ tasks, plus ``model``, ``selection`` (what the dev score scored),
 evaluation and event), ``config.yaml`` (the resolved config) and, while running,
 ``checkpoint/`` (see :mod:`protoembed.training.checkpoint`).
 
-The loop: AdamW (no weight decay on biases and LayerNorm weights; torch's fused kernel on CUDA, its
-multi-tensor one elsewhere: :func:`~protoembed.training.components.adamw`), a linear schedule with optional
+The loop: AdamW (no weight decay on biases and LayerNorm weights; torch's fused kernel on CUDA and the
+CPU, its multi-tensor one elsewhere: :func:`~protoembed.training.components.adamw`), a linear schedule with optional
 warm-up decaying to zero at the last step, one epoch by default. Every epoch shuffles the examples with a
 permutation seeded by ``seed + epoch``; the last incomplete batch of an epoch is dropped, so every step
 sees exactly ``batch_size`` examples (and as many in-batch negatives); with ``batch_sampler:
@@ -37,7 +37,9 @@ hands the step the tokenised, padded views. The host never waits for the device 
 losses are read at logging and evaluation steps only (:meth:`Trainer._loop`), so the host prepares the
 next step while the device runs the current one. ``training.compile`` compiles the backbone's forward
 (:func:`~protoembed.training.mixed_precision.compile_backbone`); attention is the backbone's Hugging Face
-default, PyTorch's fused SDPA kernel where the architecture has it (BERT, RoBERTa, ALBERT).
+default, PyTorch's fused SDPA kernel where the architecture has it (BERT, RoBERTa, ALBERT). On the CPU
+the step's dropout masks are drawn by :mod:`protoembed.training.dropout` (``training.dropout``), unless
+the backbone is compiled or recomputes its activations (:func:`~protoembed.training.dropout.step_kernel`).
 The dev score every ``eval_steps`` steps and after the last step, encoded as ``protoembed eval`` encodes
 (the encode pipeline, eval mode, no autograd) in the training precision, the dev texts tokenised once
 for the run (:func:`dev_encoding`): it equals ``protoembed eval --precision P`` of the saved model; a
@@ -526,8 +528,10 @@ class Trainer:
         (:class:`protoembed.progress.Progress`: a bar on a terminal, a line every 10 s elsewhere).
         """
         from protoembed.core.progress import Progress
+        from protoembed.training.dropout import step_kernel
 
         acc, tcfg = self.accelerator, self.cfg.training
+        dropout = step_kernel(tcfg.dropout, tcfg.compile, tcfg.gradient_checkpointing)
         pending: list[tuple[torch.Tensor, int]] = []  # (detached loss on the device, epoch) not yet read
         logged: list[float] = []  # losses read since the last log entry
         since_log = [0, 0.0]  # tokens, seconds of training since the last log entry
@@ -546,7 +550,7 @@ class Trainer:
                     if acc.num_processes == 1:  # a flag here; across processes a collective, at syncs
                         self._check_stop(step)
                     self.tokens.add_batch(batch)
-                    loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size)
+                    loss = forward_backward(acc, self.objective, batch, tcfg.mini_batch_size, dropout)
                     if tcfg.grad_clip is not None:
                         acc.clip_grad_norm_(self.objective.parameters(), tcfg.grad_clip)
                     self.optimizer.step()
