@@ -27,6 +27,7 @@ __all__ = [
     "BEST_DIR",
     "CONFIG_FILE",
     "ENVIRONMENT_FILE",
+    "LEGACY_SETTINGS",
     "LOG_FILE",
     "RESULTS_FILE",
     "TIME_FILE",
@@ -34,6 +35,7 @@ __all__ = [
     "copy_record",
     "finished",
     "guarded",
+    "legacy_settings",
     "load_average",
     "machine",
     "pyplot",
@@ -49,6 +51,10 @@ BEST_DIR, CONFIG_FILE = run_layout.BEST_DIR, run_layout.CONFIG_FILE
 LOG_FILE, RESULTS_FILE = run_layout.LOG_FILE, run_layout.RESULTS_FILE
 #: A record's machine description and its wall time (seconds per key, summed over resumed attempts).
 ENVIRONMENT_FILE = "environment.json"
+#: Settings added to protoembed after some records were made, with the value that made those records (the
+#: step before the setting existed): a run retrained from a recorded ``config.yaml`` that lacks one gets it
+#: (:func:`legacy_settings`).
+LEGACY_SETTINGS = {"training.padding": "joint", "training.dropout": "torch"}
 TIME_FILE = "study_time.json"
 
 
@@ -160,3 +166,16 @@ def guarded(study: Callable[[], int], say: Callable[[str], None]) -> int:
     except KeyboardInterrupt:
         say("interrupted; rerun to resume")
         return 130
+
+
+def legacy_settings(config: dict[str, Any]) -> list[str]:
+    """``key=value`` of each :data:`LEGACY_SETTINGS` entry that the recorded ``config`` (its YAML as data)
+    lacks: the ``--set`` items that retrain it as it was made."""
+    found = []
+    for key, value in LEGACY_SETTINGS.items():
+        node: Any = config
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            found.append(f"{key}={value}")
+    return found

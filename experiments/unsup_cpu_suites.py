@@ -24,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from experiments.records import BEST_DIR, CONFIG_FILE, RESULTS_FILE, timed_call
+import yaml
+
+from experiments.records import BEST_DIR, CONFIG_FILE, RESULTS_FILE, legacy_settings, timed_call
 from experiments.unsup_cpu_report import (
     FIGURE_FILES,
     FIGURES_DIR,
@@ -89,14 +91,18 @@ def sts_difference(retrained: dict[str, Any], recorded: dict[str, Any]) -> str |
 def train_command(
     record_dir: Path, run_dir: Path, fallback: Path, seed: int, overrides: list[str]
 ) -> list[str]:
-    """``protoembed train --resume`` of a recorded run: its recorded config, else ``fallback`` with the
-    run's seed and the study's overrides (the command the study trained it with)."""
+    """``protoembed train --resume`` of a recorded run: its recorded config (with the settings added to
+    protoembed since, as the record was made: :func:`~experiments.records.legacy_settings`), else
+    ``fallback`` with the run's seed and the study's overrides (the command the study trained it with)."""
     recorded = record_dir / CONFIG_FILE
     cmd = [*PROTOEMBED, "train", "--config", str(recorded if recorded.is_file() else fallback)]
     cmd += ["--output-dir", str(run_dir), "--resume"]
-    if not recorded.is_file():
-        for item in [f"training.seed={seed}", *overrides]:
-            cmd += ["--set", item]
+    if recorded.is_file():
+        items = legacy_settings(yaml.safe_load(recorded.read_text(encoding="utf-8")) or {})
+    else:
+        items = [f"training.seed={seed}", *overrides]
+    for item in items:
+        cmd += ["--set", item]
     return cmd
 
 

@@ -268,7 +268,8 @@ def test_suites_retrain_missing_models_evaluate_and_draw_then_skip(tmp_path, mon
         ["train", "--config", "configs/cpu/conpvp-paper.yaml", "--output-dir", str(paper), "--resume"]
         + ["--set", "training.seed=1"],  # no recorded config: the method's config and the run's seed
         ["train", "--config", str(records / "simcse-seed1" / "config.yaml"), "--output-dir", str(simcse)]
-        + ["--resume"],  # the recorded config holds the seed
+        + ["--resume"]  # the recorded config holds the seed; made before these settings: as it was made
+        + ["--set", "training.padding=joint", "--set", "training.dropout=torch"],
     ]
     evals = [c for c in fake.commands if c[0] == "eval"]
     expected = []
@@ -546,3 +547,12 @@ def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
     assert rows[1][-1] == "74.75 ± 1.06" and rows[2][-1] == "0.75 ± 0.35"  # changes +1.0 and +0.5
     transfer_table = text[text.index("## Transfer, clustering") : text.index("## Transfer with both")]
     assert "74.00" not in transfer_table  # seed 3's scikit-learn MR is not mixed in
+
+
+def test_a_recorded_config_retrains_with_the_settings_added_since_as_it_was_made() -> None:
+    from experiments.records import legacy_settings
+
+    assert legacy_settings({"model": "default"}) == ["training.padding=joint", "training.dropout=torch"]
+    # a record made after padding existed keeps its own padding; dropout is added
+    assert legacy_settings({"training": {"padding": "auto", "seed": 1}}) == ["training.dropout=torch"]
+    assert legacy_settings({"training": {"padding": "auto", "dropout": "fast"}}) == []
