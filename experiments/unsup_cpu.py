@@ -18,6 +18,8 @@ head) is evaluated once into ``docs/results/unsup-cpu/untrained-default/``. The 
 the untrained model and on the kept model of every recorded seed of ``--suite-methods`` (default ConPVP
 (paper) and SimCSE; ``all`` for every method), retraining a kept model that is missing, and draws the
 ConPVP paper's Figs. 4-7 (``--no-figures`` leaves them out): see :mod:`experiments.unsup_cpu_suites`.
+``--dims`` evaluates the STS test tasks at every Matryoshka width (384 to 32) of the untrained model and of
+the seeds of SimCSE, ConPVP (paper) and ConPVP + Matryoshka, retraining a kept model that is missing.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ from experiments.records import (  # noqa: E402
     machine,
     write_json,
 )
-from experiments.unsup_cpu_report import UNTRAINED, write_report  # noqa: E402
-from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, SUITES, suites_and_figures  # noqa: E402
+from experiments.unsup_cpu_report import DIMS_SUITE, UNTRAINED, write_report  # noqa: E402
+from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, DIMS_METHODS, SUITES, suites_and_figures  # noqa: E402
 from protoembed import ProtoembedError  # noqa: E402
 
 #: Report order and row labels of the configs/cpu methods (other configs follow, labelled by file name).
@@ -61,6 +63,7 @@ METHODS = {
     "conpvp-no-proto": "ConPVP w/o c+ & c-",
     "simcse": "SimCSE",
     "promptbert": "PromptBERT",
+    "conpvp-matryoshka": "ConPVP (paper) + Matryoshka (384-32)",
 }
 #: The method the observations compare every other one with.
 REFERENCE = "simcse"
@@ -219,6 +222,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"methods whose seeds get the suites (default: {' '.join(DEFAULT_SUITE_METHODS)}; 'all': every one)",
     )
     parser.add_argument("--no-figures", action="store_true", help="with --suites: do not draw Figs. 4-7")
+    parser.add_argument(
+        "--dims",
+        action="store_true",
+        help=f"also the STS test at every Matryoshka width of the untrained model and of {', '.join(DIMS_METHODS)}",
+    )
     return parser.parse_args(argv)
 
 
@@ -259,6 +267,17 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
                 args.set,
                 not args.no_figures,
             )
+        if args.dims:
+            failed += suites_and_figures(
+                args.records_dir,
+                args.runs_dir,
+                every,
+                args.seeds,
+                [DIMS_SUITE],
+                DIMS_METHODS,
+                args.set,
+                False,
+            )
     if args.methods:  # running some methods still reports the whole study
         configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
     full = (args.full_size, resolved_config(Path(args.full_size))) if args.full_size else None
@@ -278,11 +297,12 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 
 def _without_suite_options(given: list[str]) -> list[str]:
-    """``given`` without ``--suites``, ``--suite-methods`` (and their values) and ``--no-figures``."""
+    """``given`` without ``--suites``, ``--suite-methods`` (and their values), ``--no-figures`` and
+    ``--dims``."""
     kept, skipping = [], False
     for arg in given:
-        if arg in ("--suites", "--suite-methods", "--no-figures"):
-            skipping = arg != "--no-figures"
+        if arg in ("--suites", "--suite-methods", "--no-figures", "--dims"):
+            skipping = arg not in ("--no-figures", "--dims")
             continue
         if skipping and not arg.startswith("-"):
             continue

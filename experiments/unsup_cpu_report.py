@@ -50,6 +50,11 @@ UNTRAINED = "untrained-default"
 #: The other suites run on the kept models (``<suite>.json`` beside ``results.json``), in report order.
 SUITES = ("transfer", "fewshot", "clustering")
 SUITE_TIME_FILE = "suite_time.json"
+#: The STS suite at each vector width (``protoembed eval sts --dims``; ``sts-dims.json`` beside a record),
+#: run by the study's ``--dims`` (:mod:`experiments.unsup_cpu_suites`).
+DIMS_SUITE = "sts-dims"
+#: The widths it is read at: the Matryoshka method's (configs/cpu/conpvp-matryoshka.yaml).
+DIMS = (384, 256, 128, 64, 32)
 FIGURES_DIR = "figures"
 #: Records of an earlier version of the methods, kept to show what a fix moved (``before-fixes/``: the
 #: same ``<method>-seed<k>/`` layout, its ``figures/``, and ``CHANGES.md`` saying what was fixed).
@@ -328,6 +333,31 @@ def suite_sections(
     )
 
 
+def dims_section(folders: list[tuple[Path, str]]) -> str:
+    """The STS test average (Spearman x100) at each width of :data:`DIMS` of the models with a
+    :data:`DIMS_SUITE` result: a row per label (mean ± std over its seeds, which share the label), in
+    ``folders``' order; empty when none has one."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for folder, label in folders:
+        data = _json(folder / f"{DIMS_SUITE}.json")
+        if data is not None:
+            found.setdefault(label, []).append(data["dims"])
+    if not found:
+        return ""
+    rows = [
+        [label, str(len(runs)), *(mean_std([r[str(d)]["avg"] for r in runs]) for d in DIMS)]
+        for label, runs in found.items()
+    ]
+    return (
+        "\n## STS at smaller widths (Matryoshka)\n\n"
+        "The STS test average of each model's vector cut to its first d dimensions and normalised "
+        "(`protoembed eval sts --dims " + ",".join(map(str, DIMS)) + "`, the kept model of each seed; "
+        "`python experiments/unsup_cpu.py --dims`). ConPVP + Matryoshka trains its loss on every width "
+        "(configs/cpu/conpvp-matryoshka.yaml); the others are cut after training:\n\n"
+        + _table(["Model", "seeds", *(f"{d}" for d in DIMS)], rows, "lr" + "r" * len(DIMS))
+    )
+
+
 def write_report(
     path: Path,
     records_dir: Path,
@@ -420,6 +450,10 @@ def write_report(
             {label: [r["avg"] for r in runs] for label, runs in per_label.items()},
             untrained,
             labels.get(reference, reference) if reference else "",
+        )
+        + dims_section(
+            [(records_dir / UNTRAINED, untrained_label)]
+            + [(records_dir / f"{m}-seed{k}", labels.get(m, m)) for m in configs for k in seeds]
         )
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
         + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)

@@ -28,6 +28,8 @@ import yaml
 
 from experiments.records import BEST_DIR, CONFIG_FILE, RESULTS_FILE, legacy_settings, timed_call
 from experiments.unsup_cpu_report import (
+    DIMS,
+    DIMS_SUITE,
     FIGURE_FILES,
     FIGURES_DIR,
     SUITE_TIME_FILE,
@@ -47,7 +49,13 @@ SUITE_OPTIONS: dict[str, tuple[str, ...]] = {
     "transfer": ("--runtime", "onnx", "--cache-embeddings", "--classifier", "pytorch"),
     "fewshot": ("--runtime", "onnx", "--cache-embeddings"),
     "clustering": ("--runtime", "onnx"),
+    # the STS test tasks as the runs' own evaluation reads them (torch, eval_variant senteval)
+    DIMS_SUITE: ("--dims", ",".join(map(str, DIMS)), "--variant", "senteval"),
 }
+#: The ``protoembed eval`` suite of a study suite named otherwise.
+SUITE_COMMANDS = {DIMS_SUITE: "sts"}
+#: Methods whose seeds ``--dims`` evaluates at every width of :data:`DIMS`.
+DIMS_METHODS = ["simcse", "conpvp-paper", "conpvp-matryoshka"]
 
 #: Methods whose seeds get the suites by default (``--suite-methods``).
 DEFAULT_SUITE_METHODS = ["conpvp-paper", "simcse"]
@@ -137,7 +145,7 @@ def suite_command(suite: str, model: str, output: Path) -> list[str]:
     return [
         *PROTOEMBED,
         "eval",
-        suite,
+        SUITE_COMMANDS.get(suite, suite),
         "--model",
         model,
         "--output",
@@ -234,7 +242,7 @@ def suites_and_figures(
         records_dir, runs_dir: the study's records and run folders.
         configs: method -> its config file (the retraining fallback for a record without a config).
         seeds: the seeds to evaluate; a seed without a record is skipped (train it first).
-        suites: some of :data:`SUITES`.
+        suites: some of :data:`SUITES`, or :data:`DIMS_SUITE`.
         methods: the methods whose seeds are evaluated.
         overrides: the study's ``--set`` items (used with the fallback config only).
         figures: also draw Figs. 4-7.
@@ -242,7 +250,7 @@ def suites_and_figures(
         ``<run>:<suite>`` (or ``figure:<name>``) of everything that failed; a retrained model whose STS
         differs from its record raises ProtoembedError.
     """
-    unknown = [s for s in suites if s not in SUITES]
+    unknown = [s for s in suites if s not in (*SUITES, DIMS_SUITE)]
     if unknown:
         raise ProtoembedError(SUITES.unknown(unknown[0]))
     kept: dict[str, str | None] = {}

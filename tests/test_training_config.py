@@ -188,9 +188,14 @@ def test_every_shipped_config_builds_its_objective(tiny_model_dirs):
     """Objective names and options of every config are accepted by build_objective (tiny BERT backbone)."""
     import protoembed
     from protoembed.training.components import build_objective_from_config, head_for
+    from protoembed.training.stages import load_run
 
     built = {}
-    for _, _, cfg in _shipped_configs():
+    for path, name, cfg in _shipped_configs():
+        matryoshka = cfg.objective.options.get("matryoshka")
+        if matryoshka:  # its widths scaled to the tiny backbone's 32 dimensions (384 -> 32, ..., 32 -> 2)
+            tiny = ",".join(str(d * 32 // 384) for d in matryoshka["dims"])
+            [cfg] = [c for n, c in load_run(path, [f"objective.matryoshka.dims=[{tiny}]"]) if n == name]
         key = (head_for(cfg), repr(sorted(cfg.objective.options.items())), cfg.objective.name)
         if key in built:
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ def _configs(*methods: str) -> dict:
     return {m: unsup_cpu.resolved_config(p) for m, p in paths.items()}
 
 
-def test_shipped_cpu_configs_cover_the_seven_methods() -> None:
+def test_shipped_cpu_configs_cover_the_methods() -> None:
     configs = _configs()
     assert list(configs) == list(unsup_cpu.METHODS)
     steps = {c["training"]["max_steps"] for c in configs.values()}
@@ -556,3 +557,44 @@ def test_a_recorded_config_retrains_with_the_settings_added_since_as_it_was_made
     # a record made after padding existed keeps its own padding; dropout is added
     assert legacy_settings({"training": {"padding": "auto", "seed": 1}}) == ["training.dropout=torch"]
     assert legacy_settings({"training": {"padding": "auto", "dropout": "fast"}}) == []
+
+
+def test_dims_runs_sts_at_every_width_and_the_page_tabulates_it(tmp_path, monkeypatch) -> None:
+    from experiments.unsup_cpu_report import DIMS, dims_section
+
+    fake, args = _study(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    widths = ",".join(map(str, DIMS))
+
+    def call(cmd: list[str], **kwargs) -> int:  # sts --dims writes its per-width results
+        if "--dims" not in cmd:
+            return fake(cmd, **kwargs)
+        fake.commands.append(cmd[3:])
+        model = cmd[cmd.index("--model") + 1]
+        base = 60.0 if model == "default" else 70.0 + int(model.split("seed")[1][0])
+        dims = {str(d): {"tasks": {}, "avg": base - i} for i, d in enumerate(DIMS)}
+        Path(cmd[cmd.index("--output") + 1]).write_text(json.dumps({"suite": "sts", "dims": dims}))
+        return 0
+
+    monkeypatch.setattr(subprocess, "call", call)
+    args = [a for a in args if a not in ("--suites", "transfer", "fewshot", "clustering")] + ["--dims"]
+    assert unsup_cpu.main(args) == 0
+    dims = [c for c in fake.commands if "--dims" in c]
+    simcse = tmp_path / "runs" / "simcse-seed1" / "best"
+    paper = tmp_path / "runs" / "conpvp-paper-seed1" / "best"
+    assert dims == [
+        ["eval", "sts", "--model", str(m), "--output", str(records / f / "sts-dims.json")]
+        + ["--dims", widths, "--variant", "senteval"]
+        for m, f in (("default", UNTRAINED), (simcse, "simcse-seed1"), (paper, "conpvp-paper-seed1"))
+    ]
+    page = (tmp_path / "r.md").read_text()
+    assert "## STS at smaller widths (Matryoshka)" in page
+    assert _row(page, "## STS at smaller widths", "SimCSE") == ["1", *(f"{71.0 - i:.2f}" for i in range(5))]
+    # a label's seeds: mean ± sample std, computed here
+    (records / "simcse-seed2").mkdir()
+    two = {str(d): {"tasks": {}, "avg": 73.0 - i} for i, d in enumerate(DIMS)}
+    (records / "simcse-seed2" / "sts-dims.json").write_text(json.dumps({"suite": "sts", "dims": two}))
+    section = dims_section([(records / "simcse-seed1", "S"), (records / "simcse-seed2", "S")])
+    row = next(x for x in section.splitlines() if x.startswith("| S |"))
+    assert row.split("|")[2:4] == [" 2 ", f" 72.00 ± {statistics.stdev([71.0, 73.0]):.2f} "]
+    assert dims_section([(records / "nothing", "x")]) == ""

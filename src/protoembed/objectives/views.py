@@ -86,8 +86,8 @@ class ViewBatch:
         index: what the objective's loss needs to read the rows back (e.g. PromptBERT's denoising rows).
         draw_state: state of a template-draw generator after this batch's draws (ConPVP), so that a
             checkpoint taken after this step records it even when the next batch was already collated.
-        segments: ``(start, end)`` of the rows of each forward of the step, in order (:func:`segments`);
-            empty: one forward over all rows.
+        segments: ``(start, end)`` of the rows of :attr:`features` of each forward of the step, in order
+            (:func:`segments`); empty: one forward over all rows.
         order: the step's row behind each row of :attr:`features` and :attr:`lengths` (``auto``'s rows
             sorted by length; on the host); ``None``: the step's order.
     """
