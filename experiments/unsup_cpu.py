@@ -75,8 +75,9 @@ DEFAULTS = {
     "full_size": "configs/bert-base-uncased/conpvp.yaml",
 }
 DEFAULT_SEEDS = [1, 2, 3]
-#: What ``make experiment-unsup`` passes: every suite on the default suite methods, and the figures.
-MAKE_ARGS = "--suites transfer fewshot clustering"
+#: What ``make experiment-unsup`` passes: every suite on the default suite methods, the figures, and the
+#: STS at every Matryoshka width.
+MAKE_ARGS = "--suites transfer fewshot clustering --dims"
 
 
 def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str, Any]:

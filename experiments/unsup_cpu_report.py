@@ -350,7 +350,8 @@ def dims_section(folders: list[tuple[Path, str]]) -> str:
     ]
     return (
         "\n## STS at smaller widths (Matryoshka)\n\n"
-        "The STS test average of each model's vector cut to its first d dimensions and normalised "
+        "The STS test average (Spearman x100 of the cosine similarity) of each model's vector cut to its "
+        "first d dimensions "
         "(`protoembed eval sts --dims " + ",".join(map(str, DIMS)) + "`, the kept model of each seed; "
         "`python experiments/unsup_cpu.py --dims`). ConPVP + Matryoshka trains its loss on every width "
         "(configs/cpu/conpvp-matryoshka.yaml); the others are cut after training:\n\n"
