@@ -5,7 +5,7 @@ A results file is what ``protoembed eval <suite> --output`` or ``protoembed trai
 the run folder) writes, or an analysis JSON (``protoembed analyze ... --output``), whose figure the report
 links. A results file names its suite (``"suite"``, one of :data:`protoembed.evaluation.suite.SUITES`).
 A folder stands for every results JSON directly inside it (other JSON files, such as a study's
-``study_time.json``, are skipped).
+``study_time.json``, are skipped; a ``--dims`` file beside other results is left out, shown when named).
 
 Labels: from the folder name when a folder was given, else from the file's ``model`` field (its last
 path part, or the part before ``best`` for a trained run's kept model), else from the file's folder or
@@ -182,6 +182,7 @@ def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
     """(file, its data, the folder given or ``None``) for one input path."""
     if item.is_dir():
         found = []
+        widths = []  # --dims files: the folder's results only where it holds no other
         for path in sorted(item.glob("*.json")):
             data = _read(path)
             try:
@@ -189,7 +190,8 @@ def _expand(item: Path) -> list[tuple[Path, Any, Path | None]]:
             except ProtoembedError:
                 logger.debug("skipping %s: not a results JSON", path)
                 continue
-            found.append((path, data, item))
+            (widths if isinstance(data, dict) and "dims" in data else found).append((path, data, item))
+        found = found or widths
         if not found:
             raise ProtoembedError(f"{item}: no results JSON inside (e.g. a run folder's results.json)")
         return found
