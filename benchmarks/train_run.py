@@ -41,11 +41,18 @@ import smoke
 from machine import cpu_line, load_line
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the experiments' package: the study's mining and records
+    sys.path.insert(0, str(ROOT))
+
+from experiments.records import LEGACY_SETTINGS  # noqa: E402
+
+from protoembed.training.config_models import TrainingConfig  # noqa: E402
+
 CONFIG = ROOT / "configs" / "cpu" / "own-pairs" / "sup-mined-googlenews.yaml"
 SET = "googlenews"
 #: the sides: name -> (library, extra ``--set`` overrides)
-#: protoembed's defaults, which the study's config pins to the step its records were made with
-DEFAULTS = ["training.padding=auto", "training.dropout=fast"]
+#: protoembed's defaults of the settings the study's config pins to the step its records were made with
+DEFAULTS = [f"{key}={TrainingConfig.model_fields[key.split('.')[1]].default}" for key in LEGACY_SETTINGS]
 SIDES = {
     "protoembed": ("protoembed", DEFAULTS),
     "sentence-transformers": ("sentence-transformers", []),
@@ -56,8 +63,6 @@ SIDES = {
 def prepare_data(folder: Path) -> tuple[Path, Path]:
     """The GoogleNews pairs with their mined negatives and the dev split in ``folder``: ``(mined file,
     dev folder)`` (made when missing)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from experiments.own_pairs import MINED_FILE, mine
     from experiments.own_pairs_data import SETS, dev_dir, prepare
 

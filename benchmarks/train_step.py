@@ -244,6 +244,10 @@ class SiameseStep:
 
             embedder = protoembed.load(smoke.model_name(), head=head, device=device)
             self.model = build_objective("cosine_regression", embedder).to(device).train()
+            from protoembed.training.config_models import DROPOUT_KERNELS
+            from protoembed.training.dropout import dropout_kernel
+
+            self.dropout = lambda: dropout_kernel(DROPOUT_KERNELS[0], torch.device(device))
             self.backbone = embedder.encoder.auto_model
         else:
             from sentence_transformers import SentenceTransformer
@@ -257,10 +261,7 @@ class SiameseStep:
     def __call__(self, batch: list[tuple[str, str, float]]) -> float:
         s1, s2, scores = (list(column) for column in zip(*batch))
         if self.system == "protoembed":  # its dropout masks drawn as a training run draws them
-            from protoembed.training.config_models import DROPOUT_KERNELS
-            from protoembed.training.dropout import dropout_kernel
-
-            with dropout_kernel(DROPOUT_KERNELS[0], torch.device(self.device)):
+            with self.dropout():
                 loss = self.model({"sentence1": s1, "sentence2": s2, "score": scores})
                 loss.backward()
         else:

@@ -257,27 +257,11 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
                 run_dir, record_dir = args.runs_dir / name, args.records_dir / name
                 if not run_one(config, seed, run_dir, args.set, record_dir, configs[method]["model"]):
                     failed.append(name)
-        if args.suites:
+        jobs = [(args.suites, suite_methods, not args.no_figures)] if args.suites else []
+        jobs += [([DIMS_SUITE], DIMS_METHODS, False)] if args.dims else []
+        for suites, methods, figures in jobs:
             failed += suites_and_figures(
-                args.records_dir,
-                args.runs_dir,
-                every,
-                args.seeds,
-                args.suites,
-                suite_methods,
-                args.set,
-                not args.no_figures,
-            )
-        if args.dims:
-            failed += suites_and_figures(
-                args.records_dir,
-                args.runs_dir,
-                every,
-                args.seeds,
-                [DIMS_SUITE],
-                DIMS_METHODS,
-                args.set,
-                False,
+                args.records_dir, args.runs_dir, every, args.seeds, suites, methods, args.set, figures
             )
     if args.methods:  # running some methods still reports the whole study
         configs = {m: resolved_config(p, args.set) for m, p in method_configs(args.configs).items()}
