@@ -137,6 +137,22 @@ def test_the_mode_equals_the_function_and_torch_s_kernel_stays_torch_s() -> None
     assert torch.equal(got, F.dropout(x, 0.1))
 
 
+def test_a_ctrl_c_that_took_the_mode_off_the_stack_stays_a_ctrl_c() -> None:
+    """A SIGINT that lands while a call runs through the mode (torch holds the mode off the stack then,
+    and the interrupt skips putting it back): the block ends with the ``KeyboardInterrupt``, not
+    torch's error about popping an empty mode stack, and the stack is as it was before the block."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode
+
+    before = list(_get_current_function_mode_stack())
+    with pytest.raises(KeyboardInterrupt), dropout_kernel("fast", CPU):
+        _pop_mode()  # what the interrupted dispatch leaves
+        raise KeyboardInterrupt
+    assert list(_get_current_function_mode_stack()) == before
+    with pytest.raises(KeyboardInterrupt), dropout_kernel("fast", CPU):
+        raise KeyboardInterrupt  # a Ctrl-C between calls: the mode is left as usual
+    assert list(_get_current_function_mode_stack()) == before
+
+
 def test_the_config_s_dropout_reaches_the_step(tiny_model_dirs, tmp_path, monkeypatch, data_dir) -> None:
     from protoembed.training.trainer import train
     from training_helpers import tiny_config, write_corpus

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
 #: the numbers a 64-bit draw is cut into, and their range
 _BITS = 16
@@ -105,6 +105,13 @@ class _FastCpuDropout(TorchFunctionMode):
             if call is not None and call["query"].device.type == "cpu":
                 return math_attention(**call)
         return func(*args, **kwargs)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        """Leave the mode; one that a signal already took off the stack (a Ctrl-C while a call ran
+        through :meth:`__torch_function__`, which holds the mode off the stack) is left as it is, so the
+        ``KeyboardInterrupt`` propagates rather than torch's error about popping an empty mode stack."""
+        if any(mode is self for mode in _get_current_function_mode_stack()):
+            super().__exit__(exc_type, exc_value, traceback)
 
 
 def _dropout_args(
