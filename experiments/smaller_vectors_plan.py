@@ -23,6 +23,20 @@ from experiments.own_pairs_report import RETRIEVAL_FILE
 DIMS = (384, 256, 128, 64, 32)
 #: The ``--set`` override that makes a method Matryoshka (both libraries read it from the config).
 MATRYOSHKA_OVERRIDE = "objective.matryoshka={dims: [" + ", ".join(str(d) for d in DIMS) + "]}"
+#: The weighted Matryoshka method's weight per width of :data:`DIMS`: the full width's loss counted twice,
+#: the question being whether a larger share for it lowers the full-width cost of training for the
+#: small widths (``objective.matryoshka.weights``; AdamW makes only the ratios matter).
+FULL_WIDTH_WEIGHTS = (2.0, 1.0, 1.0, 1.0, 1.0)
+
+
+def matryoshka_override(weights: tuple[float, ...] | None = None) -> str:
+    """The ``--set`` override of ``objective.matryoshka`` at :data:`DIMS`, with ``weights`` when given."""
+    if weights is None:
+        return MATRYOSHKA_OVERRIDE
+    listed = ", ".join(f"{w:g}" for w in weights)
+    return MATRYOSHKA_OVERRIDE[:-1] + f", weights: [{listed}]}}"
+
+
 #: The widths the second aim is judged at (the Matryoshka run against the untrained model cut to them).
 SMALL_DIMS = (64, 32)
 #: The quantised vector types measured at full width (``eval retrieval --vectors``), each rescored: the
@@ -42,6 +56,8 @@ class Method:
 
     base: str
     matryoshka: bool
+    #: the Matryoshka loss's weight per width (``None``: equal weights)
+    weights: tuple[float, ...] | None = None
 
     @property
     def library(self) -> str:
@@ -53,12 +69,15 @@ class Method:
         """Its label on the page: the base method's, with the Matryoshka sizes when it has them."""
         sizes = "/".join(str(d) for d in DIMS)
         base = OWN_PAIRS_METHODS[self.base].label
-        return f"{base}, Matryoshka {sizes}" if self.matryoshka else base
+        if not self.matryoshka:
+            return base
+        weighted = f", weights {'/'.join(f'{w:g}' for w in self.weights)}" if self.weights else ""
+        return f"{base}, Matryoshka {sizes}{weighted}"
 
     @property
     def overrides(self) -> tuple[str, ...]:
         """The ``--set`` overrides after the study's own (lr, seed, eval steps)."""
-        return (MATRYOSHKA_OVERRIDE,) if self.matryoshka else ()
+        return (matryoshka_override(self.weights),) if self.matryoshka else ()
 
 
 #: Method (run-name prefix) -> its definition, in the page's order.
@@ -67,17 +86,24 @@ METHODS: dict[str, Method] = {
     "sup-mined-mrl": Method("sup-mined", matryoshka=True),
     "st-mnrl-mined": Method("st-mnrl-mined", matryoshka=False),
     "st-mrl-mined": Method("st-mnrl-mined", matryoshka=True),
+    "sup-mined-mrl-w": Method("sup-mined", matryoshka=True, weights=FULL_WIDTH_WEIGHTS),
 }
 #: Library -> (its plain method, its Matryoshka method).
 BY_LIBRARY = {
     library: tuple(
-        next(name for name, m in METHODS.items() if m.library == library and m.matryoshka == mrl)
+        next(
+            name
+            for name, m in METHODS.items()
+            if m.library == library and m.matryoshka == mrl and not m.weights
+        )
         for mrl in (False, True)
     )
     for library in (PROTOEMBED, SENTENCE_TRANSFORMERS)
 }
-#: The two Matryoshka methods compared by the aims: (protoembed's, sentence-transformers').
+#: The two equal-weight Matryoshka methods: (protoembed's, sentence-transformers').
 MATRYOSHKA_PAIR = (BY_LIBRARY[PROTOEMBED][1], BY_LIBRARY[SENTENCE_TRANSFORMERS][1])
+#: protoembed's Matryoshka methods, each judged by the aims against sentence-transformers'.
+PROTOEMBED_MATRYOSHKA = tuple(n for n, m in METHODS.items() if m.library == PROTOEMBED and m.matryoshka)
 
 #: Record files of a tested model: the test split at every width of :data:`DIMS` (``{"suite", "dims"}``),
 #: and at full width with each quantised type (``<type>.json``).

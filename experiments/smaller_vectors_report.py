@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments.own_pairs_plan import LR_GRID, SELECTION_SEED, lr_text, parse_run_name
+from experiments.own_pairs_plan import (
+    LR_GRID,
+    PROTOEMBED,
+    SELECTION_SEED,
+    SENTENCE_TRANSFORMERS,
+    lr_text,
+    parse_run_name,
+)
 from experiments.own_pairs_report import (
     DEV_FILE,
     MAIN,
@@ -45,6 +52,7 @@ from experiments.smaller_vectors_plan import (
     MATRYOSHKA_OVERRIDE,
     MATRYOSHKA_PAIR,
     METHODS,
+    PROTOEMBED_MATRYOSHKA,
     QUANTISED,
     QUANTISED_AIMS,
     RESCORE_MULTIPLIER,
@@ -128,6 +136,19 @@ def mean(runs: list[dict[str, Any]], part: str, key: Any) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def spread(runs: list[dict[str, Any]], part: str, key: Any) -> float:
+    """The sample std over ``runs`` of their test score ``part`` ``key`` (0 for fewer than two)."""
+    values = _values(runs, part, key)
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def _resolution(short: float, noise: float, where: str, among: str) -> str:
+    """A missed aim's shortfall against the largest seed std ``among`` the methods it compares: a
+    shortfall below it is not resolved by the records."""
+    verdict = "not resolved" if short < noise else "resolved"
+    return f"short by {short:.2f}{where}; the largest seed std {among} is {noise:.2f}: {verdict}"
+
+
 def _lr_cell(row: dict[str, Any], inline: bool = False) -> str:
     """A row's learning rate and where it comes from: ``5e-05 (chosen on dev)``, or inline in a sentence
     ``5e-05, chosen on dev``."""
@@ -188,13 +209,25 @@ def _verdict(met: bool) -> str:
     return "met" if met else "not met"
 
 
+def _weights_text(method: str) -> str:
+    """How ``method`` weights its widths, for the page: ``equal weights`` or ``weights 2/1/1/1/1``."""
+    weights = METHODS[method].weights
+    return f"weights {'/'.join(f'{w:g}' for w in weights)}" if weights else "equal weights"
+
+
 def findings(data: dict[str, Any]) -> list[str]:
-    """The issue's aims on one set, each met / not met with its numbers (``n/a`` parts not yet measured)."""
-    pe, st = MATRYOSHKA_PAIR
+    """The issue's aims on one set, each met / not met with its numbers (``n/a`` parts not yet measured),
+    judged for each of protoembed's Matryoshka methods (:data:`PROTOEMBED_MATRYOSHKA`) against
+    sentence-transformers' ``MatryoshkaLoss`` run."""
+    st = MATRYOSHKA_PAIR[1]
     rows, untrained = data["rows"], data["untrained"]
-    pe_runs, st_runs = rows[pe]["runs"], rows[st]["runs"]
+    st_runs = rows[st]["runs"]
     out = []
-    if pe_runs and st_runs:
+    for pe in PROTOEMBED_MATRYOSHKA:
+        pe_runs = rows[pe]["runs"]
+        if not (pe_runs and st_runs):
+            out.append(f"`{pe}` against `{st}`: not measured yet.")
+            continue
         gaps = {d: mean(pe_runs, "dims", d) - mean(st_runs, "dims", d) for d in DIMS}
         shown = ", ".join(f"{d}: {g:+.2f}" for d, g in gaps.items())
         out.append(
@@ -202,60 +235,69 @@ def findings(data: dict[str, Any]) -> list[str]:
             f"{_verdict(all(g >= AIM for g in gaps.values()))} ({shown})."
         )
         if untrained:
-            parts, met = [], True
+            parts, missed = [], []
             for d in SMALL_DIMS:
                 ours = mean(pe_runs, "dims", d) - untrained["dims"][d]
                 theirs = mean(st_runs, "dims", d) - untrained["dims"][d]
-                met = met and ours >= theirs
+                if ours < theirs:
+                    noise = max(spread(pe_runs, "dims", d), spread(st_runs, "dims", d))
+                    missed.append(_resolution(theirs - ours, noise, f" at {d}", "of the two there"))
                 parts.append(f"{d}: {ours:+.2f} against {theirs:+.2f}")
             out.append(
                 f"At {' and '.join(str(d) for d in SMALL_DIMS)} dimensions `{pe}` beats the untrained model "
-                f"cut to the same width by at least `{st}`'s margin: {_verdict(met)} ({'; '.join(parts)})."
+                f"cut to the same width by at least `{st}`'s margin: {_verdict(not missed)} ({'; '.join(parts)})"
+                + "".join(f"; {m}" for m in missed)
+                + "."
             )
-    else:
-        out.append(f"`{pe}` against `{st}`: not measured yet.")
-    costs = {}
-    for library, (plain, mrl) in BY_LIBRARY.items():
+    st_plain, _ = BY_LIBRARY[SENTENCE_TRANSFORMERS]
+    pe_plain, _ = BY_LIBRARY[PROTOEMBED]
+
+    def cost(plain: str, mrl: str) -> float | None:
         a, b = rows[plain]["runs"], rows[mrl]["runs"]
-        if a and b:
-            costs[library] = (plain, mrl, mean(a, "dims", FULL) - mean(b, "dims", FULL))
-    if len(costs) == len(BY_LIBRARY):
-        (pe_plain, pe_mrl, pe_cost), (st_plain, st_mrl, st_cost) = costs.values()
+        return mean(a, "dims", FULL) - mean(b, "dims", FULL) if a and b else None
+
+    st_cost = cost(st_plain, st)
+    for pe in PROTOEMBED_MATRYOSHKA:
+        pe_cost = cost(pe_plain, pe)
+        if pe_cost is None or st_cost is None:
+            out.append(f"Full-width cost of `{pe}`: not measured yet.")
+            continue
         text = (
             f"Full-width cost of Matryoshka (plain − Matryoshka test nDCG@10 at {FULL}): protoembed "
-            f"`{pe_plain}` − `{pe_mrl}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe_mrl], inline=True)}), sentence-transformers "
-            f"`{st_plain}` − `{st_mrl}` {st_cost:+.2f} (lr {_lr_cell(rows[st_mrl], inline=True)}); equal weights per width "
-            "in both. "
+            f"`{pe_plain}` − `{pe}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe], inline=True)}, {_weights_text(pe)}), "
+            f"sentence-transformers `{st_plain}` − `{st}` {st_cost:+.2f} (lr {_lr_cell(rows[st], inline=True)}, "
+            f"{_weights_text(st)}). "
         )
         if st_cost > 0:
-            text += f"protoembed's pays less: {_verdict(pe_cost < st_cost)}."
+            text += f"protoembed's pays less: {_verdict(pe_cost < st_cost)}"
+            if pe_cost >= st_cost:
+                noise = max(spread(rows[m]["runs"], "dims", FULL) for m in (pe_plain, pe, st_plain, st))
+                text += f" ({_resolution(pe_cost - st_cost, noise, '', f'of the four methods at {FULL}')})"
+            text += "."
         else:
             text += "sentence-transformers' Matryoshka run pays nothing at full width here, so that aim does not apply."
         out.append(text)
-    else:
-        out.append("Full-width cost of Matryoshka: not measured yet.")
-    models = [("untrained default", untrained)] if untrained else []
-    models += [
-        (m, {"vectors": {v: mean(r["runs"], "vectors", v) for v in (FLOAT32, *QUANTISED)}})
+    trained = {
+        m: {v: mean(r["runs"], "vectors", v) for v in (FLOAT32, *QUANTISED)}
         for m, r in rows.items()
         if r["runs"]
-    ]
+    }
     for v in QUANTISED:
-        shares = {
-            label: _share(scores["vectors"].get(v), scores["vectors"][FLOAT32])
-            for label, scores in models
-            if scores["vectors"].get(v) is not None
-        }
+        shares = {m: _share(scores.get(v), scores[FLOAT32]) for m, scores in trained.items() if scores.get(v)}
         if not shares:
             out.append(f"{v} rescored x{RESCORE_MULTIPLIER}: not measured yet.")
             continue
         low = min(shares, key=shares.__getitem__)
-        out.append(
+        text = (
             f"{v} rescored x{RESCORE_MULTIPLIER} keeps ≥ {QUANTISED_AIMS[v]:.0f}% of float32's nDCG@10 at "
-            f"{_bytes(FLOAT32) // _bytes(v)}x fewer bytes: {_verdict(shares[low] >= QUANTISED_AIMS[v])} "
-            f"({sum(s >= QUANTISED_AIMS[v] for s in shares.values())} of {len(shares)} models reach it; lowest "
-            f"{shares[low]:.1f}%, {low}; highest {max(shares.values()):.1f}%)."
+            f"{_bytes(FLOAT32) // _bytes(v)}x fewer bytes, judged on the trained models: "
+            f"{_verdict(shares[low] >= QUANTISED_AIMS[v])} ({sum(s >= QUANTISED_AIMS[v] for s in shares.values())} "
+            f"of {len(shares)} reach it; lowest {shares[low]:.1f}%, `{low}`; highest {max(shares.values()):.1f}%)"
         )
+        if untrained and untrained["vectors"].get(v) is not None:
+            kept = _share(untrained["vectors"][v], untrained["vectors"][FLOAT32])
+            text += f"; the untrained default model keeps {kept:.1f}%"
+        out.append(text + ".")
     return out
 
 
@@ -346,6 +388,7 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
     """Write the page from the records in ``records_dir`` (atomically)."""
     sets = {name: collect(records_dir, own_pairs_records, name) for name in SET_LABELS}
     widths = ", ".join(str(d) for d in DIMS)
+    weighted = next(name for name, method in METHODS.items() if method.weights)
     grid = ", ".join(lr_text(lr) for lr in LR_GRID)
     text = [
         "# Smaller vectors: Matryoshka training, cut widths and quantised vectors on your own pairs",
@@ -363,7 +406,10 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
         f"'{MATRYOSHKA_OVERRIDE}'` (`sup-mined-mrl`: protoembed's `objective.matryoshka`, equal weights), "
         "and sentence-transformers' `SentenceTransformerTrainer` on the same pairs with "
         "`MultipleNegativesRankingLoss` (`st-mnrl-mined`) and with `MatryoshkaLoss` around it at the same "
-        "widths and weights (`st-mrl-mined`; `experiments/own_pairs_st.py`). Every method's checkpoint and "
+        "widths and weights (`st-mrl-mined`; `experiments/own_pairs_st.py`); and protoembed's Matryoshka run "
+        f"with weighted widths (`{weighted}`: {_weights_text(weighted)}, a larger share for the full width's "
+        "loss, to see whether that lowers what training for the small widths costs it). "
+        "Every method's checkpoint and "
         f"learning rate are chosen on full-width dev nDCG@10, the lr from {grid} with seed {SELECTION_SEED} "
         '("chosen on dev") or, where this study has not run that grid, the lr the own-pairs study chose '
         'for the plain method of the same library ("own-pairs study\'s", the Matryoshka method borrowing '

@@ -30,10 +30,12 @@ def test_the_methods_are_own_pairs_methods_with_or_without_the_matryoshka_overri
         MATRYOSHKA_OVERRIDE,
         MATRYOSHKA_PAIR,
         METHODS,
+        PROTOEMBED_MATRYOSHKA,
     )
 
     from protoembed.training.config import apply_overrides
 
+    WEIGHTED = "objective.matryoshka={dims: [384, 256, 128, 64, 32], weights: [2, 1, 1, 1, 1]}"
     assert MATRYOSHKA_OVERRIDE == "objective.matryoshka={dims: [384, 256, 128, 64, 32]}"
     assert apply_overrides({}, [MATRYOSHKA_OVERRIDE]) == {"objective": {"matryoshka": {"dims": list(DIMS)}}}
     assert {m: (s.base, s.overrides) for m, s in METHODS.items()} == {
@@ -41,7 +43,9 @@ def test_the_methods_are_own_pairs_methods_with_or_without_the_matryoshka_overri
         "sup-mined-mrl": ("sup-mined", (MATRYOSHKA_OVERRIDE,)),
         "st-mnrl-mined": ("st-mnrl-mined", ()),
         "st-mrl-mined": ("st-mnrl-mined", (MATRYOSHKA_OVERRIDE,)),
+        "sup-mined-mrl-w": ("sup-mined", (WEIGHTED,)),
     }
+    assert PROTOEMBED_MATRYOSHKA == ("sup-mined-mrl", "sup-mined-mrl-w")
     assert BY_LIBRARY == {
         "protoembed": ("sup-mined", "sup-mined-mrl"),
         "sentence-transformers": ("st-mnrl-mined", "st-mrl-mined"),
@@ -54,6 +58,12 @@ def test_the_methods_are_own_pairs_methods_with_or_without_the_matryoshka_overri
     config = root / "configs" / "cpu" / "own-pairs" / "sup-mined-snli.yaml"
     cfg = anchor_config(read_config(config, list(METHODS["st-mrl-mined"].overrides)))
     assert cfg.matryoshka_dims == DIMS and cfg.matryoshka_weights is None
+    # the weighted method: protoembed reads the weights in the widths' order
+    assert apply_overrides({}, [WEIGHTED])["objective"]["matryoshka"] == {
+        "dims": list(DIMS),
+        "weights": [2, 1, 1, 1, 1],
+    }
+    assert METHODS["sup-mined-mrl-w"].label.endswith(", Matryoshka 384/256/128/64/32, weights 2/1/1/1/1")
 
 
 def test_a_kept_model_is_evaluated_at_every_width_then_quantised_and_rescored(tmp_path):
@@ -183,6 +193,7 @@ WIDTHS = {
     "sup-mined-mrl": {1: [39.5, 38.5, 37, 34, 31], 2: [40.5, 39.5, 38, 35, 32]},
     "st-mnrl-mined": {1: [40, 38, 35, 30, 24], 2: [40, 38, 35, 30, 24]},
     "st-mrl-mined": {1: [39, 38.5, 37.5, 34, 31.5], 2: [39, 38.5, 37.5, 34, 31.5]},
+    "sup-mined-mrl-w": {1: [40.5, 38.5, 36.5, 33.5, 30.5], 2: [41.5, 39.5, 37.5, 34.5, 31.5]},
 }
 UNTRAINED_WIDTHS = [32.0, 30.0, 27.0, 22.0, 16.0]
 QUANT = {"int8": 0.99, "binary": 0.94}  # the share of the run's full-width score
@@ -215,6 +226,7 @@ def _page_records(tmp_path: Path) -> tuple[Path, Path]:
         "sup-mined-mrl": LR_GRID[1],
         "st-mnrl-mined": LR_GRID[2],
         "st-mrl-mined": LR_GRID[2],
+        "sup-mined-mrl-w": LR_GRID[1],
     }
     for method, seeds in WIDTHS.items():
         for seed, widths in seeds.items():
@@ -253,7 +265,8 @@ def test_the_page_tables_are_the_records_means_and_stds(tmp_path):
     assert "| untrained default | 32.00 | 31.68 | 99.0 | 30.08 | 94.0 |" in news
     # the own-pairs seed std of sup-mined: its records of seeds 1-3 at 5e-05, 39, 40, 41 -> 1.00
     assert (
-        "- Seeds recorded: `sup-mined` 2, `sup-mined-mrl` 2, `st-mnrl-mined` 2, `st-mrl-mined` 2. The own-pairs "
+        "- Seeds recorded: `sup-mined` 2, `sup-mined-mrl` 2, `st-mnrl-mined` 2, `st-mrl-mined` 2, "
+        "`sup-mined-mrl-w` 2. The own-pairs "
         "study's seed std of full-width test nDCG@10 (3 seeds): `sup-mined` 1.00; a difference of means below "
         "it is not resolved."
     ) in news
@@ -291,18 +304,41 @@ def test_the_findings_judge_the_aims_from_the_records(tmp_path):
         "At 64 and 32 dimensions `sup-mined-mrl` beats the untrained model cut to the same width by at least "
         "`st-mrl-mined`'s margin: met (64: +12.50 against +12.00; 32: +15.50 against +15.50)."
     )
-    # full-width cost: protoembed 40.5 − 40.0 = +0.50, sentence-transformers 40.0 − 39.0 = +1.00
-    assert "protoembed `sup-mined` − `sup-mined-mrl` +0.50 (lr 5e-05, the own-pairs study's)" in lines[2]
-    assert "sentence-transformers `st-mnrl-mined` − `st-mrl-mined` +1.00" in lines[2]
-    assert lines[2].endswith("protoembed's pays less: met.")
-    assert lines[3].startswith(
-        "int8 rescored x4 keeps ≥ 97% of float32's nDCG@10 at 4x fewer bytes: met "
-        "(5 of 5 models reach it; lowest 99.0%, "
+    # the weighted run (means 41, 39, 37, 34, 31) against st-mrl-mined: +2.00, +0.50, -0.50, +0.00, -0.50;
+    # margins 64: 34 − 22 = +12.00 against +12.00, 32: 31 − 16 = +15.00 against +15.50
+    assert lines[2] == (
+        "`sup-mined-mrl-w` ≥ `st-mrl-mined` -0.5 nDCG@10 at every width: met "
+        "(384: +2.00, 256: +0.50, 128: -0.50, 64: +0.00, 32: -0.50)."
     )
-    assert lines[4].startswith(
-        "binary rescored x4 keeps ≥ 95% of float32's nDCG@10 at 32x fewer bytes: not met "
-        "(0 of 5 models reach it; lowest 94.0%, "
+    # short by 0.50 at 32; seed stds there: sup-mined-mrl-w 30.5, 31.5 -> 0.71, st-mrl-mined 0
+    assert lines[3].endswith(
+        "not met (64: +12.00 against +12.00; 32: +15.00 against +15.50); short by 0.50 at 32; the largest seed "
+        "std of the two there is 0.71: not resolved."
     )
+    # full-width cost: protoembed 40.5 − 40.0 = +0.50 (weighted: 40.5 − 41.0 = -0.50), sentence-transformers
+    # 40.0 − 39.0 = +1.00
+    assert (
+        "protoembed `sup-mined` − `sup-mined-mrl` +0.50 (lr 5e-05, the own-pairs study's, equal weights)"
+        in (lines[4])
+    )
+    assert "sentence-transformers `st-mnrl-mined` − `st-mrl-mined` +1.00" in lines[4]
+    assert lines[4].endswith("protoembed's pays less: met.")
+    assert (
+        "`sup-mined` − `sup-mined-mrl-w` -0.50 (lr 5e-05, the own-pairs study's, weights 2/1/1/1/1)"
+        in (lines[5])
+    )
+    assert lines[5].endswith("protoembed's pays less: met.")
+    # the trained models are judged; the untrained one (int8 31.68 of 32, binary 30.08 of 32) beside them
+    assert lines[6].startswith(
+        "int8 rescored x4 keeps ≥ 97% of float32's nDCG@10 at 4x fewer bytes, judged on the trained models: "
+        "met (5 of 5 reach it; lowest 99.0%, "
+    )
+    assert lines[6].endswith("; the untrained default model keeps 99.0%.")
+    assert lines[7].startswith(
+        "binary rescored x4 keeps ≥ 95% of float32's nDCG@10 at 32x fewer bytes, judged on the trained models: "
+        "not met (0 of 5 reach it; lowest 94.0%, "
+    )
+    assert lines[7].endswith("; the untrained default model keeps 94.0%.")
 
 
 def test_a_missed_aim_is_said_with_its_numbers(tmp_path):
