@@ -154,7 +154,7 @@ def _lr_cell(row: dict[str, Any], inline: bool = False) -> str:
     ``5e-05, chosen on dev``."""
     if row["lr"] is None:
         return "?"
-    how = "chosen on dev" if row["protocol"] == LR_DEV else "the own-pairs study's"
+    how = "chosen on dev" if row["protocol"] == LR_DEV else "chosen on dev by the own-pairs study"
     return f"{lr_text(row['lr'])}, {how}" if inline else f"{lr_text(row['lr'])} ({how})"
 
 
@@ -410,10 +410,11 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
         f"with weighted widths (`{weighted}`: {_weights_text(weighted)}, a larger share for the full width's "
         "loss, to see whether that lowers what training for the small widths costs it). "
         "Every method's checkpoint and "
-        f"learning rate are chosen on full-width dev nDCG@10, the lr from {grid} with seed {SELECTION_SEED} "
-        '("chosen on dev") or, where this study has not run that grid, the lr the own-pairs study chose '
-        'for the plain method of the same library ("own-pairs study\'s", the Matryoshka method borrowing '
-        "its plain method's); the lr column says which.",
+        f"learning rate are chosen on full-width dev nDCG@10, the lr from {grid} with seed {SELECTION_SEED}: "
+        'by this study\'s own runs of that grid ("chosen on dev") or, for a method this study has not run '
+        "the grid of, by the own-pairs study's runs of the same method on the same splits (\"chosen on dev "
+        "by the own-pairs study\"; a Matryoshka method would borrow its plain method's); the lr column says "
+        "which.",
         "",
         f"Every kept model and the untrained default model are evaluated on the test split by `protoembed "
         f"eval retrieval --dims {widths.replace(' ', '')}` (one encode; the first d dimensions, normalised "

@@ -255,7 +255,9 @@ def test_the_page_tables_are_the_records_means_and_stds(tmp_path):
     for method, seeds in WIDTHS.items():
         cells = " | ".join(_cell([seeds[s][k] for s in seeds]) for k in range(5))
         lr = "5e-05" if METHODS[method].base == "sup-mined" else "0.0001"
-        assert f"| {METHODS[method].label} | {lr} (the own-pairs study's) | 2 | {cells} |" in news
+        assert (
+            f"| {METHODS[method].label} | {lr} (chosen on dev by the own-pairs study) | 2 | {cells} |" in news
+        )
         full = [seeds[s][0] for s in seeds]
         quant = " | ".join(
             f"{_cell([f * share for f in full])} | {100 * share:.1f}" for share in QUANT.values()
@@ -318,13 +320,13 @@ def test_the_findings_judge_the_aims_from_the_records(tmp_path):
     # full-width cost: protoembed 40.5 − 40.0 = +0.50 (weighted: 40.5 − 41.0 = -0.50), sentence-transformers
     # 40.0 − 39.0 = +1.00
     assert (
-        "protoembed `sup-mined` − `sup-mined-mrl` +0.50 (lr 5e-05, the own-pairs study's, equal weights)"
+        "protoembed `sup-mined` − `sup-mined-mrl` +0.50 (lr 5e-05, chosen on dev by the own-pairs study, equal weights)"
         in (lines[4])
     )
     assert "sentence-transformers `st-mnrl-mined` − `st-mrl-mined` +1.00" in lines[4]
     assert lines[4].endswith("protoembed's pays less: met.")
     assert (
-        "`sup-mined` − `sup-mined-mrl-w` -0.50 (lr 5e-05, the own-pairs study's, weights 2/1/1/1/1)"
+        "`sup-mined` − `sup-mined-mrl-w` -0.50 (lr 5e-05, chosen on dev by the own-pairs study, weights 2/1/1/1/1)"
         in (lines[5])
     )
     assert lines[5].endswith("protoembed's pays less: met.")
