@@ -9,7 +9,9 @@ head) on the same sets and STS-B test. The short-text clustering literature trai
 clusters, without their labels; this study asks the same of a general sentence model.
 
 Run from the repository root: ``make experiment-adapt`` or ``python experiments/domain_adapt.py``
-(``--sets tweet --methods simcse`` for a subset, ``--report-only`` to rewrite the report). Like
+(``--sets tweet --methods simcse`` for a subset, ``--report-only`` to rewrite the report, ``--step-before``
+to keep the records' headline numbers before records rerun with the current training step replace them:
+:mod:`experiments.step_rerun`). Like
 :mod:`experiments.unsup_cpu` it talks to the library through the ``protoembed`` command (subprocesses)
 and ``protoembed.load_run`` (to check the configs). Runs train into ``runs/domain-adaptation/<method>-<set>-seed<k>/`` (git-ignored: the
 models); a finished run's small files (``config.yaml``, ``training_log.jsonl``, ``results.json`` with
@@ -34,6 +36,8 @@ if __package__ in (None, ""):  # run as a script: python experiments/domain_adap
 from experiments.domain_adapt_report import (  # noqa: E402
     CLUSTERING_FILE,
     UNTRAINED,
+    collect,
+    headline,
     write_report,
 )
 from experiments.records import (  # noqa: E402
@@ -51,6 +55,7 @@ from experiments.records import (  # noqa: E402
     timed_call,
     write_json,
 )
+from experiments.step_rerun import write_step_before  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
 SETS = {"tweet": "Tweet", "stackoverflow": "StackOverflow", "biomedical": "Biomedical"}
@@ -161,6 +166,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    parser.add_argument(
+        "--step-before",
+        action="store_true",
+        help="only write the records' headline numbers to step-before.json, before records rerun with the "
+        "current training step replace them (the page then shows both)",
+    )
     return parser.parse_args(argv)
 
 
@@ -173,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
     from protoembed import load_run
+
+    if args.step_before:
+        numbers = headline(collect(args.records_dir, SETS, METHODS), SETS, METHODS)
+        _say(f"wrote {write_step_before(args.records_dir, numbers)} ({len(numbers)} numbers)")
+        return 0
 
     configs = {}
     for method in args.methods:

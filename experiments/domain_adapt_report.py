@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE, write_text
+from experiments.step_rerun import step_change_section
 
 CLUSTERING_FILE = "clustering.json"
 UNTRAINED = "untrained-default"
@@ -163,6 +164,25 @@ def findings(data: dict[str, Any], sets: dict[str, str], methods: dict[str, str]
     return lines
 
 
+def headline(data: dict[str, Any], sets: dict[str, str], methods: dict[str, str]) -> dict[str, float]:
+    """The study's numbers that a rerun is compared on (:mod:`experiments.step_rerun`): per set and
+    method, the seeds' mean accuracy, NMI and STS-B test Spearman of :func:`main_table`."""
+    numbers: dict[str, float] = {}
+    for name, task in sets.items():
+        for method, label in methods.items():
+            runs = data["runs"].get((method, name), [])
+            sts = [r["sts"]["spearman"] for r in runs if "spearman" in r["sts"]]
+            columns = {
+                "accuracy": [r["task"]["acc"] for r in runs],
+                "NMI": [r["task"]["nmi"] for r in runs],
+                "STS-B test": sts,
+            }
+            for column, values in columns.items():
+                if values:
+                    numbers[f"{task}, {label}: {column}"] = float(np.mean(values))
+    return numbers
+
+
 def write_report(
     report: Path,
     records_dir: Path,
@@ -221,6 +241,7 @@ def write_report(
     discussion = records_dir / "DISCUSSION.md"
     if discussion.is_file():
         text += ["## What it means for a user", "", discussion.read_text(encoding="utf-8").strip(), ""]
+    text += step_change_section(records_dir, headline(data, sets, methods))
     text += [
         "## Runs",
         "",
