@@ -53,6 +53,11 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"protoembed.model.quantize"}),
         "states each vector type's bytes per vector as protoembed stores them (bytes_per_vector)",
     ),
+    "step_rerun.py": (
+        frozenset({"protoembed.training.config_models"}),
+        "names the training step's current defaults (the training config's fields) beside the settings a "
+        "study's old records were made with",
+    ),
     "precision_check.py": (
         frozenset({"protoembed.training.components"}),
         "runs one batch through an objective built as the trainer builds it, in fp32 and under bf16",
