@@ -55,7 +55,7 @@ from experiments.records import (  # noqa: E402
     timed_call,
     write_json,
 )
-from experiments.step_rerun import write_step_before  # noqa: E402
+from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
 SETS = {"tweet": "Tweet", "stackoverflow": "StackOverflow", "biomedical": "Biomedical"}
@@ -166,12 +166,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
-    parser.add_argument(
-        "--step-before",
-        action="store_true",
-        help="only write the records' headline numbers to step-before.json, before records rerun with the "
-        "current training step replace them (the page then shows both)",
-    )
+    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -186,9 +181,9 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     from protoembed import load_run
 
     if args.step_before:
-        numbers = headline(collect(args.records_dir, SETS, METHODS), SETS, METHODS)
-        _say(f"wrote {write_step_before(args.records_dir, numbers)} ({len(numbers)} numbers)")
-        return 0
+        return step_before(
+            args.records_dir, headline(collect(args.records_dir, SETS, METHODS), SETS, METHODS), _say
+        )
 
     configs = {}
     for method in args.methods:

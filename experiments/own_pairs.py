@@ -63,8 +63,11 @@ from experiments.own_pairs_report import (  # noqa: E402
     DEV_FILE,
     MINED_COUNTS,
     RETRIEVAL_FILE,
+    SET_LABELS,
     STS_FILE,
     UNTRAINED,
+    collect,
+    headline,
     retrieval_scores,
     write_report,
 )
@@ -83,6 +86,7 @@ from experiments.records import (  # noqa: E402
     timed_call,
     write_json,
 )
+from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
 
 DEFAULTS = {
     "configs": "configs/cpu/own-pairs",
@@ -331,6 +335,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -344,6 +349,9 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
     from protoembed import resolve_data_dir
 
+    if args.step_before:
+        sets = {name: collect(args.records_dir, name) for name in SET_LABELS}
+        return step_before(args.records_dir, headline(sets), _say)
     data = {name: args.runs_dir / "data" / name for name in args.sets}  # the configs name these folders
     failed: list[str] = []
     if not args.report_only:

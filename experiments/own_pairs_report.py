@@ -32,6 +32,7 @@ from experiments.own_pairs_plan import (
     ANCHORS,
     LR_GRID,
     METHODS,
+    PROTOEMBED,
     SEEDS,
     SELECTION_SEED,
     TRAINED,
@@ -40,6 +41,7 @@ from experiments.own_pairs_plan import (
     parse_run_name,
 )
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE, write_text
+from experiments.step_rerun import step_change_section
 
 RETRIEVAL_FILE = "retrieval.json"
 DEV_FILE = "dev.json"
@@ -502,6 +504,25 @@ def _mined_counts(records_dir: Path, data: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The study's numbers that a rerun with a new training step is compared on
+    (:mod:`experiments.step_rerun`): per set and protoembed method, the mean over its row's runs of test
+    nDCG@10, STS-B test and training wall time (sentence-transformers' rows do not depend on the step)."""
+    numbers: dict[str, float] = {}
+    for name, label in SET_LABELS.items():
+        for method, spec in METHODS.items():
+            runs = method_runs(sets[name], method) if spec.library == PROTOEMBED else []
+            columns = {
+                "test nDCG@10": [r["retrieval"][MAIN] for r in runs if MAIN in r["retrieval"]],
+                "STS-B test": [r["sts"] for r in runs if r["sts"] is not None],
+                "training s": [r["time"]["train_s"] for r in runs if "train_s" in r["time"]],
+            }
+            for column, values in columns.items():
+                if values:
+                    numbers[f"{label}, {spec.label}: {column}"] = float(np.mean(values))
+    return numbers
+
+
 def write_report(
     report: Path, records_dir: Path, configs_dir: Path, mine_options: list[str], command: str
 ) -> Path:
@@ -595,6 +616,7 @@ def write_report(
         "",
         *summary_table(records_dir),
         "",
+        *step_change_section(records_dir, headline(sets)),
         "## Runs",
         "",
         "Records (config, training log, results, dev and test retrieval, STS-B test, wall times, environment): "

@@ -551,3 +551,28 @@ def test_story_line_counts_the_misses_within_the_story():
     assert line.endswith(
         "misses, 88% are another snippet of the query's own story: what is left to learn is the order within a story."
     )
+
+
+def test_the_headline_numbers_a_rerun_is_compared_on_are_the_rows_means():
+    """``headline`` of the committed records: the mined-negative GoogleNews row's test nDCG@10 and training
+    time are the means of its three tested seeds' record files, read here directly; the
+    sentence-transformers rows (which the training step does not touch) are left out."""
+    from experiments.own_pairs_report import SET_LABELS, collect, headline
+
+    records = Path(__file__).resolve().parents[2] / "docs" / "results" / "own-pairs"
+    numbers = headline({name: collect(records, name) for name in SET_LABELS})
+    # the tested runs: those at the chosen lr (a run at another lr has no test result)
+    runs = [
+        r for r in sorted(records.glob("sup-mined-googlenews-lr*-seed*")) if (r / "retrieval.json").is_file()
+    ]
+    assert len(runs) == 3
+    ndcg = [
+        json.loads((r / "retrieval.json").read_text())["tasks"]["googlenews-retrieval"]["ndcg_at_10"]
+        for r in runs
+    ]
+    train = [json.loads((r / "study_time.json").read_text())["train_s"] for r in runs]
+    row = "GoogleNews, title -> snippet, supervised SimCSE, + 1 mined hard negative"
+    assert numbers[f"{row}: test nDCG@10"] == pytest.approx(sum(ndcg) / 3, abs=1e-9)
+    assert numbers[f"{row}: training s"] == pytest.approx(sum(train) / 3, abs=1e-9)
+    assert not [name for name in numbers if "sentence-transformers" in name]
+    assert len(numbers) == 2 * 4 * 3  # 2 sets x protoembed's 4 methods x 3 numbers
