@@ -81,6 +81,7 @@ from experiments.smaller_vectors_plan import (  # noqa: E402
     quantised_file,
     row_lr,
 )
+from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
 
 DEFAULTS = {
     "configs": OWN_PAIRS_DEFAULTS["configs"],
@@ -219,6 +220,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -230,9 +232,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
-    from experiments.smaller_vectors_report import write_report
+    from experiments.smaller_vectors_report import SET_LABELS, collect, headline, write_report
     from protoembed import resolve_data_dir
 
+    if args.step_before:
+        sets = {name: collect(args.records_dir, args.own_pairs_records, name) for name in SET_LABELS}
+        return step_before(args.records_dir, headline(sets), _say)
     failed: list[str] = []
     if not args.report_only:
         os.environ.setdefault("PROTOEMBED_CACHE", str(args.runs_dir / "cache"))  # the evaluations' store

@@ -60,6 +60,7 @@ from experiments.smaller_vectors_plan import (
     quantised_file,
     row_lr,
 )
+from experiments.step_rerun import step_change_section
 
 FULL = DIMS[0]
 FLOAT32 = "float32"
@@ -384,6 +385,24 @@ def summary_table(sets: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The study's numbers that a rerun with a new training step is compared on
+    (:mod:`experiments.step_rerun`): per set and protoembed method, the mean test nDCG@10 of its row at
+    each width and its mean training time (sentence-transformers' rows do not depend on the step)."""
+    numbers: dict[str, float] = {}
+    for name, label in SET_LABELS.items():
+        for method, spec in METHODS.items():
+            runs = sets[name]["rows"][method]["runs"] if spec.library == PROTOEMBED else []
+            for d in DIMS:
+                value = mean(runs, "dims", d)
+                if value is not None:
+                    numbers[f"{label}, `{method}`: test nDCG@10 at {d}"] = value
+            train = [r["time"]["train_s"] for r in runs if "train_s" in r["time"]]
+            if train:
+                numbers[f"{label}, `{method}`: training s"] = float(np.mean(train))
+    return numbers
+
+
 def write_report(report: Path, records_dir: Path, own_pairs_records: Path, command: str) -> Path:
     """Write the page from the records in ``records_dir`` (atomically)."""
     sets = {name: collect(records_dir, own_pairs_records, name) for name in SET_LABELS}
@@ -444,6 +463,7 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
             *(f"- {line}" for line in [reproduction(data, own_pairs_records, name)] if line),
             "",
         ]
+    text += step_change_section(records_dir, headline(sets))
     text += ["## Runs", "", "Records: `smaller-vectors/<run>/` (– : not tested: an lr not chosen).", ""]
     for name in SET_LABELS:
         text += [*runs_table(sets[name]), ""]

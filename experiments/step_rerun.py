@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.records import LEGACY_SETTINGS, write_json
+from protoembed import ProtoembedError
 
 #: Beside a rerun study's records: ``{"settings": the old step's settings, "commit": the commit whose
 #: records they were, "numbers": {name: value}}``.
@@ -89,6 +90,9 @@ def add_step_before_option(parser: argparse.ArgumentParser) -> None:
 
 
 def step_before(records_dir: Path, numbers: dict[str, float], say: Callable[[str], None]) -> int:
-    """``--step-before``'s body: :func:`write_step_before`, said in one line; the exit code."""
+    """``--step-before``'s body: :func:`write_step_before`, said in one line; the exit code. A records
+    folder without a recorded run is a :class:`~protoembed.ProtoembedError` (nothing is written)."""
+    if not numbers:
+        raise ProtoembedError(f"{records_dir}: no recorded run, so no numbers to keep")
     say(f"wrote {write_step_before(records_dir, numbers)} ({len(numbers)} numbers)")
     return 0

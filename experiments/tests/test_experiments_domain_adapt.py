@@ -67,6 +67,9 @@ def test_a_rerun_with_the_current_step_shows_the_numbers_before_and_after(tmp_pa
     from experiments.step_rerun import STEP_BEFORE_FILE
 
     records = tmp_path / "records"
+    # no records yet: a one-line error (exit 2), nothing written
+    assert domain_adapt.main(["--step-before", "--records-dir", str(records)]) == 2
+    assert not (records / STEP_BEFORE_FILE).exists()
     _tweet_runs(records, [(52.0, 61.0, 70.0), (56.0, 57.0, 72.0)])
     assert domain_adapt.main(["--step-before", "--records-dir", str(records)]) == 0
     kept = json.loads((records / STEP_BEFORE_FILE).read_text())

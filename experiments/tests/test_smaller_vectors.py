@@ -372,3 +372,31 @@ def test_the_docs_table_is_the_records_summary(name):
     table = "\n".join(summary_table({n: collect(records, own, n) for n in SET_LABELS}))
     assert f"| {SET_LABELS[name]} | untrained default (cut) |" in table
     assert f"\n{table}\n" in (root / "docs" / "training" / "your-data.md").read_text(encoding="utf-8")
+
+
+def test_the_headline_numbers_a_rerun_is_compared_on_are_the_rows_means():
+    """``headline`` of the committed records: the weighted Matryoshka GoogleNews row at 32 dimensions is the
+    mean of its tested seeds' ``retrieval.json`` there, read here directly; sentence-transformers' rows
+    (which protoembed's training step does not touch) and the untrained model are left out."""
+    from experiments.smaller_vectors_report import SET_LABELS, collect, headline
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    records = root / "smaller-vectors"
+    numbers = headline({name: collect(records, root / "own-pairs", name) for name in SET_LABELS})
+    runs = [
+        r
+        for r in sorted(records.glob("sup-mined-mrl-w-googlenews-lr*-seed*"))
+        if (r / "retrieval.json").is_file()
+    ]
+    assert len(runs) == 3
+    at_32 = [
+        json.loads((r / "retrieval.json").read_text())["dims"]["32"]["tasks"]["googlenews-retrieval"][
+            "ndcg_at_10"
+        ]
+        for r in runs
+    ]
+    assert numbers["GoogleNews, title -> snippet, `sup-mined-mrl-w`: test nDCG@10 at 32"] == pytest.approx(
+        sum(at_32) / 3, abs=1e-9
+    )
+    assert not [name for name in numbers if "`st-" in name or "untrained" in name]
+    assert len(numbers) == 2 * 3 * 6  # 2 sets x protoembed's 3 methods x (5 widths + training time)
