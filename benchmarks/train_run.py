@@ -44,15 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the experiments' package: the study's mining and records
     sys.path.insert(0, str(ROOT))
 
-from experiments.records import LEGACY_SETTINGS  # noqa: E402
-
-from protoembed.training.config_models import TrainingConfig  # noqa: E402
+from experiments.step_rerun import current_step  # noqa: E402
 
 CONFIG = ROOT / "configs" / "cpu" / "own-pairs" / "sup-mined-googlenews.yaml"
 SET = "googlenews"
 #: the sides: name -> (library, extra ``--set`` overrides)
 #: protoembed's defaults of the settings the study's config pins to the step its records were made with
-DEFAULTS = [f"{key}={TrainingConfig.model_fields[key.split('.')[1]].default}" for key in LEGACY_SETTINGS]
+DEFAULTS = [f"{key}={value}" for key, value in current_step().items()]
 SIDES = {
     "protoembed": ("protoembed", DEFAULTS),
     "sentence-transformers": ("sentence-transformers", []),
