@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, RESULTS_FILE, TIME_FILE, write_text
-from experiments.step_rerun import step_change_section
+from experiments.step_rerun import seed_means, step_change_section
 
 CLUSTERING_FILE = "clustering.json"
 UNTRAINED = "untrained-default"
@@ -177,9 +177,7 @@ def headline(data: dict[str, Any], sets: dict[str, str], methods: dict[str, str]
                 "NMI": [r["task"]["nmi"] for r in runs],
                 "STS-B test": sts,
             }
-            for column, values in columns.items():
-                if values:
-                    numbers[f"{task}, {label}: {column}"] = float(np.mean(values))
+            numbers.update(seed_means(f"{task}, {label}", columns))
     return numbers
 
 

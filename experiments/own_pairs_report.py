@@ -41,7 +41,7 @@ from experiments.own_pairs_plan import (
     parse_run_name,
 )
 from experiments.records import CONFIG_FILE, ENVIRONMENT_FILE, LOG_FILE, RESULTS_FILE, TIME_FILE, write_text
-from experiments.step_rerun import step_change_section
+from experiments.step_rerun import seed_means, step_change_section
 
 RETRIEVAL_FILE = "retrieval.json"
 DEV_FILE = "dev.json"
@@ -517,9 +517,7 @@ def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
                 "STS-B test": [r["sts"] for r in runs if r["sts"] is not None],
                 "training s": [r["time"]["train_s"] for r in runs if "train_s" in r["time"]],
             }
-            for column, values in columns.items():
-                if values:
-                    numbers[f"{label}, {spec.label}: {column}"] = float(np.mean(values))
+            numbers.update(seed_means(f"{label}, {spec.label}", columns))
     return numbers
 
 

@@ -21,8 +21,6 @@ from experiments.own_pairs_report import RETRIEVAL_FILE
 #: The widths every kept model is evaluated at (``protoembed eval retrieval --dims``), largest first:
 #: also the Matryoshka methods' trained sizes (equal weights). The first is the model's full width.
 DIMS = (384, 256, 128, 64, 32)
-#: The ``--set`` override that makes a method Matryoshka (both libraries read it from the config).
-MATRYOSHKA_OVERRIDE = "objective.matryoshka={dims: [" + ", ".join(str(d) for d in DIMS) + "]}"
 #: The weighted Matryoshka method's weight per width of :data:`DIMS`: the full width's loss counted twice,
 #: the question being whether a larger share for it lowers the full-width cost of training for the
 #: small widths (``objective.matryoshka.weights``; AdamW makes only the ratios matter).
@@ -30,12 +28,16 @@ FULL_WIDTH_WEIGHTS = (2.0, 1.0, 1.0, 1.0, 1.0)
 
 
 def matryoshka_override(weights: tuple[float, ...] | None = None) -> str:
-    """The ``--set`` override of ``objective.matryoshka`` at :data:`DIMS`, with ``weights`` when given."""
-    if weights is None:
-        return MATRYOSHKA_OVERRIDE
-    listed = ", ".join(f"{w:g}" for w in weights)
-    return MATRYOSHKA_OVERRIDE[:-1] + f", weights: [{listed}]}}"
+    """The ``--set`` override of ``objective.matryoshka`` at :data:`DIMS` (both libraries read it from the
+    config), with ``weights`` when given."""
+    fields = ["dims: [" + ", ".join(str(d) for d in DIMS) + "]"]
+    if weights is not None:
+        fields.append("weights: [" + ", ".join(f"{w:g}" for w in weights) + "]")
+    return "objective.matryoshka={" + ", ".join(fields) + "}"
 
+
+#: The ``--set`` override that makes a method Matryoshka with equal weights.
+MATRYOSHKA_OVERRIDE = matryoshka_override()
 
 #: The widths the second aim is judged at (the Matryoshka run against the untrained model cut to them).
 SMALL_DIMS = (64, 32)
@@ -71,8 +73,12 @@ class Method:
         base = OWN_PAIRS_METHODS[self.base].label
         if not self.matryoshka:
             return base
-        weighted = f", weights {'/'.join(f'{w:g}' for w in self.weights)}" if self.weights else ""
-        return f"{base}, Matryoshka {sizes}{weighted}"
+        return f"{base}, Matryoshka {sizes}" + (f", {self.weights_text}" if self.weights else "")
+
+    @property
+    def weights_text(self) -> str:
+        """How it weights its widths, for the page: ``equal weights`` or ``weights 2/1/1/1/1``."""
+        return f"weights {'/'.join(f'{w:g}' for w in self.weights)}" if self.weights else "equal weights"
 
     @property
     def overrides(self) -> tuple[str, ...]:

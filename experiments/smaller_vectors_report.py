@@ -50,7 +50,6 @@ from experiments.smaller_vectors_plan import (
     DIMS_FILE,
     LR_DEV,
     MATRYOSHKA_OVERRIDE,
-    MATRYOSHKA_PAIR,
     METHODS,
     PROTOEMBED_MATRYOSHKA,
     QUANTISED,
@@ -60,7 +59,7 @@ from experiments.smaller_vectors_plan import (
     quantised_file,
     row_lr,
 )
-from experiments.step_rerun import step_change_section
+from experiments.step_rerun import seed_means, step_change_section
 
 FULL = DIMS[0]
 FLOAT32 = "float32"
@@ -210,17 +209,12 @@ def _verdict(met: bool) -> str:
     return "met" if met else "not met"
 
 
-def _weights_text(method: str) -> str:
-    """How ``method`` weights its widths, for the page: ``equal weights`` or ``weights 2/1/1/1/1``."""
-    weights = METHODS[method].weights
-    return f"weights {'/'.join(f'{w:g}' for w in weights)}" if weights else "equal weights"
-
-
 def findings(data: dict[str, Any]) -> list[str]:
     """The issue's aims on one set, each met / not met with its numbers (``n/a`` parts not yet measured),
     judged for each of protoembed's Matryoshka methods (:data:`PROTOEMBED_MATRYOSHKA`) against
     sentence-transformers' ``MatryoshkaLoss`` run."""
-    st = MATRYOSHKA_PAIR[1]
+    st_plain, st = BY_LIBRARY[SENTENCE_TRANSFORMERS]
+    pe_plain = BY_LIBRARY[PROTOEMBED][0]
     rows, untrained = data["rows"], data["untrained"]
     st_runs = rows[st]["runs"]
     out = []
@@ -250,8 +244,6 @@ def findings(data: dict[str, Any]) -> list[str]:
                 + "".join(f"; {m}" for m in missed)
                 + "."
             )
-    st_plain, _ = BY_LIBRARY[SENTENCE_TRANSFORMERS]
-    pe_plain, _ = BY_LIBRARY[PROTOEMBED]
 
     def cost(plain: str, mrl: str) -> float | None:
         a, b = rows[plain]["runs"], rows[mrl]["runs"]
@@ -265,9 +257,9 @@ def findings(data: dict[str, Any]) -> list[str]:
             continue
         text = (
             f"Full-width cost of Matryoshka (plain − Matryoshka test nDCG@10 at {FULL}): protoembed "
-            f"`{pe_plain}` − `{pe}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe], inline=True)}, {_weights_text(pe)}), "
+            f"`{pe_plain}` − `{pe}` {pe_cost:+.2f} (lr {_lr_cell(rows[pe], inline=True)}, {METHODS[pe].weights_text}), "
             f"sentence-transformers `{st_plain}` − `{st}` {st_cost:+.2f} (lr {_lr_cell(rows[st], inline=True)}, "
-            f"{_weights_text(st)}). "
+            f"{METHODS[st].weights_text}). "
         )
         if st_cost > 0:
             text += f"protoembed's pays less: {_verdict(pe_cost < st_cost)}"
@@ -393,13 +385,9 @@ def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
     for name, label in SET_LABELS.items():
         for method, spec in METHODS.items():
             runs = sets[name]["rows"][method]["runs"] if spec.library == PROTOEMBED else []
-            for d in DIMS:
-                value = mean(runs, "dims", d)
-                if value is not None:
-                    numbers[f"{label}, `{method}`: test nDCG@10 at {d}"] = value
-            train = [r["time"]["train_s"] for r in runs if "train_s" in r["time"]]
-            if train:
-                numbers[f"{label}, `{method}`: training s"] = float(np.mean(train))
+            columns = {f"test nDCG@10 at {d}": _values(runs, "dims", d) for d in DIMS}
+            columns["training s"] = [r["time"]["train_s"] for r in runs if "train_s" in r["time"]]
+            numbers.update(seed_means(f"{label}, `{method}`", columns))
     return numbers
 
 
@@ -426,7 +414,7 @@ def write_report(report: Path, records_dir: Path, own_pairs_records: Path, comma
         "and sentence-transformers' `SentenceTransformerTrainer` on the same pairs with "
         "`MultipleNegativesRankingLoss` (`st-mnrl-mined`) and with `MatryoshkaLoss` around it at the same "
         "widths and weights (`st-mrl-mined`; `experiments/own_pairs_st.py`); and protoembed's Matryoshka run "
-        f"with weighted widths (`{weighted}`: {_weights_text(weighted)}, a larger share for the full width's "
+        f"with weighted widths (`{weighted}`: {METHODS[weighted].weights_text}, a larger share for the full width's "
         "loss, to see whether that lowers what training for the small widths costs it). "
         "Every method's checkpoint and "
         f"learning rate are chosen on full-width dev nDCG@10, the lr from {grid} with seed {SELECTION_SEED}: "

@@ -17,6 +17,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from experiments.records import LEGACY_SETTINGS, write_json
 from protoembed import ProtoembedError
 
@@ -49,6 +51,12 @@ def write_step_before(records_dir: Path, numbers: dict[str, float]) -> Path:
     :data:`STEP_BEFORE_FILE` in ``records_dir``, with the old step's settings and the current commit."""
     payload = {"settings": dict(LEGACY_SETTINGS), "commit": _commit(records_dir), "numbers": numbers}
     return write_json(records_dir / STEP_BEFORE_FILE, payload)
+
+
+def seed_means(row: str, columns: dict[str, list[float]]) -> dict[str, float]:
+    """A study's headline numbers of one row: ``"<row>: <column>"`` -> the mean of the column's values
+    over the seeds, for each column with any value."""
+    return {f"{row}: {column}": float(np.mean(values)) for column, values in columns.items() if values}
 
 
 def step_change_section(records_dir: Path, numbers: dict[str, float]) -> list[str]:
