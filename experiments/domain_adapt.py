@@ -47,6 +47,7 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
+    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -162,9 +163,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="take the untrained model's clustering rows from this `eval clustering --model default` file",
     )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
-    )
+    add_set_option(parser)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
     add_step_before_option(parser)
     return parser.parse_args(argv)

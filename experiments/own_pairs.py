@@ -28,7 +28,8 @@ On GoogleNews, the untrained model and each method's seed-1 run are also measure
 
 Run from the repository root: ``make experiment-own-pairs`` or ``python experiments/own_pairs.py``
 (``--sets googlenews --methods st-mnrl`` for a subset, ``--max-steps 4 --runs-dir ... --records-dir ...`` for
-a smoke test, ``--report-only`` to rewrite the page). The data goes to ``runs/own-pairs/data/``, runs train
+a smoke test, ``--set KEY=VALUE`` for a config override on every protoembed run, ``--report-only`` to
+rewrite the page). The data goes to ``runs/own-pairs/data/``, runs train
 into ``runs/own-pairs/<method>-<set>-lr<lr>-seed<k>/`` (git-ignored); each finished run's small files are
 recorded in ``docs/results/own-pairs/<run>/`` (committed), a recorded run is skipped and an interrupted
 protoembed run resumes (an anchor run starts again). The page, ``docs/results/own-pairs.md``, is rewritten
@@ -78,6 +79,7 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
+    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -212,14 +214,20 @@ def config_path(configs: Path, method: str, name: str) -> Path:
     return configs / f"{METHODS[method].config}-{name}.yaml"
 
 
-def check_config(config: Path, method: str) -> None:
-    """Validate ``config`` as ``method``'s library reads it (protoembed: ``load_run``; the anchor: its
-    :func:`~experiments.own_pairs_st.anchor_config`), before the first run."""
+def study_overrides(method: str, overrides: list[str]) -> tuple[str, ...]:
+    """The study's ``--set`` overrides (:func:`~experiments.records.add_set_option`) that a run of ``method``
+    gets: all of them for protoembed's runs, none for the anchor's (they name protoembed's settings)."""
+    return tuple(overrides) if METHODS[method].library == PROTOEMBED else ()
+
+
+def check_config(config: Path, method: str, overrides: tuple[str, ...] = ()) -> None:
+    """Validate ``config`` with ``overrides`` as ``method``'s library reads it (protoembed: ``load_run``;
+    the anchor: its :func:`~experiments.own_pairs_st.anchor_config`), before the first run."""
     from experiments.own_pairs_st import anchor_config, read_config
     from protoembed import ProtoembedError, load_run
 
     if METHODS[method].library == PROTOEMBED:
-        load_run(config, [])
+        load_run(config, list(overrides))
         return
     try:
         anchor_config(read_config(config, []))
@@ -335,6 +343,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    add_set_option(parser)
     add_step_before_option(parser)
     return parser.parse_args(argv)
 
@@ -360,7 +369,8 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
             write_json(args.records_dir / f"data-{name}.json", stats)
         for name in args.sets:
             for method in args.methods:
-                check_config(config_path(args.configs, method, name), method)  # all before the first run
+                config = config_path(args.configs, method, name)
+                check_config(config, method, study_overrides(method, args.set))  # all before the first run
         for name in args.sets:
             if not evaluate_untrained(name, data[name], args.records_dir):
                 failed.append(f"{UNTRAINED}-{name}")
@@ -388,7 +398,8 @@ def _runs(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
         run = run_name(method, name, lr, seed)
         where = (args.runs_dir / run, args.records_dir / run, dev_dir(data[name], name))
         config = config_path(args.configs, method, name)
-        if train_run(method, config, lr, seed, where, every[name, method], args.max_steps):
+        extra = study_overrides(method, args.set)
+        if train_run(method, config, lr, seed, where, every[name, method], args.max_steps, extra):
             return True
         failed.append(run)
         return False

@@ -52,6 +52,7 @@ from experiments.own_pairs import (  # noqa: E402
     eval_retrieval,
     mine,
     run_eval_steps,
+    study_overrides,
     train_run,
 )
 from experiments.own_pairs_data import SETS, dev_dir, prepare, test_dir  # noqa: E402
@@ -61,6 +62,7 @@ from experiments.records import (  # noqa: E402
     BEST_DIR,
     ENVIRONMENT_FILE,
     TIME_FILE,
+    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -164,7 +166,8 @@ def _runs(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
         spec = METHODS[method]
         config = config_path(args.configs, spec.base, name)
         cap = args.max_steps
-        if train_run(spec.base, config, lr, seed, where, every[name, method], cap, spec.overrides):
+        extra = (*spec.overrides, *study_overrides(spec.base, args.set))
+        if train_run(spec.base, config, lr, seed, where, every[name, method], cap, extra):
             return True
         failed.append(run)
         return False
@@ -220,6 +223,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    add_set_option(parser)
     add_step_before_option(parser)
     return parser.parse_args(argv)
 

@@ -42,6 +42,7 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
+    add_set_option,
     add_time,
     copy_record,
     finished,
@@ -203,9 +204,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--full-size", default=DEFAULTS["full_size"], help="config compared with in the report ('' for none)"
     )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
-    )
+    add_set_option(parser)
     parser.add_argument("--data-dir", default=None, help="benchmark data (default: $PROTOEMBED_DATA)")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
     parser.add_argument(

@@ -162,9 +162,15 @@ def test_run_names_round_trip_and_the_budget_counts():
     assert ANCHORS == {"sup": "st-mnrl", "sup-mined": "st-mnrl-mined"}
 
 
-def _fake_study(tmp_path: Path, monkeypatch, dev_by_lr: dict[float, float]) -> tuple[list[list[str]], Path]:
-    """Run the driver's run logic with every command faked: a training writes results.json and best/, an
-    evaluation writes its scores (dev: ``dev_by_lr[lr]``); returns the commands run and the records."""
+def _fake_study(
+    tmp_path: Path,
+    monkeypatch,
+    dev_by_lr: dict[float, float],
+    more: tuple[str, ...] = ("--methods", "st-mnrl"),
+) -> tuple[list[list[str]], Path]:
+    """Run the driver's run logic with every command faked (``more``: further command-line arguments): a
+    training writes results.json and best/, an evaluation writes its scores (dev: ``dev_by_lr[lr]``);
+    returns the commands run and the records."""
     import experiments.own_pairs as driver
 
     commands: list[list[str]] = []
@@ -194,7 +200,7 @@ def _fake_study(tmp_path: Path, monkeypatch, dev_by_lr: dict[float, float]) -> t
     monkeypatch.setattr(driver, "timed_call", fake)
     monkeypatch.setattr(driver, "run_eval_steps", lambda config, cap: 2)
     args = driver.parse_args(
-        ["--sets", "googlenews", "--methods", "st-mnrl", "--runs-dir", str(tmp_path / "runs")]
+        ["--sets", "googlenews", *more, "--runs-dir", str(tmp_path / "runs")]
         + ["--records-dir", str(tmp_path / "records")]
     )
     failed = driver._runs(args, {"googlenews": tmp_path / "runs" / "data" / "googlenews"})
@@ -227,6 +233,21 @@ def test_the_driver_tries_the_grid_then_trains_and_tests_the_other_seeds_at_the_
     # a second pass finds every run recorded: nothing runs again
     again, _ = _fake_study(tmp_path, monkeypatch, {low: 0.0, mid: 0.0, high: 99.0})
     assert again == []
+
+
+def test_the_study_overrides_reach_protoembed_runs_after_their_own_and_not_the_anchor(tmp_path, monkeypatch):
+    from experiments.own_pairs import ANCHOR_SCRIPT
+
+    pins = ["--set", "training.padding=joint", "--set", "training.dropout=torch"]
+    commands, _ = _fake_study(
+        tmp_path, monkeypatch, {2e-5: 30.0, 5e-5: 32.0, 1e-4: 31.0}, ("--methods", "sup", "st-mnrl", *pins)
+    )
+    trainings = [c for c in commands if "--output-dir" in c]
+    anchor = [c for c in trainings if c[1] == str(ANCHOR_SCRIPT)]
+    ours = [c for c in trainings if c[1:4] == ["-m", "protoembed", "train"]]
+    assert len(anchor) == len(ours) == 5  # 3 learning rates on seed 1, then seeds 2 and 3
+    assert all(c[-4:] == pins for c in ours)
+    assert not any("training.padding=joint" in c for c in anchor)
 
 
 def test_protoembed_runs_resume_through_protoembed_train(tmp_path):

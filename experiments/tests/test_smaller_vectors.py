@@ -90,9 +90,12 @@ def _own_pairs_records(root: Path, chosen: dict[tuple[str, str], float]) -> Path
     return root
 
 
-def _fake_study(tmp_path: Path, monkeypatch, lr_mode: str, dev_by_lr: dict[float, float]):
-    """Run the driver's run logic on GoogleNews with every command faked: a training writes results.json and
-    best/, an evaluation its scores (dev: ``dev_by_lr[lr]``); returns the commands run and the records."""
+def _fake_study(
+    tmp_path: Path, monkeypatch, lr_mode: str, dev_by_lr: dict[float, float], more: tuple[str, ...] = ()
+):
+    """Run the driver's run logic on GoogleNews with every command faked (``more``: further command-line
+    arguments): a training writes results.json and best/, an evaluation its scores (dev: ``dev_by_lr[lr]``);
+    returns the commands run and the records."""
     import experiments.own_pairs as own_pairs
     import experiments.smaller_vectors as driver
     from experiments.own_pairs_plan import LR_GRID
@@ -125,7 +128,7 @@ def _fake_study(tmp_path: Path, monkeypatch, lr_mode: str, dev_by_lr: dict[float
     )
     args = driver.parse_args(
         ["--sets", "googlenews", "--lr", lr_mode, "--runs-dir", str(tmp_path / "runs")]
-        + ["--records-dir", str(tmp_path / "records"), "--own-pairs-records", str(own)]
+        + ["--records-dir", str(tmp_path / "records"), "--own-pairs-records", str(own), *more]
     )
     failed = driver._runs(args, {"googlenews": tmp_path / "runs" / "data" / "googlenews"})
     assert failed == []
@@ -168,6 +171,19 @@ def test_the_short_protocol_trains_every_seed_at_the_own_pairs_lr_then_a_rerun_s
         ]
     again, _ = _fake_study(tmp_path, monkeypatch, "own-pairs", {lr: 30.0 for lr in LR_GRID})
     assert again == []
+
+
+def test_the_study_overrides_follow_a_protoembed_methods_own_and_skip_the_anchor(tmp_path, monkeypatch):
+    from experiments.own_pairs_plan import LR_GRID, run_name
+    from experiments.smaller_vectors_plan import MATRYOSHKA_OVERRIDE
+
+    more = ("--seeds", "1", "--set", "training.padding=joint")
+    commands, _ = _fake_study(tmp_path, monkeypatch, "own-pairs", {lr: 30.0 for lr in LR_GRID}, more)
+    by_run = {Path(c[c.index("--output-dir") + 1]).name: c for c in commands if "--output-dir" in c}
+    mrl = by_run[run_name("sup-mined-mrl", "googlenews", LR_GRID[1], 1)]
+    assert mrl[-4:] == ["--set", MATRYOSHKA_OVERRIDE, "--set", "training.padding=joint"]
+    assert by_run[run_name("sup-mined", "googlenews", LR_GRID[1], 1)][-1] == "training.padding=joint"
+    assert by_run[run_name("st-mrl-mined", "googlenews", LR_GRID[2], 1)][-1] == MATRYOSHKA_OVERRIDE
 
 
 def test_the_dev_protocol_tries_the_grid_then_tests_the_seeds_at_the_lr_chosen_on_dev(tmp_path, monkeypatch):
