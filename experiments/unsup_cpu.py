@@ -20,6 +20,8 @@ the untrained model and on the kept model of every recorded seed of ``--suite-me
 ConPVP paper's Figs. 4-7 (``--no-figures`` leaves them out): see :mod:`experiments.unsup_cpu_suites`.
 ``--dims`` evaluates the STS test tasks at every Matryoshka width (384 to 32) of the untrained model and of
 the seeds of SimCSE, ConPVP (paper) and ConPVP + Matryoshka, retraining a kept model that is missing.
+``--step-before`` keeps the records' headline numbers (:func:`experiments.unsup_cpu_report.headline`)
+before records rerun with the current training step replace them; the page then shows both.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from experiments.records import (  # noqa: E402
     machine,
     write_json,
 )
-from experiments.unsup_cpu_report import DIMS_SUITE, UNTRAINED, write_report  # noqa: E402
+from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.unsup_cpu_report import DIMS_SUITE, UNTRAINED, headline, write_report  # noqa: E402
 from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, DIMS_METHODS, SUITES, suites_and_figures  # noqa: E402
 from protoembed import ProtoembedError  # noqa: E402
 
@@ -227,6 +230,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"also the STS test at every Matryoshka width of the untrained model and of {', '.join(DIMS_METHODS)}",
     )
+    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -244,6 +248,8 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     every = method_configs(args.configs)
     chosen = None if args.suite_methods == ["all"] else args.suite_methods
     suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
+    if args.step_before:
+        return step_before(args.records_dir, headline(args.records_dir, every, METHODS, args.seeds), _say)
     if args.data_dir:
         os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
     failed = []

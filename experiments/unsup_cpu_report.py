@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from experiments.records import (
     TIME_FILE,
     write_text,
 )
+from experiments.step_rerun import seed_means, step_change_section
 from experiments.unsup_cpu_figure import plot_study
 from protoembed import build_report, load_results, run_layout, table_name
 
@@ -458,12 +460,37 @@ def write_report(
         )
         + ("\n" + discussion.read_text(encoding="utf-8").strip() + "\n" if discussion.is_file() else "")
         + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)
+        + "".join(
+            "\n" + line
+            for line in step_change_section(records_dir, headline(records_dir, configs, labels, seeds))
+        )
         + suite_sections(path, suite_rows, figures_dir, total, suites_note)
         + classifier_section(records_dir, suite_rows)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_text(path, text)
     return text
+
+
+def headline(
+    records_dir: Path, methods: Iterable[str], labels: dict[str, str], seeds: list[int]
+) -> dict[str, float]:
+    """The study's headline numbers (:mod:`experiments.step_rerun`): per method (named by its label), the
+    mean over its recorded seeds of the STS test average, of each suite's average where recorded, and of
+    the STS test average at each smaller width of :data:`DIMS` where recorded."""
+    numbers: dict[str, float] = {}
+    for method in methods:
+        folders = [records_dir / f"{method}-seed{s}" for s in seeds]
+        columns = {"STS avg.": [r.results["avg"] for f in folders if (r := read_record(f)) is not None]}
+        for suite in SUITES:
+            columns[f"{suite} avg."] = [
+                _json(f / f"{suite}.json")["avg"] for f in folders if recorded(f, suite)
+            ]
+        dims = [data["dims"] for f in folders if (data := _json(f / f"{DIMS_SUITE}.json")) is not None]
+        for d in DIMS[1:]:
+            columns[f"STS avg. at {d}"] = [r[str(d)]["avg"] for r in dims]
+        numbers |= seed_means(labels.get(method, method), columns)
+    return numbers
 
 
 def classifier_section(records_dir: Path, folders: list[tuple[Path, str]]) -> str:

@@ -202,7 +202,8 @@ def _suite_json(suite: str, model: str, base: float) -> dict:
         tasks = {t: {"acc": base + i, "nmi": base / 2 + i} for i, t in enumerate(CLUSTERING)}
     else:
         tasks = {t: {"acc": base, "seeds_acc": [base - 1, base, base + 1]} for t in TRANSFER}
-    return {"model": model, "suite": suite, "protocol": PROTOCOLS[suite], "tasks": tasks}
+    avg = statistics.mean(t["acc"] for t in tasks.values())  # as protoembed writes it: the tasks' mean
+    return {"model": model, "suite": suite, "protocol": PROTOCOLS[suite], "tasks": tasks, "avg": avg}
 
 
 class FakeCalls:
@@ -598,3 +599,47 @@ def test_dims_runs_sts_at_every_width_and_the_page_tabulates_it(tmp_path, monkey
     row = next(x for x in section.splitlines() if x.startswith("| S |"))
     assert row.split("|")[2:4] == [" 2 ", f" 72.00 ± {statistics.stdev([71.0, 73.0]):.2f} "]
     assert dims_section([(records / "nothing", "x")]) == ""
+
+
+def test_a_rerun_with_the_current_step_shows_the_headline_numbers_before_and_after(tmp_path) -> None:
+    """``--step-before`` keeps each method's seed means (STS average, the suites' averages, STS at the
+    smaller widths); the page shows them beside the rerun records' means."""
+    from experiments.step_rerun import STEP_BEFORE_FILE
+    from experiments.unsup_cpu_report import DIMS
+
+    records = tmp_path / "records"
+    assert unsup_cpu.main(["--step-before", "--records-dir", str(records)]) == 2  # no records: nothing kept
+    assert not (records / STEP_BEFORE_FILE).exists()
+
+    def write(avgs: list[float], transfer: float) -> None:
+        for seed, avg in enumerate(avgs, start=1):
+            folder = records / f"simcse-seed{seed}"
+            shutil.rmtree(folder, ignore_errors=True)
+            _write_run(folder, avg, log=False)
+            dims = {str(d): {"tasks": {}, "avg": avg - i} for i, d in enumerate(DIMS)}
+            (folder / "sts-dims.json").write_text(json.dumps({"suite": "sts", "dims": dims}))
+        data = _suite_json("transfer", "m", transfer - 3)  # seven tasks: acc base + 0..6, mean base + 3
+        (records / "simcse-seed1" / "transfer.json").write_text(json.dumps(data))
+
+    write([70.0, 72.0], 80.0)
+    assert unsup_cpu.main(["--step-before", "--records-dir", str(records)]) == 0
+    kept = json.loads((records / STEP_BEFORE_FILE).read_text())
+    assert kept["settings"] == {"training.padding": "joint", "training.dropout": "torch"}
+    assert kept["numbers"] == {  # the record's avg is avg + 3 (_fake_results); one seed has transfer
+        "SimCSE: STS avg.": 74.0,
+        "SimCSE: transfer avg.": 80.0,
+        "SimCSE: STS avg. at 256": 70.0,
+        "SimCSE: STS avg. at 128": 69.0,
+        "SimCSE: STS avg. at 64": 68.0,
+        "SimCSE: STS avg. at 32": 67.0,
+    }
+    write([71.0, 72.5], 79.5)
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2], "`c`")
+    section = text[text.index("## Before and after the rerun") :]
+    assert "made again with `training.padding: auto`, `training.dropout: fast` (the defaults)" in section
+    assert "| SimCSE: STS avg. | 74.00 | 74.75 | +0.75 |" in section
+    assert "| SimCSE: transfer avg. | 80.00 | 79.50 | -0.50 |" in section
+    assert "| SimCSE: STS avg. at 32 | 67.00 | 67.75 | +0.75 |" in section
+    (records / STEP_BEFORE_FILE).unlink()
+    text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2], "`c`")
+    assert "## Before and after the rerun" not in text
