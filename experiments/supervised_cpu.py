@@ -2,7 +2,9 @@
 
 Run from the repository root: ``make experiment-supervised`` or ``python experiments/supervised_cpu.py``
 (``--systems sbert cnn-sbert``, ``--regimes stsb``, ``--seeds 1 2 3`` select runs; ``--set KEY=VALUE`` adds a
-config override to every run, e.g. ``--set training.epochs=4``; ``--report-only`` only rewrites the report).
+config override to every run, e.g. ``--set training.epochs=4``; ``--report-only`` only rewrites the report;
+``--step-before`` keeps the records' headline numbers before records rerun with the current training step
+replace them, and the page then shows both).
 It uses protoembed through ``protoembed train`` / ``protoembed eval sts`` (subprocesses; Table II's with
 ``--cross-encoder``) and ``protoembed.load_run`` (to read the configs).
 
@@ -38,6 +40,7 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
+    add_set_option,
     add_time,
     copy_record,
     finished,
@@ -45,6 +48,7 @@ from experiments.records import (  # noqa: E402
     load_average,
     write_json,
 )
+from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
 from experiments.unsup_cpu import environment  # noqa: E402
 from protoembed import ProtoembedError  # noqa: E402
 
@@ -222,10 +226,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
     parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path)
     parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run"
-    )
+    add_set_option(parser)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
+    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -237,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
-    from experiments.supervised_cpu_report import write_report
+    from experiments.supervised_cpu_report import headline, write_report
     from protoembed import load_run
+
+    if args.step_before:
+        return step_before(args.records_dir, headline(args.records_dir), _say)
 
     configs = study_configs(args.configs, args.systems, args.regimes)
     _, first = load_run(next(iter(configs.values())), args.set)[-1]

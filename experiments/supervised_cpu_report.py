@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 
 from experiments.records import LOG_FILE, RESULTS_FILE, pyplot, save_figure, write_text
+from experiments.step_rerun import seed_means, step_change_section
 from experiments.unsup_cpu_report import mean_std
 from protoembed import run_layout, table_name
 
@@ -119,6 +120,16 @@ def table_one(
         rows.append([label, *cells])
     header = ["Model", "Not fine-tuned", *REGIMES.values()]
     return _table(header, rows), values
+
+
+def headline(records_dir: Path) -> dict[str, float]:
+    """The study's headline numbers (:mod:`experiments.step_rerun`): Table I's STS-B test Spearman x100,
+    the mean over the seeds of each row and regime with runs (``"<row>: <regime>"``)."""
+    _, values = table_one(records_dir, read_records(records_dir))
+    numbers: dict[str, float] = {}
+    for label, by_regime in values.items():
+        numbers |= seed_means(label, {REGIMES[regime]: spearman for regime, spearman in by_regime.items()})
+    return numbers
 
 
 def table_two(runs: dict[str, list[Path]]) -> str:
@@ -285,8 +296,10 @@ def write_report(report: Path, records_dir: Path, config_dir: Path, command: str
         setup_text(records_dir, runs),
     ]
     before = table_before(records_dir, runs)
+    before_after = step_change_section(records_dir, headline(records_dir))
     if before:
         parts += [f"## What the fixes moved (earlier records in `{BEFORE_DIR}/`), STS-B test x100\n", before]
+    parts += ["\n".join(before_after)] if before_after else []
     if discussion.is_file():
         parts += ["## Discussion\n", discussion.read_text(encoding="utf-8")]
     text = "\n".join(parts)

@@ -194,3 +194,28 @@ def test_a_cross_encoder_run_is_evaluated_by_the_command_line(tmp_path, monkeypa
     ]
     assert supervised_cpu.extra_evaluations(run, "cross-encoder", "stsb", ["STS12"], 8)
     assert supervised_cpu.extra_evaluations(run, "sbert", "stsb", ["STS12"], 8) and len(calls) == 2
+
+
+def test_a_rerun_with_the_current_step_shows_table_one_before_and_after(tmp_path):
+    """``--step-before`` keeps Table I's seed means (row: regime); the page shows them beside the rerun
+    records' means, and has no such section without the file."""
+    from experiments.step_rerun import STEP_BEFORE_FILE
+
+    records = tmp_path / "records"
+    argv = ["--step-before", "--records-dir", str(records)]
+    assert supervised_cpu.main(argv) == 2 and not (records / STEP_BEFORE_FILE).exists()  # no records
+    for seed, value in ((1, 80.0), (2, 82.0)):
+        _write(records / f"sbert-stsb-seed{seed}", "results.json", _results(value, value))
+    assert supervised_cpu.main(argv) == 0
+    kept = json.loads((records / STEP_BEFORE_FILE).read_text())
+    assert kept["settings"] == {"training.padding": "joint", "training.dropout": "torch"}
+    assert kept["numbers"] == {"SBERT: STS-B": 81.0}  # the other rows and regimes have no runs
+    for seed, value in ((1, 81.0), (2, 82.5)):
+        _write(records / f"sbert-stsb-seed{seed}", "results.json", _results(value, value))
+    text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
+    section = text.split("## Before and after the rerun with the current training step")[1]
+    assert "made again with `training.padding: auto`, `training.dropout: fast` (the defaults)" in section
+    assert "| SBERT: STS-B | 81.00 | 81.75 | +0.75 |" in section
+    (records / STEP_BEFORE_FILE).unlink()
+    text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
+    assert "## Before and after the rerun" not in text
