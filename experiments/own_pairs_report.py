@@ -507,7 +507,9 @@ def _mined_counts(records_dir: Path, data: dict[str, dict[str, Any]]) -> str:
 def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
     """The study's numbers that a rerun with a new training step is compared on
     (:mod:`experiments.step_rerun`): per set and protoembed method, the mean over its row's runs of test
-    nDCG@10, STS-B test and training wall time (sentence-transformers' rows do not depend on the step)."""
+    nDCG@10 and STS-B test (sentence-transformers' rows do not depend on the step; wall times are left out:
+    they depend on the session's CPU and load as much as on the step, whose speed
+    ``benchmarks/train_run.py`` measures)."""
     numbers: dict[str, float] = {}
     for name, label in SET_LABELS.items():
         for method, spec in METHODS.items():
@@ -515,7 +517,6 @@ def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
             columns = {
                 "test nDCG@10": [r["retrieval"][MAIN] for r in runs if MAIN in r["retrieval"]],
                 "STS-B test": [r["sts"] for r in runs if r["sts"] is not None],
-                "training s": [r["time"]["train_s"] for r in runs if "train_s" in r["time"]],
             }
             numbers.update(seed_means(f"{label}, {spec.label}", columns))
     return numbers
@@ -595,7 +596,10 @@ def write_report(
         "what is now the dev split.",
         "",
         f"Supervised runs recorded: {recorded} of {planned}. Cells: mean ± std over the seeds; wall times on 2 "
-        "CPU cores shared with other jobs (load averages in the run tables).",
+        "CPU cores shared with other jobs (load averages in the run tables). Runs recorded in different "
+        "sessions may have run on different CPUs (the CPU changes between sessions), so the two libraries' "
+        "speed is compared by `python benchmarks/train_run.py`, which alternates them on one machine "
+        "(docs/training/scale.md), not by these columns.",
         "",
         "Change from the untrained model (mean over the seeds), test nDCG@10 / STS-B test:",
         "",

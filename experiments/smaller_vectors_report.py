@@ -380,13 +380,13 @@ def summary_table(sets: dict[str, dict[str, Any]]) -> list[str]:
 def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
     """The study's numbers that a rerun with a new training step is compared on
     (:mod:`experiments.step_rerun`): per set and protoembed method, the mean test nDCG@10 of its row at
-    each width and its mean training time (sentence-transformers' rows do not depend on the step)."""
+    each width (sentence-transformers' rows do not depend on the step; wall times are left out, as
+    :func:`experiments.own_pairs_report.headline` says)."""
     numbers: dict[str, float] = {}
     for name, label in SET_LABELS.items():
         for method, spec in METHODS.items():
             runs = sets[name]["rows"][method]["runs"] if spec.library == PROTOEMBED else []
             columns = {f"test nDCG@10 at {d}": _values(runs, "dims", d) for d in DIMS}
-            columns["training s"] = [r["time"]["train_s"] for r in runs if "train_s" in r["time"]]
             numbers.update(seed_means(f"{label}, `{method}`", columns))
     return numbers
 
