@@ -506,14 +506,15 @@ def _mined_counts(records_dir: Path, data: dict[str, dict[str, Any]]) -> str:
 
 def headline(sets: dict[str, dict[str, Any]]) -> dict[str, float]:
     """The study's numbers that a rerun with a new training step is compared on
-    (:mod:`experiments.step_rerun`): per set and protoembed method, the mean over its row's runs of test
-    nDCG@10 and STS-B test (sentence-transformers' rows do not depend on the step; wall times are left out:
+    (:mod:`experiments.step_rerun`): per set and supervised protoembed method, the mean over its row's runs
+    of test nDCG@10 and STS-B test (the unsupervised rows are the 30-step study's records, not rerun, and
+    sentence-transformers' rows do not depend on the step; wall times are left out:
     they depend on the session's CPU and load as much as on the step, whose speed
     ``benchmarks/train_run.py`` measures)."""
     numbers: dict[str, float] = {}
     for name, label in SET_LABELS.items():
         for method, spec in METHODS.items():
-            runs = method_runs(sets[name], method) if spec.library == PROTOEMBED else []
+            runs = method_runs(sets[name], method) if spec.library == PROTOEMBED and spec.trained else []
             columns = {
                 "test nDCG@10": [r["retrieval"][MAIN] for r in runs if MAIN in r["retrieval"]],
                 "STS-B test": [r["sts"] for r in runs if r["sts"] is not None],
