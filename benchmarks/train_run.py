@@ -46,6 +46,8 @@ if str(ROOT) not in sys.path:  # the experiments' package: the study's mining an
 
 from experiments.step_rerun import current_step  # noqa: E402
 
+from protoembed import ProtoembedError  # noqa: E402
+
 CONFIG = ROOT / "configs" / "cpu" / "own-pairs" / "sup-mined-googlenews.yaml"
 SET = "googlenews"
 #: the sides: name -> (library, extra ``--set`` overrides)
@@ -136,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         args.rounds = 1
     work = Path(tempfile.mkdtemp(prefix="train-run-"))
     try:
-        mined, dev = prepare_data(args.data or work)
+        try:
+            mined, dev = prepare_data(args.data or work)
+        except ProtoembedError as err:  # no benchmark data, a bad --data: one line, no traceback
+            raise SystemExit(f"train_run: {err}") from None
         config = write_config(work, mined, dev, smoke.model_dir())
         pairs = sum(1 for _ in mined.open(encoding="utf-8"))
         batch = 8 if args.smoke else 64

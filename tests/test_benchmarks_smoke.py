@@ -79,6 +79,16 @@ def test_smoke_run_ends_with_its_ratio(
     assert "smoke run (--smoke)" in done.stdout
 
 
+def test_train_run_without_benchmark_data_says_so_in_one_line(smoke_env: dict[str, str], tmp_path: Path):
+    missing = tmp_path / "no-data"
+    env = {**smoke_env, "PROTOEMBED_DATA": str(missing)}
+    command = [sys.executable, str(BENCHMARKS / "train_run.py"), "--smoke"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith(f"train_run: benchmark data directory {missing}")
+
+
 # ------------------------------------------------------------------------- the peers' isolated interpreters
 PROBE = """
 import importlib.metadata, importlib.util, json, sys
