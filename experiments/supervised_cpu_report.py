@@ -123,9 +123,14 @@ def table_one(
 
 
 def headline(records_dir: Path) -> dict[str, float]:
-    """The study's headline numbers (:mod:`experiments.step_rerun`): Table I's STS-B test Spearman x100,
-    the mean over the seeds of each row and regime with runs (``"<row>: <regime>"``)."""
-    _, values = table_one(records_dir, read_records(records_dir))
+    """The study's headline numbers (:mod:`experiments.step_rerun`) of the records in ``records_dir``:
+    :func:`headline_of` their Table I."""
+    return headline_of(table_one(records_dir, read_records(records_dir))[1])
+
+
+def headline_of(values: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Table I's STS-B test Spearman x100 (``values``: :func:`table_one`'s lists), the mean over the seeds
+    of each row and regime with runs (``"<row>: <regime>"``)."""
     numbers: dict[str, float] = {}
     for label, by_regime in values.items():
         numbers |= seed_means(label, {REGIMES[regime]: spearman for regime, spearman in by_regime.items()})
@@ -296,7 +301,7 @@ def write_report(report: Path, records_dir: Path, config_dir: Path, command: str
         setup_text(records_dir, runs),
     ]
     before = table_before(records_dir, runs)
-    before_after = step_change_section(records_dir, headline(records_dir))
+    before_after = step_change_section(records_dir, headline_of(values))
     if before:
         parts += [f"## What the fixes moved (earlier records in `{BEFORE_DIR}/`), STS-B test x100\n", before]
     parts += ["\n".join(before_after)] if before_after else []

@@ -54,7 +54,13 @@ from experiments.records import (  # noqa: E402
     write_json,
 )
 from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
-from experiments.unsup_cpu_report import DIMS_SUITE, UNTRAINED, headline, write_report  # noqa: E402
+from experiments.unsup_cpu_report import (  # noqa: E402
+    DIMS_SUITE,
+    UNTRAINED,
+    headline,
+    method_records,
+    write_report,
+)
 from experiments.unsup_cpu_suites import DEFAULT_SUITE_METHODS, DIMS_METHODS, SUITES, suites_and_figures  # noqa: E402
 from protoembed import ProtoembedError  # noqa: E402
 
@@ -242,14 +248,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The study's body (see :func:`main`)."""
+    if args.step_before:
+        records = method_records(args.records_dir, method_configs(args.configs), args.seeds)
+        return step_before(args.records_dir, headline(args.records_dir, records, METHODS, args.seeds), _say)
     paths = method_configs(args.configs, args.methods)
     configs = {m: resolved_config(p, args.set) for m, p in paths.items()}
     first = next(iter(configs.values()))
     every = method_configs(args.configs)
     chosen = None if args.suite_methods == ["all"] else args.suite_methods
     suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
-    if args.step_before:
-        return step_before(args.records_dir, headline(args.records_dir, every, METHODS, args.seeds), _say)
     if args.data_dir:
         os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
     failed = []

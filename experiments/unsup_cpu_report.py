@@ -127,13 +127,19 @@ def classifier(data: dict[str, Any]) -> str:
     return str(data["protocol"]["classifier"])
 
 
-def recorded(folder: Path, suite: str) -> bool:
-    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
+def recorded_result(folder: Path, suite: str) -> dict[str, Any] | None:
+    """``folder/<suite>.json`` when it exists and was made with the study's :data:`SUITE_PROTOCOL`, else
+    ``None``."""
     data = _json(folder / f"{suite}.json")
     if data is None:
-        return False
+        return None
     protocol = data.get("protocol") or {}
-    return all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items())
+    return data if all(protocol.get(k) == v for k, v in SUITE_PROTOCOL.get(suite, {}).items()) else None
+
+
+def recorded(folder: Path, suite: str) -> bool:
+    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
+    return recorded_result(folder, suite) is not None
 
 
 def mean_std(values: list[float | None]) -> str:
@@ -391,9 +397,7 @@ def write_report(
     tasks = list(first["training"]["test_tasks"])
     untrained_record = read_record(records_dir / UNTRAINED)
     untrained = untrained_record.results if untrained_record else None
-    records = {
-        m: [r for s in seeds if (r := read_record(records_dir / f"{m}-seed{s}")) is not None] for m in configs
-    }
+    records = method_records(records_dir, configs, seeds)
     rows, dev_rows, per_label = [], [], {}
     if untrained is not None:
         cells = [mean_std([untrained["tasks"][t]["spearman"]]) for t in tasks]
@@ -462,7 +466,7 @@ def write_report(
         + changes_section(records_dir / BEFORE_DIR, records, labels, seeds)
         + "".join(
             "\n" + line
-            for line in step_change_section(records_dir, headline(records_dir, configs, labels, seeds))
+            for line in step_change_section(records_dir, headline(records_dir, records, labels, seeds))
         )
         + suite_sections(path, suite_rows, figures_dir, total, suites_note)
         + classifier_section(records_dir, suite_rows)
@@ -472,20 +476,27 @@ def write_report(
     return text
 
 
+def method_records(records_dir: Path, methods: Iterable[str], seeds: list[int]) -> dict[str, list[Record]]:
+    """Each method's finished records (``<method>-seed<k>/`` of ``seeds``, in that order)."""
+    return {
+        m: [r for s in seeds if (r := read_record(records_dir / f"{m}-seed{s}")) is not None] for m in methods
+    }
+
+
 def headline(
-    records_dir: Path, methods: Iterable[str], labels: dict[str, str], seeds: list[int]
+    records_dir: Path, records: dict[str, list[Record]], labels: dict[str, str], seeds: list[int]
 ) -> dict[str, float]:
-    """The study's headline numbers (:mod:`experiments.step_rerun`): per method (named by its label), the
-    mean over its recorded seeds of the STS test average, of each suite's average where recorded, and of
-    the STS test average at each smaller width of :data:`DIMS` where recorded."""
+    """The study's headline numbers (:mod:`experiments.step_rerun`): per method of ``records``
+    (:func:`method_records`, named by its label), the mean over its recorded seeds of the STS test
+    average, of each suite's average where recorded, and of the STS test average at each smaller width of
+    :data:`DIMS` where recorded."""
     numbers: dict[str, float] = {}
-    for method in methods:
+    for method, runs in records.items():
         folders = [records_dir / f"{method}-seed{s}" for s in seeds]
-        columns = {"STS avg.": [r.results["avg"] for f in folders if (r := read_record(f)) is not None]}
+        columns = {"STS avg.": [r.results["avg"] for r in runs]}
         for suite in SUITES:
-            columns[f"{suite} avg."] = [
-                _json(f / f"{suite}.json")["avg"] for f in folders if recorded(f, suite)
-            ]
+            results = [recorded_result(f, suite) for f in folders]
+            columns[f"{suite} avg."] = [r["avg"] for r in results if r is not None]
         dims = [data["dims"] for f in folders if (data := _json(f / f"{DIMS_SUITE}.json")) is not None]
         for d in DIMS[1:]:
             columns[f"STS avg. at {d}"] = [r[str(d)]["avg"] for r in dims]
