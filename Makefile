@@ -156,11 +156,11 @@ clean:
 # runs are skipped. One method: $(BIN)/python experiments/unsup_cpu.py --methods conpvp-official
 # --suites: transfer, few-shot and clustering of the untrained model and of every seed of ConPVP (paper)
 # and SimCSE (--suite-methods all: every method), and Figs. 4-7; --dims: the STS test at every Matryoshka
-# width of the untrained model and of SimCSE, ConPVP (paper) and ConPVP + Matryoshka; a missing kept model
-# is retrained.
+# width of the untrained model and of SimCSE, ConPVP (paper) and ConPVP + Matryoshka; --sklearn-transfer:
+# transfer with scikit-learn's classifier too, on the --suites models; a missing kept model is retrained.
 .PHONY: experiment-unsup
 experiment-unsup: install
-	$(BIN)/python experiments/unsup_cpu.py --suites transfer fewshot clustering --dims
+	$(BIN)/python experiments/unsup_cpu.py --suites transfer fewshot clustering --dims --sklearn-transfer
 
 # The supervised CPU study (Table I systems on the default backbone, seeds 1-3, STS-B one epoch; the
 # cross-encoder's STS-B its configs' 3 epochs, where its dev curve stops improving): resumable; writes

@@ -20,6 +20,8 @@ the untrained model and on the kept model of every recorded seed of ``--suite-me
 ConPVP paper's Figs. 4-7 (``--no-figures`` leaves them out): see :mod:`experiments.unsup_cpu_suites`.
 ``--dims`` evaluates the STS test tasks at every Matryoshka width (384 to 32) of the untrained model and of
 the seeds of SimCSE, ConPVP (paper) and ConPVP + Matryoshka, retraining a kept model that is missing.
+``--sklearn-transfer`` runs transfer with scikit-learn's classifier as well, on the same models as
+``--suites`` (the page sets both classifiers side by side).
 ``--step-before`` keeps the records' headline numbers (:func:`experiments.unsup_cpu_report.headline`)
 before records rerun with the current training step replace them; the page then shows both.
 """
@@ -56,6 +58,7 @@ from experiments.records import (  # noqa: E402
 from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
 from experiments.unsup_cpu_report import (  # noqa: E402
     DIMS_SUITE,
+    SKLEARN_SUITE,
     UNTRAINED,
     headline,
     method_records,
@@ -85,9 +88,18 @@ DEFAULTS = {
     "full_size": "configs/bert-base-uncased/conpvp.yaml",
 }
 DEFAULT_SEEDS = [1, 2, 3]
-#: What ``make experiment-unsup`` passes: every suite on the default suite methods, the figures, and the
-#: STS at every Matryoshka width.
-MAKE_ARGS = "--suites transfer fewshot clustering --dims"
+#: What ``make experiment-unsup`` passes: every suite on the default suite methods, the figures, the STS
+#: at every Matryoshka width and transfer with scikit-learn's classifier too.
+MAKE_ARGS = "--suites transfer fewshot clustering --dims --sklearn-transfer"
+#: The options that run more without changing which records the page is drawn from (``True``: it takes
+#: values).
+SUITE_FLAGS = {
+    "--suites": True,
+    "--suite-methods": True,
+    "--no-figures": False,
+    "--dims": False,
+    "--sklearn-transfer": False,
+}
 
 
 def resolved_config(path: Path, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -236,6 +248,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"also the STS test at every Matryoshka width of the untrained model and of {', '.join(DIMS_METHODS)}",
     )
+    parser.add_argument(
+        "--sklearn-transfer",
+        action="store_true",
+        help="also transfer with scikit-learn's classifier, on the untrained model and the --suite-methods",
+    )
     add_step_before_option(parser)
     return parser.parse_args(argv)
 
@@ -256,7 +273,8 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
     first = next(iter(configs.values()))
     every = method_configs(args.configs)
     chosen = None if args.suite_methods == ["all"] else args.suite_methods
-    suite_methods = list(method_configs(args.configs, chosen)) if args.suites else []  # unknown: error
+    wanted = args.suites or args.sklearn_transfer
+    suite_methods = list(method_configs(args.configs, chosen)) if wanted else []  # unknown: error
     if args.data_dir:
         os.environ["PROTOEMBED_DATA"] = str(Path(args.data_dir).absolute())
     failed = []
@@ -271,6 +289,7 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
                     failed.append(name)
         jobs = [(args.suites, suite_methods, not args.no_figures)] if args.suites else []
         jobs += [([DIMS_SUITE], DIMS_METHODS, False)] if args.dims else []
+        jobs += [([SKLEARN_SUITE], suite_methods, False)] if args.sklearn_transfer else []
         for suites, methods, figures in jobs:
             failed += suites_and_figures(
                 args.records_dir, args.runs_dir, every, args.seeds, suites, methods, args.set, figures
@@ -294,12 +313,11 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 
 def _without_suite_options(given: list[str]) -> list[str]:
-    """``given`` without ``--suites``, ``--suite-methods`` (and their values), ``--no-figures`` and
-    ``--dims``."""
+    """``given`` without the :data:`SUITE_FLAGS` (and their values)."""
     kept, skipping = [], False
     for arg in given:
-        if arg in ("--suites", "--suite-methods", "--no-figures", "--dims"):
-            skipping = arg not in ("--no-figures", "--dims")
+        if arg in SUITE_FLAGS:
+            skipping = SUITE_FLAGS[arg]
             continue
         if skipping and not arg.startswith("-"):
             continue

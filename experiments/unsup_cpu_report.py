@@ -57,6 +57,10 @@ SUITE_TIME_FILE = "suite_time.json"
 DIMS_SUITE = "sts-dims"
 #: The widths it is read at: the Matryoshka method's (configs/cpu/conpvp-matryoshka.yaml).
 DIMS = (384, 256, 128, 64, 32)
+#: The transfer suite with scikit-learn's logistic regression (``protoembed eval transfer --classifier
+#: sklearn``; ``transfer-sklearn.json`` beside a record), run by the study's ``--sklearn-transfer`` to set
+#: the two classifiers side by side on the same vectors.
+SKLEARN_SUITE = "transfer-sklearn"
 FIGURES_DIR = "figures"
 #: Records of an earlier version of the methods, kept to show what a fix moved (``before-fixes/``: the
 #: same ``<method>-seed<k>/`` layout, its ``figures/``, and ``CHANGES.md`` saying what was fixed).
@@ -116,15 +120,10 @@ def read_record(folder: Path) -> Record | None:
 # ------------------------------------------------------------------ small formatters
 #: Protocol entries a suite's recorded JSON must have to count as done (else it is run again, and the
 #: page leaves it out): transfer results of another classifier are redone.
-SUITE_PROTOCOL: dict[str, dict[str, Any]] = {"transfer": {"classifier": "pytorch"}}
-#: Transfer results of the scikit-learn classifier kept beside the records (``<this>/<record>/transfer.json``)
-#: for the comparison of the two classifiers.
-SKLEARN_TRANSFER_DIR = "transfer-sklearn"
-
-
-def classifier(data: dict[str, Any]) -> str:
-    """The classifier a transfer result was made with (its ``protocol`` record's)."""
-    return str(data["protocol"]["classifier"])
+SUITE_PROTOCOL: dict[str, dict[str, Any]] = {
+    "transfer": {"classifier": "pytorch"},
+    SKLEARN_SUITE: {"classifier": "sklearn"},
+}
 
 
 def recorded_result(folder: Path, suite: str) -> dict[str, Any] | None:
@@ -469,7 +468,7 @@ def write_report(
             for line in step_change_section(records_dir, headline(records_dir, records, labels, seeds))
         )
         + suite_sections(path, suite_rows, figures_dir, total, suites_note)
-        + classifier_section(records_dir, suite_rows)
+        + classifier_section(suite_rows)
         + scale_table(first, [r for runs in records.values() for r in runs], full_size)
     )
     write_text(path, text)
@@ -504,23 +503,19 @@ def headline(
     return numbers
 
 
-def classifier_section(records_dir: Path, folders: list[tuple[Path, str]]) -> str:
+def classifier_section(folders: list[tuple[Path, str]]) -> str:
     """The transfer tasks with both classifiers: SentEval's PyTorch logistic regression (the ConPVP and
     SimCSE ``evaluation.py`` setting, the records' ``transfer.json``) and scikit-learn's logistic
-    regression (``transfer-sklearn/<record>/transfer.json``). Per row label and classifier: accuracy x100
-    per task and the average (mean ± std over the seeds that have both), and the change of the average;
-    empty when no record has both.
+    regression (:data:`SKLEARN_SUITE`). Per row label and classifier: accuracy x100 per task and the
+    average (mean ± std over the seeds that have both), and the change of the average; empty when no
+    record has both.
 
-    In: the records folder and the ``(record folder, row label)`` rows of the suites."""
+    In: the ``(record folder, row label)`` rows of the suites."""
     pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for folder, label in folders:
-        torch_result = _json(folder / "transfer.json")
-        sklearn_result = _json(records_dir / SKLEARN_TRANSFER_DIR / folder.name / "transfer.json")
-        if (
-            torch_result
-            and sklearn_result
-            and (classifier(torch_result), classifier(sklearn_result)) == ("pytorch", "sklearn")
-        ):
+        torch_result = recorded_result(folder, "transfer")
+        sklearn_result = recorded_result(folder, SKLEARN_SUITE)
+        if torch_result and sklearn_result:
             pairs.setdefault(label, []).append((sklearn_result, torch_result))
     if not pairs:
         return ""
@@ -537,8 +532,8 @@ def classifier_section(records_dir: Path, folders: list[tuple[Path, str]]) -> st
         "SentEval's PyTorch logistic regression (`--classifier pytorch`: Adam, batch 64, tenacity 5, epoch "
         "size 4, L2 grid 1e-5 to 1e-2, as the ConPVP and SimCSE `evaluation.py` run it; the table above) "
         "against scikit-learn's logistic regression (`--classifier sklearn`, C grid; the study's earlier "
-        f"protocol, kept in `{SKLEARN_TRANSFER_DIR}/`), on the same vectors, accuracy x100, mean ± std "
-        "over the seeds that have both:\n\n"
+        f"protocol, run by `--sklearn-transfer` into `{SKLEARN_SUITE}.json` beside each record), on the same "
+        "vectors, accuracy x100, mean ± std over the seeds that have both:\n\n"
         + _table(["Model", "Classifier", "seeds", *tasks, "Avg."], rows, "llr" + "r" * (len(tasks) + 1))
     )
 

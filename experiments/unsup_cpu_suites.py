@@ -32,6 +32,7 @@ from experiments.unsup_cpu_report import (
     DIMS_SUITE,
     FIGURE_FILES,
     FIGURES_DIR,
+    SKLEARN_SUITE,
     SUITE_TIME_FILE,
     SUITES,
     UNTRAINED,
@@ -44,16 +45,18 @@ from protoembed import ProtoembedError
 #: numbers are unchanged, a k-means run can move by 0.01, as Biomedical's for the untrained model).
 #: Transfer keeps its vectors (``--cache-embeddings``) and few-shot, run after it, looks its sentences
 #: (a subset of transfer's) up instead of encoding them. Transfer runs the ConPVP authors' classifier
-#: (their evaluation.py: SentEval's PyTorch logistic regression), ``--classifier pytorch``.
+#: (their evaluation.py: SentEval's PyTorch logistic regression), ``--classifier pytorch``; its
+#: scikit-learn twin, run after it, looks its vectors up too.
 SUITE_OPTIONS: dict[str, tuple[str, ...]] = {
     "transfer": ("--runtime", "onnx", "--cache-embeddings", "--classifier", "pytorch"),
+    SKLEARN_SUITE: ("--runtime", "onnx", "--cache-embeddings", "--classifier", "sklearn"),
     "fewshot": ("--runtime", "onnx", "--cache-embeddings"),
     "clustering": ("--runtime", "onnx"),
     # the STS test tasks as the runs' own evaluation reads them (torch, eval_variant senteval)
     DIMS_SUITE: ("--dims", ",".join(map(str, DIMS)), "--variant", "senteval"),
 }
 #: The ``protoembed eval`` suite of a study suite named otherwise.
-SUITE_COMMANDS = {DIMS_SUITE: "sts"}
+SUITE_COMMANDS = {DIMS_SUITE: "sts", SKLEARN_SUITE: "transfer"}
 #: Methods whose seeds ``--dims`` evaluates at every width of :data:`DIMS`.
 DIMS_METHODS = ["simcse", "conpvp-paper", "conpvp-matryoshka"]
 
@@ -242,7 +245,7 @@ def suites_and_figures(
         records_dir, runs_dir: the study's records and run folders.
         configs: method -> its config file (the retraining fallback for a record without a config).
         seeds: the seeds to evaluate; a seed without a record is skipped (train it first).
-        suites: some of :data:`SUITES`, or :data:`DIMS_SUITE`.
+        suites: some of :data:`SUITES`, or :data:`DIMS_SUITE`, or :data:`SKLEARN_SUITE`.
         methods: the methods whose seeds are evaluated.
         overrides: the study's ``--set`` items (used with the fallback config only).
         figures: also draw Figs. 4-7.
@@ -250,9 +253,10 @@ def suites_and_figures(
         ``<run>:<suite>`` (or ``figure:<name>``) of everything that failed; a retrained model whose STS
         differs from its record raises ProtoembedError.
     """
-    unknown = [s for s in suites if s not in (*SUITES, DIMS_SUITE)]
+    known = (*SUITES, DIMS_SUITE, SKLEARN_SUITE)
+    unknown = [s for s in suites if s not in known]
     if unknown:
-        raise ProtoembedError(SUITES.unknown(unknown[0]))
+        raise ProtoembedError(f"unknown study suite {unknown[0]!r}; expected one of {', '.join(known)}")
     kept: dict[str, str | None] = {}
 
     def model(method: str, seed: int) -> Callable[[], str | None]:

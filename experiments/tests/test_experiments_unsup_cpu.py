@@ -452,6 +452,7 @@ def test_the_report_names_make_when_only_suite_options_were_given() -> None:
     for argv in (
         ["--suites", "transfer", "fewshot", "clustering"],
         ["--suite-methods", "all", "--no-figures"],
+        ["--dims", "--sklearn-transfer"],
     ):
         made = unsup_cpu._command(argv, unsup_cpu.parse_args(argv))
         assert made == f"`make experiment-unsup` (= `python experiments/unsup_cpu.py {unsup_cpu.MAKE_ARGS}`)"
@@ -459,6 +460,12 @@ def test_the_report_names_make_when_only_suite_options_were_given() -> None:
     assert (
         unsup_cpu._command(argv, unsup_cpu.parse_args(argv)) == "`python experiments/unsup_cpu.py --seeds 1`"
     )
+
+
+def test_make_experiment_unsup_passes_the_study_its_make_args() -> None:
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nexperiment-unsup:") :].splitlines()[2].strip()
+    assert recipe == f"$(BIN)/python experiments/unsup_cpu.py {unsup_cpu.MAKE_ARGS}"
 
 
 def test_figures_are_drawn_after_seed_1_before_later_seeds(tmp_path, monkeypatch) -> None:
@@ -526,17 +533,15 @@ def test_a_transfer_record_of_another_classifier_is_redone(tmp_path):
 
 
 def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
-    """A record's transfer.json of SentEval's PyTorch classifier with the scikit-learn one kept in
-    transfer-sklearn/: both per task (mean ± std over the seeds that have both) and the change of the
-    average; a transfer.json still of scikit-learn's stays off the page's transfer table."""
+    """A record's transfer.json of SentEval's PyTorch classifier beside its transfer-sklearn.json: both
+    per task (mean ± std over the seeds that have both) and the change of the average; a transfer.json
+    still of scikit-learn's stays off the page's transfer table."""
     records = tmp_path / "records"
     for seed, (old, new) in enumerate([(70.0, 71.0), (72.0, 72.5), (74.0, None)], start=1):
         _write_run(records / f"simcse-seed{seed}", 60.0, log=False)
         sklearn = {**_suite_json("transfer", "m", old), "avg": old + 3}
         sklearn["protocol"] = {**sklearn["protocol"], "classifier": "sklearn"}
-        kept = records / "transfer-sklearn" / f"simcse-seed{seed}"
-        kept.mkdir(parents=True)
-        (kept / "transfer.json").write_text(json.dumps(sklearn))
+        (records / f"simcse-seed{seed}" / "transfer-sklearn.json").write_text(json.dumps(sklearn))
         current = sklearn if new is None else {**_suite_json("transfer", "m", new), "avg": new + 3}
         (records / f"simcse-seed{seed}" / "transfer.json").write_text(json.dumps(current))
     text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
@@ -549,6 +554,31 @@ def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
     assert rows[1][-1] == "74.75 ± 1.06" and rows[2][-1] == "0.75 ± 0.35"  # changes +1.0 and +0.5
     transfer_table = text[text.index("## Transfer, clustering") : text.index("## Transfer with both")]
     assert "74.00" not in transfer_table  # seed 3's scikit-learn MR is not mixed in
+
+
+def test_sklearn_transfer_runs_scikit_learns_classifier_on_the_suite_models(tmp_path, monkeypatch) -> None:
+    """``--sklearn-transfer`` runs ``eval transfer --classifier sklearn`` (the cached vectors) into
+    transfer-sklearn.json beside the untrained record and each suite method's; a recorded one is skipped."""
+    fake, args = _study(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    args = [a for a in args if a not in ("--suites", "transfer", "fewshot", "clustering")]
+    assert unsup_cpu.main([*args, "--sklearn-transfer"]) == 0
+    runs = tmp_path / "runs"
+    models = [("default", UNTRAINED)] + [
+        (str(runs / f / "best"), f) for f in ("conpvp-paper-seed1", "simcse-seed1")
+    ]
+    sklearn = [c for c in fake.commands if "sklearn" in c]
+    assert sklearn == [
+        ["eval", "transfer", "--model", m, "--output", str(records / f / "transfer-sklearn.json")]
+        + ["--runtime", "onnx", "--cache-embeddings", "--classifier", "sklearn"]
+        for m, f in models
+    ]
+    assert json.loads((records / "simcse-seed1" / "transfer-sklearn.json").read_text())["protocol"] == {
+        "classifier": "sklearn"
+    }
+    fake.commands.clear()
+    assert unsup_cpu.main([*args, "--sklearn-transfer"]) == 0
+    assert not [c for c in fake.commands if "sklearn" in c]
 
 
 def test_a_recorded_config_retrains_with_the_settings_added_since_as_it_was_made() -> None:
@@ -643,3 +673,14 @@ def test_a_rerun_with_the_current_step_shows_the_headline_numbers_before_and_aft
     (records / STEP_BEFORE_FILE).unlink()
     text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2], "`c`")
     assert "## Before and after the rerun" not in text
+
+
+def test_an_unknown_study_suite_is_a_one_line_error(tmp_path) -> None:
+    from experiments.unsup_cpu_suites import suites_and_figures
+
+    from protoembed import ProtoembedError
+
+    with pytest.raises(
+        ProtoembedError, match=r"^unknown study suite 'sts'; expected one of transfer, fewshot, "
+    ):
+        suites_and_figures(tmp_path, tmp_path, {}, [1], ["sts"], [], [], figures=False)
