@@ -58,8 +58,8 @@ DIMS_SUITE = "sts-dims"
 #: The widths it is read at: the Matryoshka method's (configs/cpu/conpvp-matryoshka.yaml).
 DIMS = (384, 256, 128, 64, 32)
 #: The transfer suite with scikit-learn's logistic regression (``protoembed eval transfer --classifier
-#: sklearn``; ``transfer-sklearn.json`` beside a record), run by the study's ``--sklearn-transfer`` to set
-#: the two classifiers side by side on the same vectors.
+#: sklearn``), run by the study's ``--sklearn-transfer`` to set the two classifiers side by side on the
+#: same vectors; its results are kept in a folder of this name (:func:`suite_file`).
 SKLEARN_SUITE = "transfer-sklearn"
 FIGURES_DIR = "figures"
 #: Records of an earlier version of the methods, kept to show what a fix moved (``before-fixes/``: the
@@ -126,10 +126,20 @@ SUITE_PROTOCOL: dict[str, dict[str, Any]] = {
 }
 
 
+def suite_file(folder: Path, suite: str) -> Path:
+    """Where the record in ``folder`` keeps its ``suite`` result: ``<folder>/<suite>.json``, but
+    :data:`SKLEARN_SUITE`'s in that folder beside the records (``transfer-sklearn/<record>/transfer.json``):
+    ``protoembed report`` reads a record folder as one page, where a transfer result of another
+    classifier cannot share the transfer table."""
+    if suite == SKLEARN_SUITE:
+        return folder.parent / SKLEARN_SUITE / folder.name / "transfer.json"
+    return folder / f"{suite}.json"
+
+
 def recorded_result(folder: Path, suite: str) -> dict[str, Any] | None:
-    """``folder/<suite>.json`` when it exists and was made with the study's :data:`SUITE_PROTOCOL`, else
-    ``None``."""
-    data = _json(folder / f"{suite}.json")
+    """The record's ``suite`` result (:func:`suite_file`) when it exists and was made with the study's
+    :data:`SUITE_PROTOCOL`, else ``None``."""
+    data = _json(suite_file(folder, suite))
     if data is None:
         return None
     protocol = data.get("protocol") or {}
@@ -137,7 +147,7 @@ def recorded_result(folder: Path, suite: str) -> dict[str, Any] | None:
 
 
 def recorded(folder: Path, suite: str) -> bool:
-    """Whether ``folder/<suite>.json`` exists and was made with the study's :data:`SUITE_PROTOCOL`."""
+    """Whether the record's ``suite`` result exists and was made with the study's :data:`SUITE_PROTOCOL`."""
     return recorded_result(folder, suite) is not None
 
 
@@ -532,7 +542,7 @@ def classifier_section(folders: list[tuple[Path, str]]) -> str:
         "SentEval's PyTorch logistic regression (`--classifier pytorch`: Adam, batch 64, tenacity 5, epoch "
         "size 4, L2 grid 1e-5 to 1e-2, as the ConPVP and SimCSE `evaluation.py` run it; the table above) "
         "against scikit-learn's logistic regression (`--classifier sklearn`, C grid; the study's earlier "
-        f"protocol, run by `--sklearn-transfer` into `{SKLEARN_SUITE}.json` beside each record), on the same "
+        f"protocol, run by `--sklearn-transfer` into `{SKLEARN_SUITE}/`), on the same "
         "vectors, accuracy x100, mean ± std over the seeds that have both:\n\n"
         + _table(["Model", "Classifier", "seeds", *tasks, "Avg."], rows, "llr" + "r" * (len(tasks) + 1))
     )

@@ -37,6 +37,7 @@ from experiments.unsup_cpu_report import (
     SUITES,
     UNTRAINED,
     recorded,
+    suite_file,
 )
 from protoembed import ProtoembedError
 
@@ -167,7 +168,7 @@ def run_suites(folder: Path, suites: list[str], model: Callable[[], str | None])
     spec = model()
     if spec is None:
         return missing
-    return [s for s in missing if _timed(suite_command(s, spec, folder / f"{s}.json"), folder, s) != 0]
+    return [s for s in missing if _timed(suite_command(s, spec, suite_file(folder, s)), folder, s) != 0]
 
 
 def figure_commands(

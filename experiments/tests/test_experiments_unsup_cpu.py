@@ -226,6 +226,7 @@ class FakeCalls:
             (run / "results.json").write_text(json.dumps(results))
         elif cmd[3] == "eval":
             target = out("--output")
+            target.parent.mkdir(parents=True, exist_ok=True)  # as protoembed's writer does
             data = _suite_json(cmd[4], out("--model").name, 60.0 + 3 * self.n)
             if "--classifier" in cmd:
                 data["protocol"] = {"classifier": cmd[cmd.index("--classifier") + 1]}
@@ -533,15 +534,17 @@ def test_a_transfer_record_of_another_classifier_is_redone(tmp_path):
 
 
 def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
-    """A record's transfer.json of SentEval's PyTorch classifier beside its transfer-sklearn.json: both
-    per task (mean ± std over the seeds that have both) and the change of the average; a transfer.json
-    still of scikit-learn's stays off the page's transfer table."""
+    """A record's transfer.json of SentEval's PyTorch classifier with the scikit-learn one kept in
+    transfer-sklearn/: both per task (mean ± std over the seeds that have both) and the change of the
+    average; a transfer.json still of scikit-learn's stays off the page's transfer table."""
     records = tmp_path / "records"
     for seed, (old, new) in enumerate([(70.0, 71.0), (72.0, 72.5), (74.0, None)], start=1):
         _write_run(records / f"simcse-seed{seed}", 60.0, log=False)
         sklearn = {**_suite_json("transfer", "m", old), "avg": old + 3}
         sklearn["protocol"] = {**sklearn["protocol"], "classifier": "sklearn"}
-        (records / f"simcse-seed{seed}" / "transfer-sklearn.json").write_text(json.dumps(sklearn))
+        kept = records / "transfer-sklearn" / f"simcse-seed{seed}"
+        kept.mkdir(parents=True)
+        (kept / "transfer.json").write_text(json.dumps(sklearn))
         current = sklearn if new is None else {**_suite_json("transfer", "m", new), "avg": new + 3}
         (records / f"simcse-seed{seed}" / "transfer.json").write_text(json.dumps(current))
     text = write_report(tmp_path / "r.md", records, _configs("simcse"), unsup_cpu.METHODS, [1, 2, 3], "`c`")
@@ -557,11 +560,15 @@ def test_transfer_of_both_classifiers_side_by_side(tmp_path) -> None:
 
 
 def test_sklearn_transfer_runs_scikit_learns_classifier_on_the_suite_models(tmp_path, monkeypatch) -> None:
-    """``--sklearn-transfer`` runs ``eval transfer --classifier sklearn`` (the cached vectors) into
-    transfer-sklearn.json beside the untrained record and each suite method's; a recorded one is skipped."""
+    """``--sklearn-transfer`` runs ``eval transfer --classifier sklearn`` (the cached vectors, after
+    ``--suites transfer``) into transfer-sklearn/<record>/transfer.json for the untrained record and each
+    suite method's; a recorded one is skipped; ``protoembed report`` of a record folder still reads one
+    transfer protocol (the two would not share its table)."""
+    from protoembed import ProtoembedError, build_report, load_results
+
     fake, args = _study(tmp_path, monkeypatch)
     records = tmp_path / "records"
-    args = [a for a in args if a not in ("--suites", "transfer", "fewshot", "clustering")]
+    args = [a for a in args if a not in ("fewshot", "clustering")] + ["--no-figures"]
     assert unsup_cpu.main([*args, "--sklearn-transfer"]) == 0
     runs = tmp_path / "runs"
     models = [("default", UNTRAINED)] + [
@@ -569,13 +576,23 @@ def test_sklearn_transfer_runs_scikit_learns_classifier_on_the_suite_models(tmp_
     ]
     sklearn = [c for c in fake.commands if "sklearn" in c]
     assert sklearn == [
-        ["eval", "transfer", "--model", m, "--output", str(records / f / "transfer-sklearn.json")]
+        [
+            "eval",
+            "transfer",
+            "--model",
+            m,
+            "--output",
+            str(records / "transfer-sklearn" / f / "transfer.json"),
+        ]
         + ["--runtime", "onnx", "--cache-embeddings", "--classifier", "sklearn"]
         for m, f in models
     ]
-    assert json.loads((records / "simcse-seed1" / "transfer-sklearn.json").read_text())["protocol"] == {
-        "classifier": "sklearn"
-    }
+    kept = records / "transfer-sklearn" / "simcse-seed1" / "transfer.json"
+    assert json.loads(kept.read_text())["protocol"] == {"classifier": "sklearn"}
+    both = load_results([records / "simcse-seed1", kept])  # two transfer protocols: one page refuses
+    with pytest.raises(ProtoembedError, match="cannot share a table"):
+        build_report(both, tmp_path / "page.md", figures=False)
+    build_report(load_results([records / "simcse-seed1"]), tmp_path / "page.md", figures=False)
     fake.commands.clear()
     assert unsup_cpu.main([*args, "--sklearn-transfer"]) == 0
     assert not [c for c in fake.commands if "sklearn" in c]
