@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,6 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -56,7 +54,8 @@ from experiments.records import (  # noqa: E402
     timed_call,
     write_json,
 )
-from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.step_rerun import step_before  # noqa: E402
+from experiments.study_cli import given_arguments, script_command, study_parser  # noqa: E402
 
 #: Config name of a set -> the clustering task it is evaluated on (the order of the study and report).
 SETS = {"tweet": "Tweet", "stackoverflow": "StackOverflow", "biomedical": "Biomedical"}
@@ -145,27 +144,16 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], reuse: Path | None) 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(
-        prog="python experiments/domain_adapt.py", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument(
-        "--configs", default=DEFAULTS["configs"], type=Path, help="<method>-<set>.yaml folder"
-    )
+    parser = study_parser("domain_adapt.py", __doc__, DEFAULTS, "<method>-<set>.yaml folder")
     parser.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
-    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
-    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
-    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument(
         "--untrained-from",
         default="docs/results/clustering-default.json",
         type=Path,
         help="take the untrained model's clustering rows from this `eval clustering --model default` file",
     )
-    add_set_option(parser)
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
-    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -215,12 +203,11 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the study: ``make experiment-adapt`` when the defaults were used."""
-    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
     defaults = parse_args([])
     keys = ("configs", "seeds", "set", "runs_dir", "records_dir", "report", "methods", "sets")
     if all(getattr(args, k) == getattr(defaults, k) for k in keys):
         return "`make experiment-adapt` (= `python experiments/domain_adapt.py`)"
-    return "`python experiments/domain_adapt.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+    return f"`{script_command('domain_adapt.py', given_arguments(argv))}`"
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from the records every time.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -79,7 +78,6 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -88,7 +86,8 @@ from experiments.records import (  # noqa: E402
     timed_call,
     write_json,
 )
-from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.step_rerun import step_before  # noqa: E402
+from experiments.study_cli import given_arguments, script_command, study_parser  # noqa: E402
 
 DEFAULTS = {
     "configs": "configs/cpu/own-pairs",
@@ -215,7 +214,7 @@ def config_path(configs: Path, method: str, name: str) -> Path:
 
 
 def study_overrides(method: str, overrides: list[str]) -> tuple[str, ...]:
-    """The study's ``--set`` overrides (:func:`~experiments.records.add_set_option`) that a run of ``method``
+    """The study's ``--set`` overrides (:func:`~experiments.study_cli.study_parser`) that a run of ``method``
     gets: all of them for protoembed's runs, none for the anchor's (they name protoembed's settings)."""
     return tuple(overrides) if METHODS[method].library == PROTOEMBED else ()
 
@@ -329,22 +328,11 @@ def chosen_lr(records_dir: Path, method: str, name: str) -> float | None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(
-        prog="python experiments/own_pairs.py", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument(
-        "--configs", default=DEFAULTS["configs"], type=Path, help="<config>-<set>.yaml folder"
-    )
+    parser = study_parser("own_pairs.py", __doc__, DEFAULTS, "<config>-<set>.yaml folder")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), choices=list(SEEDS))
     parser.add_argument("--methods", nargs="+", choices=TRAINED, default=TRAINED)
     parser.add_argument("--max-steps", type=int, default=None, help="cap every run (a smoke test)")
-    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
-    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
-    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
-    add_set_option(parser)
-    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -424,12 +412,11 @@ def _runs(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the study: ``make experiment-own-pairs`` when the defaults were used."""
-    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
     defaults = parse_args([])
     keys = ("configs", "seeds", "runs_dir", "records_dir", "report", "methods", "sets", "max_steps")
     if all(getattr(args, k) == getattr(defaults, k) for k in keys):
         return "`make experiment-own-pairs` (= `python experiments/own_pairs.py`)"
-    return "`python experiments/own_pairs.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+    return f"`{script_command('own_pairs.py', given_arguments(argv))}`"
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ errors into its exit code.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -32,7 +31,6 @@ __all__ = [
     "LOG_FILE",
     "RESULTS_FILE",
     "TIME_FILE",
-    "add_set_option",
     "add_time",
     "copy_record",
     "finished",
@@ -100,14 +98,6 @@ def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
         return _replace(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
     finally:
         pyplot().close(fig)
-
-
-def add_set_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--set KEY=VALUE`` (repeatable; ``args.set``, a list): config overrides every protoembed run of
-    the study gets after its own, as ``protoembed train --set`` takes them."""
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
-    )
 
 
 def load_average() -> float | None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -62,7 +61,6 @@ from experiments.records import (  # noqa: E402
     BEST_DIR,
     ENVIRONMENT_FILE,
     TIME_FILE,
-    add_set_option,
     copy_record,
     finished,
     guarded,
@@ -83,7 +81,8 @@ from experiments.smaller_vectors_plan import (  # noqa: E402
     quantised_file,
     row_lr,
 )
-from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.step_rerun import step_before  # noqa: E402
+from experiments.study_cli import given_arguments, script_command, study_parser  # noqa: E402
 
 DEFAULTS = {
     "configs": OWN_PAIRS_DEFAULTS["configs"],
@@ -201,10 +200,7 @@ def _runs(args: argparse.Namespace, data: dict[str, Path]) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(
-        prog="python experiments/smaller_vectors.py", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--configs", default=DEFAULTS["configs"], type=Path, help="own-pairs config folder")
+    parser = study_parser("smaller_vectors.py", __doc__, DEFAULTS, "own-pairs config folder")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), choices=list(SEEDS))
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
@@ -216,15 +212,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "own-pairs study's lr",
     )
     parser.add_argument("--max-steps", type=int, default=None, help="cap every run (a smoke test)")
-    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
-    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
     parser.add_argument(
         "--own-pairs-records", default=DEFAULTS["own_pairs_records"], type=Path, help="its chosen lrs"
     )
-    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
-    add_set_option(parser)
-    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -261,10 +251,10 @@ def _study(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the study: ``make experiment-smaller-vectors`` when the defaults were used."""
-    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
+    given = given_arguments(argv)
     if given == []:
-        return "`make experiment-smaller-vectors` (= `python experiments/smaller_vectors.py`)"
-    return "`python experiments/smaller_vectors.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+        return f"`make experiment-smaller-vectors` (= `{script_command('smaller_vectors.py')}`)"
+    return f"`{script_command('smaller_vectors.py', given)}`"
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ the same numbers of the new records (:func:`step_change_section`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from collections.abc import Callable
@@ -85,16 +84,6 @@ def step_change_section(records_dir: Path, numbers: dict[str, float]) -> list[st
         after, change = ("n/a", "n/a") if now is None else (f"{now:.2f}", f"{now - was:+.2f}")
         lines.append(f"| {name} | {was:.2f} | {after} | {change} |")
     return lines + [""]
-
-
-def add_step_before_option(parser: argparse.ArgumentParser) -> None:
-    """A study's ``--step-before`` flag: keep its records' headline numbers, then stop."""
-    parser.add_argument(
-        "--step-before",
-        action="store_true",
-        help=f"only write the records' headline numbers to {STEP_BEFORE_FILE}, before records rerun with the "
-        "current training step replace them (the page then shows both)",
-    )
 
 
 def step_before(records_dir: Path, numbers: dict[str, float], say: Callable[[str], None]) -> int:

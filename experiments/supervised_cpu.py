@@ -40,7 +40,6 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_set_option,
     add_time,
     copy_record,
     finished,
@@ -48,7 +47,8 @@ from experiments.records import (  # noqa: E402
     load_average,
     write_json,
 )
-from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.step_rerun import step_before  # noqa: E402
+from experiments.study_cli import script_command, study_parser  # noqa: E402
 from experiments.unsup_cpu import environment  # noqa: E402
 from protoembed import ProtoembedError  # noqa: E402
 
@@ -209,10 +209,7 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(
-        prog="python experiments/supervised_cpu.py", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--configs", default=DEFAULTS["configs"], type=Path)
+    parser = study_parser("supervised_cpu.py", __doc__, DEFAULTS)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
     parser.add_argument(
         "--regimes",
@@ -223,12 +220,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "config, data, steps and seed as an NLI run)",
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
-    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path)
-    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
-    add_set_option(parser)
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
-    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -272,7 +263,7 @@ def _command(argv: list[str] | None) -> str:
     for i, arg in enumerate(given):
         if arg.split("=", 1)[0] in PAGE_OPTIONS:
             kept += [arg] if "=" in arg or i + 1 == len(given) else [arg, given[i + 1]]
-    return "python experiments/supervised_cpu.py" + "".join(" " + shlex.quote(a) for a in kept)
+    return script_command("supervised_cpu.py", kept)
 
 
 if __name__ == "__main__":

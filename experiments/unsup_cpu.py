@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -46,7 +45,6 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_set_option,
     add_time,
     copy_record,
     finished,
@@ -55,7 +53,8 @@ from experiments.records import (  # noqa: E402
     machine,
     write_json,
 )
-from experiments.step_rerun import add_step_before_option, step_before  # noqa: E402
+from experiments.step_rerun import step_before  # noqa: E402
+from experiments.study_cli import given_arguments, script_command, study_parser  # noqa: E402
 from experiments.unsup_cpu_report import (  # noqa: E402
     DIMS_SUITE,
     SKLEARN_SUITE,
@@ -211,23 +210,13 @@ def evaluate_untrained(records_dir: Path, cfg: dict[str, Any]) -> bool:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(
-        prog="python experiments/unsup_cpu.py", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument(
-        "--configs", default=DEFAULTS["configs"], type=Path, help="directory of method configs"
-    )
+    parser = study_parser("unsup_cpu.py", __doc__, DEFAULTS, "directory of method configs")
     parser.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     parser.add_argument("--methods", nargs="+", default=None, help="a subset of the methods (config stems)")
-    parser.add_argument("--runs-dir", default=DEFAULTS["runs_dir"], type=Path)
-    parser.add_argument("--records-dir", default=DEFAULTS["records_dir"], type=Path, help="committed records")
-    parser.add_argument("--report", default=DEFAULTS["report"], type=Path)
     parser.add_argument(
         "--full-size", default=DEFAULTS["full_size"], help="config compared with in the report ('' for none)"
     )
-    add_set_option(parser)
     parser.add_argument("--data-dir", default=None, help="benchmark data (default: $PROTOEMBED_DATA)")
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
     parser.add_argument(
         "--suites",
         nargs="+",
@@ -253,7 +242,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also transfer with scikit-learn's classifier, on the untrained model and the --suite-methods",
     )
-    add_step_before_option(parser)
     return parser.parse_args(argv)
 
 
@@ -328,13 +316,12 @@ def _without_suite_options(given: list[str]) -> list[str]:
 
 def _command(argv: list[str] | None, args: argparse.Namespace) -> str:
     """How to remake the report: ``make experiment-unsup`` when the defaults were used."""
-    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
-    given = _without_suite_options(given)  # they run more, but the page is drawn from the same records
-    command = "`python experiments/unsup_cpu.py" + "".join(" " + shlex.quote(a) for a in given) + "`"
+    given = _without_suite_options(given_arguments(argv))  # they run more; the page is of the same records
+    command = f"`{script_command('unsup_cpu.py', given)}`"
     defaults = parse_args([])
     keys = ("configs", "seeds", "set", "runs_dir", "records_dir", "report", "full_size")
     if all(getattr(args, k) == getattr(defaults, k) for k in keys):
-        return f"`make experiment-unsup` (= `python experiments/unsup_cpu.py {MAKE_ARGS}`)"
+        return f"`make experiment-unsup` (= `{script_command('unsup_cpu.py', MAKE_ARGS.split())}`)"
     return command
 
 
