@@ -222,3 +222,23 @@ def test_a_classifier_with_several_outputs_is_refused_as_a_reranker(tiny_model_d
     ) as err:
         load_reranker(folder, "cpu")
     assert "\n" not in str(err.value)
+
+
+def test_a_pair_empty_on_both_sides_is_tei_s_empty_error_and_one_empty_side_is_scored(server, folders):
+    """TEI's tokenizer refuses a (query, text) pair only when both are empty (``EncodingInput::Dual``'s
+    ``is_empty``): its Empty error, 400, and no ranks; an empty query or an empty text alone is a pair
+    like any other, scored as ``CrossEncoder.predict`` scores it."""
+    base, _ = server
+    response = post(base, "/rerank", {"query": "", "texts": [TEXTS[0], ""]})
+    assert response.status_code == 400
+    assert_schema(response.json(), "ErrorResponse")
+    assert response.json() == {
+        "error": "`inputs` cannot be empty: the query and texts[1] are both empty",
+        "error_type": "Empty",
+    }
+    for query, texts in (("", [TEXTS[0], TEXTS[1]]), (QUERY, ["", TEXTS[1]])):
+        response = post(base, "/rerank", {"query": query, "texts": texts, "raw_scores": True})
+        assert response.status_code == 200, response.text
+        got = {r["index"]: r["score"] for r in response.json()}
+        expected = predict(folders["regression"], [(query, t) for t in texts])
+        np.testing.assert_allclose([got[0], got[1]], expected, atol=1e-5, rtol=0)

@@ -19,7 +19,9 @@ clients work unchanged): :func:`tei_router`.
 - ``POST /rerank`` (a cross-encoder served: :class:`~protoembed.model.cross_encoder.Reranker`):
   ``{"query", "texts", "truncate", "truncation_direction", "raw_scores": false, "return_text": false}`` ->
   ``[{"index", "score", "text"?}]``, highest score first (ties: the later text first, as TEI's reversed
-  stable sort gives them); ``score`` the sigmoid of the pair's logit, with ``raw_scores`` the logit;
+  stable sort gives them); ``score`` the sigmoid of the pair's logit, with ``raw_scores`` the logit; a
+  pair empty on both sides (an empty query and an empty text) is TEI's ``Empty`` 400, one empty side is
+  scored;
   on an embedding model a 424 (``Backend``), and on a reranker every embedding route answers that 424,
   as text-embeddings-inference answers them;
 - ``GET /info``: the model and the server's limits (TEI's ``Info``; ``max_input_length`` counts a row's
@@ -184,6 +186,11 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
         if not infer.reranker:
             raise APIError("model_type", "model is not a re-ranker model")
         check_count(len(body.texts), settings.max_inputs_per_request, "texts")
+        if not body.query and "" in body.texts:  # TEI refuses a pair empty on both sides, scores the rest
+            i = body.texts.index("")
+            raise APIError(
+                "empty", f"`inputs` cannot be empty: the query and texts[{i}] are both empty", "texts"
+            )
         scores = await infer.rerank(body.query, body.texts, truncate(body.truncate), body.raw_scores)
         if np.isnan(scores).any():
             raise APIError("backend", "score is NaN")
