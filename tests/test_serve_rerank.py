@@ -103,7 +103,7 @@ def test_equal_scores_rank_the_later_text_first_as_tei_s_reversed_stable_sort(se
     the float rounding), so the model's scores are replaced by ties here."""
     base, app = server
 
-    async def tied(query, texts, truncate, raw_scores):
+    async def tied(query, texts, truncate, raw_scores, left=False):
         return np.asarray([0.5, 0.25, 0.5, 0.75, 0.25], dtype=np.float32)
 
     monkeypatch.setattr(app.state.infer, "rerank", tied)
@@ -242,3 +242,25 @@ def test_a_pair_empty_on_both_sides_is_tei_s_empty_error_and_one_empty_side_is_s
         got = {r["index"]: r["score"] for r in response.json()}
         expected = predict(folders["regression"], [(query, t) for t in texts])
         np.testing.assert_allclose([got[0], got[1]], expected, atol=1e-5, rtol=0)
+
+
+def test_truncation_direction_left_cuts_a_long_pair_as_a_left_truncating_cross_encoder(server, folders):
+    """``truncate: true`` with ``truncation_direction: Left``: the scores of ``CrossEncoder.predict`` whose
+    tokenizer truncates on the left (the longest side's start cut), not those of the default right side."""
+    from sentence_transformers import CrossEncoder
+
+    base, _ = server
+    long_text = " ".join(TEXTS[i % 5][: 4 + i % 13] for i in range(40))  # no period a cut could hide
+    pairs = [(QUERY, TEXTS[0]), (QUERY, long_text)]
+    reference = CrossEncoder(str(folders["regression"]), device="cpu")
+    expected = {}
+    for side in ("left", "right"):
+        reference.tokenizer.truncation_side = side
+        expected[side] = reference.predict(pairs, batch_size=2)
+    assert abs(expected["left"][1] - expected["right"][1]) > 1e-4  # the sides differ
+    for direction, side in (("Left", "left"), ("Right", "right")):
+        body = {"query": QUERY, "texts": [TEXTS[0], long_text], "truncate": True, "raw_scores": True}
+        response = post(base, "/rerank", {**body, "truncation_direction": direction})
+        assert response.status_code == 200, response.text
+        got = {r["index"]: r["score"] for r in response.json()}
+        np.testing.assert_allclose([got[0], got[1]], expected[side], atol=1e-5, rtol=0)

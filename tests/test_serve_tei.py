@@ -137,6 +137,57 @@ def test_embed_all_gives_sentence_transformers_token_embeddings(tiny_model_dirs)
         np.testing.assert_allclose(got, expected.numpy(), atol=1e-5, rtol=0)
 
 
+def test_truncation_direction_left_cuts_the_start_as_a_left_truncating_tokenizer(tiny_model_dirs):
+    """``truncate: true`` with ``truncation_direction: Left`` (or ``left``): each route gives the vectors of
+    sentence-transformers' model whose tokenizer truncates on the left (the prompted text's start cut,
+    the prompt first, as TEI's tokenizer cuts it); a token array as its text; ``Right`` the end; without
+    ``truncate`` the long input is still refused."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoConfig
+
+    folder = str(tiny_model_dirs["bert"])
+    model = protoembed.load(folder, head="mean")
+    model.prompts = dict(PROMPTS)
+    reference = SentenceTransformer(folder, device="cpu")
+    assert model.max_seq_length is None  # the position embeddings' limit, as sentence-transformers' below
+    reference.max_seq_length = AutoConfig.from_pretrained(folder).max_position_embeddings
+    long_text = " ".join(TEXTS[i % 3][: 5 + i % 17] for i in range(120))  # no period a cut could hide
+    texts = [long_text, TEXTS[0]]
+    ends = {}
+    for side in ("right", "left"):
+        reference.tokenizer.truncation_side = side
+        ends[side] = {
+            "plain": reference.encode(texts),
+            "query": reference.encode(["query: " + t for t in texts]),
+            "tokens": reference.encode([long_text], output_value="token_embeddings")[0].numpy(),
+        }
+    assert np.abs(ends["left"]["plain"][0] - ends["right"]["plain"][0]).max() > 1e-3  # the sides differ
+    long_ids = model.tokenizer(long_text)["input_ids"]
+    with running(model) as (base, _):
+        for direction, side in (("Left", "left"), ("left", "left"), ("Right", "right")):
+            cut = {"truncate": True, "truncation_direction": direction}
+            embed = post(base, "/embed", {"inputs": texts, "normalize": False, **cut})
+            assert embed.status_code == 200, embed.text
+            np.testing.assert_allclose(embed.json(), ends[side]["plain"], atol=1e-5, rtol=0)
+            query = post(base, "/embed", {"inputs": texts, "normalize": False, "prompt_name": "query", **cut})
+            np.testing.assert_allclose(query.json(), ends[side]["query"], atol=1e-5, rtol=0)
+            array = post(base, "/embed", {"inputs": [long_ids], "normalize": False, **cut})
+            np.testing.assert_allclose(array.json(), ends[side]["plain"][:1], atol=1e-5, rtol=0)
+            states = post(base, "/embed_all", {"inputs": long_text, **cut})
+            np.testing.assert_allclose(states.json()[0], ends[side]["tokens"], atol=1e-5, rtol=0)
+            pair = {"source_sentence": TEXTS[0], "sentences": [long_text]}
+            similarity = post(
+                base,
+                "/similarity",
+                {"inputs": pair, "parameters": {"truncate": True, "truncation_direction": direction}},
+            )
+            a, b = ends[side]["plain"][1], ends[side]["plain"][0]
+            expected = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+            np.testing.assert_allclose(similarity.json(), [expected], atol=1e-5, rtol=0)
+        refused = post(base, "/embed", {"inputs": long_text, "truncation_direction": "Left"})
+        assert refused.status_code == 422 and "send truncate: true" in refused.json()["error"]
+
+
 def test_similarity_is_the_cosine_of_the_pooled_vectors(server, normalizing):
     from sklearn.metrics.pairwise import cosine_similarity
 
@@ -199,7 +250,7 @@ ERRORS = [
     ("/embed", {"inputs": 5}, 422, "Validation", "inputs must be a string"),
     ("/embed", {"inputs": [[1, 2, "x"]]}, 422, "Validation", "inputs[0][2] is a string"),
     ("/embed", {"inputs": "a", "normalize": "x"}, 422, "Validation", "normalize"),
-    ("/embed", {"inputs": "a", "truncation_direction": "Left"}, 422, "Validation", "truncation_direction"),
+    ("/embed", {"inputs": "a", "truncation_direction": "Up"}, 422, "Validation", "truncation_direction"),
     ("/embed", b"{", 422, "Validation", "could not parse the JSON body"),
     ("/embed", {"inputs": "a", "prompt_name": "nope"}, 422, "Validation", "unknown prompt name 'nope'"),
     ("/embed", {"inputs": "a", "dimensions": 33}, 422, "Validation", "32 dimensions; pass 1 to 32"),

@@ -162,8 +162,11 @@ class Reranker:
         self.activation = f"{type(activation).__module__}.{type(activation).__qualname__}"
         self.prompts: dict[str, str] = {}
         # one tokenizer per truncation setting: a fast tokenizer's call sets its truncation on the shared
-        # Rust object, so a copy that always cuts and one that never does run safely on many threads
+        # Rust object, so a copy that cuts at the end, one that cuts at the start and one that never cuts
+        # run safely on many threads
         self._cut, self._whole = self.tokenizer, copy.deepcopy(self.tokenizer)
+        self._cut_start = copy.deepcopy(self.tokenizer)
+        self._cut_start.truncation_side = "left"
         self.pad_id = self.tokenizer.pad_token_id or 0
 
     def eval(self) -> Reranker:
@@ -172,14 +175,16 @@ class Reranker:
         return self
 
     def tokenize(
-        self, query: str, texts: list[str], truncate: bool = True
+        self, query: str, texts: list[str], truncate: bool = True, left: bool = False
     ) -> tuple[list[list[int]], list[int] | None]:
         """The rows of the pairs ``(query, text)`` and each row's first-segment length (``None``: the
-        tokenizer gives no token types). ``truncate``: cut as ``CrossEncoder.predict`` cuts; else whole
-        (the caller checks them against :attr:`max_length`)."""
+        tokenizer gives no token types). ``truncate``: cut as ``CrossEncoder.predict`` cuts (longest side
+        first, at its end; with ``left`` at its start: the tokenizer's ``truncation_side="left"``); else
+        whole (the caller checks them against :attr:`max_length`)."""
         queries = [query] * len(texts)
         if truncate:
-            features = self._cut(queries, texts, truncation="longest_first", max_length=self.max_length)
+            cut = self._cut_start if left else self._cut
+            features = cut(queries, texts, truncation="longest_first", max_length=self.max_length)
         else:
             features = self._whole(queries, texts, truncation=False)
         types = features.get("token_type_ids")

@@ -38,6 +38,7 @@ from protoembed.model.batching import (
 )
 from protoembed.model.batching import truncate as cut_vectors  # embed's parameter is named truncate
 from protoembed.model.cross_encoder import Reranker
+from protoembed.model.encoder import PromptEncoder
 from protoembed.model.export.runtime import ExportedEmbedder
 from protoembed.model.protocol import SentenceEmbedder
 from protoembed.serving.batcher import DynamicBatcher, QueueFull
@@ -66,6 +67,14 @@ def pooled_encoder(model: SentenceEmbedder) -> BatchEncoder:
     encoder = raw.batch_encoder()
     encoder.normalized = isinstance(model, ExportedEmbedder) and bool(model.config["normalize"])
     return encoder
+
+
+def cut_start(encoder: PromptEncoder, sentence_ids: list[list[int]]) -> list[list[int]]:
+    """``sentence_ids`` cut at their start to the sentence tokens a row of ``encoder`` holds
+    (:meth:`~protoembed.model.encoder.PromptEncoder.sentence_budget`): the last ones are kept, as
+    text-embeddings-inference's ``truncation_direction: Left`` keeps them."""
+    budget = encoder.sentence_budget(encoder.template_ids, encoder.max_seq_length)
+    return [ids[len(ids) - budget :] if len(ids) > budget else ids for ids in sentence_ids]
 
 
 class Infer:
@@ -187,11 +196,12 @@ class Infer:
         return parse_inputs(value, field, self.settings.max_inputs_per_request, self.settings.max_input_chars)
 
     def rows(
-        self, inputs: Inputs, field: str, prompt: str, truncate: bool
+        self, inputs: Inputs, field: str, prompt: str, truncate: bool, left: bool = False
     ) -> tuple[list[list[int]], list[int] | None]:
         """The model's input rows of ``inputs`` (run on a tokenizer thread): texts with ``prompt`` before
         each, tokenised as ``encode`` tokenises them; token arrays read by
-        :func:`~protoembed.serving.inputs.sentence_ids_of`; cut to what a row holds, or without
+        :func:`~protoembed.serving.inputs.sentence_ids_of`; cut to what a row holds (at the end, or with
+        ``left`` at the start: text-embeddings-inference's ``truncation_direction``), or without
         ``truncate`` refused when longer.
 
         Raises:
@@ -202,12 +212,14 @@ class Infer:
             sentence_ids = sentence_ids_of(encoder, inputs, field, prompt)
             if not truncate:
                 check_length(encoder, sentence_ids, inputs.names, field)
-            return encoder.rows(sentence_ids)
+            return encoder.rows(cut_start(encoder, sentence_ids) if left else sentence_ids)
         assert inputs.texts is not None
         texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
         try:
             if not truncate:
                 check_length(encoder, encoder.sentence_ids(texts, allow_empty=True), inputs.names, field)
+            if left:
+                return encoder.rows(cut_start(encoder, encoder.sentence_ids(texts)))
             return self.encoder.tokenize(texts)
         except EmptySentenceError as err:
             raise APIError(
@@ -254,12 +266,14 @@ class Infer:
         truncate: bool = True,
         normalize: bool | None = None,
         dimensions: int | None = None,
+        *,
+        left: bool = False,
     ) -> tuple[np.ndarray, int]:
         """``(vectors, tokens)`` of a request's inputs: float32 (N, D), cut to ``dimensions`` (``None``:
         the model's ``truncate_dim``, else the whole vector), then L2-normalised if ``normalize`` (``None``:
         the model's own setting, as ``encode``): text-embeddings-inference's order, and
         ``encode(truncate_dim=dimensions)``'s vectors (:func:`~protoembed.model.batching.truncate`); and
-        the tokens of their rows.
+        the tokens of their rows. A long input is cut at its end, with ``left`` at its start (:meth:`rows`).
 
         Raises:
             APIError: any problem of the inputs, the queue or the forward; ``normalize: false`` on an
@@ -279,14 +293,20 @@ class Infer:
         inputs = self.parse(value, field)
         prompt = self.prompt(prompt_name)
         with self.admit():
-            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate)
+            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate, left)
             vectors = await self.queue(ids, masks)
         normalized = self.model.normalize if normalize is None else normalize
         vectors = cut_vectors(torch.from_numpy(vectors), width, bool(normalized)).numpy()
         return vectors, sum(len(row) for row in ids)
 
     async def token_vectors(
-        self, value: Any, field: str, prompt_name: str | None = None, truncate: bool = True
+        self,
+        value: Any,
+        field: str,
+        prompt_name: str | None = None,
+        truncate: bool = True,
+        *,
+        left: bool = False,
     ) -> list[np.ndarray]:
         """Each input's token vectors (the backbone's last hidden states of its row, special tokens and
         template included: (T, H) float32), run on the inference thread; text-embeddings-inference's
@@ -308,7 +328,7 @@ class Infer:
         inputs = self.parse(value, field)
         prompt = self.prompt(prompt_name)
         with self.admit():
-            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate)
+            ids, masks = await self.on_pool(self.rows, inputs, field, prompt, truncate, left)
             features = self.encoder.pad(ids, masks)
 
             def job() -> list[np.ndarray]:
@@ -345,11 +365,18 @@ class Infer:
         return dimensions
 
     async def rerank(
-        self, query: str, texts: list[str], truncate: bool = True, raw_scores: bool = False
+        self,
+        query: str,
+        texts: list[str],
+        truncate: bool = True,
+        raw_scores: bool = False,
+        *,
+        left: bool = False,
     ) -> np.ndarray:
         """Each text's score against ``query`` (float32 (N,)), as text-embeddings-inference's reranker
         scores it (``core/src/infer.rs``): the model's one logit of the pair with ``raw_scores``, else its
-        sigmoid, whatever activation the folder saved for ``CrossEncoder.predict``.
+        sigmoid, whatever activation the folder saved for ``CrossEncoder.predict``. A long pair is cut
+        longest side first, at that side's end or with ``left`` at its start.
 
         Raises:
             APIError: a text or the query over ``max_input_chars``, a
@@ -362,7 +389,7 @@ class Infer:
         check_chars([query, *texts], ["query", *names], self.settings.max_input_chars, "texts")
         model = self.model
         with self.admit():
-            ids, firsts = await self.on_pool(model.tokenize, query, texts, truncate)
+            ids, firsts = await self.on_pool(model.tokenize, query, texts, truncate, left)
             if not truncate:
                 for name, row in zip(names, ids):
                     if len(row) > model.max_length:

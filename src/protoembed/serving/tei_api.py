@@ -4,7 +4,8 @@ clients work unchanged): :func:`tei_router`.
 - ``POST /embed``:
   ``{"inputs", "normalize": true, "truncate": false, "truncation_direction": "Right", "prompt_name",
   "dimensions"}`` -> one vector per input; ``normalize: false`` is the pooled vector before the model's own
-  normalisation;
+  normalisation; ``truncation_direction`` ``Left`` (or ``left``) cuts a long input's start instead of its
+  end, the prompt first, as TEI's tokenizer cuts the prompted text (every route that takes it);
 - ``POST /embed_all``: each input's token vectors (the backbone's last hidden states of its row);
 - ``POST /similarity``: ``{"inputs": {"source_sentence", "sentences"}, "parameters"}`` -> the cosine of
   the source's pooled vector with each sentence's;
@@ -60,8 +61,8 @@ ROOT_PATHS = ("/", "/invocations")
 #: TEI's ``model_dtype`` of each precision.
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
-Direction = Literal["Right", "right"]
-_DIRECTION = "only Right: the end of a long input is cut"
+Direction = Literal["Right", "right", "Left", "left"]
+_DIRECTION = "with truncate, Right cuts the end of a long input, Left its start (a prompt first)"
 _TRUNCATE = "cut an input longer than a row holds (default: auto_truncate, false: refuse it)"
 _PROMPT = "the model's prompt of that name before each input (default: its default prompt)"
 
@@ -151,10 +152,19 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
     def truncate(value: bool | None) -> bool:
         return AUTO_TRUNCATE if value is None else value
 
+    def left(direction: Direction) -> bool:
+        return direction.lower() == "left"
+
     async def embed(body: EmbedRequest) -> Response:
         """One vector per input (float32 lists)."""
         vectors, _ = await infer.embed(
-            body.inputs, "inputs", body.prompt_name, truncate(body.truncate), body.normalize, body.dimensions
+            body.inputs,
+            "inputs",
+            body.prompt_name,
+            truncate(body.truncate),
+            body.normalize,
+            body.dimensions,
+            left=left(body.truncation_direction),
         )
         return _json(list(np.ascontiguousarray(vectors, dtype=np.float32)))
 
@@ -166,7 +176,12 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
         parameters = body.parameters or SimilarityParameters()
         texts = [body.inputs.source_sentence, *body.inputs.sentences]
         vectors, _ = await infer.embed(
-            texts, "inputs", parameters.prompt_name, truncate(parameters.truncate), normalize=False
+            texts,
+            "inputs",
+            parameters.prompt_name,
+            truncate(parameters.truncate),
+            normalize=False,
+            left=left(parameters.truncation_direction),
         )
         norms = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
         return _json([float(v) for v in (vectors[1:] @ vectors[0]) / (norms[1:] * norms[0])])
@@ -191,7 +206,13 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
             raise APIError(
                 "empty", f"`inputs` cannot be empty: the query and texts[{i}] are both empty", "texts"
             )
-        scores = await infer.rerank(body.query, body.texts, truncate(body.truncate), body.raw_scores)
+        scores = await infer.rerank(
+            body.query,
+            body.texts,
+            truncate(body.truncate),
+            body.raw_scores,
+            left=left(body.truncation_direction),
+        )
         if np.isnan(scores).any():
             raise APIError("backend", "score is NaN")
         order = np.argsort(scores, kind="stable")[::-1]  # TEI: a stable ascending sort, reversed
@@ -218,7 +239,13 @@ def tei_router(infer: Infer, name: str) -> APIRouter:
     @router.post("/embed_all", openapi_extra=_schema(EmbedAllRequest))
     async def embed_all(request: Request) -> Response:
         body = await read_body(request, EmbedAllRequest)
-        states = await infer.token_vectors(body.inputs, "inputs", body.prompt_name, truncate(body.truncate))
+        states = await infer.token_vectors(
+            body.inputs,
+            "inputs",
+            body.prompt_name,
+            truncate(body.truncate),
+            left=left(body.truncation_direction),
+        )
         return _json([np.ascontiguousarray(s, dtype=np.float32) for s in states])
 
     @router.post("/tokenize", openapi_extra=_schema(TokenizeRequest))
