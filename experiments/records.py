@@ -2,8 +2,8 @@
 
 A study trains and evaluates through ``protoembed`` subprocesses into git-ignored run folders and copies
 each finished run's small files into a committed record folder. These helpers are that plumbing:
-:func:`add_time` sums wall time over resumed attempts (:func:`timed_call` runs a command and adds its
-wall time), :func:`machine` describes the machine as measured now, :func:`copy_record` copies files
+:func:`timed` sums a block's wall time over resumed attempts, written as it runs so that an attempt
+killed without warning keeps it (:func:`timed_call` runs a command so), :func:`machine` describes the machine as measured now, :func:`copy_record` copies files
 atomically (the file that marks a complete record last), :func:`write_text`, :func:`write_json` and
 :func:`save_figure` write pages, records and figures atomically, and :func:`guarded` turns a study's
 errors into its exit code.
@@ -15,8 +15,10 @@ import json
 import os
 import platform
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,6 @@ __all__ = [
     "LOG_FILE",
     "RESULTS_FILE",
     "TIME_FILE",
-    "add_time",
     "copy_record",
     "finished",
     "guarded",
@@ -40,6 +41,7 @@ __all__ = [
     "machine",
     "pyplot",
     "save_figure",
+    "timed",
     "timed_call",
     "write_json",
     "write_text",
@@ -56,6 +58,9 @@ ENVIRONMENT_FILE = "environment.json"
 #: (:func:`legacy_settings`).
 LEGACY_SETTINGS = {"training.padding": "joint", "training.dropout": "torch"}
 TIME_FILE = "study_time.json"
+#: Seconds between the writes of :func:`timed` while its block runs: a study killed without warning
+#: (SIGKILL, as the end of a session kills it) loses at most this much of an attempt's wall time.
+TIME_FLUSH_S = 30.0
 
 
 def _replace(path: Path, write: Callable[[Path], object]) -> Path:
@@ -105,25 +110,51 @@ def load_average() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
-def add_time(folder: Path, seconds: float, key: str = "seconds", file: str = TIME_FILE) -> None:
-    """Add ``seconds`` to ``folder/file``'s entry ``key`` (created as needed): wall time summed over the
-    attempts of a resumed run."""
+@contextmanager
+def timed(
+    folder: Path, key: str = "seconds", file: str = TIME_FILE, flush_s: float = TIME_FLUSH_S
+) -> Iterator[None]:
+    """Add the block's wall time to ``folder/file``'s entry ``key`` (created as needed): the time of a
+    resumed run summed over its attempts. It is written every ``flush_s`` seconds while the block runs
+    (once ``folder`` exists: a run's command creates it) and when it ends, also when interrupted, so an
+    attempt killed without warning keeps all but ``flush_s`` seconds of its time."""
     path = folder / file
-    times = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    times[key] = round(times.get(key, 0.0) + seconds, 1)
-    write_json(path, times)
+    base = _times(path).get(key, 0.0)
+    started, lock, stop = time.monotonic(), threading.Lock(), threading.Event()
+
+    def write() -> None:
+        with lock:
+            times = _times(path)
+            times[key] = round(base + time.monotonic() - started, 1)
+            write_json(path, times)
+
+    def flush() -> None:
+        while not stop.wait(flush_s):
+            if folder.is_dir():
+                with suppress(OSError):  # a full disk: the write at the end says so
+                    write()
+
+    writer = threading.Thread(target=flush, name="study-time", daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()
+        write()
+
+
+def _times(path: Path) -> dict[str, float]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def timed_call(
     cmd: list[str], folder: Path, key: str = "seconds", file: str = TIME_FILE, quiet: bool = False
 ) -> int:
-    """Run ``cmd`` (its stdout discarded if ``quiet``), add its wall time to ``folder/file``'s ``key``
-    (also when interrupted); returns its exit code."""
-    started = time.monotonic()
-    try:
+    """Run ``cmd`` (its stdout discarded if ``quiet``), its wall time added to ``folder/file``'s ``key`` as
+    :func:`timed` adds it; returns its exit code."""
+    with timed(folder, key, file):
         return subprocess.call(cmd, stdout=subprocess.DEVNULL if quiet else None)
-    finally:
-        add_time(folder, time.monotonic() - started, key, file)
 
 
 def machine(load_start: float | None, load_end: float | None) -> dict[str, Any]:

@@ -26,7 +26,6 @@ import argparse
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +39,11 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_time,
     copy_record,
     finished,
     guarded,
     load_average,
+    timed,
     write_json,
 )
 from experiments.step_rerun import step_before  # noqa: E402
@@ -169,8 +168,8 @@ def run_one(
     if (record_dir / RESULTS_FILE).is_file():
         _say(f"{run_name}: recorded, skipped")
         return True
-    load_start, started = load_average(), time.monotonic()
-    try:
+    load_start = load_average()
+    with timed(run_dir):
         if not (run_dir / RESULTS_FILE).is_file():
             cmd = [sys.executable, "-m", "protoembed", "train", "--config", str(config), "--resume"]
             cmd += ["--output-dir", str(run_dir), "--set", f"training.seed={seed}"]
@@ -183,8 +182,6 @@ def run_one(
                 return False
         if not extra_evaluations(run_dir, system, regime, tasks, batch_size):
             return False
-    finally:
-        add_time(run_dir, time.monotonic() - started)
     record(run_dir, record_dir, environment("default", load_start, load_average()))
     return True
 
@@ -198,9 +195,9 @@ def evaluate_untrained(records_dir: Path, tasks: list[str], batch_size: int) -> 
         if (out / RESULTS_FILE).is_file():
             continue
         out.mkdir(parents=True, exist_ok=True)
-        load_start, started = load_average(), time.monotonic()
-        code = eval_sts("default", head, out / RESULTS_FILE, [STSB], batch_size)
-        add_time(out, time.monotonic() - started)
+        load_start = load_average()
+        with timed(out):
+            code = eval_sts("default", head, out / RESULTS_FILE, [STSB], batch_size)
         if code == 0:
             write_json(out / ENVIRONMENT_FILE, environment("default", load_start, load_average()))
         ok = ok and code == 0

@@ -32,7 +32,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +44,13 @@ from experiments.records import (  # noqa: E402
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
-    add_time,
     copy_record,
     finished,
     guarded,
     load_average,
     machine,
+    timed,
+    timed_call,
     write_json,
 )
 from experiments.step_rerun import step_before  # noqa: E402
@@ -177,11 +177,9 @@ def run_one(
     for item in overrides:
         cmd += ["--set", item]
     _say(f"{run_dir.name}: {' '.join(cmd[1:])}")
-    load_start, started = load_average(), time.monotonic()
-    try:
+    load_start = load_average()
+    with timed(run_dir):
         code = subprocess.call(cmd)
-    finally:
-        add_time(run_dir, time.monotonic() - started)
     if code != 0:
         _say(f"{run_dir.name} failed (exit {code}); rerun to resume it")
         return False
@@ -200,9 +198,8 @@ def evaluate_untrained(records_dir: Path, cfg: dict[str, Any]) -> bool:
     cmd += ["--output", str(out / RESULTS_FILE)]
     _say(f"evaluating the untrained backbone: {' '.join(cmd[1:])}")
     out.mkdir(parents=True, exist_ok=True)
-    load_start, started = load_average(), time.monotonic()
-    code = subprocess.call(cmd, stdout=subprocess.DEVNULL)
-    add_time(out, time.monotonic() - started)
+    load_start = load_average()
+    code = timed_call(cmd, out, quiet=True)
     if code == 0:
         write_json(out / ENVIRONMENT_FILE, environment(cfg["model"], load_start, load_average()))
     return code == 0
