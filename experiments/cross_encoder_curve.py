@@ -7,13 +7,14 @@ Run from the repository root, one loss at a time (each run trains in this proces
     python experiments/cross_encoder_curve.py --report-only   # rewrite the markdown from the JSON
 
 Each run is ``configs/cpu/cross-encoder-stsb.yaml`` (the study's STS-B cross-encoder, seed 1) with
-``training.epochs``, ``training.eval_steps`` and ``objective.loss`` set, into
-``runs/cross-encoder-curve/<loss>/`` (git-ignored). Every ``eval_steps`` steps it records the
+``training.epochs``, ``training.eval_steps`` and ``objective.loss`` set (then any ``--set``), into
+``runs/cross-encoder-curve/<loss>/`` (git-ignored; ``--runs-dir``). Every ``eval_steps`` steps it records the
 cross-encoder's own STS-B dev Spearman (the pair scored as one input: what Table II reads on test) and
 the dev Spearman of its encoder read with the [CLS] head (Table I's "[CLS]" row); the cross-encoder's
-score selects ``best/``. The points go to ``docs/results/supervised-cpu/cross-encoder-curve.json``
-(one entry per loss, written atomically after every evaluation) and the table to
-``docs/results/supervised-cpu/cross-encoder-curve.md``.
+score selects ``best/``. The points go to ``cross-encoder-curve.json`` in the supervised study's records
+(``docs/results/supervised-cpu/``; ``--records-dir``), one entry per loss, written atomically after every
+evaluation, and the table to ``cross-encoder-curve.md`` beside it. A run is not resumed: an interrupted
+one starts again.
 
 The linear learning-rate decay runs over the whole ``--epochs`` budget, so the point at epoch k of a
 4-epoch run is not a k-epoch run; the curve shows where dev stops improving under that schedule.
@@ -33,10 +34,12 @@ if __package__ in (None, ""):  # run as a script: python experiments/cross_encod
     import script_path  # noqa: F401  (puts the repository root on sys.path)
 
 from experiments.records import guarded, load_average, write_json, write_text  # noqa: E402
+from experiments.study_cli import add_set_option  # noqa: E402
 
 CONFIG = "configs/cpu/cross-encoder-stsb.yaml"
-CURVE_JSON = Path("docs/results/supervised-cpu/cross-encoder-curve.json")
-CURVE_MD = CURVE_JSON.with_suffix(".md")
+#: The curve's files, in the supervised study's records.
+CURVE_FILE = "cross-encoder-curve.json"
+RECORDS = Path("docs/results/supervised-cpu")
 RUNS = Path("runs/cross-encoder-curve")
 
 
@@ -44,16 +47,24 @@ def _say(message: str) -> None:
     print(f"cross_encoder_curve: {message}", file=sys.stderr, flush=True)
 
 
-def write_markdown(curves: dict[str, Any]) -> None:
-    """Write :func:`markdown` of ``curves`` to the curve page, atomically."""
-    text = markdown(curves)
-    write_text(CURVE_MD, text)
+def write_markdown(curves: dict[str, Any], records: Path = RECORDS) -> None:
+    """Write :func:`markdown` of ``curves`` to the curve page in ``records``, atomically."""
+    write_text((records / CURVE_FILE).with_suffix(".md"), markdown(curves))
 
 
-def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, Any]:
+def run_curve(
+    loss: str,
+    epochs: int,
+    eval_steps: int,
+    seed: int,
+    extra: list[str] | None = None,
+    records: Path = RECORDS,
+    runs: Path = RUNS,
+) -> dict[str, Any]:
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
-    ``eval_steps`` steps; returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...],
-    "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
+    ``eval_steps`` steps (``extra``: config overrides after those), into ``runs/<loss>``; the curve goes to
+    ``records`` (:func:`save`). Returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points":
+    [...], "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
     from protoembed import Evaluator, load_run
     from protoembed.training.components import build_objective_from_config
     from protoembed.training.trainer import train
@@ -63,7 +74,8 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
         f"training.eval_steps={eval_steps}",
         f"training.seed={seed}",
         f"objective.loss={loss}",
-        f"output_dir={RUNS / loss}",
+        f"output_dir={runs / loss}",
+        *(extra or []),
     ]
     ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
     dev = Evaluator(
@@ -108,22 +120,24 @@ def run_curve(loss: str, epochs: int, eval_steps: int, seed: int) -> dict[str, A
                 "load_average": load_average(),
             }
         )
-        save(entry)
+        save(entry, records)
         logging.info("curve %s: %s", loss, entry["points"][-1])
         return cross
 
     train(cfg, objective_factory=factory, evaluator=evaluate)
     entry["seconds"] = round(time.perf_counter() - start, 1)
-    save(entry)
+    save(entry, records)
     return entry
 
 
-def save(entry: dict[str, Any]) -> None:
-    """Put ``entry`` into the curve JSON under its loss (atomically) and rewrite the markdown."""
-    curves = json.loads(CURVE_JSON.read_text(encoding="utf-8")) if CURVE_JSON.is_file() else {}
+def save(entry: dict[str, Any], records: Path = RECORDS) -> None:
+    """Put ``entry`` into the curve JSON in ``records`` under its loss (atomically) and rewrite the
+    markdown."""
+    path = records / CURVE_FILE
+    curves = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     curves[entry["loss"]] = entry
-    write_json(CURVE_JSON, curves)
-    write_markdown(curves)
+    write_json(path, curves)
+    write_markdown(curves, records)
 
 
 def markdown(curves: dict[str, Any]) -> str:
@@ -161,15 +175,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--eval-steps", type=int, default=90)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--records-dir", type=Path, default=RECORDS, help="the supervised study's records")
+    parser.add_argument("--runs-dir", type=Path, default=RUNS, help="run folders (ignored)")
+    add_set_option(parser)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the markdown")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     def body() -> int:
         if args.report_only:
-            write_markdown(json.loads(CURVE_JSON.read_text(encoding="utf-8")))
+            curves = json.loads((args.records_dir / CURVE_FILE).read_text(encoding="utf-8"))
+            write_markdown(curves, args.records_dir)
         else:
-            run_curve(args.loss, args.epochs, args.eval_steps, args.seed)
+            run_curve(
+                args.loss, args.epochs, args.eval_steps, args.seed, args.set, args.records_dir, args.runs_dir
+            )
         return 0
 
     return guarded(body, _say)

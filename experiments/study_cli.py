@@ -17,7 +17,7 @@ from pathlib import Path
 
 from experiments.step_rerun import STEP_BEFORE_FILE
 
-__all__ = ["given_arguments", "script_command", "study_parser"]
+__all__ = ["add_set_option", "given_arguments", "script_command", "study_parser"]
 
 
 def study_parser(
@@ -27,8 +27,7 @@ def study_parser(
     docstring) with the options every study takes; the study adds its own:
 
     - ``--configs``, ``--runs-dir``, ``--records-dir``, ``--report`` (paths; ``defaults``' values);
-    - ``--set KEY=VALUE`` (repeatable; ``args.set``, a list): config overrides every protoembed run of the
-      study gets after its own, as ``protoembed train --set`` takes them;
+    - ``--set`` (:func:`add_set_option`);
     - ``--report-only``: only rewrite the report from the records;
     - ``--step-before``: keep the records' headline numbers
       (:func:`~experiments.step_rerun.write_step_before`), then stop.
@@ -38,9 +37,7 @@ def study_parser(
     parser.add_argument("--runs-dir", default=defaults["runs_dir"], type=Path, help="run folders (ignored)")
     parser.add_argument("--records-dir", default=defaults["records_dir"], type=Path, help="committed records")
     parser.add_argument("--report", default=defaults["report"], type=Path, help="the page")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
-    )
+    add_set_option(parser)
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the records")
     parser.add_argument(
         "--step-before",
@@ -49,6 +46,14 @@ def study_parser(
         "current training step replace them (the page then shows both)",
     )
     return parser
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable; ``args.set``, a list): config overrides every protoembed run of the
+    script gets after its own, as ``protoembed train --set`` takes them."""
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override"
+    )
 
 
 def given_arguments(argv: list[str] | None) -> list[str]:

@@ -30,3 +30,26 @@ def test_curve_page_marks_the_best_point_of_each_loss():
     assert "| 270 | 1.51 | 79.50 | 78.10 |" in page
     assert "## loss: bce (2 epochs, eval every 90 steps, unfinished)" in page
     assert "| 90 | 0.50 | **70.00** | 76.00 |" in page
+
+
+def test_a_curve_run_writes_its_records_folder_with_its_overrides(
+    tiny_model_dirs, data_dir, tmp_path, monkeypatch
+):
+    """``--records-dir``, ``--runs-dir`` and ``--set`` (a rerun's folders and settings): the curve's JSON and
+    page go to that folder, its entry lists the overrides after the curve's own, one point per evaluation."""
+    import json
+
+    from experiments.cross_encoder_curve import CURVE_FILE, main
+
+    monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
+    records, runs = tmp_path / "records", tmp_path / "runs"
+    extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=2", "training.dropout=fast"]
+    argv = ["--epochs", "1", "--eval-steps", "1", "--records-dir", str(records), "--runs-dir", str(runs)]
+    assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
+    entry = json.loads((records / CURVE_FILE).read_text())["mse"]
+    assert entry["overrides"][-4:] == [f"output_dir={runs / 'mse'}", *extra]
+    assert [p["step"] for p in entry["points"]] == [1, 2]
+    assert (runs / "mse" / "best").is_dir()
+    assert (
+        "## loss: mse (1 epochs, eval every 1 steps" in (records / CURVE_FILE).with_suffix(".md").read_text()
+    )
