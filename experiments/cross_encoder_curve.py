@@ -13,8 +13,8 @@ cross-encoder's own STS-B dev Spearman (the pair scored as one input: what Table
 the dev Spearman of its encoder read with the [CLS] head (Table I's "[CLS]" row); the cross-encoder's
 score selects ``best/``. The points go to ``cross-encoder-curve.json`` in the supervised study's records
 (``docs/results/supervised-cpu/``; ``--records-dir``), one entry per loss, written atomically after every
-evaluation, and the table to ``cross-encoder-curve.md`` beside it. A run is not resumed: an interrupted
-one starts again.
+evaluation, and the table to ``cross-encoder-curve.md`` beside it. A loss whose finished curve of the same
+settings is recorded is skipped; an interrupted run is not resumed, it starts again.
 
 The linear learning-rate decay runs over the whole ``--epochs`` budget, so the point at epoch k of a
 4-epoch run is not a k-epoch run; the curve shows where dev stops improving under that schedule.
@@ -77,6 +77,11 @@ def run_curve(
         f"output_dir={runs / loss}",
         *(extra or []),
     ]
+    path = records / CURVE_FILE
+    recorded = (json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}).get(loss, {})
+    if "seconds" in recorded and recorded.get("overrides") == overrides:
+        _say(f"{loss}: a finished curve of these settings is in {path}, skipped")
+        return recorded
     ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
     dev = Evaluator(
         ["STSBenchmark"],

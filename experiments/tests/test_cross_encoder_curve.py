@@ -36,14 +36,15 @@ def test_a_curve_run_writes_its_records_folder_with_its_overrides(
     tiny_model_dirs, data_dir, tmp_path, monkeypatch
 ):
     """``--records-dir``, ``--runs-dir`` and ``--set`` (a rerun's folders and settings): the curve's JSON and
-    page go to that folder, its entry lists the overrides after the curve's own, one point per evaluation."""
+    page go to that folder, its entry lists the overrides after the curve's own, one point per evaluation;
+    run again, the finished curve of the same settings is skipped."""
     import json
 
     from experiments.cross_encoder_curve import CURVE_FILE, main
 
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
     records, runs = tmp_path / "records", tmp_path / "runs"
-    extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=2", "training.dropout=fast"]
+    extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=2", "training.test_tasks=[]"]
     argv = ["--epochs", "1", "--eval-steps", "1", "--records-dir", str(records), "--runs-dir", str(runs)]
     assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
     entry = json.loads((records / CURVE_FILE).read_text())["mse"]
@@ -52,4 +53,10 @@ def test_a_curve_run_writes_its_records_folder_with_its_overrides(
     assert (runs / "mse" / "best").is_dir()
     assert (
         "## loss: mse (1 epochs, eval every 1 steps" in (records / CURVE_FILE).with_suffix(".md").read_text()
+    )
+    (runs / "mse" / "best").rename(runs / "moved")  # run again: the finished curve is skipped, not retrained
+    assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
+    assert (
+        json.loads((records / CURVE_FILE).read_text())["mse"] == entry
+        and not (runs / "mse" / "best").exists()
     )
