@@ -45,14 +45,14 @@ def test_a_curve_run_writes_its_records_folder_with_its_overrides(
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
     records, runs = tmp_path / "records", tmp_path / "runs"
     extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=2", "training.test_tasks=[]"]
-    argv = ["--epochs", "1", "--eval-steps", "1", "--records-dir", str(records), "--runs-dir", str(runs)]
+    argv = ["--epochs", "1", "--eval-steps", "2", "--records-dir", str(records), "--runs-dir", str(runs)]
     assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
     entry = json.loads((records / CURVE_FILE).read_text())["mse"]
     assert entry["overrides"][-4:] == [f"output_dir={runs / 'mse'}", *extra]
-    assert [p["step"] for p in entry["points"]] == [1, 2]
+    assert [p["step"] for p in entry["points"]] == [2]  # one evaluation of STS-B dev, at the last step
     assert (runs / "mse" / "best").is_dir()
     assert (
-        "## loss: mse (1 epochs, eval every 1 steps" in (records / CURVE_FILE).with_suffix(".md").read_text()
+        "## loss: mse (1 epochs, eval every 2 steps" in (records / CURVE_FILE).with_suffix(".md").read_text()
     )
     (runs / "mse" / "best").rename(runs / "moved")  # run again: the finished curve is skipped, not retrained
     assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
