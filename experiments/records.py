@@ -3,8 +3,8 @@
 A study trains and evaluates through ``protoembed`` subprocesses into git-ignored run folders and copies
 each finished run's small files into a committed record folder. These helpers are that plumbing:
 :func:`timed` sums a block's wall time over resumed attempts, written as it runs so that an attempt
-killed without warning keeps it (:func:`timed_call` runs a command so), :func:`machine` describes the machine as measured now, :func:`copy_record` copies files
-atomically (the file that marks a complete record last), :func:`write_text`, :func:`write_json` and
+killed without warning keeps it (:func:`timed_call` runs a command so), :func:`machine` describes the
+machine as measured now, :func:`copy_record` copies files atomically (the file that marks a complete record last), :func:`write_text`, :func:`write_json` and
 :func:`save_figure` write pages, records and figures atomically, and :func:`guarded` turns a study's
 errors into its exit code.
 """
@@ -120,13 +120,12 @@ def timed(
     attempt killed without warning keeps all but ``flush_s`` seconds of its time."""
     path = folder / file
     base = _times(path).get(key, 0.0)
-    started, lock, stop = time.monotonic(), threading.Lock(), threading.Event()
+    started, stop = time.monotonic(), threading.Event()
 
-    def write() -> None:
-        with lock:
-            times = _times(path)
-            times[key] = round(base + time.monotonic() - started, 1)
-            write_json(path, times)
+    def write() -> None:  # the thread's writes end (join) before the last one
+        times = _times(path)
+        times[key] = round(base + time.monotonic() - started, 1)
+        write_json(path, times)
 
     def flush() -> None:
         while not stop.wait(flush_s):

@@ -216,9 +216,9 @@ class Infer:
         assert inputs.texts is not None
         texts = [prompt + text for text in inputs.texts] if prompt else inputs.texts
         try:
-            if not truncate:
+            if not truncate:  # every input fits or is refused here: no cut, at either end
                 check_length(encoder, encoder.sentence_ids(texts, allow_empty=True), inputs.names, field)
-            if left:
+            elif left:
                 return encoder.rows(cut_start(encoder, encoder.sentence_ids(texts)))
             return self.encoder.tokenize(texts)
         except EmptySentenceError as err:
