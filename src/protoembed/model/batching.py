@@ -564,6 +564,17 @@ class Encodes:
     #: ``config_sentence_transformers.json``
     truncate_dim: int | None = None
 
+    @property
+    def pooled_dimension(self) -> int:
+        """Width of the model's vectors, before any cut."""
+        raise NotImplementedError
+
+    @property
+    def dimension(self) -> int:
+        """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
+        :attr:`pooled_dimension`."""
+        return self.pooled_dimension if self.truncate_dim is None else self.truncate_dim
+
     def batch_encoder(self) -> BatchEncoder:
         """The encode pipeline over this model's tokenisation and forward."""
         raise NotImplementedError

@@ -102,12 +102,6 @@ class Embedder(torch.nn.Module, Encodes):
         return int(self.pooler.get_embedding_dimension())
 
     @property
-    def dimension(self) -> int:
-        """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
-        :attr:`pooled_dimension`."""
-        return self.pooled_dimension if self.truncate_dim is None else self.truncate_dim
-
-    @property
     def max_seq_length(self) -> int | None:
         """The token budget of the tokenisation (sentence tokens only for prompt heads)."""
         return self.encoder.max_seq_length

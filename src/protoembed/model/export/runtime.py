@@ -115,12 +115,6 @@ class ExportedEmbedder(Encodes):
         return int(self.config["dimension"])
 
     @property
-    def dimension(self) -> int:
-        """Width of the vectors :meth:`encode` gives by default: :attr:`truncate_dim`, else
-        :attr:`pooled_dimension`."""
-        return self.pooled_dimension if self.truncate_dim is None else self.truncate_dim
-
-    @property
     def max_seq_length(self) -> int | None:
         """The token budget of the tokenisation."""
         return self.encoder.max_seq_length
