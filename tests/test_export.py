@@ -10,24 +10,11 @@ import pytest
 import torch
 
 import protoembed
+from export_inputs import CALIBRATION, LONG, SENTENCES
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
 from protoembed.model.export import EXPORT_CONFIG, GRAPH_FILE, OnnxEmbedder, export_embedder, load_export
 from protoembed.model.heads import HEADS
-
-LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
-SENTENCES = [
-    "a man is playing a guitar .",
-    LONG,
-    "hello",
-    "two dogs are running through a field of grass while the cat sat on the mat .",
-    "stocks fell sharply after the report on monday .",
-]
-
-#: int8 calibration sentences (one batch of distinct ones)
-CALIBRATION = [
-    f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
-]
 
 
 def assert_same_vectors(torch_model, onnx_model, atol: float = 1e-4) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 import protoembed
 from cpu_kinds import CPU_KINDS, NATIVE_BF16, simulate
+from export_inputs import CALIBRATION, LONG, SENTENCES
 from protoembed.cli import main
 from protoembed.core.errors import ProtoembedError
 from protoembed.evaluation.encoders import LazyEncoder
@@ -23,18 +24,6 @@ from protoembed.model.export import openvino as openvino_module
 from protoembed.model.export.openvino import IR_FILE, OpenVinoEmbedder, inference_precision_here
 from protoembed.model.model_card import write_model_card
 from protoembed.model.runtimes import auto_runtime
-
-LONG = " ".join(["the quick brown fox jumps over the lazy dog ."] * 8)  # cut by max_seq_length=12
-SENTENCES = [
-    "a man is playing a guitar .",
-    LONG,
-    "hello",
-    "two dogs are running through a field of grass while the cat sat on the mat .",
-    "stocks fell sharply after the report on monday .",
-]
-CALIBRATION = [
-    f"calibration sentence {i} : the {w} sat on the mat ." for i in range(8) for w in ("cat", "dog")
-]
 
 
 def _one_line_cli_error(argv, capsys) -> str:
