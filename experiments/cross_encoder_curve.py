@@ -14,7 +14,11 @@ the dev Spearman of its encoder read with the [CLS] head (Table I's "[CLS]" row)
 score selects ``best/``. The points go to ``cross-encoder-curve.json`` in the supervised study's records
 (``docs/results/supervised-cpu/``; ``--records-dir``), one entry per loss, written atomically after every
 evaluation, and the table to ``cross-encoder-curve.md`` beside it. A loss whose finished curve of the same
-settings is recorded is skipped; an interrupted run is not resumed, it starts again.
+settings is recorded is skipped; an interrupted one (a kill, the end of a session) resumes from its run's
+last checkpoint (written after every evaluation), keeping the points recorded up to it, so the finished
+curve equals an uninterrupted run's (the trainer's resume, :mod:`protoembed.training.trainer`). Its
+``elapsed_s`` and ``seconds`` count the attempts' time up to the checkpoint each resumed from: steps an
+interruption lost after its last checkpoint are not counted; ``resumed_at`` lists those checkpoints' steps.
 
 The linear learning-rate decay runs over the whole ``--epochs`` budget, so the point at epoch k of a
 4-epoch run is not a k-epoch run; the curve shows where dev stops improving under that schedule.
@@ -33,8 +37,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: python experiments/cross_encoder_curve.py
     import script_path  # noqa: F401  (puts the repository root on sys.path)
 
-from experiments.records import guarded, load_average, write_json, write_text  # noqa: E402
+from experiments.records import RESULTS_FILE, guarded, load_average, write_json, write_text  # noqa: E402
 from experiments.study_cli import add_set_option  # noqa: E402
+from protoembed import ProtoembedError  # noqa: E402
 
 CONFIG = "configs/cpu/cross-encoder-stsb.yaml"
 #: The curve's files, in the supervised study's records.
@@ -63,8 +68,14 @@ def run_curve(
 ) -> dict[str, Any]:
     """Train the study's STS-B cross-encoder with ``loss`` for ``epochs``, evaluating every
     ``eval_steps`` steps (``extra``: config overrides after those), into ``runs/<loss>``; the curve goes to
-    ``records`` (:func:`save`). Returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points":
-    [...], "seconds"}`` with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}`` (Spearman x100)."""
+    ``records`` (:func:`save`), resuming an interrupted curve of the same settings (module docstring).
+    Returns ``{"loss", "epochs", "eval_steps", "steps_per_epoch", "points": [...], "seconds"}`` (and
+    ``"resumed_at"`` when resumed) with points ``{"step", "epoch", "cross_encoder_dev", "cls_dev"}``
+    (Spearman x100).
+
+    Raises:
+        ProtoembedError: the run folder holds an interrupted run whose points the JSON lacks (another
+            curve's settings, or a JSON that was replaced)."""
     from protoembed import Evaluator, load_run
     from protoembed.training.components import build_objective_from_config
     from protoembed.training.trainer import train
@@ -79,10 +90,25 @@ def run_curve(
     ]
     path = records / CURVE_FILE
     recorded = (json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}).get(loss, {})
-    if "seconds" in recorded and recorded.get("overrides") == overrides:
+    if recorded.get("overrides") != overrides:
+        recorded = {}  # another curve's settings: not resumed
+    if "seconds" in recorded:
         _say(f"{loss}: a finished curve of these settings is in {path}, skipped")
         return recorded
     ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
+    steps_per_epoch = 5749 // cfg.training.batch_size
+    total = cfg.training.max_steps or epochs * steps_per_epoch  # the trainer's last step
+    done = _resumed_step(runs / loss, total)
+    kept = [p for p in recorded.get("points", []) if p["step"] <= done]
+    due = [
+        *range(eval_steps, done + 1, eval_steps),
+        *([total] if done == total and total % eval_steps else []),
+    ]
+    if [p["step"] for p in kept] != due:
+        raise ProtoembedError(
+            f"{runs / loss}: an interrupted run at step {done} whose dev points up to it are not in {path}; "
+            "remove that folder to start the curve again"
+        )
     dev = Evaluator(
         ["STSBenchmark"],
         split="dev",
@@ -92,7 +118,6 @@ def run_curve(
         variant=cfg.training.eval_variant,
     )
     built: dict[str, Any] = {}
-    steps_per_epoch = 5749 // cfg.training.batch_size
     entry: dict[str, Any] = {
         "loss": loss,
         "epochs": epochs,
@@ -102,9 +127,13 @@ def run_curve(
         "steps_per_epoch": steps_per_epoch,
         "config": CONFIG,
         "overrides": overrides,
-        "points": [],
+        "points": kept,
     }
-    start = time.perf_counter()
+    if done:
+        entry["resumed_at"] = [*recorded.get("resumed_at", []), done]
+        _say(f"{loss}: resuming the interrupted curve from its checkpoint at step {done}")
+    before = kept[-1]["elapsed_s"] if kept else 0.0
+    start = time.perf_counter() - before
 
     def factory(config: Any, embedder: Any) -> Any:
         built["objective"] = build_objective_from_config(config, embedder)
@@ -114,11 +143,11 @@ def run_curve(
         objective = built["objective"]
         cross = dev.score_pairs(lambda first, second: objective.dev_pair_scores(first, second, 64))
         cls = float(dev(embedder))
-        step = len(entry["points"]) + 1
+        step = min((len(entry["points"]) + 1) * eval_steps, total)
         entry["points"].append(
             {
-                "step": min(step * eval_steps, epochs * steps_per_epoch),
-                "epoch": round(min(step * eval_steps / steps_per_epoch, epochs), 3),
+                "step": step,
+                "epoch": round(step / steps_per_epoch, 3),
                 "cross_encoder_dev": round(cross, 2),
                 "cls_dev": round(cls, 2),
                 "elapsed_s": round(time.perf_counter() - start, 1),
@@ -129,10 +158,21 @@ def run_curve(
         logging.info("curve %s: %s", loss, entry["points"][-1])
         return cross
 
-    train(cfg, objective_factory=factory, evaluator=evaluate)
+    train(cfg, resume=True, objective_factory=factory, evaluator=evaluate)
     entry["seconds"] = round(time.perf_counter() - start, 1)
     save(entry, records)
     return entry
+
+
+def _resumed_step(run: Path, total: int) -> int:
+    """The step a curve run in folder ``run`` resumes from: its checkpoint's, ``total`` for a finished
+    run (``results.json``: the trainer returns it, no step is trained), 0 for none."""
+    from protoembed.training.checkpoint import find_checkpoint, read_state
+
+    checkpoint = find_checkpoint(run)
+    if checkpoint is not None:
+        return read_state(checkpoint).step
+    return total if (run / RESULTS_FILE).is_file() else 0
 
 
 def save(entry: dict[str, Any], records: Path = RECORDS) -> None:
@@ -161,7 +201,9 @@ def markdown(curves: dict[str, Any]) -> str:
         best = max((p["cross_encoder_dev"] for p in points), default=None)
         lines += [
             f"## loss: {loss} ({entry['epochs']} epochs, eval every {entry['eval_steps']} steps"
-            + (f", {entry['seconds'] / 60:.0f} min)" if "seconds" in entry else ", unfinished)"),
+            + (f", {entry['seconds'] / 60:.0f} min" if "seconds" in entry else ", unfinished")
+            + "".join(f", resumed at step {step}" for step in entry.get("resumed_at", []))
+            + ")",
             "",
             "| step | epoch | cross-encoder dev | [CLS] dev |",
             "|---:|---:|---:|---:|",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from experiments.cross_encoder_curve import markdown
 
 CURVES = {
@@ -32,30 +33,59 @@ def test_curve_page_marks_the_best_point_of_each_loss():
     assert "| 90 | 0.50 | **70.00** | 76.00 |" in page
 
 
-def test_a_curve_run_writes_its_records_folder_with_its_overrides(
-    tiny_model_dirs, data_dir, tmp_path, monkeypatch
+def test_a_curve_run_writes_its_records_folder_resumes_and_skips_when_finished(
+    tiny_model_dirs, data_dir, tmp_path, monkeypatch, capsys
 ):
     """``--records-dir``, ``--runs-dir`` and ``--set`` (a rerun's folders and settings): the curve's JSON and
-    page go to that folder, its entry lists the overrides after the curve's own, one point per evaluation;
-    run again, the finished curve of the same settings is skipped."""
+    page go to that folder, its entry lists the overrides after the curve's own, one point per evaluation.
+    Interrupted after step 3 (checkpoint at step 2), a run of other settings is refused (the folder holds
+    the interrupted run), the same command resumes it keeping the step-2 point, and once finished it is
+    skipped."""
     import json
 
     from experiments.cross_encoder_curve import CURVE_FILE, main
 
+    from protoembed.training import trainer as trainer_module
+    from training_helpers import Interrupt, stop_after
+
     monkeypatch.setenv("PROTOEMBED_DATA", str(data_dir))
     records, runs = tmp_path / "records", tmp_path / "runs"
-    extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=2", "training.test_tasks=[]"]
+    extra = [f"model={tiny_model_dirs['bert']}", "training.max_steps=4", "training.test_tasks=[]"]
     argv = ["--epochs", "1", "--eval-steps", "2", "--records-dir", str(records), "--runs-dir", str(runs)]
-    assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
+    argv += [a for item in extra for a in ("--set", item)]
+
+    real_train = trainer_module.train
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            trainer_module, "train", lambda cfg, **kw: real_train(cfg, callback=stop_after(3), **kw)
+        )
+        with pytest.raises(Interrupt):
+            main(argv)
+    first = json.loads((records / CURVE_FILE).read_text())["mse"]
+    assert [p["step"] for p in first["points"]] == [2] and "seconds" not in first
+    assert "| 2 | " in (records / CURVE_FILE).with_suffix(".md").read_text()
+
+    capsys.readouterr()
+    assert main([*argv, "--set", "training.lr=1e-4"]) == 2  # not this folder's run: refused, untouched
+    assert capsys.readouterr().err == (
+        f"cross_encoder_curve: error: {runs / 'mse'}: an interrupted run at step 2 whose dev points up to it "
+        f"are not in {records / CURVE_FILE}; remove that folder to start the curve again\n"
+    )
+    assert json.loads((records / CURVE_FILE).read_text())["mse"] == first
+
+    assert main(argv) == 0  # resumed from the step-2 checkpoint
     entry = json.loads((records / CURVE_FILE).read_text())["mse"]
     assert entry["overrides"][-4:] == [f"output_dir={runs / 'mse'}", *extra]
-    assert [p["step"] for p in entry["points"]] == [2]  # one evaluation of STS-B dev, at the last step
+    assert entry["points"][0] == first["points"][0] and [p["step"] for p in entry["points"]] == [2, 4]
+    assert entry["resumed_at"] == [2] and entry["seconds"] >= entry["points"][-1]["elapsed_s"]
     assert (runs / "mse" / "best").is_dir()
+    page = (records / CURVE_FILE).with_suffix(".md").read_text()
     assert (
-        "## loss: mse (1 epochs, eval every 2 steps" in (records / CURVE_FILE).with_suffix(".md").read_text()
+        f"## loss: mse (1 epochs, eval every 2 steps, {entry['seconds'] / 60:.0f} min, resumed at step 2)"
+        in page
     )
     (runs / "mse" / "best").rename(runs / "moved")  # run again: the finished curve is skipped, not retrained
-    assert main([*argv, *(a for item in extra for a in ("--set", item))]) == 0
+    assert main(argv) == 0
     assert (
         json.loads((records / CURVE_FILE).read_text())["mse"] == entry
         and not (runs / "mse" / "best").exists()
