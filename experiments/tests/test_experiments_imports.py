@@ -20,9 +20,16 @@ PUBLIC = frozenset(protoembed.__all__)
 #: (the documentation cites them by these paths).
 INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
     "cross_encoder_curve.py": (
-        frozenset({"protoembed.training.components", "protoembed.training.trainer"}),
+        frozenset(
+            {
+                "protoembed.training.checkpoint",
+                "protoembed.training.components",
+                "protoembed.training.trainer",
+            }
+        ),
         "trains in its own process with an evaluator of its own (the cross-encoder's dev score and its "
-        "encoder's [CLS] dev score at every evaluation), which the trainer takes but the CLI does not",
+        "encoder's [CLS] dev score at every evaluation), which the trainer takes but the CLI does not; "
+        "reads the step of an interrupted run's checkpoint to keep the curve's points up to it",
     ),
     "duplicates.py": (
         frozenset({"protoembed.training.components", "protoembed.training.samplers"}),
