@@ -15,8 +15,9 @@ score selects ``best/``. The points go to ``cross-encoder-curve.json`` in the su
 (``docs/results/supervised-cpu/``; ``--records-dir``), one entry per loss, written atomically after every
 evaluation, and the table to ``cross-encoder-curve.md`` beside it. A loss whose finished curve of the same
 settings is recorded is skipped; an interrupted one (a kill, the end of a session) resumes from its run's
-last checkpoint (written after every evaluation), keeping the points recorded up to it, so the finished
-curve equals an uninterrupted run's (the trainer's resume, :mod:`protoembed.training.trainer`). Its
+last checkpoint (written after every evaluation), keeping the points recorded up to it; in fp32 on a CPU
+(the study's setting) the finished curve equals an uninterrupted run's (the trainer's resume,
+:mod:`protoembed.training.trainer`). Its
 ``elapsed_s`` and ``seconds`` count the attempts' time up to the checkpoint each resumed from: steps an
 interruption lost after its last checkpoint are not counted; ``resumed_at`` lists those checkpoints' steps.
 
@@ -131,7 +132,7 @@ def run_curve(
     }
     if done:
         entry["resumed_at"] = [*recorded.get("resumed_at", []), done]
-        _say(f"{loss}: resuming the interrupted curve from its checkpoint at step {done}")
+        _say(f"{loss}: resuming the interrupted curve from step {done}")
     before = kept[-1]["elapsed_s"] if kept else 0.0
     start = time.perf_counter() - before
 
