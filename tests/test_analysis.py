@@ -263,3 +263,26 @@ def test_cli_analyze_compare(tiny_model_dirs, data_dir, tmp_path, capsys):
     ]
     tsne = json.loads((tmp_path / "analysis-tsne.json").read_text())
     assert [m["label"] for m in tsne["models"]] == ["bert", "albert"] and len(tsne["pairs"]) == 9
+
+
+def test_cli_frequent_tokens_without_tasks(tiny_model_dirs, data_dir, tmp_path, monkeypatch):
+    """Without ``--tasks`` the figure asks for the STS suite's default run (``tasks=None``) and its JSON
+    names the tasks it read (the default run narrowed to STS-B here, to stay small); k = 0 is plain mean
+    pooling, the STS evaluation's average."""
+    from protoembed.evaluation.tasks import get_tasks
+
+    asked = []
+
+    def default_narrowed(tasks, suite, split):
+        asked.append(tasks)
+        return get_tasks(["STSBenchmark"] if tasks is None else tasks, suite, split)
+
+    monkeypatch.setattr(analysis, "get_tasks", default_narrowed)
+    bert = str(tiny_model_dirs["bert"])
+    figure = tmp_path / "f5.png"
+    argv = ["analyze", "frequent-tokens", "--model", bert, "--head", "mean", "--top-k", "0"]
+    assert main([*argv, "--data-dir", str(data_dir), "--figure", str(figure)]) == 0
+    saved = json.loads(figure.with_suffix(".json").read_text())
+    assert asked == [None] and saved["tasks"] == ["STSBenchmark"]
+    plain = evaluate_sts(protoembed.load(bert, head="mean").encode, data_dir, tasks=["STSBenchmark"])["avg"]
+    assert saved["models"][0]["rows"][0]["avg"] == pytest.approx(plain, abs=1e-6)

@@ -172,13 +172,13 @@ def frequent_token_removal(
     variant: str = "senteval",
     batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Fig. 5: average STS Spearman (x100) with the ``k`` most frequent tokens left out of mean pooling.
+    """Fig. 5: average STS Spearman (x100) with the ``k`` most frequent tokens left out of mean pooling, on
+    ``tasks`` (``None``: the STS suite's default run, the seven test sets).
 
-    Out: ``{"figure", "tasks", "top_k", "models": [{"label", "head", "rows": [{"k", "removed", "avg"}]}]}``.
+    Out: ``{"figure", "tasks" (the tasks' names), "top_k", "models": [{"label", "head", "rows": [{"k", "removed", "avg"}]}]}``.
     """
     root = resolve_data_dir(data_dir)
-    entries = get_tasks(tasks, "sts", "test")
-    datasets = {t.name: t.load(root, variant) for t in entries}
+    datasets = {t.name: t.load(root, variant) for t in get_tasks(tasks, "sts", "test")}
     entries = []
     for label, embedder in models:
         if embedder.head != "mean":
@@ -201,7 +201,12 @@ def frequent_token_removal(
     ax.legend(fontsize=9)
     fig.tight_layout()
     target = save_figure(fig, figure)
-    return {"figure": str(target), "tasks": list(tasks), "top_k": [int(k) for k in top_k], "models": entries}
+    return {
+        "figure": str(target),
+        "tasks": list(datasets),
+        "top_k": [int(k) for k in top_k],
+        "models": entries,
+    }
 
 
 def draw_tsne_pairs(
