@@ -1,9 +1,14 @@
-"""Tiny random BERT / ALBERT / RoBERTa backbones with tokenizers trained here on a little text.
+"""Tiny random BERT / ALBERT / RoBERTa backbones with tokenizers trained on a little text.
 
 Hub downloads are impossible here, so tests build their own: a ``tokenizers`` tokenizer of the right
 kind (WordPiece / SentencePiece-Unigram / byte-level BPE) trained on :data:`CORPUS`, wrapped in the
 matching ``transformers`` tokenizer class, and a 2-layer model with random weights, saved to a folder
 that ``protoembed.load`` reads like any Hugging Face model directory.
+
+The trained tokenizers are kept in ``tests/tiny_tokenizers/<kind>.json`` (``python tests/tiny_models.py``
+trains and writes them again): the WordPiece and Unigram trainers break ties between equally frequent
+pieces in a per-process hash order, so a tokenizer trained in each session would give every session
+another vocabulary, and with the seeded weights another model.
 """
 
 from __future__ import annotations
@@ -25,13 +30,13 @@ CORPUS = [
 ] * 20
 
 KINDS = ("bert", "albert", "roberta")
+#: The trained tokenizers, one ``tokenizer.json`` per kind (see the module docstring).
+TOKENIZERS = Path(__file__).resolve().parent / "tiny_tokenizers"
 
 
 def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
     """Create a tiny random ``kind`` model + tokenizer in ``path`` and return ``path``."""
     import torch
-    from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
-    from tokenizers.processors import RobertaProcessing, TemplateProcessing
     from transformers import (
         AlbertConfig,
         AlbertModel,
@@ -54,30 +59,16 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
     )
     if kind == "bert":
         specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-        raw = BertWordPieceTokenizer(lowercase=True)
-        raw.train_from_iterator(CORPUS, vocab_size=300, special_tokens=list(specials.values()))
-        tokenizer = _wrap(BertTokenizerFast, raw, specials)
+        tokenizer = _wrap(BertTokenizerFast, _frozen(kind), specials)
         model = BertModel(BertConfig(vocab_size=len(tokenizer), **common), add_pooling_layer=False)
     elif kind == "albert":
         specials = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-        raw = SentencePieceUnigramTokenizer()
-        raw.train_from_iterator(
-            CORPUS, vocab_size=200, special_tokens=list(specials.values()), unk_token="<unk>"
-        )
-        raw._tokenizer.post_processor = TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
-        )
-        tokenizer = _wrap(AlbertTokenizerFast, raw, specials)
+        tokenizer = _wrap(AlbertTokenizerFast, _frozen(kind), specials)
         config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, pad_token_id=0, **common)
         model = AlbertModel(config, add_pooling_layer=False)
     elif kind == "roberta":
         specials = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
-        raw = ByteLevelBPETokenizer()
-        raw.train_from_iterator(CORPUS, vocab_size=400, special_tokens=list(specials.values()))
-        raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
-        tokenizer = _wrap(RobertaTokenizerFast, raw, {**specials, "cls": "<s>", "sep": "</s>"})
+        tokenizer = _wrap(RobertaTokenizerFast, _frozen(kind), {**specials, "cls": "<s>", "sep": "</s>"})
         config = RobertaConfig(
             vocab_size=len(tokenizer), pad_token_id=1, **{**common, "max_position_embeddings": 130}
         )
@@ -94,10 +85,52 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
 
 
 def _wrap(tokenizer_class, raw, specials: dict[str, str]):
-    """A ``transformers`` tokenizer around a trained ``tokenizers`` one; ``specials``: role -> token."""
-    return tokenizer_class(
-        tokenizer_object=raw._tokenizer, **{f"{role}_token": t for role, t in specials.items()}
-    )
+    """A ``transformers`` tokenizer around a trained ``tokenizers.Tokenizer``; ``specials``: role -> token."""
+    return tokenizer_class(tokenizer_object=raw, **{f"{role}_token": t for role, t in specials.items()})
+
+
+def _frozen(kind: str):
+    """The kept trained tokenizer of ``kind`` (:data:`TOKENIZERS`)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(TOKENIZERS / f"{kind}.json"))
+
+
+def train_tokenizer(kind: str):
+    """A ``tokenizers.Tokenizer`` of ``kind`` trained on :data:`CORPUS`, with its post-processor: WordPiece
+    (300 pieces, lower-cased), SentencePiece-Unigram (200) or byte-level BPE (400)."""
+    from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
+    from tokenizers.processors import RobertaProcessing, TemplateProcessing
+
+    if kind == "bert":
+        raw = BertWordPieceTokenizer(lowercase=True)
+        raw.train_from_iterator(
+            CORPUS, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        )
+    elif kind == "albert":
+        raw = SentencePieceUnigramTokenizer()
+        specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+        raw.train_from_iterator(CORPUS, vocab_size=200, special_tokens=specials, unk_token="<unk>")
+        raw._tokenizer.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+        )
+    elif kind == "roberta":
+        raw = ByteLevelBPETokenizer()
+        raw.train_from_iterator(
+            CORPUS, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        )
+        raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    return raw._tokenizer
+
+
+if __name__ == "__main__":  # train the tokenizers again and keep them
+    TOKENIZERS.mkdir(exist_ok=True)
+    for name in KINDS:
+        train_tokenizer(name).save(str(TOKENIZERS / f"{name}.json"))
 
 
 def specials_only_mean(path: Path):
