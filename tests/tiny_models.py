@@ -32,6 +32,12 @@ CORPUS = [
 KINDS = ("bert", "albert", "roberta")
 #: The trained tokenizers, one ``tokenizer.json`` per kind (see the module docstring).
 TOKENIZERS = Path(__file__).resolve().parent / "tiny_tokenizers"
+#: Each kind's special tokens, role -> token, in the order the trainer gives them their ids.
+SPECIALS = {
+    "bert": {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    "albert": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    "roberta": {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"},
+}
 
 
 def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
@@ -58,16 +64,16 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
         max_position_embeddings=128,
     )
     if kind == "bert":
-        specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+        specials = SPECIALS[kind]
         tokenizer = _wrap(BertTokenizerFast, _frozen(kind), specials)
         model = BertModel(BertConfig(vocab_size=len(tokenizer), **common), add_pooling_layer=False)
     elif kind == "albert":
-        specials = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+        specials = SPECIALS[kind]
         tokenizer = _wrap(AlbertTokenizerFast, _frozen(kind), specials)
         config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, pad_token_id=0, **common)
         model = AlbertModel(config, add_pooling_layer=False)
     elif kind == "roberta":
-        specials = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
+        specials = SPECIALS[kind]
         tokenizer = _wrap(RobertaTokenizerFast, _frozen(kind), {**specials, "cls": "<s>", "sep": "</s>"})
         config = RobertaConfig(
             vocab_size=len(tokenizer), pad_token_id=1, **{**common, "max_position_embeddings": 130}
@@ -102,14 +108,12 @@ def train_tokenizer(kind: str):
     from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
     from tokenizers.processors import RobertaProcessing, TemplateProcessing
 
+    specials = list(SPECIALS[kind].values()) if kind in SPECIALS else []
     if kind == "bert":
         raw = BertWordPieceTokenizer(lowercase=True)
-        raw.train_from_iterator(
-            CORPUS, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        )
+        raw.train_from_iterator(CORPUS, vocab_size=300, special_tokens=specials)
     elif kind == "albert":
         raw = SentencePieceUnigramTokenizer()
-        specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
         raw.train_from_iterator(CORPUS, vocab_size=200, special_tokens=specials, unk_token="<unk>")
         raw._tokenizer.post_processor = TemplateProcessing(
             single="[CLS] $A [SEP]",
@@ -118,9 +122,7 @@ def train_tokenizer(kind: str):
         )
     elif kind == "roberta":
         raw = ByteLevelBPETokenizer()
-        raw.train_from_iterator(
-            CORPUS, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-        )
+        raw.train_from_iterator(CORPUS, vocab_size=400, special_tokens=specials)
         raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
     else:
         raise ValueError(f"unknown kind {kind!r}")
