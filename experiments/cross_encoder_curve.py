@@ -17,9 +17,9 @@ evaluation, and the table to ``cross-encoder-curve.md`` beside it. A loss whose 
 settings is recorded is skipped; an interrupted one (a kill, the end of a session) resumes from its run's
 last checkpoint (written after every evaluation), keeping the points recorded up to it; in fp32 on a CPU
 (the study's setting) the finished curve equals an uninterrupted run's (the trainer's resume,
-:mod:`protoembed.training.trainer`). Its
-``elapsed_s`` and ``seconds`` count the attempts' time up to the checkpoint each resumed from: steps an
-interruption lost after its last checkpoint are not counted; ``resumed_at`` lists those checkpoints' steps.
+:mod:`protoembed.training.trainer`). Its ``elapsed_s`` and ``seconds`` count the attempts' time up to the
+checkpoint each resumed from: steps an interruption lost after its last checkpoint are not counted;
+``resumed_at`` lists those checkpoints' steps.
 
 The linear learning-rate decay runs over the whole ``--epochs`` budget, so the point at epoch k of a
 4-epoch run is not a k-epoch run; the curve shows where dev stops improving under that schedule.
@@ -99,13 +99,11 @@ def run_curve(
     ((_, cfg),) = load_run(CONFIG, overrides)  # a single run: one entry
     steps_per_epoch = 5749 // cfg.training.batch_size
     total = cfg.training.max_steps or epochs * steps_per_epoch  # the trainer's last step
+    # the trainer evaluates every eval_steps steps and after the last one
+    schedule = [min(n * eval_steps, total) for n in range(1, -(-total // eval_steps) + 1)]
     done = _resumed_step(runs / loss, total)
     kept = [p for p in recorded.get("points", []) if p["step"] <= done]
-    due = [
-        *range(eval_steps, done + 1, eval_steps),
-        *([total] if done == total and total % eval_steps else []),
-    ]
-    if [p["step"] for p in kept] != due:
+    if [p["step"] for p in kept] != [step for step in schedule if step <= done]:
         raise ProtoembedError(
             f"{runs / loss}: an interrupted run at step {done} whose dev points up to it are not in {path}; "
             "remove that folder to start the curve again"
@@ -144,7 +142,7 @@ def run_curve(
         objective = built["objective"]
         cross = dev.score_pairs(lambda first, second: objective.dev_pair_scores(first, second, 64))
         cls = float(dev(embedder))
-        step = min((len(entry["points"]) + 1) * eval_steps, total)
+        step = schedule[len(entry["points"])]
         entry["points"].append(
             {
                 "step": step,

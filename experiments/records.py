@@ -4,9 +4,9 @@ A study trains and evaluates through ``protoembed`` subprocesses into git-ignore
 each finished run's small files into a committed record folder. These helpers are that plumbing:
 :func:`timed` sums a block's wall time over resumed attempts, written as it runs so that an attempt
 killed without warning keeps it (:func:`timed_call` runs a command so), :func:`machine` describes the
-machine as measured now, :func:`copy_record` copies files atomically (the file that marks a complete record last), :func:`write_text`, :func:`write_json` and
-:func:`save_figure` write pages, records and figures atomically, and :func:`guarded` turns a study's
-errors into its exit code.
+machine as measured now, :func:`copy_record` copies files atomically (the file that marks a complete
+record last), :func:`write_text`, :func:`write_json` and :func:`save_figure` write pages, records and
+figures atomically, and :func:`guarded` turns a study's errors into its exit code.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ CORPUS = [
     'this sentence : " a dog " means [MASK] . by " it " they mean <mask> .',
 ] * 20
 
-KINDS = ("bert", "albert", "roberta")
 #: The trained tokenizers, one ``tokenizer.json`` per kind (see the module docstring).
 TOKENIZERS = Path(__file__).resolve().parent / "tiny_tokenizers"
 #: Each kind's special tokens, role -> token, in the order the trainer gives them their ids.
@@ -38,6 +37,7 @@ SPECIALS = {
     "albert": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
     "roberta": {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"},
 }
+KINDS = tuple(SPECIALS)
 
 
 def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
@@ -64,17 +64,14 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
         max_position_embeddings=128,
     )
     if kind == "bert":
-        specials = SPECIALS[kind]
-        tokenizer = _wrap(BertTokenizerFast, _frozen(kind), specials)
+        tokenizer = _wrap(BertTokenizerFast, kind)
         model = BertModel(BertConfig(vocab_size=len(tokenizer), **common), add_pooling_layer=False)
     elif kind == "albert":
-        specials = SPECIALS[kind]
-        tokenizer = _wrap(AlbertTokenizerFast, _frozen(kind), specials)
+        tokenizer = _wrap(AlbertTokenizerFast, kind)
         config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, pad_token_id=0, **common)
         model = AlbertModel(config, add_pooling_layer=False)
     elif kind == "roberta":
-        specials = SPECIALS[kind]
-        tokenizer = _wrap(RobertaTokenizerFast, _frozen(kind), {**specials, "cls": "<s>", "sep": "</s>"})
+        tokenizer = _wrap(RobertaTokenizerFast, kind, cls="<s>", sep="</s>")
         config = RobertaConfig(
             vocab_size=len(tokenizer), pad_token_id=1, **{**common, "max_position_embeddings": 130}
         )
@@ -90,16 +87,14 @@ def build_tiny_model(kind: str, path: Path, hidden: int = 32, layers: int = 2, s
     return path
 
 
-def _wrap(tokenizer_class, raw, specials: dict[str, str]):
-    """A ``transformers`` tokenizer around a trained ``tokenizers.Tokenizer``; ``specials``: role -> token."""
-    return tokenizer_class(tokenizer_object=raw, **{f"{role}_token": t for role, t in specials.items()})
-
-
-def _frozen(kind: str):
-    """The kept trained tokenizer of ``kind`` (:data:`TOKENIZERS`)."""
+def _wrap(tokenizer_class, kind: str, **roles: str):
+    """A ``transformers`` tokenizer around the kept trained tokenizer of ``kind`` (:data:`TOKENIZERS`), its
+    :data:`SPECIALS` and any further ``roles`` (role -> token) named."""
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(TOKENIZERS / f"{kind}.json"))
+    raw = Tokenizer.from_file(str(TOKENIZERS / f"{kind}.json"))
+    named = {**SPECIALS[kind], **roles}
+    return tokenizer_class(tokenizer_object=raw, **{f"{role}_token": t for role, t in named.items()})
 
 
 def train_tokenizer(kind: str):
@@ -108,7 +103,9 @@ def train_tokenizer(kind: str):
     from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
     from tokenizers.processors import RobertaProcessing, TemplateProcessing
 
-    specials = list(SPECIALS[kind].values()) if kind in SPECIALS else []
+    if kind not in SPECIALS:
+        raise ValueError(f"unknown kind {kind!r}")
+    specials = list(SPECIALS[kind].values())
     if kind == "bert":
         raw = BertWordPieceTokenizer(lowercase=True)
         raw.train_from_iterator(CORPUS, vocab_size=300, special_tokens=specials)
@@ -120,12 +117,10 @@ def train_tokenizer(kind: str):
             pair="[CLS] $A [SEP] $B:1 [SEP]:1",
             special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
         )
-    elif kind == "roberta":
+    else:
         raw = ByteLevelBPETokenizer()
         raw.train_from_iterator(CORPUS, vocab_size=400, special_tokens=specials)
         raw._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
-    else:
-        raise ValueError(f"unknown kind {kind!r}")
     return raw._tokenizer
 
 
