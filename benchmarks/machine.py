@@ -4,22 +4,14 @@ and the load average (other jobs sharing the cores)."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 
 def cpu_line() -> str:
-    """The CPU's model name (``lscpu``) and which of the features that matter it has."""
-    from protoembed.model.precision import cpu_features
+    """The CPU's model name and which of the features that matter it has."""
+    from protoembed.model.precision import cpu_features, cpu_model
 
-    name = "unknown CPU"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                name = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
     features = ", ".join(f"{flag} {'yes' if present else 'no'}" for flag, present in cpu_features().items())
-    return f"CPU: {name}, {os.cpu_count()} logical cores ({features})"
+    return f"CPU: {cpu_model()}, {os.cpu_count()} logical cores ({features})"
 
 
 def load_line() -> str:

@@ -157,8 +157,13 @@ def timed_call(
 
 
 def machine(load_start: float | None, load_end: float | None) -> dict[str, Any]:
-    """The machine and versions as measured now (what a record's ``environment.json`` holds)."""
+    """The machine and versions as measured now (what a record's ``environment.json`` holds): the CPU's
+    model and which of the features that decide its speed it has, as the benchmarks name them."""
+    from protoembed.model.precision import cpu_features, cpu_model
+
     return {
+        "cpu": cpu_model(),
+        "cpu_features": [flag for flag, present in cpu_features().items() if present],
         "cpu_count": os.cpu_count(),
         "load_average_start": load_start,
         "load_average_end": load_end,
@@ -167,6 +172,19 @@ def machine(load_start: float | None, load_end: float | None) -> dict[str, Any]:
         "torch": metadata.version("torch"),
         "protoembed": metadata.version("protoembed"),
     }
+
+
+def cpus_text(environments: Iterable[dict[str, Any]]) -> str | None:
+    """The CPUs of the environment records (:func:`machine`) that name one, each with its features and how
+    many records ran on it: ``"AMD EPYC (avx2; 8 records)"``; ``None`` when none names its CPU."""
+    counts: dict[str, int] = {}
+    for env in environments:
+        if env.get("cpu"):
+            features = ", ".join(env.get("cpu_features") or []) or "none of the speed features"
+            key = f"{env['cpu']} ({features}"
+            counts[key] = counts.get(key, 0) + 1
+    shown = [f"{key}; {n} record{'s' if n > 1 else ''})" for key, n in sorted(counts.items())]
+    return ", ".join(shown) or None
 
 
 def copy_record(files: Iterable[tuple[Path, str]], record_dir: Path, env: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.records import LOG_FILE, RESULTS_FILE, pyplot, save_figure, write_text
+from experiments.records import LOG_FILE, RESULTS_FILE, cpus_text, pyplot, save_figure, write_text
 from experiments.step_rerun import seed_means, step_change_section
 from experiments.unsup_cpu_report import mean_std
 from protoembed import run_layout, table_name
@@ -242,10 +242,14 @@ def setup_text(records_dir: Path, runs: dict[str, list[Path]]) -> str:
         lines.append(f"| {name} | {len(folders)} | {'; '.join(steps)} | {np.mean(seconds) / 60:.1f} |")
     for folder in sorted(records_dir.glob("untrained-*")):
         total += (_json(folder / "study_time.json") or {}).get("seconds", 0.0)
-    env = next((e for f in runs.values() for e in [_json(f[0] / "environment.json")] if e), None) or {}
+    environments = [
+        e for f in runs.values() for folder in f for e in [_json(folder / "environment.json")] if e
+    ]
     head = "| Run | Seeds | Steps (per stage) | Minutes per seed |\n|---|---:|---|---:|\n"
-    cores = env.get("cpu_count", "?")
-    return head + "\n".join(lines) + f"\n\nTotal compute: {total / 60:.0f} min on {cores} CPU cores.\n"
+    cores = environments[0].get("cpu_count", "?") if environments else "?"
+    cpus = cpus_text(environments)
+    where = f"{cores} CPU cores" + (f" ({cpus})" if cpus else "")
+    return head + "\n".join(lines) + f"\n\nTotal compute: {total / 60:.0f} min on {where}.\n"
 
 
 def plot(values: dict[str, dict[str, list[float]]], path: Path) -> Path:

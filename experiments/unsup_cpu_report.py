@@ -42,6 +42,7 @@ from experiments.records import (
     LOG_FILE,
     RESULTS_FILE,
     TIME_FILE,
+    cpus_text,
     write_text,
 )
 from experiments.step_rerun import seed_means, step_change_section
@@ -226,6 +227,8 @@ def setup_text(
         cores = _count([e.get("cpu_count") for e in environments], "CPU core(s)")
         loads = _distinct([_load(e) for e in environments])
         machine = f"Machine: {cores} (`os.cpu_count()`); 1-minute load average at the start and end of a run: {loads}"
+        cpus = cpus_text(environments)
+        machine += f"; CPU: {cpus}" if cpus else ""
         if len(environments) < len(everything):
             machine += (
                 f" (recorded by {len(environments)} of {len(everything)} runs; older records have none)"

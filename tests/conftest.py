@@ -30,16 +30,9 @@ os.environ[CPU_FLAGS_ENV] = flags_of(suite_kind())
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The host's CPU (model and the flags protoembed reads) and the CPU kind the suite simulates."""
-    from protoembed.model.precision import CPU_FEATURES, host_cpu_flags
+    from protoembed.model.precision import CPU_FEATURES, cpu_model, host_cpu_flags
 
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     host = host_cpu_flags()
     flags = ", ".join(f"{name} {'yes' if name in host else 'no'}" for name in CPU_FEATURES)
     return [f"host CPU: {model} ({flags}, {os.cpu_count()} logical cores)", f"simulated CPU: {suite_kind()}"]

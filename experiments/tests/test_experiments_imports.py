@@ -56,6 +56,11 @@ INTERNAL_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"protoembed.data.benchmarks.beir"}),
         "reads a retrieval folder's split as protoembed's retrieval suite reads it",
     ),
+    "records.py": (
+        frozenset({"protoembed.model.precision"}),
+        "names the CPU in each record's environment as the benchmarks do (its model and the features that "
+        "decide its speed), the studies' records being made across sessions on different CPUs",
+    ),
     "smaller_vectors_report.py": (
         frozenset({"protoembed.model.quantize"}),
         "states each vector type's bytes per vector as protoembed stores them (bytes_per_vector)",

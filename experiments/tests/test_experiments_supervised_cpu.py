@@ -219,3 +219,16 @@ def test_a_rerun_with_the_current_step_shows_table_one_before_and_after(tmp_path
     (records / STEP_BEFORE_FILE).unlink()
     text = write_report(tmp_path / "page.md", records, REPO / "configs" / "cpu", "c").read_text()
     assert "## Before and after the rerun" not in text
+
+
+def test_setup_names_the_cpus_the_runs_ran_on(tmp_path: Path) -> None:
+    from experiments.supervised_cpu_report import setup_text
+
+    runs = {}
+    for name, cpu in (("sbert-stsb-seed1", "X"), ("sbert-stsb-seed2", "Y")):
+        _write(tmp_path / name, "study_time.json", {"seconds": 90.0})
+        _write(tmp_path / name, "environment.json", {"cpu_count": 2, "cpu": cpu, "cpu_features": ["avx2"]})
+        runs.setdefault("sbert-stsb", []).append(tmp_path / name)
+    text = setup_text(tmp_path, runs)
+    assert "| sbert-stsb | 2 |  | 1.5 |" in text
+    assert text.endswith("Total compute: 3 min on 2 CPU cores (X (avx2; 1 record), Y (avx2; 1 record)).\n")

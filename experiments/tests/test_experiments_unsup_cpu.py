@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from experiments import unsup_cpu
+from experiments.records import cpus_text
 from experiments.unsup_cpu_report import ENVIRONMENT_FILE, LOG_FILE, TIME_FILE, UNTRAINED, write_report
 
+from protoembed.model.precision import CPU_FEATURES
 from protoembed.outputs.run_layout import DEV_SCORE
 from training_helpers import write_corpus
 
@@ -56,8 +58,23 @@ def _write_run(folder: Path, avg: float, log: bool) -> None:
         train = {"event": "train", "step": 12, "loss": 0.0631}
         (folder / LOG_FILE).write_text(json.dumps(start) + "\n" + json.dumps(train) + "\n")
         environment = {"cpu_count": 7, "load_average_start": 1.5, "load_average_end": 2.3}
+        environment |= {"cpu": "Acme 9000", "cpu_features": ["avx2", "avx512_bf16"]}
         environment["backbone"] = {"model": "default", "parameters": 4321, "dimension": 16}
         (folder / ENVIRONMENT_FILE).write_text(json.dumps(environment))
+
+
+def _proc_cpu_model() -> str:
+    """The first ``model name`` of /proc/cpuinfo, read here on its own."""
+    lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+
+
+def test_cpus_text_counts_the_records_of_each_cpu() -> None:
+    x = {"cpu": "X", "cpu_features": ["avx2"]}
+    y = {"cpu": "Y", "cpu_features": []}
+    text = cpus_text([x, {"cpu_count": 2}, dict(x), y])  # an older record names no CPU
+    assert text == "X (avx2; 2 records), Y (none of the speed features; 1 record)"
+    assert cpus_text([{"cpu_count": 2}]) is None
 
 
 def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
@@ -79,7 +96,9 @@ def test_report_mean_std_numbers_from_the_records(tmp_path: Path) -> None:
     assert "(1,234 sentences as the runs' logs read it), 12 steps of batch 32 (384 sentences per run" in text
     assert "backbone `default` (4,321 parameters, embedding dimension 16)" in text
     machine = "Machine: 7 CPU core(s) (`os.cpu_count()`); 1-minute load average at the start and end of a run"
-    assert machine + ": 1.5-2.3 (recorded by 1 of 2 runs" in text
+    assert (
+        machine + ": 1.5-2.3; CPU: Acme 9000 (avx2, avx512_bf16; 1 record) (recorded by 1 of 2 runs" in text
+    )
     assert "| SimCSE | 71.00 ± 1.41 | 100, 100 | 0.063 | 1.0 |" in text
     assert "hand-written" in text and "| batch | 32 | 64 |" in text  # the full-size column from its config
     figure = tmp_path / "r.png"  # the figure beside the report, linked from it
@@ -124,6 +143,9 @@ def test_study_runs_each_seed_once_and_resumes(tiny_model_dirs, data_dir, tmp_pa
             assert (kept / name).read_bytes() == (run / name).read_bytes()
         environment = json.loads((kept / ENVIRONMENT_FILE).read_text())
         assert environment["cpu_count"] == os.cpu_count()
+        assert environment["cpu"] == _proc_cpu_model() and set(environment["cpu_features"]) <= set(
+            CPU_FEATURES
+        )
         assert environment["backbone"]["parameters"] == parameters
         assert (kept / TIME_FILE).is_file()
     stamp = os.path.getmtime(runs / "simcse-seed1" / "results.json")

@@ -61,6 +61,19 @@ def host_cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name as ``/proc/cpuinfo`` gives it (``"unknown CPU"`` where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "unknown CPU"
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def cpu_features() -> dict[str, bool]:
     """``{flag: present}`` for each of :data:`CPU_FEATURES`."""
     flags = cpu_flags()
